@@ -1,0 +1,182 @@
+"""The EMA auditor of Huang, Li & Li (2021), Algorithms 1 and 2."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ema.auditors.result import MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.errors import InputError
+from ema.signals import PAPER_METRICS, check_metric_names, check_probabilities, compute_scores
+from ema.stats import EMA_TESTS, ema_pvalue
+from ema.thresholds import THRESHOLD_MODES, select_class_thresholds, select_threshold
+
+
+def check_alpha(alpha: float) -> float:
+    """Refuse a significance level outside (0, 1)."""
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"expected alpha in (0, 1), got {alpha}")
+    return float(alpha)
+
+
+class EMAAuditor:
+    """Ensembled membership auditing.
+
+    ``calibrate`` picks, for each metric, the threshold that maximises balanced accuracy
+    between a calibration model's members and non-members. ``audit`` flags a query
+    sample when any metric reaches its threshold and aggregates the flags into rho_EMA.
+
+    Parameters
+    ----------
+    metrics : sequence of str
+        Membership metrics to ensemble; the paper's three by default.
+    threshold_mode : {"global", "per-class"}
+        One threshold per metric, or one per metric and class.
+    test : {"t", "ks"}
+        The test whose p-value decides the verdict; both are always reported.
+    alpha : float
+        rho_EMA <= alpha means "not memorized".
+    """
+
+    method = "ema"
+
+    def __init__(
+        self,
+        metrics: Sequence[str] = PAPER_METRICS,
+        *,
+        threshold_mode: str = "global",
+        test: str = "t",
+        alpha: float = 0.1,
+    ) -> None:
+        self.metrics = tuple(metrics)
+        self.threshold_mode = threshold_mode
+        self.test = test
+        self.alpha = alpha
+
+    def _check_config(self) -> None:
+        check_metric_names(self.metrics)
+        check_alpha(self.alpha)
+        if self.threshold_mode not in THRESHOLD_MODES:
+            raise InputError(f"expected threshold_mode in {THRESHOLD_MODES}, got {self.threshold_mode!r}")
+        if self.test not in EMA_TESTS:
+            raise InputError(f"expected test in {EMA_TESTS}, got {self.test!r}")
+
+    def calibrate(
+        self,
+        member_proba: np.ndarray,
+        member_labels: np.ndarray,
+        nonmember_proba: np.ndarray,
+        nonmember_labels: np.ndarray,
+    ) -> "EMAAuditor":
+        """Fit thresholds on a calibration model's outputs on its training and held-out halves.
+
+        Sets ``n_classes_``, ``thresholds_`` (metric -> global threshold),
+        ``class_thresholds_`` (metric -> ndarray of shape (n_classes,)) and
+        ``calibration_`` (metric -> balanced accuracy, TPR and FPR of the global threshold).
+        """
+        self._check_config()
+        member_proba, member_labels = check_probabilities(member_proba, member_labels)
+        nonmember_proba, nonmember_labels = check_probabilities(nonmember_proba, nonmember_labels)
+        if member_proba.shape[1] != nonmember_proba.shape[1]:
+            raise InputError(
+                f"expected members and non-members with the same number of classes, got "
+                f"{member_proba.shape[1]} and {nonmember_proba.shape[1]}"
+            )
+        members = compute_scores(member_proba, member_labels, self.metrics)
+        nonmembers = compute_scores(nonmember_proba, nonmember_labels, self.metrics)
+        self.n_classes_ = int(member_proba.shape[1])
+        results = {m: select_threshold(members[m], nonmembers[m]) for m in self.metrics}
+        self.thresholds_ = {m: r.threshold for m, r in results.items()}
+        self.calibration_ = {
+            m: {"balanced_accuracy": r.balanced_accuracy, "tpr": r.tpr, "fpr": r.fpr} for m, r in results.items()
+        }
+        self.class_thresholds_ = {
+            m: select_class_thresholds(
+                members[m], member_labels, nonmembers[m], nonmember_labels, n_classes=self.n_classes_
+            )
+            for m in self.metrics
+        }
+        return self
+
+    def to_dict(self) -> dict:
+        """The fitted thresholds as JSON-ready data (``thresholds.json``)."""
+        self._check_fitted()
+        return {
+            "method": self.method,
+            "n_classes": self.n_classes_,
+            "metrics": {
+                m: {
+                    "global": self.thresholds_[m],
+                    "per_class": self.class_thresholds_[m].tolist(),
+                    **self.calibration_[m],
+                }
+                for m in self.metrics
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, **config) -> "EMAAuditor":
+        """Rebuild a calibrated auditor from :meth:`to_dict` output (no refitting)."""
+        try:
+            entries = data["metrics"]
+            auditor = cls(metrics=config.pop("metrics", tuple(entries)), **config)
+            auditor._check_config()
+            auditor.n_classes_ = int(data["n_classes"])
+            auditor.thresholds_ = {m: float(entries[m]["global"]) for m in auditor.metrics}
+            auditor.class_thresholds_ = {m: np.asarray(entries[m]["per_class"], float) for m in auditor.metrics}
+            auditor.calibration_ = {
+                m: {k: entries[m][k] for k in ("balanced_accuracy", "tpr", "fpr")} for m in auditor.metrics
+            }
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"expected thresholds with per-metric 'global' and 'per_class' entries, missing {exc}") from exc
+        return auditor
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "thresholds_"):
+            raise InputError("this EMAAuditor is not calibrated yet: call calibrate() first")
+
+    def _metric_thresholds(self, labels: np.ndarray) -> dict[str, np.ndarray | float]:
+        if self.threshold_mode == "per-class":
+            return {m: self.class_thresholds_[m][labels] for m in self.metrics}
+        return dict(self.thresholds_)
+
+    def audit(self, proba: np.ndarray, labels: np.ndarray) -> AuditResult:
+        """Flag each query sample and decide whether the query set is memorized.
+
+        Parameters
+        ----------
+        proba : ndarray of shape (n_query, n_classes)
+            The target model's probabilities on the query set.
+        labels : ndarray of shape (n_query,)
+            The query samples' labels.
+        """
+        self._check_fitted()
+        self._check_config()
+        proba, labels = check_probabilities(proba, labels)
+        if proba.shape[1] != self.n_classes_:
+            raise InputError(
+                f"expected probabilities over the calibration model's {self.n_classes_} classes, "
+                f"got {proba.shape[1]} columns"
+            )
+        scores = compute_scores(proba, labels, self.metrics)
+        limits = self._metric_thresholds(labels)
+        flags = {m: scores[m] >= limits[m] for m in self.metrics}
+        membership = np.logical_or.reduce(list(flags.values())).astype(np.int8)
+        rho_t, rho_ks = ema_pvalue(membership, "t"), ema_pvalue(membership, "ks")
+        rho = rho_t if self.test == "t" else rho_ks
+        return AuditResult(
+            method=self.method,
+            scores=scores,
+            flags=flags,
+            membership=membership,
+            metrics={
+                "rho_ema": rho_t,
+                "rho_ema_ks": rho_ks,
+                "flag_rate": float(membership.mean()),
+                "n_query": float(membership.size),
+            },
+            verdict=NOT_MEMORIZED if rho <= self.alpha else MEMORIZED,
+            alpha=self.alpha,
+            thresholds={"mode": self.threshold_mode, **self.to_dict()},
+        )

@@ -1,0 +1,59 @@
+"""The value an audit returns; logging and printing read it, they do not recompute it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MEMORIZED = "memorized"
+NOT_MEMORIZED = "not_memorized"
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Outcome of auditing one query set.
+
+    Attributes
+    ----------
+    method : str
+        The auditor that produced it.
+    scores : dict of str to ndarray of shape (n_query,)
+        Each membership metric on the query set.
+    flags : dict of str to ndarray of shape (n_query,)
+        Each metric's flags (score >= its threshold).
+    membership : ndarray of shape (n_query,)
+        M: 1 where any metric flags the sample.
+    metrics : dict of str to float
+        The numbers to log, e.g. ``rho_ema``, ``rho_ema_ks``, ``flag_rate``.
+    verdict : str
+        ``"memorized"`` or ``"not_memorized"``.
+    alpha : float
+        Significance level of the verdict.
+    thresholds : dict
+        The thresholds used, as logged in ``thresholds.json``.
+    """
+
+    method: str
+    scores: dict[str, np.ndarray]
+    flags: dict[str, np.ndarray]
+    membership: np.ndarray
+    metrics: dict[str, float]
+    verdict: str
+    alpha: float
+    thresholds: dict = field(default_factory=dict)
+
+    @property
+    def n_query(self) -> int:
+        return int(self.membership.size)
+
+    @property
+    def flag_rate(self) -> float:
+        return float(self.membership.mean())
+
+    def sample_columns(self) -> dict[str, np.ndarray]:
+        """Per-sample columns: each metric, each metric's flag, and M."""
+        columns: dict[str, np.ndarray] = dict(self.scores)
+        columns.update({f"flag_{name}": flag.astype(np.int8) for name, flag in self.flags.items()})
+        columns["M"] = self.membership.astype(np.int8)
+        return columns

@@ -1,0 +1,65 @@
+"""Calibration quality k: keep k% of the images clean, corrupt the rest (paper, Sec. 3.1).
+
+Of the (100 - k)% corrupted images, half get additive Gaussian noise and half a random
+rotation, drawn with a seeded generator. Both are vectorised over the whole batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import ndimage
+
+from ema.data.arrays import ArraySet
+from ema.errors import InputError
+
+#: Standard deviation of the Gaussian noise, in units of the 0-255 pixel range.
+NOISE_STD = 0.3
+#: Rotations are drawn uniformly from [-MAX_ROTATION_DEGREES, MAX_ROTATION_DEGREES].
+MAX_ROTATION_DEGREES = 45.0
+
+
+def add_gaussian_noise(x: np.ndarray, rng: np.random.Generator, std: float = NOISE_STD) -> np.ndarray:
+    """uint8 images plus N(0, std^2) noise on the [0, 1] scale, clipped back to 0-255."""
+    noisy = x / 255.0 + rng.normal(0.0, std, size=x.shape)
+    return np.rint(np.clip(noisy, 0.0, 1.0) * 255).astype(np.uint8)
+
+
+def rotate_images(x: np.ndarray, rng: np.random.Generator, max_degrees: float = MAX_ROTATION_DEGREES) -> np.ndarray:
+    """Rotate each image about its centre by its own random angle (bilinear, zero fill)."""
+    n, height, width = x.shape
+    angles = np.deg2rad(rng.uniform(-max_degrees, max_degrees, size=n))[:, None, None]
+    rows, cols = np.mgrid[0:height, 0:width].astype(np.float64)
+    cy, cx = (height - 1) / 2.0, (width - 1) / 2.0
+    cos, sin = np.cos(angles), np.sin(angles)
+    src_rows = cy + cos * (rows - cy) - sin * (cols - cx)
+    src_cols = cx + sin * (rows - cy) + cos * (cols - cx)
+    image_ids = np.broadcast_to(np.arange(n, dtype=np.float64)[:, None, None], src_rows.shape)
+    coords = np.stack([image_ids, src_rows, src_cols])
+    rotated = ndimage.map_coordinates(x.astype(np.float64), coords, order=1, mode="constant", cval=0.0)
+    return np.rint(np.clip(rotated, 0, 255)).astype(np.uint8)
+
+
+def corrupt(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
+    """The set at calibration quality ``k`` (percent clean).
+
+    Parameters
+    ----------
+    data : ArraySet
+        Clean images.
+    k : int
+        Percent of images left clean, 0..100; ``(100 - k) / 2`` percent get noise and as
+        many a rotation.
+    seed : int
+        Seeds which images are corrupted and how.
+    """
+    if not 0 <= k <= 100:
+        raise InputError(f"expected calibration quality k in 0..100 (percent clean), got {k}")
+    rng = np.random.default_rng(seed)
+    n = len(data)
+    n_corrupt = int(round(n * (100 - k) / 100))
+    chosen = rng.permutation(n)[:n_corrupt]
+    noisy, rotated = chosen[: n_corrupt // 2], chosen[n_corrupt // 2 :]
+    x = data.x.copy()
+    x[noisy] = add_gaussian_noise(x[noisy], rng)
+    x[rotated] = rotate_images(x[rotated], rng)
+    return ArraySet(f"{data.name}@k{k}", x, data.y, data.index)

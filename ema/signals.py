@@ -1,0 +1,134 @@
+"""Membership metrics on class-probability matrices (Song & Mittal 2020).
+
+Every metric takes probabilities of shape (n_samples, n_classes) and labels of shape
+(n_samples,) and returns one score per sample, higher meaning more member-like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ema.errors import InputError
+
+#: Smallest probability fed to a logarithm; keeps log(0) finite for saturated outputs.
+LOG_FLOOR = 1e-30
+#: Absolute tolerance on row sums when checking that rows are probability distributions.
+ROW_SUM_TOLERANCE = 1e-3
+
+
+def check_probabilities(proba: np.ndarray, labels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Validate a probability matrix (and labels) and return them as float64 / int64.
+
+    Raises
+    ------
+    InputError
+        If ``proba`` is not a finite (n_samples, n_classes) matrix of non-negative rows
+        summing to 1, or ``labels`` do not match it.
+    """
+    proba = np.asarray(proba)
+    if proba.ndim != 2 or proba.shape[0] == 0 or proba.shape[1] < 2:
+        raise InputError(
+            "expected probabilities of shape (n_samples, n_classes) with n_samples >= 1 and "
+            f"n_classes >= 2, got shape {proba.shape}"
+        )
+    proba = proba.astype(np.float64, copy=False)
+    if not np.isfinite(proba).all():
+        n_bad = int((~np.isfinite(proba)).any(axis=1).sum())
+        raise InputError(f"expected finite probabilities, got NaN or inf in {n_bad} of {len(proba)} rows")
+    row_sums = proba.sum(axis=1)
+    bad_rows = (proba < 0).any(axis=1) | (np.abs(row_sums - 1.0) > ROW_SUM_TOLERANCE)
+    if bad_rows.any():
+        first = int(np.flatnonzero(bad_rows)[0])
+        raise InputError(
+            f"expected rows of non-negative probabilities summing to 1, got {int(bad_rows.sum())} of "
+            f"{len(proba)} rows that are not (row {first} sums to {row_sums[first]:.4g}); "
+            "if the model returns logits, pass --outputs logits to apply softmax"
+        )
+    if labels is None:
+        return proba, None
+    labels = np.asarray(labels)
+    if labels.shape != (proba.shape[0],):
+        raise InputError(f"expected labels of shape ({proba.shape[0]},) to match the probabilities, got {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise InputError(f"expected integer class labels, got dtype {labels.dtype}")
+    if labels.size and (labels.min() < 0 or labels.max() >= proba.shape[1]):
+        raise InputError(
+            f"expected labels in 0..{proba.shape[1] - 1} (the model's {proba.shape[1]} classes), "
+            f"got values from {labels.min()} to {labels.max()}"
+        )
+    return proba, labels.astype(np.int64, copy=False)
+
+
+def correctness_score(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """1.0 where the predicted class equals the label, else 0.0."""
+    return (proba.argmax(axis=1) == labels).astype(np.float64)
+
+
+def confidence_score(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The probability the model gives the true class, f(x)_y."""
+    return proba[np.arange(len(labels)), labels]
+
+
+def negative_entropy_score(proba: np.ndarray, labels: np.ndarray | None = None) -> np.ndarray:
+    """sum_i f(x)_i log f(x)_i: 0 for a one-hot output, -log(C) for a uniform one."""
+    return (proba * np.log(np.maximum(proba, LOG_FLOOR))).sum(axis=1)
+
+
+def modified_entropy_score(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Negated modified entropy of Song & Mittal (2020), which uses the label.
+
+    Mentr = -(1 - p_y) log p_y - sum_{i != y} p_i log(1 - p_i); we return -Mentr so that
+    higher is more member-like.
+    """
+    rows = np.arange(len(labels))
+    p_true = proba[rows, labels]
+    log_p = np.log(np.maximum(proba, LOG_FLOOR))
+    log_1mp = np.log(np.maximum(1.0 - proba, LOG_FLOOR))
+    others = proba * log_1mp
+    others[rows, labels] = 0.0
+    return (1.0 - p_true) * log_p[rows, labels] + others.sum(axis=1)
+
+
+MetricFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+#: The metrics by name. The paper uses the first three.
+METRICS: dict[str, MetricFn] = {
+    "correctness": correctness_score,
+    "confidence": confidence_score,
+    "negative_entropy": negative_entropy_score,
+    "modified_entropy": modified_entropy_score,
+}
+PAPER_METRICS: tuple[str, ...] = ("correctness", "confidence", "negative_entropy")
+#: What a label-only oracle allows.
+LABEL_ONLY_METRICS: tuple[str, ...] = ("correctness",)
+
+
+def check_metric_names(metrics: Sequence[str]) -> tuple[str, ...]:
+    """Return ``metrics`` as a tuple, refusing unknown or repeated names."""
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown or not metrics or len(set(metrics)) != len(metrics):
+        raise InputError(f"expected distinct metric names from {sorted(METRICS)}, got {list(metrics)}")
+    return tuple(metrics)
+
+
+def compute_scores(proba: np.ndarray, labels: np.ndarray, metrics: Sequence[str] = PAPER_METRICS) -> dict[str, np.ndarray]:
+    """Validate inputs once and compute every named metric.
+
+    Parameters
+    ----------
+    proba : ndarray of shape (n_samples, n_classes)
+        Class probabilities from the model.
+    labels : ndarray of shape (n_samples,)
+        True labels, integers in 0..n_classes-1.
+    metrics : sequence of str
+        Names from :data:`METRICS`.
+
+    Returns
+    -------
+    dict of str to ndarray of shape (n_samples,)
+    """
+    names = check_metric_names(metrics)
+    proba, labels = check_probabilities(proba, labels)
+    return {name: METRICS[name](proba, labels) for name in names}

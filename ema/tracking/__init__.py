@@ -1,0 +1,1 @@
+"""Everything MLflow: runs, params, metrics, artifacts, the model registry, the calibration cache."""

@@ -1,0 +1,121 @@
+"""The model registry: logging and registering our models, resolving URIs, the calibration cache."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import mlflow
+import numpy as np
+from mlflow.entities.model_registry import ModelVersion
+from mlflow.exceptions import MlflowException
+from mlflow.models import ModelSignature
+from mlflow.tracking import MlflowClient
+from mlflow.types import Schema, TensorSpec
+
+from ema.errors import EMAError, InputError
+from ema.tracking import keys
+
+MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
+
+
+@dataclass(frozen=True)
+class RegisteredVersion:
+    """A model version in the registry, with its tags."""
+
+    name: str
+    version: str
+    run_id: str | None
+    tags: dict[str, str]
+
+    @property
+    def uri(self) -> str:
+        return f"models:/{self.name}/{self.version}"
+
+    @classmethod
+    def from_entity(cls, entity: ModelVersion) -> "RegisteredVersion":
+        return cls(entity.name, str(entity.version), entity.run_id, dict(entity.tags or {}))
+
+
+def resolve_version(model_uri: str) -> RegisteredVersion:
+    """The registered version behind ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION``.
+
+    Raises
+    ------
+    EMAError
+        If the URI is not of that form, or the model, alias or version does not exist.
+    """
+    match = MODELS_URI.match(model_uri)
+    if not match:
+        raise InputError(
+            f"expected a registered model URI models:/NAME@ALIAS or models:/NAME/VERSION, got {model_uri!r}"
+        )
+    client = MlflowClient()
+    name, alias, version = match["name"], match["alias"], match["version"]
+    try:
+        registered = client.get_registered_model(name)
+    except MlflowException as exc:
+        known = sorted(m.name for m in client.search_registered_models())
+        raise EMAError(f"registered model {name!r} does not exist in {mlflow.get_tracking_uri()}; known: {known}") from exc
+    try:
+        if alias:
+            return RegisteredVersion.from_entity(client.get_model_version_by_alias(name, alias))
+        return RegisteredVersion.from_entity(client.get_model_version(name, version))
+    except MlflowException as exc:
+        what = f"alias {alias!r}" if alias else f"version {version}"
+        known = sorted(registered.aliases) if alias else "see `mlflow ui`"
+        raise EMAError(f"registered model {name!r} has no {what}; known aliases: {known}") from exc
+
+
+def image_signature(n_classes: int) -> ModelSignature:
+    """float32 images (n, 1, 28, 28) in, float32 probabilities (n, n_classes) out."""
+    return ModelSignature(
+        inputs=Schema([TensorSpec(np.dtype(np.float32), (-1, 1, 28, 28))]),
+        outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, n_classes))]),
+    )
+
+
+def log_and_register_torch_model(
+    model, input_example: np.ndarray, *, name: str, alias: str, tags: dict[str, str], n_classes: int = 10
+) -> RegisteredVersion:
+    """Log a probability-returning torch model (pt2 format) in the active run and register it.
+
+    The input example has two rows, so the exported graph keeps a dynamic batch size;
+    pip requirements are explicit, which skips MLflow's slow requirement inference.
+    """
+    import mlflow.pytorch
+    import torch
+
+    info = mlflow.pytorch.log_model(
+        model,
+        name=keys.MODEL_ARTIFACT,
+        signature=image_signature(n_classes),
+        input_example=input_example[:2],
+        serialization_format="pt2",
+        pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+    )
+    return register(info.model_uri, name=name, alias=alias, tags=tags)
+
+
+def register(model_uri: str, *, name: str, alias: str, tags: dict[str, str]) -> RegisteredVersion:
+    """Register ``model_uri`` under ``name``, point ``alias`` at it and tag the version."""
+    version = mlflow.register_model(model_uri, name, tags=tags)
+    MlflowClient().set_registered_model_alias(name, alias, version.version)
+    return RegisteredVersion.from_entity(MlflowClient().get_model_version(name, version.version))
+
+
+def find_cached_version(name: str, cache_key: str) -> RegisteredVersion | None:
+    """The newest version of ``name`` tagged with ``cache_key``, or None."""
+    client = MlflowClient()
+    try:
+        client.get_registered_model(name)
+    except MlflowException:
+        return None
+    found = client.search_model_versions(f"name = '{name}' and tags.`{keys.TAG_CACHE_KEY}` = '{cache_key}'")
+    if not found:
+        return None
+    return RegisteredVersion.from_entity(max(found, key=lambda v: int(v.version)))
+
+
+def set_alias(version: RegisteredVersion, alias: str) -> None:
+    MlflowClient().set_registered_model_alias(version.name, alias, version.version)

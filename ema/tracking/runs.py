@@ -1,0 +1,73 @@
+"""Opening runs (top-level, resumed from ``mlflow run``, or nested) and logging artifacts whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+
+from ema.tracking import keys
+
+
+def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
+    """Use ``MLFLOW_TRACKING_URI`` or sqlite in the working directory, and the named experiment.
+
+    Under ``mlflow run`` the project's run already exists (``MLFLOW_RUN_ID``): its
+    experiment is kept, so that nested runs land beside their parent.
+    """
+    mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI)
+    if not os.environ.get("MLFLOW_RUN_ID") and mlflow.active_run() is None:
+        mlflow.set_experiment(experiment)
+
+
+@contextmanager
+def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlflow.ActiveRun]:
+    """Open a run: nested under the active run if there is one, in the parent's experiment.
+
+    An exception inside marks the run FAILED (MLflow's context manager does so) and
+    propagates.
+    """
+    parent = mlflow.active_run()
+    if parent is not None:
+        run = mlflow.start_run(
+            run_name=run_name, nested=True, experiment_id=parent.info.experiment_id, tags=tags
+        )
+    elif os.environ.get("MLFLOW_RUN_ID"):
+        run = mlflow.start_run(tags=tags)  # resumes the run that `mlflow run` created
+    else:
+        run = mlflow.start_run(run_name=run_name, tags=tags)
+    with run:
+        yield run
+
+
+def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]) -> None:
+    """Write every artifact to a scratch folder, then log them in one call.
+
+    Called last in a run, after everything it reports was computed, so that a failure
+    leaves no half-written artifacts.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, content in files.items():
+            path = Path(tmp) / name
+            if isinstance(content, pd.DataFrame):
+                content.to_csv(path, index=False)
+            elif isinstance(content, dict):
+                path.write_text(json.dumps(content, indent=2, sort_keys=True))
+            elif isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+        mlflow.log_artifacts(tmp)
+
+
+def read_json_artifact(run_id: str, name: str) -> dict:
+    """A JSON artifact of a finished run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=name, dst_path=tmp)
+        return json.loads(Path(path).read_text())

@@ -1,0 +1,40 @@
+"""`ema audit`: audit a query set against a registered model reached as a black box."""
+
+import click
+
+from ema.data.splits import QUERY_NAMES
+from ema.oracle import OUTPUT_KINDS
+from ema.stats import EMA_TESTS
+from ema.thresholds import THRESHOLD_MODES
+from ema.tracking import keys
+from ema.workflows.audit import METHODS
+from ema.workflows.audit import audit as audit_workflow
+from ema_cli.calibrate import model_option
+from ema_cli.options import alpha_option, cal_seed_option, k_option, progress_option, workflow_command
+
+
+@click.command("audit")
+@model_option
+@click.option("--query", type=click.Choice(QUERY_NAMES), help="A named query set: M1..M5 (members), M6 (held out), S (other domain).")
+@click.option("--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index.")
+@click.option("--method", type=click.Choice(METHODS), default="ema", show_default=True, help="Auditing method.")
+@click.option("--test", type=click.Choice(EMA_TESTS), default="t", show_default=True, help="Test whose p-value gives the verdict.")
+@alpha_option
+@k_option
+@cal_seed_option
+@click.option("--threshold-mode", type=click.Choice(THRESHOLD_MODES), default="global", show_default=True, help="One threshold per metric, or per metric and class.")
+@click.option("--outputs", type=click.Choice(OUTPUT_KINDS), default="probabilities", show_default=True, help="What the model returns; logits get a softmax.")
+@click.option("--calibration-name", default=keys.CALIBRATION_MODEL_NAME, show_default=True, help="Registered name of calibration models.")
+@progress_option
+@workflow_command
+def audit(model_uri, query, query_file, **options):
+    """Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags."""
+    if (query is None) == (query_file is None):
+        raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
+    outcome = audit_workflow(model_uri, query=query, query_file=query_file, **options)
+    metrics = outcome.result.metrics
+    click.echo(
+        f"{outcome.query}: |D_q|={outcome.result.n_query} flag rate {outcome.result.flag_rate:.4f} "
+        f"rho_ema {metrics[keys.METRIC_RHO_EMA]:.4g} rho_ema_ks {metrics[keys.METRIC_RHO_EMA_KS]:.4g} "
+        f"-> {outcome.result.verdict} (run {outcome.run_id})"
+    )

@@ -1,0 +1,24 @@
+"""The `ema` command group."""
+
+import os
+
+import click
+
+from ema import __version__
+from ema_cli.audit import audit
+from ema_cli.calibrate import calibrate
+from ema_cli.data import data
+from ema_cli.demo import demo
+from ema_cli.train import train
+
+
+@click.group()
+@click.version_option(__version__, prog_name="ema")
+def main():
+    """EMA audit workbench: was this data used to train this model, or has it been removed?"""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+for command in (train, calibrate, audit, demo, data):
+    main.add_command(command)

@@ -1,0 +1,22 @@
+"""`ema demo`: the whole pipeline on the embedded data, printed as a table."""
+
+import click
+
+from ema.workflows.demo import run_demo
+from ema_cli.options import (
+    alpha_option, cal_seed_option, data_seed_option, k_option, progress_option, spec_from_options, train_spec_options, workflow_command,
+)
+
+
+@click.command("demo")
+@train_spec_options
+@k_option
+@cal_seed_option
+@alpha_option
+@data_seed_option
+@progress_option
+@workflow_command
+def demo(k, cal_seed, alpha, data_seed, progress, **spec_options):
+    """Train, register, calibrate and audit the seven query sets M1..M6 and S."""
+    table = run_demo(spec_from_options(**spec_options), k=k, cal_seed=cal_seed, alpha=alpha, data_seed=data_seed, progress=progress)
+    click.echo(table.to_string(index=False))

@@ -1,0 +1,78 @@
+"""Click options shared by several commands, defined once."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import click
+
+from ema.errors import EMAError
+from ema.tracking import keys
+from ema.tracking.runs import configure
+from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
+
+DEFAULTS = TrainSpec()
+
+
+def _compose(*decorators: Callable) -> Callable:
+    def apply(fn: Callable) -> Callable:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+experiment_option = click.option(
+    "--experiment-name", default=keys.DEFAULT_EXPERIMENT, show_default=True,
+    help="MLflow experiment for the runs (ignored under `mlflow run`, which picks its own).",
+)
+k_option = click.option(
+    "--k", "k", type=click.IntRange(0, 100), default=100, show_default=True,
+    help="Calibration quality: percent of calibration images left clean.",
+)
+cal_seed_option = click.option("--cal-seed", type=int, default=0, show_default=True, help="Seed of the calibration split and corruption.")
+alpha_option = click.option(
+    "--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True,
+    help="Significance level: rho <= alpha means not memorized.",
+)
+progress_option = click.option("--progress/--no-progress", default=True, show_default=True, help="Show progress bars.")
+data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
+
+train_spec_options = _compose(
+    click.option("--arch", type=click.Choice(ARCHITECTURES), default=DEFAULTS.arch, show_default=True, help="Architecture."),
+    click.option("--hidden", default=",".join(map(str, DEFAULTS.hidden)), show_default=True, help="MLP hidden widths, comma-separated."),
+    click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=DEFAULTS.optimizer, show_default=True, help="Optimizer."),
+    click.option("--lr", type=float, default=DEFAULTS.lr, show_default=True, help="Learning rate."),
+    click.option("--momentum", type=float, default=DEFAULTS.momentum, show_default=True, help="SGD momentum."),
+    click.option("--weight-decay", type=float, default=DEFAULTS.weight_decay, show_default=True, help="L2 weight decay."),
+    click.option("--lr-decay", type=float, default=DEFAULTS.lr_decay, show_default=True, help="Inverse-time learning-rate decay per step."),
+    click.option("--epochs", type=click.IntRange(min=1), default=DEFAULTS.epochs, show_default=True, help="Training epochs."),
+    click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULTS.batch_size, show_default=True, help="Batch size."),
+    click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True, help="Seed of weights and batch order."),
+)
+
+
+def spec_from_options(arch, hidden, optimizer, lr, momentum, weight_decay, lr_decay, epochs, batch_size, seed) -> TrainSpec:
+    """A TrainSpec from the shared training options."""
+    try:
+        widths = tuple(int(h) for h in str(hidden).split(",") if h.strip())
+    except ValueError as exc:
+        raise click.BadParameter(f"expected comma-separated integers, got {hidden!r}", param_hint="--hidden") from exc
+    return TrainSpec(arch, widths, optimizer, lr, momentum, weight_decay, lr_decay, epochs, batch_size, seed)
+
+
+def workflow_command(fn: Callable) -> Callable:
+    """Configure tracking from --experiment-name, and turn EMAError into a one-line usage error."""
+
+    @experiment_option
+    @functools.wraps(fn)
+    def wrapper(experiment_name: str, **kwargs):
+        try:
+            configure(experiment_name)
+            return fn(**kwargs)
+        except EMAError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return wrapper
