@@ -1,0 +1,63 @@
+"""The `ema` commands: options, one-line errors, FAILED runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
+
+from ema_cli.cli import main
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_data_splits_writes_every_split(tmp_path):
+    result = invoke("data", "splits", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    names = sorted(p.stem for p in tmp_path.glob("*.npz"))
+    assert names == sorted(["M6", "S", "calibration", *(f"train_fold{i}" for i in range(1, 6))])
+    with np.load(tmp_path / "M6.npz", allow_pickle=False) as data:
+        assert data["x"].shape == (2000, 28, 28) and data["x"].dtype == np.uint8
+        assert data["y"].dtype == np.int64 and data["index"].dtype == np.int64
+
+
+def test_audit_unknown_model_is_one_line_error_and_failed_run(store):
+    result = invoke("audit", "--model", "models:/missing@target", "--query", "M1", "--no-progress")
+    assert result.exit_code == 1
+    errors = [line for line in result.output.splitlines() if line.startswith("Error")]
+    assert errors == [f"Error: registered model 'missing' does not exist in {store}; known: []"]
+    assert "Traceback" not in result.output
+    runs = MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
+    assert [r.info.status for r in runs] == ["FAILED"]
+
+
+def test_audit_unknown_query_name_is_usage_error(store):
+    result = invoke("audit", "--query", "M9")
+    assert result.exit_code == 2
+    assert "'M9' is not one of" in result.output
+
+
+def test_audit_needs_exactly_one_query(store):
+    result = invoke("audit", "--query", "M1", "--query-file", "x.npz")
+    assert result.exit_code == 2
+    assert "exactly one of --query NAME or --query-file FILE" in result.output
+
+
+def test_train_rejects_bad_hidden(store):
+    result = invoke("train", "--hidden", "256,abc", "--epochs", "1")
+    assert result.exit_code == 2
+    assert "comma-separated integers" in result.output
+
+
+def test_train_rejects_zero_epochs(store):
+    result = invoke("train", "--epochs", "0")
+    assert result.exit_code == 2
+    assert "--epochs" in result.output
+
+
+@pytest.mark.parametrize("command", ["train", "calibrate", "audit", "demo", "data"])
+def test_help_of_every_command(command):
+    assert invoke(command, "--help").exit_code == 0

@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+
+from ema.errors import InputError
+from ema.stats import ema_pvalue
+
+
+def flags_with_zeros(n: int, zeros: int) -> np.ndarray:
+    return np.r_[np.ones(n - zeros), np.zeros(zeros)]
+
+
+# Tables 5 and 6 of the paper: |D_q|, number of unflagged samples, printed rho_EMA.
+PAPER_PVALUES = [(5, 1, 0.35), (5, 2, 0.14), (20, 1, 0.32), (50, 2, 0.16), (20, 2, 0.15), (200, 1, 0.32)]
+
+
+@pytest.mark.parametrize(("n", "zeros", "printed"), PAPER_PVALUES)
+def test_ema_pvalue_reproduces_paper_tables(n, zeros, printed):
+    assert round(ema_pvalue(flags_with_zeros(n, zeros)), 2) == printed
+
+
+def test_ema_pvalue_all_ones_is_one():
+    assert ema_pvalue(np.ones(10)) == 1.0
+    assert ema_pvalue(np.ones(10), test="ks") == 1.0
+
+
+def test_ema_pvalue_t_depends_on_count_not_share():
+    assert ema_pvalue(flags_with_zeros(2000, 3)) < 0.1 < ema_pvalue(flags_with_zeros(2000, 2))
+
+
+def test_ema_pvalue_ks_depends_on_share_and_size():
+    # the same 10% unflagged share is significant at |D_q| = 1000, not at 10
+    assert ema_pvalue(flags_with_zeros(1000, 100), test="ks") < 0.1
+    assert ema_pvalue(flags_with_zeros(10, 1), test="ks") > 0.1
+    # while 3 unflagged of 2000 barely moves it
+    assert ema_pvalue(flags_with_zeros(2000, 3), test="ks") > 0.9
+
+
+def test_ema_pvalue_rejects_non_binary_flags():
+    with pytest.raises(InputError, match="0 or 1"):
+        ema_pvalue(np.array([1, 2, 1]))
+
+
+def test_ema_pvalue_rejects_empty():
+    with pytest.raises(InputError, match="non-empty"):
+        ema_pvalue(np.array([]))
+
+
+def test_ema_pvalue_rejects_unknown_test():
+    with pytest.raises(InputError, match="expected test in"):
+        ema_pvalue(np.ones(3), test="z")

@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+
+from ema.data.arrays import ArraySet
+from ema.data.corruption import corrupt, rotate_images
+from ema.errors import InputError
+
+
+def blank_set(n: int = 100) -> ArraySet:
+    x = np.zeros((n, 28, 28), np.uint8)
+    x[:, 10:18, 12:16] = 200
+    return ArraySet("s", x, np.arange(n, dtype=np.int64) % 10, np.arange(n, dtype=np.int64))
+
+
+@pytest.mark.parametrize(("k", "expected_changed"), [(100, 0), (80, 20), (50, 50)])
+def test_corrupt_changes_100_minus_k_percent(k, expected_changed):
+    data = blank_set()
+    changed = (corrupt(data, k, seed=0).x != data.x).any(axis=(1, 2)).sum()
+    assert changed == expected_changed
+
+
+def test_corrupt_is_deterministic_under_seed_and_varies_with_it():
+    data = blank_set()
+    np.testing.assert_array_equal(corrupt(data, 60, seed=3).x, corrupt(data, 60, seed=3).x)
+    assert (corrupt(data, 60, seed=3).x != corrupt(data, 60, seed=4).x).any()
+
+
+def test_corrupt_keeps_labels_and_indices():
+    data = blank_set()
+    out = corrupt(data, 50, seed=0)
+    np.testing.assert_array_equal(out.y, data.y)
+    np.testing.assert_array_equal(out.index, data.index)
+
+
+def test_rotate_images_by_zero_degrees_is_identity():
+    data = blank_set(3)
+    np.testing.assert_array_equal(rotate_images(data.x, np.random.default_rng(0), max_degrees=0.0), data.x)
+
+
+def test_rotate_images_quarter_turn_matches_rot90():
+    x = np.zeros((1, 28, 28), np.uint8)
+    x[0, 2:6, 10:20] = 255
+
+    class Fixed:
+        def uniform(self, low, high, size):
+            return np.full(size, 90.0)
+
+    rotated = rotate_images(x, Fixed())
+    assert np.array_equal(rotated[0], np.rot90(x[0], k=1)) or np.array_equal(rotated[0], np.rot90(x[0], k=-1))
+
+
+def test_corrupt_rejects_k_out_of_range():
+    with pytest.raises(InputError, match=r"k in 0..100.*got 120"):
+        corrupt(blank_set(), 120)

@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from ema.data.arrays import ArraySet
+from ema.data.files import read_set, write_set
+from ema.errors import InputError
+
+
+def sample_set() -> ArraySet:
+    rng = np.random.default_rng(0)
+    return ArraySet(
+        "q", rng.integers(0, 256, (4, 28, 28), dtype=np.uint8), np.arange(4, dtype=np.int64), np.arange(4, dtype=np.int64) + 7
+    )
+
+
+def test_write_then_read_round_trips(tmp_path):
+    data = sample_set()
+    back = read_set(write_set(data, tmp_path / "q.npz"))
+    assert back.fingerprint == data.fingerprint
+    np.testing.assert_array_equal(back.index, data.index)
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_read_set_lists_missing_arrays(tmp_path):
+    np.savez(tmp_path / "bad.npz", x=sample_set().x)
+    with pytest.raises(InputError, match=r"missing \['y', 'index'\]"):
+        read_set(tmp_path / "bad.npz")
+
+
+def test_read_set_rejects_wrong_shape(tmp_path):
+    np.savez(tmp_path / "bad.npz", x=np.zeros((4, 32, 32), np.uint8), y=np.zeros(4, np.int64), index=np.arange(4))
+    with pytest.raises(InputError, match=r"shape \(n, 28, 28\), got \(4, 32, 32\)"):
+        read_set(tmp_path / "bad.npz")
+
+
+def test_read_set_rejects_wrong_dtype(tmp_path):
+    np.savez(tmp_path / "bad.npz", x=np.zeros((4, 28, 28), np.float32), y=np.zeros(4, np.int64), index=np.arange(4))
+    with pytest.raises(InputError, match="expected `x` as uint8"):
+        read_set(tmp_path / "bad.npz")
+
+
+def test_read_set_rejects_empty_set(tmp_path):
+    np.savez(tmp_path / "empty.npz", x=np.zeros((0, 28, 28), np.uint8), y=np.zeros(0, np.int64), index=np.zeros(0, np.int64))
+    with pytest.raises(InputError, match="empty query set"):
+        read_set(tmp_path / "empty.npz")
+
+
+def test_read_set_refuses_pickled_objects(tmp_path):
+    np.savez(tmp_path / "obj.npz", x=np.array([{"a": 1}], dtype=object), y=np.zeros(1, np.int64), index=np.zeros(1, np.int64))
+    with pytest.raises(InputError, match="without pickled objects"):
+        read_set(tmp_path / "obj.npz")
+
+
+def test_read_set_rejects_non_npz(tmp_path):
+    (tmp_path / "q.npz").write_text("not a zip")
+    with pytest.raises(InputError, match="expected an .npz"):
+        read_set(tmp_path / "q.npz")
+
+
+def test_read_set_missing_file(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        read_set(tmp_path / "nope.npz")

@@ -1,0 +1,135 @@
+"""Train, register, calibrate and audit against a real sqlite store."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ema.errors import EMAError, InputError
+from ema.tracking import keys
+from ema.training.spec import TrainSpec
+from ema.workflows.audit import audit
+from ema.workflows.calibrate import calibrate
+from tests.workflows.conftest import QUICK_SPEC
+
+
+def run_of(run_id: str):
+    return MlflowClient().get_run(run_id)
+
+
+def artifacts_of(run_id: str) -> set[str]:
+    return {f.path for f in MlflowClient().list_artifacts(run_id)}
+
+
+def failed_runs() -> list:
+    client = MlflowClient()
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return client.search_runs(experiments, filter_string="attributes.status = 'FAILED'")
+
+
+def test_train_registers_target_with_recipe_and_fingerprint(trained):
+    _, outcome = trained
+    version = MlflowClient().get_model_version_by_alias(keys.TARGET_MODEL_NAME, keys.TARGET_ALIAS)
+    assert str(version.version) == outcome.version.version
+    assert TrainSpec.from_json(version.tags[keys.TAG_TRAIN_SPEC]) == QUICK_SPEC
+    assert len(version.tags[keys.TAG_DATA_FINGERPRINT]) == 16
+    assert outcome.train_accuracy > outcome.held_out_accuracy > 0.8
+
+
+def test_calibrate_trains_once_then_hits_cache(trained):
+    _, outcome = trained
+    first = calibrate(outcome.version.uri, k=90, progress=False)
+    second = calibrate(f"models:/{keys.TARGET_MODEL_NAME}@{keys.TARGET_ALIAS}", k=90, progress=False)
+    assert not first.cached and second.cached
+    assert second.version.version == first.version.version
+    assert second.thresholds == first.thresholds
+    assert set(first.thresholds["metrics"]) >= {"correctness", "confidence", "negative_entropy"}
+    other_k = calibrate(outcome.version.uri, k=80, progress=False)
+    assert not other_k.cached and other_k.version.version != first.version.version
+
+
+def test_audit_members_and_non_members(trained):
+    _, outcome = trained
+    member = audit(outcome.version.uri, query="M1", progress=False)
+    held_out = audit(outcome.version.uri, query="M6", progress=False)
+    assert member.result.flag_rate > held_out.result.flag_rate
+    assert held_out.result.verdict == "not_memorized"
+    run = run_of(member.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params[keys.PARAM_QUERY] == "M1"
+    assert run.data.params[keys.PARAM_MODEL_URI] == outcome.version.uri
+    assert run.data.tags[keys.TAG_VERDICT] == member.result.verdict
+    assert run.data.tags[keys.TAG_EXPECTED_VERDICT] == "memorized"
+    assert run.data.metrics[keys.METRIC_RHO_EMA] == pytest.approx(member.result.metrics["rho_ema"])
+    assert run.data.metrics[keys.METRIC_N_QUERY] == 1000
+    assert artifacts_of(member.run_id) == {keys.ARTIFACT_THRESHOLDS, keys.ARTIFACT_MEMBERSHIP}
+
+
+def test_audit_membership_artifact_matches_result(trained, tmp_path):
+    _, outcome = trained
+    result = audit(outcome.version.uri, query="S", progress=False)
+    path = MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_MEMBERSHIP, str(tmp_path))
+    table = pd.read_csv(path)
+    assert list(table.columns[:2]) == ["index", "label"]
+    np.testing.assert_array_equal(table["M"].to_numpy(), result.result.membership)
+    assert {"confidence", "flag_confidence", "negative_entropy", "flag_correctness"} <= set(table.columns)
+    thresholds = json.loads(open(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_THRESHOLDS, str(tmp_path))).read())
+    assert thresholds["mode"] == "global"
+
+
+def test_audit_is_deterministic(trained):
+    _, outcome = trained
+    first = audit(outcome.version.uri, query="M6", progress=False)
+    second = audit(outcome.version.uri, query="M6", progress=False)
+    assert first.result.metrics == second.result.metrics
+    np.testing.assert_array_equal(first.result.membership, second.result.membership)
+
+
+def test_audit_query_file_equals_named_set(trained, tmp_path):
+    from ema.data.files import write_set
+    from ema.workflows.sources import load_splits
+
+    _, outcome = trained
+    path = write_set(load_splits().query("M6"), tmp_path / "m6.npz")
+    from_file = audit(outcome.version.uri, query_file=str(path), progress=False)
+    named = audit(outcome.version.uri, query="M6", progress=False)
+    np.testing.assert_array_equal(from_file.result.membership, named.result.membership)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"model_uri": "models:/no-such-model@target", "query": "M1"}, EMAError, "'no-such-model' does not exist"),
+        ({"model_uri": f"models:/{keys.TARGET_MODEL_NAME}@nope", "query": "M1"}, EMAError, "has no alias 'nope'"),
+        ({"query": "M9"}, InputError, "query set name"),
+    ],
+)
+def test_audit_bad_input_fails_run_without_artifacts(trained, kwargs, error, message):
+    _, outcome = trained
+    kwargs = {"model_uri": outcome.version.uri, **kwargs}
+    before = {r.info.run_id for r in failed_runs()}
+    with pytest.raises(error, match=message):
+        audit(progress=False, **kwargs)
+    new = [r for r in failed_runs() if r.info.run_id not in before]
+    assert len(new) == 1
+    assert artifacts_of(new[0].info.run_id) == set()
+
+
+class NaNOracle:
+    def predict_proba(self, pixels):
+        from ema.oracle import to_probabilities
+
+        return to_probabilities(np.full((len(pixels), 10), np.nan), "probabilities")
+
+
+def test_audit_nan_outputs_fail_run_without_artifacts(trained):
+    _, outcome = trained
+    before = {r.info.run_id for r in failed_runs()}
+    with pytest.raises(InputError, match="NaN"):
+        audit(outcome.version.uri, query="M1", oracle=NaNOracle(), progress=False)
+    new = [r for r in failed_runs() if r.info.run_id not in before]
+    assert len(new) == 1 and artifacts_of(new[0].info.run_id) == set()
