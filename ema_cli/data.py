@@ -1,13 +1,19 @@
-"""`ema data`: inspect and export the built-in splits."""
+"""`ema data`: inspect data sources and export their splits."""
 
 from pathlib import Path
 
 import click
 
+from ema.data.catalog import SOURCE_NAMES, describe_source
 from ema.data.files import write_set
 from ema.errors import EMAError
-from ema.workflows.sources import load_splits
+from ema.workflows.sources import DATA_SOURCES, DEFAULT_DATA, load_splits
 from ema_cli.options import data_seed_option
+
+root_option = click.option(
+    "--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Folder holding the source's files (default: none; fashion then reads /usr/share/datasets/fashion-mnist).",
+)
 
 
 @click.group("data")
@@ -15,14 +21,43 @@ def data():
     """Inspect and export data."""
 
 
+@data.command("show")
+@click.argument("name", type=click.Choice(SOURCE_NAMES))
+@root_option
+def show(name, root):
+    """Print what data source NAME holds: images per split and class, shape, dtype, pixel range."""
+    try:
+        description = describe_source(name, root)
+    except (EMAError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{description.name}" + (f"  (root {description.root})" if description.root else ""))
+    for summary in description.splits:
+        height, width = summary.image_shape
+        click.echo(
+            f"{summary.split}: {summary.n_images} images of {height}x{width} {summary.dtype}, "
+            f"pixels {summary.pixel_min}-{summary.pixel_max}, fingerprint {summary.fingerprint}"
+        )
+        for label, count in enumerate(summary.class_counts):
+            class_name = description.classes[label] if label < len(description.classes) else "unknown class"
+            click.echo(f"  {label}: {count}" if class_name == str(label) else f"  {label} {class_name}: {count}")
+
+
 @data.command("splits")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for the .npz files.")
+@click.option(
+    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+    help="Folder for the .npz files.",
+)
+@click.option(
+    "--data", "data_name", type=click.Choice(DATA_SOURCES), default=DEFAULT_DATA, show_default=True,
+    help="Data source to draw the splits from.",
+)
+@root_option
 @data_seed_option
-def splits(out_dir, data_seed):
+def splits(out_dir, data_name, root, data_seed):
     """Write each split (train folds, calibration, M6, S) as .npz with arrays x, y, index."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        for name, arrays in load_splits(seed=data_seed).as_dict().items():
+        for name, arrays in load_splits(data_name, data_seed, root).as_dict().items():
             path = write_set(arrays, out_dir / f"{name}.npz")
             click.echo(f"{path}  {len(arrays)} images, fingerprint {arrays.fingerprint}")
     except (EMAError, OSError) as exc:

@@ -1,6 +1,16 @@
-"""Image data as numpy arrays: embedded sources, splits, calibration corruption, files."""
+"""Image data as numpy arrays: embedded sources, on-disk loaders, splits, calibration corruption, files."""
 
 from ema.data.arrays import ArraySet, fingerprint
-from ema.data.splits import QUERY_NAMES, Splits, make_splits
+from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, QUERY_NAMES, SplitSizes, Splits, draw_splits, make_splits
 
-__all__ = ["ArraySet", "fingerprint", "Splits", "make_splits", "QUERY_NAMES"]
+__all__ = [
+    "ArraySet",
+    "fingerprint",
+    "Splits",
+    "SplitSizes",
+    "EMBEDDED_SIZES",
+    "PAPER_SIZES",
+    "draw_splits",
+    "make_splits",
+    "QUERY_NAMES",
+]

@@ -1,21 +1,22 @@
-"""Seeded, disjoint splits of the embedded MNIST sample into the paper's roles.
+"""Seeded, disjoint splits of an in-domain pool into the paper's roles, plus an other-domain set.
 
-Scaled down from the paper (which has 70,000 MNIST images to draw from) to fit the
-10,000 embedded ones:
+=============  ======================  ==================================================
+split          size                    role
+=============  ======================  ==================================================
+M1 .. M5       5 x ``sizes.fold``      training folds of the target (members)
+calibration    ``sizes.calibration``   disjoint from training; halves train / test f_cal
+M6             ``sizes.held_out``      held out, same domain (non-members)
+S              ``sizes.other_domain``  drawn from another pool (non-members, other domain)
+=============  ======================  ==================================================
 
-=============  ===========  =====================================================
-split          size         role
-=============  ===========  =====================================================
-M1 .. M5       5 x 1,000    training folds of the target (members)
-calibration    1,000        disjoint from training; halves train / test f_cal
-M6             2,000        held-out MNIST (non-members, same domain)
-S              1,000        scikit-learn digits at 28x28 (non-members, other domain)
-=============  ===========  =====================================================
+The paper draws 5 x 2,000 / 1,000 / 2,000 from MNIST (:data:`PAPER_SIZES`). The embedded
+MNIST sample holds only 10,000 images, so :func:`make_splits` scales them down to
+5 x 1,000 / 1,000 / 2,000 with 1,000 scikit-learn digits as S (:data:`EMBEDDED_SIZES`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -24,14 +25,52 @@ from ema.data.embedded import load_digits_28, load_mnist_embedded
 from ema.errors import InputError
 
 N_FOLDS = 5
-FOLD_SIZE = 1_000
-CALIBRATION_SIZE = 1_000
-HELD_OUT_SIZE = 2_000
-OTHER_DOMAIN_SIZE = 1_000
 MEMBER_NAMES = tuple(f"M{i}" for i in range(1, N_FOLDS + 1))
 QUERY_NAMES = (*MEMBER_NAMES, "M6", "S")
 #: The verdict a correct auditor gives each named query set.
 EXPECTED_VERDICTS = {**{name: "memorized" for name in MEMBER_NAMES}, "M6": "not_memorized", "S": "not_memorized"}
+
+
+@dataclass(frozen=True)
+class SplitSizes:
+    """How many images each role gets.
+
+    Attributes
+    ----------
+    fold : int
+        Images per training fold (there are five, M1..M5).
+    calibration : int
+        Calibration images.
+    held_out : int
+        Held-out in-domain images (M6).
+    other_domain : int
+        Other-domain images (S), drawn from a second pool.
+    """
+
+    fold: int
+    calibration: int
+    held_out: int
+    other_domain: int
+
+    def __post_init__(self) -> None:
+        for role, size in asdict(self).items():
+            if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+                raise InputError(f"expected a positive integer number of {role} images, got {size!r}")
+
+    @property
+    def in_domain(self) -> int:
+        """Images drawn from the in-domain pool: folds, calibration and held out."""
+        return N_FOLDS * self.fold + self.calibration + self.held_out
+
+    def scaled(self, factor: float) -> "SplitSizes":
+        """Every size times ``factor``, rounded down (at least one image each)."""
+        return SplitSizes(*(max(1, int(size * factor)) for size in asdict(self).values()))
+
+
+#: The paper's benchmark sizes: 10,000 training images in five folds, 1,000 calibration, 2,000 held out.
+PAPER_SIZES = SplitSizes(fold=2_000, calibration=1_000, held_out=2_000, other_domain=2_000)
+#: The paper's sizes scaled to the 10,000 embedded MNIST images.
+EMBEDDED_SIZES = SplitSizes(fold=1_000, calibration=1_000, held_out=2_000, other_domain=1_000)
 
 
 @dataclass(frozen=True)
@@ -68,20 +107,50 @@ class Splits:
         return out
 
 
-def make_splits(seed: int = 0) -> Splits:
-    """Draw the disjoint splits from the embedded data with a seeded permutation."""
+def draw_splits(pool: ArraySet, other_pool: ArraySet, sizes: SplitSizes, *, seed: int = 0) -> Splits:
+    """Draw disjoint splits from ``pool`` and the other-domain set from ``other_pool``.
+
+    One seeded permutation of ``pool`` is cut into the five folds, the calibration set and
+    the held-out set, in that order; S is a seeded draw without replacement from
+    ``other_pool``. Each split's ``index`` keeps the images' positions in their pool.
+
+    Parameters
+    ----------
+    pool : ArraySet
+        In-domain images; must hold at least ``sizes.in_domain``.
+    other_pool : ArraySet
+        Other-domain images; must hold at least ``sizes.other_domain``.
+    sizes : SplitSizes
+        How many images each role gets.
+    seed : int, default 0
+        Seeds the permutation and the draw.
+
+    Returns
+    -------
+    Splits
+
+    Raises
+    ------
+    InputError
+        If a pool is too small for the sizes asked for.
+    """
+    for role, data, needed in (("in-domain", pool, sizes.in_domain), ("other-domain", other_pool, sizes.other_domain)):
+        if len(data) < needed:
+            raise InputError(f"expected at least {needed} {role} images in {data.name!r} for {sizes}, got {len(data)}")
     rng = np.random.default_rng(seed)
-    mnist = load_mnist_embedded()
-    order = rng.permutation(len(mnist))
-    bounds = np.cumsum([FOLD_SIZE] * N_FOLDS + [CALIBRATION_SIZE, HELD_OUT_SIZE])
+    order = rng.permutation(len(pool))
+    bounds = np.cumsum([sizes.fold] * N_FOLDS + [sizes.calibration, sizes.held_out])
     parts = np.split(order, bounds)
-    folds = tuple(mnist.take(parts[i], name=MEMBER_NAMES[i]) for i in range(N_FOLDS))
-    digits = load_digits_28()
-    other = digits.take(rng.choice(len(digits), size=OTHER_DOMAIN_SIZE, replace=False), name="S")
+    other = other_pool.take(rng.choice(len(other_pool), size=sizes.other_domain, replace=False), name="S")
     return Splits(
-        folds=folds,
-        calibration=mnist.take(parts[N_FOLDS], name="calibration"),
-        held_out=mnist.take(parts[N_FOLDS + 1], name="M6"),
+        folds=tuple(pool.take(parts[i], name=MEMBER_NAMES[i]) for i in range(N_FOLDS)),
+        calibration=pool.take(parts[N_FOLDS], name="calibration"),
+        held_out=pool.take(parts[N_FOLDS + 1], name="M6"),
         other_domain=other,
         seed=seed,
     )
+
+
+def make_splits(seed: int = 0) -> Splits:
+    """The embedded MNIST sample's splits (:data:`EMBEDDED_SIZES`), S from scikit-learn's digits."""
+    return draw_splits(load_mnist_embedded(), load_digits_28(), EMBEDDED_SIZES, seed=seed)

@@ -1,0 +1,117 @@
+"""Split presets: which pool each data source draws its splits from, at which sizes.
+
+- ``mnist-embedded``: the 10,000 embedded MNIST images; S is 1,000 scikit-learn digits;
+  :data:`~ema.data.splits.EMBEDDED_SIZES` (exactly :func:`~ema.data.splits.make_splits`).
+- ``mnist``: the user's MNIST ``train`` split (60,000) at the paper's sizes
+  (:data:`~ema.data.splits.PAPER_SIZES`); S is 2,000 SVHN ``test`` images when
+  ``ROOT/test_32x32.mat`` sits beside ``ROOT/MNIST`` (torchvision's layout), else 1,000
+  scikit-learn digits.
+- ``fashion``: Fashion-MNIST ``train`` (60,000) at the paper's sizes; S is 2,000 embedded
+  MNIST images.
+- ``pneumoniamnist``, ``chest-xray``, ``covidx`` (binary): the source's ``train`` split;
+  S is scikit-learn digits with labels folded into the binary range (``digit % 2``: an
+  other-domain image has no true label among the target's classes, folding keeps the
+  label-based signals defined). Sizes are the paper's scaled by
+  ``min(1, pool / 13,000)``, rounded down: PneumoniaMNIST's 4,708 training images give
+  five folds of 724, 362 calibration, 724 held out and 724 in S; the pediatric chest
+  X-rays' 5,216 give 802 / 401 / 802 / 802; COVIDx (about 30,000) gets the paper's sizes
+  with S capped at the 1,797 digits there are.
+
+Only the ``train`` split of a source is drawn from, so ``index`` is a position in that
+split's file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ema.data.arrays import ArraySet
+from ema.data.embedded import load_digits_28, load_mnist_embedded
+from ema.data.sources import SVHN, open_source
+from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, SplitSizes, Splits, draw_splits
+from ema.errors import InputError
+
+#: The split every preset draws its in-domain pool from.
+POOL_SPLIT = "train"
+#: The SVHN split used as MNIST's other domain.
+SVHN_QUERY_SPLIT = "test"
+#: Binary sources: the split sizes are scaled to their pool.
+BINARY_SOURCES = ("pneumoniamnist", "chest-xray", "covidx")
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """What a preset draws from: the in-domain pool, the other-domain pool and the sizes."""
+
+    pool: ArraySet
+    other_pool: ArraySet
+    sizes: SplitSizes
+
+
+def _embedded_plan(root: Path | None) -> SplitPlan:
+    if root is not None:
+        raise InputError(f"mnist-embedded: expected no root (its images ship with the package), got {root}")
+    return SplitPlan(load_mnist_embedded(), load_digits_28(), EMBEDDED_SIZES)
+
+
+def _mnist_plan(root: Path | None) -> SplitPlan:
+    pool = open_source("mnist", root).load(POOL_SPLIT)
+    svhn = SVHN(root)
+    if svhn.available(SVHN_QUERY_SPLIT):
+        return SplitPlan(pool, svhn.load(SVHN_QUERY_SPLIT), PAPER_SIZES)
+    return SplitPlan(pool, load_digits_28(), replace(PAPER_SIZES, other_domain=EMBEDDED_SIZES.other_domain))
+
+
+def _fashion_plan(root: Path | None) -> SplitPlan:
+    return SplitPlan(open_source("fashion", root).load(POOL_SPLIT), load_mnist_embedded(), PAPER_SIZES)
+
+
+def _binary_plan(name: str) -> Callable[[Path | None], SplitPlan]:
+    def plan(root: Path | None) -> SplitPlan:
+        source = open_source(name, root)
+        pool = source.load(POOL_SPLIT)
+        digits = load_digits_28()
+        n_classes = len(source.classes)
+        other = ArraySet(f"{digits.name}-mod{n_classes}", digits.x, digits.y % n_classes, digits.index)
+        sizes = PAPER_SIZES.scaled(min(1.0, len(pool) / PAPER_SIZES.in_domain))
+        return SplitPlan(pool, other, replace(sizes, other_domain=min(sizes.other_domain, len(other))))
+
+    return plan
+
+
+#: Every preset, by data source name.
+PRESETS: dict[str, Callable[[Path | None], SplitPlan]] = {
+    "mnist-embedded": _embedded_plan,
+    "mnist": _mnist_plan,
+    "fashion": _fashion_plan,
+    **{name: _binary_plan(name) for name in BINARY_SOURCES},
+}
+
+
+def split_plan(name: str, root: str | Path | None = None) -> SplitPlan:
+    """The pools and sizes the preset ``name`` draws its splits from.
+
+    Parameters
+    ----------
+    name : str
+        A preset from :data:`PRESETS`.
+    root : str or Path, optional
+        The folder holding the source's files (see :mod:`ema.data.sources`); not given
+        for ``mnist-embedded``, optional for ``fashion`` (the Debian package's folder).
+
+    Raises
+    ------
+    InputError
+        If ``name`` is unknown, or the source's files are missing or malformed.
+    """
+    if name not in PRESETS:
+        raise InputError(f"expected a data source from {list(PRESETS)}, got {name!r}")
+    return PRESETS[name](None if root is None else Path(root))
+
+
+def preset_splits(name: str, seed: int = 0, root: str | Path | None = None) -> Splits:
+    """The splits of preset ``name`` under ``seed``: :func:`draw_splits` over its :func:`split_plan`."""
+    plan = split_plan(name, root)
+    return draw_splits(plan.pool, plan.other_pool, plan.sizes, seed=seed)
