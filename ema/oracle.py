@@ -1,101 +1,274 @@
-"""Black-box access to a model: probabilities for images, and nothing else.
+"""Black-box access to a model: class probabilities (or labels) for images, and nothing else.
 
-The target is reached only through an oracle; nothing here reads weights or training data.
+The target is reached only through an oracle; nothing here reads weights or training
+data. Two oracles: an MLflow pyfunc model loaded in-process, and an MLflow scoring server
+over HTTP. Both cast and reshape the inputs to the model's declared shape, score in
+batches, and validate the outputs.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import json
+import time
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import softmax
 
 from ema.errors import EMAError, InputError
-from ema.signals import check_probabilities
+from ema.inputs import InputTransform
+from ema.signals import ROW_SUM_TOLERANCE, check_probabilities
 
-OUTPUT_KINDS = ("probabilities", "logits")
+#: What a model may return. ``auto`` accepts probabilities and labels, and refuses logits with advice.
+OUTPUT_KINDS = ("auto", "probabilities", "logits", "labels")
+ACCESS_PROBABILITIES = "probabilities"
+ACCESS_LABEL_ONLY = "label-only"
 #: Images per call to the model.
 DEFAULT_BATCH_SIZE = 4096
+#: The shape our own models declare: (batch, channel, height, width).
+IMAGE_INPUT_SHAPE = (-1, 1, 28, 28)
 
 
-class Oracle(Protocol):
-    """Anything that turns float32 pixels (n, 1, 28, 28) in [0, 1] into class probabilities (n, C)."""
+@dataclass(frozen=True)
+class Predictions:
+    """Validated model outputs.
 
-    def predict_proba(self, pixels: np.ndarray) -> np.ndarray: ...
+    Attributes
+    ----------
+    proba : ndarray of shape (n_samples, n_classes)
+        Probabilities; one-hot rows when the model returns only labels.
+    access : {"probabilities", "label-only"}
+    detected : str
+        How the output kind was decided, for the run's tags.
+    """
+
+    proba: np.ndarray
+    access: str
+    detected: str
 
 
-def to_probabilities(outputs: np.ndarray, kind: str) -> np.ndarray:
-    """Validate raw model outputs as probabilities, applying softmax first for ``kind="logits"``."""
+def _looks_like_labels(outputs: np.ndarray) -> bool:
+    flat = outputs.reshape(len(outputs), -1)
+    return flat.shape[1] == 1 and np.isfinite(flat).all() and np.array_equal(flat, np.rint(flat))
+
+
+def interpret_outputs(outputs: np.ndarray, kind: str = "auto", *, n_classes: int | None = None) -> Predictions:
+    """Turn raw model outputs into validated probabilities.
+
+    Parameters
+    ----------
+    outputs : ndarray
+        (n, C) probabilities or logits, or (n,) / (n, 1) integer labels.
+    kind : {"auto", "probabilities", "logits", "labels"}
+        What the outputs are; ``auto`` detects probabilities and labels and refuses
+        anything else, suggesting ``--outputs logits``.
+    n_classes : int, optional
+        Number of classes, needed to one-hot encode labels.
+
+    Raises
+    ------
+    InputError
+        If the outputs are not of the declared or detected kind.
+    """
     if kind not in OUTPUT_KINDS:
         raise InputError(f"expected outputs in {OUTPUT_KINDS}, got {kind!r}")
-    outputs = np.asarray(outputs, dtype=np.float64)
+    outputs = np.asarray(outputs)
+    if outputs.ndim == 0 or len(outputs) == 0:
+        raise InputError(f"expected model outputs for at least one sample, got shape {outputs.shape}")
+    if kind == "labels" or (kind == "auto" and _looks_like_labels(outputs)):
+        return _labels_to_predictions(outputs, n_classes, "declared labels" if kind == "labels" else "one integer per sample: labels")
+    outputs = outputs.astype(np.float64)
+    if outputs.ndim != 2:
+        raise InputError(f"expected model outputs of shape (n_samples, n_classes), got shape {outputs.shape}")
     if kind == "logits":
-        if outputs.ndim != 2 or not np.isfinite(outputs).all():
-            raise InputError(f"expected finite logits of shape (n_samples, n_classes), got shape {outputs.shape}")
-        outputs = softmax(outputs, axis=1)
-    return check_probabilities(outputs)[0]
+        if not np.isfinite(outputs).all():
+            raise InputError("expected finite logits, got NaN or inf")
+        return Predictions(softmax(outputs, axis=1), ACCESS_PROBABILITIES, "declared logits: softmax applied")
+    detected = "declared probabilities" if kind == "probabilities" else "rows of non-negative values summing to 1: probabilities"
+    if kind == "auto" and np.isfinite(outputs).all():
+        sums = outputs.sum(axis=1)
+        if (outputs < 0).any() or np.abs(sums - 1).max() > ROW_SUM_TOLERANCE:
+            raise InputError(
+                "expected class probabilities (rows of non-negative values summing to 1), got rows summing to "
+                f"{sums.min():.4g}..{sums.max():.4g} with values in {outputs.min():.4g}..{outputs.max():.4g}: "
+                "these look like logits; pass --outputs logits to apply softmax"
+            )
+    return Predictions(check_probabilities(outputs)[0], ACCESS_PROBABILITIES, detected)
 
 
-class PyfuncOracle:
+def _labels_to_predictions(outputs: np.ndarray, n_classes: int | None, detected: str) -> Predictions:
+    labels = outputs.reshape(len(outputs), -1)
+    if labels.shape[1] != 1 or not np.array_equal(labels, np.rint(labels)):
+        raise InputError(f"expected one integer label per sample, got outputs of shape {outputs.shape}")
+    labels = labels[:, 0].astype(np.int64)
+    n_classes = n_classes or int(labels.max()) + 1
+    if labels.min() < 0 or labels.max() >= n_classes:
+        raise InputError(f"expected labels in 0..{n_classes - 1}, got values from {labels.min()} to {labels.max()}")
+    return Predictions(np.eye(n_classes)[labels], ACCESS_LABEL_ONLY, detected)
+
+
+class Oracle:
+    """Scores images through a model in batches. Subclasses say how one batch is scored.
+
+    Parameters
+    ----------
+    outputs : {"auto", "probabilities", "logits", "labels"}
+        What the model returns.
+    batch_size : int
+        Images per call.
+    transform : InputTransform
+        The pixel scaling the model was trained on.
+    input_shape : tuple of int, optional
+        The model's declared input shape, (-1, ...); inputs are reshaped to it.
+    """
+
+    def __init__(
+        self,
+        *,
+        outputs: str = "auto",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        transform: InputTransform = InputTransform(),
+        input_shape: tuple[int, ...] | None = None,
+    ) -> None:
+        if outputs not in OUTPUT_KINDS:
+            raise InputError(f"expected outputs in {OUTPUT_KINDS}, got {outputs!r}")
+        if batch_size < 1:
+            raise InputError(f"expected batch_size >= 1, got {batch_size}")
+        self.outputs, self.batch_size, self.transform, self.input_shape = outputs, batch_size, transform, input_shape
+
+    def _predict_batch(self, inputs: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def prepare(self, pixels: np.ndarray) -> np.ndarray:
+        """Scale, cast to float32 and reshape to the declared shape (e.g. flatten for (-1, 784))."""
+        inputs = np.ascontiguousarray(self.transform.apply(pixels))
+        if self.input_shape is None:
+            return inputs
+        target = (len(inputs), *self.input_shape[1:])
+        if -1 in target[1:] or int(np.prod(target[1:])) != int(np.prod(inputs.shape[1:])):
+            raise InputError(
+                f"expected images that fit the model's declared input shape {self.input_shape}, got images of shape "
+                f"{inputs.shape[1:]}"
+            )
+        return inputs.reshape(target)
+
+    def predict(self, pixels: np.ndarray, *, n_classes: int | None = None) -> Predictions:
+        """Validated predictions for ``pixels`` of shape (n, 1, 28, 28) in [0, 1]."""
+        inputs = self.prepare(pixels)
+        outputs = np.concatenate(
+            [np.asarray(self._predict_batch(inputs[i : i + self.batch_size])) for i in range(0, len(inputs), self.batch_size)]
+        )
+        if len(outputs) != len(inputs):
+            raise InputError(f"expected {len(inputs)} model outputs, one per image, got {len(outputs)}")
+        return interpret_outputs(outputs, self.outputs, n_classes=n_classes)
+
+    def predict_proba(self, pixels: np.ndarray) -> np.ndarray:
+        """Class probabilities (one-hot for a label-only model)."""
+        return self.predict(pixels).proba
+
+
+class PyfuncOracle(Oracle):
     """An MLflow pyfunc model loaded in-process (``models:/NAME@ALIAS``, ``runs:/...``, a path).
 
     Loading a pyfunc model runs that model's code: load only models you trust, and audit
     others over HTTP against a sandboxed server.
-
-    Parameters
-    ----------
-    model_uri : str
-    outputs : {"probabilities", "logits"}
-        What the model returns; logits are turned into probabilities with softmax.
-    batch_size : int
-        Images per predict call.
     """
 
-    def __init__(self, model_uri: str, *, outputs: str = "probabilities", batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(self, model_uri: str, **options) -> None:
         import mlflow.pyfunc
         from mlflow.exceptions import MlflowException
 
-        if outputs not in OUTPUT_KINDS:
-            raise InputError(f"expected outputs in {OUTPUT_KINDS}, got {outputs!r}")
-        self.model_uri, self.outputs, self.batch_size = model_uri, outputs, batch_size
         try:
             self._model = mlflow.pyfunc.load_model(model_uri)
         except (MlflowException, OSError) as exc:
             raise EMAError(f"could not load model {model_uri!r}: {str(exc).splitlines()[0]}") from exc
-        self._input_shape = self._declared_input_shape()
-
-    def _declared_input_shape(self) -> tuple[int, ...] | None:
+        self.model_uri = model_uri
         schema = self._model.metadata.get_input_schema()
-        if schema is None or not schema.is_tensor_spec():
-            return None
-        return tuple(schema.inputs[0].shape)
+        declared = tuple(schema.inputs[0].shape) if schema is not None and schema.is_tensor_spec() else None
+        super().__init__(**{"input_shape": declared, **options})
 
-    def _prepare(self, pixels: np.ndarray) -> np.ndarray:
-        """Cast to float32 and reshape to the signature's shape (e.g. flatten for (-1, 784))."""
-        pixels = np.ascontiguousarray(pixels, dtype=np.float32)
-        if self._input_shape is None:
-            return pixels
-        target = (len(pixels), *self._input_shape[1:])
-        if int(np.prod(target[1:])) != int(np.prod(pixels.shape[1:])):
-            raise InputError(
-                f"model {self.model_uri!r} declares inputs of shape {self._input_shape}, which images of "
-                f"shape {pixels.shape[1:]} cannot be reshaped to"
-            )
-        return pixels.reshape(target)
-
-    def predict_proba(self, pixels: np.ndarray) -> np.ndarray:
-        """Class probabilities for ``pixels`` (n, 1, 28, 28), scored in batches and validated."""
+    def _predict_batch(self, inputs: np.ndarray) -> np.ndarray:
         from mlflow.exceptions import MlflowException
 
-        inputs = self._prepare(pixels)
         try:
-            chunks = [np.asarray(self._model.predict(inputs[i : i + self.batch_size])) for i in range(0, len(inputs), self.batch_size)]
+            return self._model.predict(inputs)
         except MlflowException as exc:
             raise EMAError(f"model {self.model_uri!r} refused the query: {str(exc).splitlines()[0]}") from exc
-        outputs = np.concatenate(chunks)
-        if outputs.ndim != 2 or outputs.shape[0] != len(pixels):
-            raise InputError(
-                f"expected model {self.model_uri!r} to return (n_samples, n_classes) = ({len(pixels)}, C), "
-                f"got shape {outputs.shape}; a model that returns labels supports only label-only auditing"
-            )
-        return to_probabilities(outputs, self.outputs)
+
+
+def float32_json(inputs: np.ndarray) -> str:
+    """``{"inputs": [...]}`` with each float32 written in its shortest exact form.
+
+    Images hold few distinct values: each is formatted once, and the server's cast back
+    to float32 restores the exact input.
+    """
+    values, inverse = np.unique(inputs.astype(np.float32), return_inverse=True)
+    table = np.array([np.format_float_positional(v, unique=True, trim="0") for v in values])
+    text = table[inverse.reshape(inputs.shape)]
+    for _ in range(inputs.ndim):
+        text = np.array(["[" + ",".join(row) + "]" for row in text.reshape(-1, text.shape[-1])]).reshape(text.shape[:-1])
+    return '{"inputs":' + text.item() + "}"
+
+
+class HttpOracle(Oracle):
+    """An MLflow scoring server (``mlflow models serve``) at ``url`` (``http://HOST:PORT/invocations``).
+
+    One HTTP session (kept-alive connection) for all batches. Connection errors, timeouts
+    and 5xx answers are retried with exponential backoff; a 4xx answer is not retried and
+    its message is shown.
+
+    Parameters
+    ----------
+    url : str
+    timeout : (float, float)
+        Connect and read timeouts in seconds.
+    retries : int
+        Further attempts after a failed one.
+    backoff : float
+        Seconds before the first retry; doubled after each.
+    **options
+        See :class:`Oracle`. ``input_shape`` defaults to our image models' (-1, 1, 28, 28).
+    """
+
+    def __init__(
+        self, url: str, *, timeout: tuple[float, float] = (5.0, 120.0), retries: int = 3, backoff: float = 0.5, **options
+    ) -> None:
+        import requests
+
+        if not url.startswith(("http://", "https://")):
+            raise InputError(f"expected an http(s):// URL of a scoring server's /invocations, got {url!r}")
+        self.url, self.timeout, self.retries, self.backoff = url, timeout, retries, backoff
+        self._session = requests.Session()
+        super().__init__(**{"input_shape": IMAGE_INPUT_SHAPE, **options})
+
+    def _predict_batch(self, inputs: np.ndarray) -> np.ndarray:
+        import requests
+
+        body = float32_json(inputs)
+        problem = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                response = self._session.post(
+                    self.url, data=body, headers={"Content-Type": "application/json"}, timeout=self.timeout
+                )
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code >= 500:
+                problem = f"HTTP {response.status_code}: {response.text[:300]}"
+                continue
+            if response.status_code >= 400:
+                raise EMAError(f"scoring server {self.url} refused the query (HTTP {response.status_code}): {_server_message(response)}")
+            return np.asarray(response.json()["predictions"])
+        raise EMAError(f"scoring server {self.url} failed after {self.retries + 1} attempts; last: {problem}")
+
+
+def _server_message(response) -> str:
+    """The server's error message, on one line."""
+    try:
+        message = str(json.loads(response.text).get("message", response.text))
+    except (ValueError, AttributeError):
+        message = response.text
+    return " ".join(message.split())[:500]

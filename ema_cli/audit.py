@@ -1,4 +1,4 @@
-"""`ema audit`: audit a query set against a registered model reached as a black box."""
+"""`ema audit`: audit a query set against a model reached as a black box."""
 
 import click
 
@@ -7,14 +7,15 @@ from ema.oracle import OUTPUT_KINDS
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
-from ema.workflows.audit import METHODS
+from ema.workflows.audit import METHODS, SuppliedCalibration
 from ema.workflows.audit import audit as audit_workflow
-from ema_cli.calibrate import model_option
-from ema_cli.options import alpha_option, cal_seed_option, k_option, progress_option, workflow_command
+from ema.workflows.target import transform_from_options
+from ema_cli.options import alpha_option, cal_seed_option, k_option, model_option, progress_option, recipe_option, workflow_command
 
 
 @click.command("audit")
 @model_option
+@click.option("--model-url", help="Score through a scoring server instead, e.g. http://127.0.0.1:5001/invocations.")
 @click.option("--query", type=click.Choice(QUERY_NAMES), help="A named query set: M1..M5 (members), M6 (held out), S (other domain).")
 @click.option("--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index.")
 @click.option("--method", type=click.Choice(METHODS), default="ema", show_default=True, help="Auditing method.")
@@ -23,18 +24,38 @@ from ema_cli.options import alpha_option, cal_seed_option, k_option, progress_op
 @k_option
 @cal_seed_option
 @click.option("--threshold-mode", type=click.Choice(THRESHOLD_MODES), default="global", show_default=True, help="One threshold per metric, or per metric and class.")
-@click.option("--outputs", type=click.Choice(OUTPUT_KINDS), default="probabilities", show_default=True, help="What the model returns; logits get a softmax.")
+@click.option(
+    "--outputs", type=click.Choice(OUTPUT_KINDS), default="auto", show_default=True,
+    help="What the model returns; auto accepts probabilities or labels and refuses logits with advice.",
+)
+@recipe_option
+@click.option("--input-scale", type=float, help="Multiply [0, 1] pixels by this before the model (e.g. 255). Default: the recipe's, else 1.")
+@click.option("--normalize", help="MEAN,STD subtracted and divided after scaling. Default: the recipe's, else none.")
+@click.option("--calibration-model", help="An already-trained calibration model URI (instead of training one).")
+@click.option("--calibration-members", type=click.Path(dir_okay=False), help="With --calibration-model: .npz of the samples it was trained on.")
+@click.option("--calibration-nonmembers", type=click.Path(dir_okay=False), help="With --calibration-model: .npz of samples it was not trained on.")
 @click.option("--calibration-name", default=keys.CALIBRATION_MODEL_NAME, show_default=True, help="Registered name of calibration models.")
 @progress_option
 @workflow_command
-def audit(model_uri, query, query_file, **options):
+def audit(model_uri, model_url, query, query_file, input_scale, normalize, calibration_model, calibration_members, calibration_nonmembers, **options):
     """Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags."""
     if (query is None) == (query_file is None):
         raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
-    outcome = audit_workflow(model_uri, query=query, query_file=query_file, **options)
+    supplied = (calibration_model, calibration_members, calibration_nonmembers)
+    if any(supplied) and not all(supplied):
+        raise click.UsageError("--calibration-model needs --calibration-members and --calibration-nonmembers")
+    outcome = audit_workflow(
+        model_uri,
+        model_url=model_url,
+        query=query,
+        query_file=query_file,
+        transform=transform_from_options(input_scale, normalize),
+        calibration=SuppliedCalibration(*supplied) if all(supplied) else None,
+        **options,
+    )
     metrics = outcome.result.metrics
     click.echo(
         f"{outcome.query}: |D_q|={outcome.result.n_query} flag rate {outcome.result.flag_rate:.4f} "
         f"rho_ema {metrics[keys.METRIC_RHO_EMA]:.4g} rho_ema_ks {metrics[keys.METRIC_RHO_EMA_KS]:.4g} "
-        f"-> {outcome.result.verdict} (run {outcome.run_id})"
+        f"-> {outcome.result.verdict} ({outcome.access}; run {outcome.run_id})"
     )

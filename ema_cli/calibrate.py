@@ -4,24 +4,19 @@ import click
 
 from ema.tracking import keys
 from ema.workflows.calibrate import calibrate as calibrate_workflow
-from ema_cli.options import cal_seed_option, k_option, progress_option, workflow_command
-
-model_option = click.option(
-    "--model", "model_uri", default=f"models:/{keys.TARGET_MODEL_NAME}@{keys.TARGET_ALIAS}", show_default=True,
-    help="Registered target, models:/NAME@ALIAS or models:/NAME/VERSION.",
-)
-
+from ema_cli.options import cal_seed_option, k_option, model_option, progress_option, recipe_option, workflow_command
 
 @click.command("calibrate")
 @model_option
 @k_option
 @cal_seed_option
+@recipe_option
 @click.option("--calibration-name", default=keys.CALIBRATION_MODEL_NAME, show_default=True, help="Registered name of calibration models.")
 @progress_option
 @workflow_command
-def calibrate(model_uri, k, cal_seed, calibration_name, progress):
+def calibrate(model_uri, k, cal_seed, recipe_file, calibration_name, progress):
     """Calibrate EMA for a registered target; reuses a cached calibration model when one matches."""
-    outcome = calibrate_workflow(model_uri, k=k, cal_seed=cal_seed, model_name=calibration_name, progress=progress)
+    outcome = calibrate_workflow(model_uri, k=k, cal_seed=cal_seed, model_name=calibration_name, recipe_file=recipe_file, progress=progress)
     how = "reused cached" if outcome.cached else "trained and registered"
     click.echo(f"{how} calibration model {outcome.version.uri}")
     for metric, entry in outcome.thresholds["metrics"].items():

@@ -7,13 +7,9 @@ import click
 from ema.data.catalog import SOURCE_NAMES, describe_source
 from ema.data.files import write_set
 from ema.errors import EMAError
-from ema.workflows.sources import DATA_SOURCES, DEFAULT_DATA, load_splits
-from ema_cli.options import data_seed_option
+from ema.workflows.sources import load_splits
+from ema_cli.options import data_option, data_seed_option, root_option
 
-root_option = click.option(
-    "--root", type=click.Path(file_okay=False, path_type=Path), default=None,
-    help="Folder holding the source's files (default: none; fashion then reads /usr/share/datasets/fashion-mnist).",
-)
 
 
 @click.group("data")
@@ -47,10 +43,7 @@ def show(name, root):
     "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
     help="Folder for the .npz files.",
 )
-@click.option(
-    "--data", "data_name", type=click.Choice(DATA_SOURCES), default=DEFAULT_DATA, show_default=True,
-    help="Data source to draw the splits from.",
-)
+@data_option
 @root_option
 @data_seed_option
 def splits(out_dir, data_name, root, data_seed):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from collections.abc import Callable
 
 import click
@@ -11,6 +12,7 @@ from ema.errors import EMAError
 from ema.tracking import keys
 from ema.tracking.runs import configure
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
+from ema.workflows.sources import DATA_SOURCES, DEFAULT_DATA
 
 DEFAULTS = TrainSpec()
 
@@ -37,7 +39,23 @@ alpha_option = click.option(
     "--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True,
     help="Significance level: rho <= alpha means not memorized.",
 )
+model_option = click.option(
+    "--model", "model_uri", default=f"models:/{keys.TARGET_MODEL_NAME}@{keys.TARGET_ALIAS}", show_default=True,
+    help="The model: models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN/PATH or a local path.",
+)
+recipe_option = click.option(
+    "--recipe", "recipe_file", type=click.Path(dir_okay=False),
+    help="JSON or YAML training recipe for a model not trained by `ema train` (default: the version's tag).",
+)
 progress_option = click.option("--progress/--no-progress", default=True, show_default=True, help="Show progress bars.")
+data_option = click.option(
+    "--data", "data_name", type=click.Choice(DATA_SOURCES), default=DEFAULT_DATA, show_default=True,
+    help="Data source to draw the splits from.",
+)
+root_option = click.option(
+    "--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Folder holding the source's files (default: none; fashion then reads /usr/share/datasets/fashion-mnist).",
+)
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
 
 train_spec_options = _compose(

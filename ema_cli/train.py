@@ -4,20 +4,22 @@ import click
 
 from ema.tracking import keys
 from ema.workflows.train import train_target
-from ema_cli.options import data_seed_option, progress_option, spec_from_options, train_spec_options, workflow_command
+from ema_cli.options import data_option, data_seed_option, root_option, progress_option, spec_from_options, train_spec_options, workflow_command
 
 
 @click.command("train")
 @train_spec_options
+@data_option
+@root_option
 @data_seed_option
 @click.option("--model-name", default=keys.TARGET_MODEL_NAME, show_default=True, help="Registered model name.")
 @click.option("--alias", default=keys.TARGET_ALIAS, show_default=True, help="Alias set on the new version.")
 @progress_option
 @workflow_command
-def train(data_seed, model_name, alias, progress, **spec_options):
+def train(data_name, root, data_seed, model_name, alias, progress, **spec_options):
     """Train the target model f_D with the recipe given by the options, and register it."""
     outcome = train_target(
-        spec_from_options(**spec_options), data_seed=data_seed, model_name=model_name, alias=alias, progress=progress
+        spec_from_options(**spec_options), data=data_name, data_root=root, data_seed=data_seed, model_name=model_name, alias=alias, progress=progress
     )
     click.echo(
         f"registered {outcome.version.uri} (alias {alias}); train accuracy {outcome.train_accuracy:.4f}, "

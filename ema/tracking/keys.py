@@ -9,20 +9,26 @@ CALIBRATION_ALIAS = "calibration"
 MODEL_ARTIFACT = "model"
 
 # Model version tags.
-TAG_TRAIN_SPEC = "ema.train_spec"
+TAG_RECIPE = "ema.recipe"
 TAG_DATA_SOURCE = "ema.data"
 TAG_DATA_SEED = "ema.data_seed"
+TAG_DATA_ROOT = "ema.data_root"
 TAG_DATA_FINGERPRINT = "ema.data_fingerprint"
 TAG_ROLE = "ema.role"
 TAG_CACHE_KEY = "ema.cache_key"
 TAG_CALIBRATION_K = "ema.k"
 TAG_CALIBRATION_SEED = "ema.cal_seed"
 
+TAG_AUDIT_PREFIX = "ema.audit."
+TAG_LAST_AUDIT = "ema.last_audit"
+
 # Run tags.
 TAG_VERDICT = "verdict"
 TAG_EXPECTED_VERDICT = "expected_verdict"
 TAG_CACHE = "ema.calibration_cache"
 TAG_CALIBRATION_VERSION = "ema.calibration_version"
+TAG_ACCESS = "ema.access"
+TAG_OUTPUTS_DETECTED = "ema.outputs_detected"
 
 # Params.
 PARAM_METHOD = "method"
@@ -33,6 +39,10 @@ PARAM_QUERY_FINGERPRINT = "query_fingerprint"
 PARAM_K = "k"
 PARAM_CAL_SEED = "cal_seed"
 PARAM_MODEL_URI = "model_uri"
+PARAM_MODEL_URL = "model_url"
+PARAM_MODEL_NAME = "model_name"
+PARAM_MODEL_VERSION = "model_version"
+PARAM_RECIPE = "recipe"
 PARAM_THRESHOLD_MODE = "threshold_mode"
 PARAM_OUTPUTS = "outputs"
 PARAM_DATA = "data"

@@ -97,6 +97,53 @@ def log_and_register_torch_model(
     return register(info.model_uri, name=name, alias=alias, tags=tags)
 
 
+def log_and_register_sklearn_model(
+    estimator, input_example: np.ndarray, *, name: str, alias: str, tags: dict[str, str]
+) -> RegisteredVersion:
+    """Log a scikit-learn classifier whose pyfunc returns ``predict_proba``, and register it."""
+    import mlflow.sklearn
+    import sklearn
+    from mlflow.models import infer_signature
+
+    info = mlflow.sklearn.log_model(
+        estimator,
+        name=keys.MODEL_ARTIFACT,
+        signature=infer_signature(input_example, estimator.predict_proba(input_example)),
+        input_example=input_example[:2],
+        pyfunc_predict_fn="predict_proba",
+        serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+        pip_requirements=[f"scikit-learn=={sklearn.__version__}"],
+    )
+    return register(info.model_uri, name=name, alias=alias, tags=tags)
+
+
+def log_and_register_classifier(classifier, input_example: np.ndarray, **kwargs) -> RegisteredVersion:
+    """Log and register a calibration model we trained, whichever framework made it."""
+    from ema.training.recipes import SklearnClassifier, flatten
+
+    if isinstance(classifier, SklearnClassifier):
+        example = flatten(classifier.transform.apply(input_example[:2]))
+        return log_and_register_sklearn_model(classifier.estimator, example, **kwargs)
+    return log_and_register_torch_model(classifier.model, classifier.transform.apply(input_example[:2]), **kwargs)
+
+
+def declared_input_shape(model_uri: str) -> tuple[int, ...] | None:
+    """The input shape a logged model's tensor signature declares, without loading the model."""
+    from mlflow.models import get_model_info
+
+    signature = get_model_info(model_uri).signature
+    if signature is None or not signature.inputs.is_tensor_spec():
+        return None
+    return tuple(signature.inputs.inputs[0].shape)
+
+
+def set_version_tags(version: RegisteredVersion, tags: dict[str, str]) -> None:
+    """Tag a model version (e.g. with its latest audit), so the registry shows it."""
+    client = MlflowClient()
+    for key, value in tags.items():
+        client.set_model_version_tag(version.name, version.version, key, value)
+
+
 def register(model_uri: str, *, name: str, alias: str, tags: dict[str, str]) -> RegisteredVersion:
     """Register ``model_uri`` under ``name``, point ``alias`` at it and tag the version."""
     version = mlflow.register_model(model_uri, name, tags=tags)

@@ -63,3 +63,13 @@ def predict_proba(model: nn.Module, pixels: np.ndarray, batch_size: int = SCORIN
     inputs = to_tensor(pixels)
     with torch.inference_mode():
         return torch.cat([model(chunk) for chunk in inputs.split(batch_size)]).numpy()
+
+
+class TorchClassifier:
+    """A trained torch model we hold, with the input transform it was trained on."""
+
+    def __init__(self, model: ProbabilityModel, transform) -> None:
+        self.model, self.transform = model, transform
+
+    def predict_proba(self, pixels: np.ndarray) -> np.ndarray:
+        return predict_proba(self.model, self.transform.apply(pixels))

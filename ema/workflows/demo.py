@@ -6,12 +6,12 @@ import mlflow
 import pandas as pd
 
 from ema.data.splits import QUERY_NAMES
-from ema.oracle import PyfuncOracle
 from ema.tracking import keys
 from ema.tracking.runs import log_artifacts_atomically, start_run
 from ema.training.spec import TrainSpec
 from ema.workflows.audit import AuditOutcome, audit
 from ema.workflows.calibrate import ensure_calibration
+from ema.workflows.target import resolve_target
 from ema.workflows.train import train_target
 
 SUMMARY_COLUMNS = ("query", "n_query", "flag_rate", "rho_ema", "rho_ema_ks", "verdict", "expected")
@@ -49,8 +49,9 @@ def run_demo(
     with start_run("demo"):
         mlflow.log_params({**spec.to_dict(), keys.PARAM_K: k, keys.PARAM_ALPHA: alpha, keys.PARAM_DATA_SEED: data_seed})
         trained = train_target(spec, data_seed=data_seed, model_name=model_name, progress=progress)
-        ensure_calibration(trained.version, k=k, cal_seed=cal_seed, progress=progress)
-        oracle = PyfuncOracle(trained.version.uri)
+        target = resolve_target(trained.version.uri)
+        ensure_calibration(target, k=k, cal_seed=cal_seed, progress=progress)
+        oracle = target.oracle()
         outcomes = [
             audit(trained.version.uri, query=q, alpha=alpha, k=k, cal_seed=cal_seed, oracle=oracle, progress=progress)
             for q in queries

@@ -9,6 +9,7 @@ import mlflow
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, log_and_register_torch_model
 from ema.tracking.runs import start_run
+from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
 from ema.workflows.sources import DEFAULT_DATA, load_splits
 
@@ -26,6 +27,7 @@ def train_target(
     *,
     data: str = DEFAULT_DATA,
     data_seed: int = 0,
+    data_root: str | None = None,
     model_name: str = keys.TARGET_MODEL_NAME,
     alias: str = keys.TARGET_ALIAS,
     progress: bool = True,
@@ -37,7 +39,7 @@ def train_target(
     """
     from ema.training.fit import fit, predict_proba
 
-    splits = load_splits(data, data_seed)
+    splits = load_splits(data, data_seed, data_root)
     train, held_out = splits.train, splits.held_out
     with start_run(f"train {spec.arch} {model_name}") as run:
         mlflow.log_params({**spec.to_dict(), keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed})
@@ -53,9 +55,10 @@ def train_target(
             alias=alias,
             tags={
                 keys.TAG_ROLE: "target",
-                keys.TAG_TRAIN_SPEC: spec.to_json(),
+                keys.TAG_RECIPE: recipe_to_json(TorchRecipe(spec)),
                 keys.TAG_DATA_SOURCE: data,
                 keys.TAG_DATA_SEED: str(data_seed),
+                **({keys.TAG_DATA_ROOT: str(data_root)} if data_root else {}),
                 keys.TAG_DATA_FINGERPRINT: train.fingerprint,
             },
         )

@@ -10,8 +10,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError, InputError
+from ema.oracle import Oracle
 from ema.tracking import keys
-from ema.training.spec import TrainSpec
+from ema.training.recipes import recipe_from_json
 from ema.workflows.audit import audit
 from ema.workflows.calibrate import calibrate
 from tests.workflows.conftest import QUICK_SPEC
@@ -35,7 +36,7 @@ def test_train_registers_target_with_recipe_and_fingerprint(trained):
     _, outcome = trained
     version = MlflowClient().get_model_version_by_alias(keys.TARGET_MODEL_NAME, keys.TARGET_ALIAS)
     assert str(version.version) == outcome.version.version
-    assert TrainSpec.from_json(version.tags[keys.TAG_TRAIN_SPEC]) == QUICK_SPEC
+    assert recipe_from_json(version.tags[keys.TAG_RECIPE]).spec == QUICK_SPEC
     assert len(version.tags[keys.TAG_DATA_FINGERPRINT]) == 16
     assert outcome.train_accuracy > outcome.held_out_accuracy > 0.8
 
@@ -119,11 +120,11 @@ def test_audit_bad_input_fails_run_without_artifacts(trained, kwargs, error, mes
     assert artifacts_of(new[0].info.run_id) == set()
 
 
-class NaNOracle:
-    def predict_proba(self, pixels):
-        from ema.oracle import to_probabilities
+class NaNOracle(Oracle):
+    """A model whose outputs are NaN: validation must refuse them."""
 
-        return to_probabilities(np.full((len(pixels), 10), np.nan), "probabilities")
+    def _predict_batch(self, inputs):
+        return np.full((len(inputs), 10), np.nan)
 
 
 def test_audit_nan_outputs_fail_run_without_artifacts(trained):

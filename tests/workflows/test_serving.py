@@ -1,0 +1,172 @@
+"""Audits over HTTP against a real `mlflow models serve` process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from mlflow.tracking import MlflowClient
+
+from ema.errors import EMAError
+from ema.oracle import HttpOracle
+from ema.tracking import keys
+from ema.workflows.audit import audit
+
+SERVER_START_TIMEOUT = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve(model_uri: str, port: int) -> subprocess.Popen:
+    """Start `mlflow models serve` in its own process group and wait for /ping."""
+    mlflow_cli = Path(sys.executable).with_name("mlflow")
+    process = subprocess.Popen(
+        [str(mlflow_cli), "models", "serve", "-m", model_uri, "-p", str(port), "--host", "127.0.0.1", "--env-manager", "local"],
+        env={**os.environ, "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"mlflow models serve exited with {process.returncode}")
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/ping", timeout=1).ok:
+                return process
+        except requests.ConnectionError:
+            time.sleep(0.5)
+    stop(process)
+    raise RuntimeError("mlflow models serve did not answer /ping in time")
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(trained):
+    _, outcome = trained
+    port = free_port()
+    process = serve(outcome.version.uri, port)
+    yield f"http://127.0.0.1:{port}/invocations", process
+    stop(process)
+
+
+def newest_failed_run_artifacts(before: set[str]) -> list[set[str]]:
+    client = MlflowClient()
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], "attributes.status = 'FAILED'")
+    return [{f.path for f in client.list_artifacts(r.info.run_id)} for r in runs if r.info.run_id not in before]
+
+
+def failed_ids() -> set[str]:
+    client = MlflowClient()
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], "attributes.status = 'FAILED'")
+    return {r.info.run_id for r in runs}
+
+
+def test_http_audit_equals_in_process(trained, server):
+    _, outcome = trained
+    url, _ = server
+    over_http = audit(outcome.version.uri, model_url=url, query="M6", progress=False)
+    in_process = audit(outcome.version.uri, query="M6", progress=False)
+    np.testing.assert_array_equal(over_http.result.membership, in_process.result.membership)
+    assert over_http.result.metrics == in_process.result.metrics
+    for name in in_process.result.scores:
+        np.testing.assert_array_equal(over_http.result.scores[name], in_process.result.scores[name])
+    assert MlflowClient().get_run(over_http.run_id).data.params[keys.PARAM_MODEL_URL] == url
+
+
+def test_http_schema_error_shows_server_message(server):
+    url, _ = server
+    oracle = HttpOracle(url, input_shape=(-1, 784))
+    with pytest.raises(EMAError, match=r"HTTP 400.*(shape|schema|Shape)"):
+        oracle.predict(np.zeros((3, 1, 28, 28), np.float32))
+
+
+class FailingHandler(http.server.BaseHTTPRequestHandler):
+    calls = 0
+
+    def do_POST(self):
+        type(self).calls += 1
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(500)
+        self.end_headers()
+        self.wfile.write(b"internal error")
+
+    def log_message(self, *args):
+        pass
+
+
+def test_http_500_is_retried_then_fails_run_without_artifacts(trained):
+    _, outcome = trained
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FailingHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/invocations"
+    before = failed_ids()
+    try:
+        oracle = HttpOracle(url, retries=2, backoff=0.01)
+        with pytest.raises(EMAError, match=r"failed after 3 attempts; last: HTTP 500"):
+            audit(outcome.version.uri, model_url=url, query="M1", oracle=oracle, progress=False)
+    finally:
+        httpd.shutdown()
+    assert FailingHandler.calls == 3
+    assert newest_failed_run_artifacts(before) == [set()]
+
+
+def test_http_unreachable_server_fails_run(trained):
+    _, outcome = trained
+    before = failed_ids()
+    url = f"http://127.0.0.1:{free_port()}/invocations"
+    with pytest.raises(EMAError, match="ConnectionError"):
+        audit(outcome.version.uri, model_url=url, query="M1", oracle=HttpOracle(url, retries=1, backoff=0.01), progress=False)
+    assert newest_failed_run_artifacts(before) == [set()]
+
+
+class StopsServerAfterFirstBatch(HttpOracle):
+    """Stops the real server once the first batch has been answered: the second batch finds it gone."""
+
+    def __init__(self, url, process, **options):
+        super().__init__(url, **options)
+        self.process = process
+
+    def _predict_batch(self, inputs):
+        outputs = super()._predict_batch(inputs)
+        stop(self.process)
+        return outputs
+
+
+def test_http_server_stopped_mid_audit_fails_run(trained):
+    _, outcome = trained
+    port = free_port()
+    process = serve(outcome.version.uri, port)
+    url = f"http://127.0.0.1:{port}/invocations"
+    before = failed_ids()
+    oracle = StopsServerAfterFirstBatch(url, process, batch_size=500, retries=1, backoff=0.01)
+    try:
+        with pytest.raises(EMAError, match="failed after 2 attempts"):
+            audit(outcome.version.uri, model_url=url, query="M6", oracle=oracle, progress=False)
+    finally:
+        stop(process)
+    assert newest_failed_run_artifacts(before) == [set()]
