@@ -9,6 +9,7 @@ from ema_cli.audit import audit
 from ema_cli.calibrate import calibrate
 from ema_cli.data import data
 from ema_cli.demo import demo
+from ema_cli.history import compare, history
 from ema_cli.train import train
 
 
@@ -20,5 +21,5 @@ def main():
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
-for command in (train, calibrate, audit, demo, data):
+for command in (train, calibrate, audit, demo, data, history, compare):
     main.add_command(command)

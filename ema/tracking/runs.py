@@ -11,6 +11,8 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
+from mlflow.entities import Param
+from mlflow.tracking import MlflowClient
 
 from ema.tracking import keys
 
@@ -43,7 +45,24 @@ def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlf
     else:
         run = mlflow.start_run(run_name=run_name, tags=tags)
     with run:
-        yield run
+        try:
+            yield run
+        finally:
+            if parent is not None:
+                inherit_params(parent.info.run_id, run.info.run_id)
+
+
+def inherit_params(parent_id: str, child_id: str) -> None:
+    """Copy the parent's params the child did not set itself onto the child.
+
+    The MLflow UI filters and compares top-level runs by their params; copies let nested
+    runs be filtered and compared the same way.
+    """
+    client = MlflowClient()
+    own = client.get_run(child_id).data.params
+    missing = {k: v for k, v in client.get_run(parent_id).data.params.items() if k not in own}
+    if missing:
+        client.log_batch(child_id, params=[Param(k, v) for k, v in missing.items()])
 
 
 def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]) -> None:

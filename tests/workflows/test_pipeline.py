@@ -134,3 +134,18 @@ def test_audit_nan_outputs_fail_run_without_artifacts(trained):
         audit(outcome.version.uri, query="M1", oracle=NaNOracle(), progress=False)
     new = [r for r in failed_runs() if r.info.run_id not in before]
     assert len(new) == 1 and artifacts_of(new[0].info.run_id) == set()
+
+
+def test_nested_runs_inherit_parent_params(trained):
+    import mlflow
+
+    from ema.tracking.runs import start_run
+
+    with start_run("parent") as parent:
+        mlflow.log_params({"k": 100, "epochs": 7})
+        with start_run("child") as child:
+            mlflow.log_param("k", 100)
+            mlflow.log_param("query", "M1")
+    params = run_of(child.info.run_id).data.params
+    assert params == {"k": "100", "epochs": "7", "query": "M1"}
+    assert run_of(child.info.run_id).data.tags["mlflow.parentRunId"] == parent.info.run_id

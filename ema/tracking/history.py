@@ -1,0 +1,67 @@
+"""Reading audits back: a model's audit history across runs and versions, and runs side by side."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from ema.errors import EMAError, InputError
+from ema.tracking import keys
+
+HISTORY_COLUMNS = ("started", "run_id", "version", "query", "method", "rho_ema", "rho_ema_ks", "verdict", "status")
+
+
+def _quoted(name: str, value: str) -> str:
+    if "'" in value:
+        raise InputError(f"expected {name} without single quotes, got {value!r}")
+    return f"'{value}'"
+
+
+def audit_history(model_name: str, *, query: str | None = None, verdict: str | None = None, max_results: int = 1000) -> pd.DataFrame:
+    """Every audit run of ``model_name`` (all versions, all experiments), newest first."""
+    filters = [f"params.{keys.PARAM_MODEL_NAME} = {_quoted('model name', model_name)}"]
+    if query is not None:
+        filters.append(f"params.{keys.PARAM_QUERY} = {_quoted('query', query)}")
+    if verdict is not None:
+        filters.append(f"tags.{keys.TAG_VERDICT} = {_quoted('verdict', verdict)}")
+    client = MlflowClient()
+    runs = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string=" and ".join(filters),
+        order_by=["attributes.start_time DESC"],
+        max_results=max_results,
+    )
+    rows = [
+        {
+            "started": dt.datetime.fromtimestamp(run.info.start_time / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+            "run_id": run.info.run_id,
+            "version": run.data.params.get(keys.PARAM_MODEL_VERSION, ""),
+            "query": run.data.params.get(keys.PARAM_QUERY, ""),
+            "method": run.data.params.get(keys.PARAM_METHOD, ""),
+            "rho_ema": run.data.metrics.get(keys.METRIC_RHO_EMA),
+            "rho_ema_ks": run.data.metrics.get(keys.METRIC_RHO_EMA_KS),
+            "verdict": run.data.tags.get(keys.TAG_VERDICT, ""),
+            "status": run.info.status,
+        }
+        for run in runs
+    ]
+    return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+
+
+def compare_runs(run_ids: list[str]) -> pd.DataFrame:
+    """Params, metrics and the verdict of runs side by side: one column per run."""
+    client = MlflowClient()
+    columns = {}
+    for run_id in run_ids:
+        try:
+            run = client.get_run(run_id)
+        except MlflowException as exc:
+            raise EMAError(f"run {run_id!r} does not exist in this tracking store") from exc
+        values = {f"param {k}": v for k, v in run.data.params.items()}
+        values.update({f"metric {k}": v for k, v in run.data.metrics.items()})
+        values.update({"run name": run.info.run_name, "status": run.info.status, "verdict": run.data.tags.get(keys.TAG_VERDICT, "")})
+        columns[run_id[:8]] = values
+    return pd.DataFrame(columns).sort_index().fillna("")
