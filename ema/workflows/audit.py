@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import mlflow
 import pandas as pd
@@ -96,7 +97,7 @@ def audit(
     artifacts; artifacts are logged last, after every number is computed. A registered
     target's version is tagged with the audit afterwards (its audit history).
     """
-    name = query if query is not None else str(query_file)
+    name = query if query is not None else Path(query_file).name
     with start_run(f"audit {name} {method}") as run:
         if method not in METHODS:
             raise InputError(f"expected method in {METHODS}, got {method!r}")

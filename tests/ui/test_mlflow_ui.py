@@ -1,0 +1,131 @@
+"""The MLflow UI's compare page, rendered in headless Chromium, shows both audits' rho values."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+
+from ema.data.arrays import ArraySet
+from ema.data.files import write_set
+from ema.tracking.runs import configure
+from ema.training.spec import TrainSpec
+from ema.workflows.audit import audit
+from ema.workflows.sources import load_splits
+from ema.workflows.train import train_target
+from tests.workflows.test_serving import free_port
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+SERVER_START_TIMEOUT = 120.0
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs Debian's chromium)")
+
+
+def chromium(*args: str, profile: Path, timeout: float = 120) -> str:
+    command = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def two_audits(tmp_path_factory, template_db):
+    """Two audits of a 40-image non-member query file (30 from M6, 10 from S) against two target versions.
+
+    The targets flag most but not all of them, so rho_ema lies strictly between 0 and 1
+    and differs between the versions: values the page must show.
+    """
+    from tests.conftest import open_store
+
+    directory = tmp_path_factory.mktemp("ui")
+    open_store(directory, template_db)
+    configure()
+    splits = load_splits()
+    held_out, other = splits.query("M6").take(np.arange(30)), splits.query("S").take(np.arange(10))
+    mixed = ArraySet("mixed", *(np.concatenate([getattr(held_out, a), getattr(other, a)]) for a in ("x", "y", "index")))
+    query_file = write_set(mixed, directory / "m6-s-40.npz")
+    runs = []
+    for epochs in (20, 30):
+        version = train_target(TrainSpec(epochs=epochs), progress=False).version
+        runs.append(audit(version.uri, query_file=str(query_file), progress=False))
+    return directory, runs
+
+
+@pytest.fixture(scope="module")
+def ui_server(two_audits):
+    directory, _ = two_audits
+    port = free_port()
+    mlflow_cli = Path(sys.executable).with_name("mlflow")
+    process = subprocess.Popen(
+        [
+            str(mlflow_cli), "server", "--backend-store-uri", os.environ["MLFLOW_TRACKING_URI"],
+            "--artifacts-destination", str(directory / "mlruns"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        ],
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while True:
+            try:
+                if requests.get(f"{base}/health", timeout=1).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("mlflow server did not start")
+            time.sleep(0.5)
+        yield base
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=30)
+
+
+def compare_url(base: str, runs) -> str:
+    from mlflow.tracking import MlflowClient
+
+    ids = [r.run_id for r in runs]
+    experiment = MlflowClient().get_run(ids[0]).info.experiment_id
+    query = urllib.parse.urlencode({"runs": json.dumps(ids), "experiments": json.dumps([experiment])})
+    return f"{base}/#/compare-runs?{query}"
+
+
+def test_compare_page_shows_rho_of_both_audits(two_audits, ui_server, tmp_path):
+    directory, runs = two_audits
+    values = [run.result.metrics["rho_ema"] for run in runs]
+    assert all(0 < v < 1 for v in values) and values[0] != values[1], values
+    url = compare_url(ui_server, runs)
+    dom = chromium("--virtual-time-budget=30000", "--dump-dom", url, profile=tmp_path / "profile-dom")
+    assert "rho_ema" in dom and "rho_ema_ks" in dom
+    for run in runs:
+        assert run.run_id in dom or run.result.verdict in dom
+        for metric in ("rho_ema", "rho_ema_ks"):
+            value = run.result.metrics[metric]
+            shown = {f"{value:.{digits}g}" for digits in range(3, 8)} | {str(round(value, 4)), str(value)}
+            assert any(text in dom for text in shown), (metric, value)
+    screenshot = tmp_path / "compare.png"
+    chromium("--virtual-time-budget=30000", "--window-size=1600,1200", f"--screenshot={screenshot}", url, profile=tmp_path / "profile-png")
+    assert screenshot.stat().st_size > 10_000
+    keep = os.environ.get("EMA_SCREENSHOT_DIR")
+    if keep:
+        shutil.copy(screenshot, Path(keep) / "mlflow-compare.png")
