@@ -8,6 +8,10 @@ import numpy as np
 
 MEMORIZED = "memorized"
 NOT_MEMORIZED = "not_memorized"
+#: Neither hypothesis rejected (too little evidence), or both (a partly removed set).
+INCONCLUSIVE = "inconclusive"
+#: Every verdict an auditor may return.
+VERDICTS = (MEMORIZED, NOT_MEMORIZED, INCONCLUSIVE)
 
 
 @dataclass(frozen=True)
@@ -21,13 +25,14 @@ class AuditResult:
     scores : dict of str to ndarray of shape (n_query,)
         Each membership metric on the query set.
     flags : dict of str to ndarray of shape (n_query,)
-        Each metric's flags (score >= its threshold).
+        Each metric's flags (score >= its threshold; each auditor documents its own rule).
     membership : ndarray of shape (n_query,)
-        M: 1 where any metric flags the sample.
+        M: 1 where any metric flags the sample (each auditor documents its own rule).
     metrics : dict of str to float
         The numbers to log, e.g. ``rho_ema``, ``rho_ema_ks``, ``flag_rate``.
     verdict : str
-        ``"memorized"`` or ``"not_memorized"``.
+        ``"memorized"``, ``"not_memorized"`` or ``"inconclusive"`` (auditors that test
+        both "removed" and "retained" hypotheses).
     alpha : float
         Significance level of the verdict.
     thresholds : dict
