@@ -46,6 +46,15 @@ class Predictions:
     access: str
     detected: str
 
+    def with_classes(self, n_classes: int) -> "Predictions":
+        """Label-only predictions one-hot encoded over ``n_classes`` (those of the calibration)."""
+        if self.access != ACCESS_LABEL_ONLY or self.proba.shape[1] == n_classes:
+            return self
+        labels = self.proba.argmax(axis=1)
+        if labels.max() >= n_classes:
+            raise InputError(f"expected labels in 0..{n_classes - 1}, got a label {labels.max()}")
+        return Predictions(np.eye(n_classes)[labels], self.access, self.detected)
+
 
 def _looks_like_labels(outputs: np.ndarray) -> bool:
     flat = outputs.reshape(len(outputs), -1)

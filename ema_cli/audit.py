@@ -18,7 +18,10 @@ from ema_cli.options import alpha_option, cal_seed_option, k_option, model_optio
 @click.option("--model-url", help="Score through a scoring server instead, e.g. http://127.0.0.1:5001/invocations.")
 @click.option("--query", type=click.Choice(QUERY_NAMES), help="A named query set: M1..M5 (members), M6 (held out), S (other domain).")
 @click.option("--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index.")
-@click.option("--method", type=click.Choice(METHODS), default="ema", show_default=True, help="Auditing method.")
+@click.option(
+    "--method", type=click.Choice(METHODS), default="ema", show_default=True,
+    help="ema (the paper), ks-ratio (Liu & Tsaftaris), both (one run), calibrated (error-controlled, may say inconclusive).",
+)
 @click.option("--test", type=click.Choice(EMA_TESTS), default="t", show_default=True, help="Test whose p-value gives the verdict.")
 @alpha_option
 @k_option
@@ -34,6 +37,7 @@ from ema_cli.options import alpha_option, cal_seed_option, k_option, model_optio
 @click.option("--calibration-model", help="An already-trained calibration model URI (instead of training one).")
 @click.option("--calibration-members", type=click.Path(dir_okay=False), help="With --calibration-model: .npz of the samples it was trained on.")
 @click.option("--calibration-nonmembers", type=click.Path(dir_okay=False), help="With --calibration-model: .npz of samples it was not trained on.")
+@click.option("--reference", "reference_file", type=click.Path(dir_okay=False), help="With --method calibrated: .npz of data the target never saw (default: the calibration set).")
 @click.option("--calibration-name", default=keys.CALIBRATION_MODEL_NAME, show_default=True, help="Registered name of calibration models.")
 @progress_option
 @workflow_command
@@ -53,9 +57,7 @@ def audit(model_uri, model_url, query, query_file, input_scale, normalize, calib
         calibration=SuppliedCalibration(*supplied) if all(supplied) else None,
         **options,
     )
-    metrics = outcome.result.metrics
-    click.echo(
-        f"{outcome.query}: |D_q|={outcome.result.n_query} flag rate {outcome.result.flag_rate:.4f} "
-        f"rho_ema {metrics[keys.METRIC_RHO_EMA]:.4g} rho_ema_ks {metrics[keys.METRIC_RHO_EMA_KS]:.4g} "
-        f"-> {outcome.result.verdict} ({outcome.access}; run {outcome.run_id})"
-    )
+    click.echo(f"{outcome.query}: |D_q|={outcome.result.n_query} ({outcome.access}; run {outcome.run_id})")
+    for method, result in outcome.results.items():
+        numbers = " ".join(f"{k} {v:.4g}" for k, v in result.metrics.items() if k != keys.METRIC_N_QUERY)
+        click.echo(f"  {method}: {numbers} -> {result.verdict}")

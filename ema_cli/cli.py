@@ -10,6 +10,7 @@ from ema_cli.calibrate import calibrate
 from ema_cli.data import data
 from ema_cli.demo import demo
 from ema_cli.history import compare, history
+from ema_cli.power import power
 from ema_cli.train import train
 
 
@@ -21,5 +22,5 @@ def main():
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
-for command in (train, calibrate, audit, demo, data, history, compare):
+for command in (train, calibrate, audit, demo, data, history, compare, power):
     main.add_command(command)

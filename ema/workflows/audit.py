@@ -8,25 +8,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pandas as pd
 
+from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor, check_alpha
+from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.result import AuditResult
+from ema.data.corruption import corrupt
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.errors import InputError
 from ema.inputs import InputTransform
-from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle
+from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, Oracle, Predictions, PyfuncOracle
 from ema.signals import LABEL_ONLY_METRICS, PAPER_METRICS
 from ema.tracking import keys
 from ema.tracking.registry import set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, start_run
-from ema.workflows.calibrate import ensure_calibration, fit_thresholds
-from ema.workflows.target import resolve_target
-
-METHODS = ("ema",)
-
+from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
+from ema.workflows.models import cached_model
+from ema.workflows.target import Target, resolve_target
 
 @dataclass(frozen=True)
 class AuditOutcome:
@@ -35,6 +37,7 @@ class AuditOutcome:
     result: AuditResult
     expected_verdict: str | None
     access: str
+    results: dict[str, AuditResult]
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,13 @@ class SuppliedCalibration:
         return fit_thresholds(oracle, read_set(self.members_file), read_set(self.nonmembers_file)).to_dict()
 
 
-def membership_table(query: ArraySet, result: AuditResult) -> pd.DataFrame:
-    """One row per query sample: its index, label, each metric, each flag and M."""
-    return pd.DataFrame({"index": query.index, "label": query.y, **result.sample_columns()})
+def membership_table(query: ArraySet, results: dict[str, AuditResult]) -> pd.DataFrame:
+    """One row per query sample: index, label, then each method's metrics, flags and M (prefixed after the first)."""
+    columns = {"index": query.index, "label": query.y}
+    for position, (method, result) in enumerate(results.items()):
+        prefix = "" if position == 0 else f"{method}_"
+        columns.update({f"{prefix}{name}": values for name, values in result.sample_columns().items()})
+    return pd.DataFrame(columns)
 
 
 def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: str) -> str:
@@ -71,6 +78,102 @@ def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: 
     )
 
 
+@dataclass(frozen=True)
+class AuditRequest:
+    """Everything one audit run needs besides the target's predictions."""
+
+    target: Target
+    data: ArraySet
+    oracle: Oracle
+    alpha: float
+    test: str
+    k: int
+    cal_seed: int
+    threshold_mode: str
+    calibration_name: str
+    supplied: SuppliedCalibration | None
+    reference_file: str | None
+    progress: bool
+
+    def calibration_plan(self) -> CalibrationPlan:
+        return CalibrationPlan.for_target(self.target, k=self.k, cal_seed=self.cal_seed, model_name=self.calibration_name)
+
+    def thresholds(self) -> tuple[dict, dict[str, str]]:
+        """EMA's thresholds and the tags saying where they came from."""
+        if self.supplied is not None:
+            return self.supplied.thresholds(self.target.recipe.transform), {
+                keys.TAG_CACHE: "supplied", keys.TAG_CALIBRATION_VERSION: self.supplied.model_uri
+            }
+        outcome = ensure_plan(self.calibration_plan(), progress=self.progress)
+        return outcome.thresholds, {
+            keys.TAG_CACHE: "hit" if outcome.cached else "miss", keys.TAG_CALIBRATION_VERSION: outcome.version.uri
+        }
+
+
+def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+    """The paper's auditor; correctness alone when the model returns labels only."""
+    thresholds, tags = request.thresholds()
+    predictions = predictions.with_classes(int(thresholds["n_classes"]))
+    metrics = LABEL_ONLY_METRICS if predictions.access == ACCESS_LABEL_ONLY else PAPER_METRICS
+    auditor = EMAAuditor.from_dict(
+        thresholds, metrics=metrics, threshold_mode=request.threshold_mode, test=request.test, alpha=request.alpha
+    )
+    return auditor.audit(predictions.proba, request.data.y), tags
+
+
+def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+    """Liu & Tsaftaris: compare the target with models trained on the query set and on the calibration set."""
+    _require_probabilities("ks-ratio", predictions)
+    calibration_set = corrupt(request.target.splits().calibration, request.k, request.cal_seed)
+    query_model, query_cached = cached_model(request.target, "query-model", request.data, progress=request.progress)
+    calset_model, calset_cached = cached_model(request.target, "calset-model", calibration_set, progress=request.progress)
+    pixels = request.data.pixels()
+    auditor = KSRatioAuditor().calibrate(query_model.predict_proba(pixels), calset_model.predict_proba(pixels))
+    tags = {"ema.ks_ratio_cache": f"query-model {'hit' if query_cached else 'miss'}, calset-model {'hit' if calset_cached else 'miss'}"}
+    return auditor.audit(predictions.proba, request.data.y), tags
+
+
+def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+    """The calibrated auditor: reference non-members scored on the target, member behaviour from f_cal."""
+    _require_probabilities("calibrated", predictions)
+    auditor, tags = fit_calibrated(request)
+    return auditor.audit(predictions.proba, request.data.y), tags
+
+
+def fit_calibrated(request: AuditRequest) -> tuple[CalibratedAuditor, dict[str, str]]:
+    """Score the reference through the target and the calibration halves through f_cal, and calibrate."""
+    reference = read_set(request.reference_file) if request.reference_file else request.target.splits().calibration
+    plan = request.calibration_plan()
+    outcome = ensure_plan(plan, progress=request.progress)
+    calibration_model = PyfuncOracle(outcome.version.uri, outputs="probabilities", transform=request.target.recipe.transform)
+    members, nonmembers = plan.halves()
+    auditor = CalibratedAuditor(threshold_mode=request.threshold_mode, alpha=request.alpha).calibrate(
+        request.oracle.predict_proba(reference.pixels()),
+        reference.y,
+        calibration_model.predict_proba(members.pixels()),
+        members.y,
+        calibration_model.predict_proba(nonmembers.pixels()),
+        nonmembers.y,
+    )
+    tags = {
+        keys.TAG_CACHE: "hit" if outcome.cached else "miss",
+        keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
+        "ema.reference": request.reference_file or "calibration set (clean), scored on the target",
+    }
+    return auditor, tags
+
+
+def _require_probabilities(method: str, predictions: Predictions) -> None:
+    if predictions.access != ACCESS_PROBABILITIES:
+        raise InputError(f"method {method!r} needs class probabilities, got a {predictions.access} model; use --method ema")
+
+
+RUNNERS = {"ema": run_ema, "ks-ratio": run_ks_ratio, "calibrated": run_calibrated}
+#: What each --method runs; the first result gives the run's verdict.
+METHOD_PLANS = {"ema": ("ema",), "ks-ratio": ("ks-ratio",), "both": ("ema", "ks-ratio"), "calibrated": ("calibrated",)}
+METHODS = tuple(METHOD_PLANS)
+
+
 def audit(
     model_uri: str | None = None,
     *,
@@ -87,11 +190,12 @@ def audit(
     recipe_file: str | None = None,
     transform: InputTransform | None = None,
     calibration: SuppliedCalibration | None = None,
+    reference_file: str | None = None,
     calibration_name: str = keys.CALIBRATION_MODEL_NAME,
     oracle: Oracle | None = None,
     progress: bool = True,
 ) -> AuditOutcome:
-    """Query the target through its oracle, flag each sample, and log rho_EMA and the verdict.
+    """Query the target through its oracle, run the chosen auditors, and log their metrics and verdict.
 
     Every check runs inside the audit run, so bad input leaves a FAILED run and no
     artifacts; artifacts are logged last, after every number is computed. A registered
@@ -99,7 +203,7 @@ def audit(
     """
     name = query if query is not None else Path(query_file).name
     with start_run(f"audit {name} {method}") as run:
-        if method not in METHODS:
+        if method not in METHOD_PLANS:
             raise InputError(f"expected method in {METHODS}, got {method!r}")
         check_alpha(alpha)
         target = resolve_target(model_uri, model_url=model_url, recipe_file=recipe_file, transform=transform)
@@ -123,33 +227,44 @@ def audit(
         data = target.query_set(query=query, query_file=query_file)
         mlflow.log_param(keys.PARAM_QUERY_FINGERPRINT, data.fingerprint)
         mlflow.log_input(mlflow.data.from_numpy(data.x, targets=data.y, name=f"query {name}"), context="query")
-        if calibration is not None:
-            thresholds = calibration.thresholds(target.recipe.transform)
-            mlflow.set_tags({keys.TAG_CACHE: "supplied", keys.TAG_CALIBRATION_VERSION: calibration.model_uri})
-        else:
-            outcome = ensure_calibration(target, k=k, cal_seed=cal_seed, model_name=calibration_name, progress=progress)
-            thresholds = outcome.thresholds
-            mlflow.set_tags({keys.TAG_CACHE: "hit" if outcome.cached else "miss", keys.TAG_CALIBRATION_VERSION: outcome.version.uri})
         oracle = oracle or target.oracle(outputs=outputs)
-        predictions = oracle.predict(data.pixels(), n_classes=int(thresholds["n_classes"]))
-        metrics = LABEL_ONLY_METRICS if predictions.access == ACCESS_LABEL_ONLY else PAPER_METRICS
-        auditor = EMAAuditor.from_dict(thresholds, metrics=metrics, threshold_mode=threshold_mode, test=test, alpha=alpha)
-        result = auditor.audit(predictions.proba, data.y)
+        request = AuditRequest(
+            target, data, oracle, alpha, test, k, cal_seed, threshold_mode, calibration_name, calibration, reference_file, progress
+        )
+        predictions = oracle.predict(data.pixels())
+        results, tags = {}, {}
+        for name_of_method in METHOD_PLANS[method]:
+            results[name_of_method], method_tags = RUNNERS[name_of_method](request, predictions)
+            tags.update(method_tags)
+        primary = results[METHOD_PLANS[method][0]]
         expected = EXPECTED_VERDICTS.get(query) if query is not None else None
-        mlflow.log_metrics(result.metrics)
+        mlflow.log_metrics(merged_metrics(results))
         mlflow.set_tags(
             {
-                keys.TAG_VERDICT: result.verdict,
+                **tags,
+                keys.TAG_VERDICT: primary.verdict,
+                **{f"{keys.TAG_VERDICT}.{m}": r.verdict for m, r in results.items()},
                 keys.TAG_ACCESS: predictions.access,
                 keys.TAG_OUTPUTS_DETECTED: predictions.detected,
                 **({keys.TAG_EXPECTED_VERDICT: expected} if expected else {}),
             }
         )
         log_artifacts_atomically(
-            {keys.ARTIFACT_THRESHOLDS: result.thresholds, keys.ARTIFACT_MEMBERSHIP: membership_table(data, result)}
+            {
+                keys.ARTIFACT_THRESHOLDS: {m: r.thresholds for m, r in results.items()},
+                keys.ARTIFACT_MEMBERSHIP: membership_table(data, results),
+            }
         )
     if target.version is not None:
-        record = audit_record(name, data, result, run.info.run_id)
+        record = audit_record(name, data, primary, run.info.run_id)
         query_key = query if query is not None else f"file-{data.fingerprint}"
         set_version_tags(target.version, {f"{keys.TAG_AUDIT_PREFIX}{query_key}": record, keys.TAG_LAST_AUDIT: record})
-    return AuditOutcome(run.info.run_id, name, result, expected, predictions.access)
+    return AuditOutcome(run.info.run_id, name, primary, expected, predictions.access, results)
+
+
+def merged_metrics(results: dict[str, AuditResult]) -> dict[str, float]:
+    """All methods' metrics in one dict; on a shared key (flag_rate, n_query) the first method wins."""
+    merged: dict[str, float] = {}
+    for result in results.values():
+        merged.update({k: v for k, v in result.metrics.items() if k not in merged and np.isfinite(v)})
+    return merged

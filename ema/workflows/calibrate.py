@@ -76,11 +76,15 @@ class CalibrationPlan:
     def reuse(self) -> CalibrationOutcome:
         return CalibrationOutcome(self.cached, read_json_artifact(self.cached.run_id, keys.ARTIFACT_THRESHOLDS), cached=True)
 
+    def halves(self) -> tuple[ArraySet, ArraySet]:
+        """f_cal's training half (members) and held-out half (non-members), at quality k."""
+        return calibration_halves(corrupt(self.clean, self.k, self.cal_seed), self.cal_seed)
+
     def train(self, *, progress: bool) -> CalibrationOutcome:
         """Train f_cal, fit thresholds and register the model, logging into the active run."""
         mlflow.log_params(self.params())
         mlflow.set_tag(keys.TAG_CACHE, "miss")
-        members, nonmembers = calibration_halves(corrupt(self.clean, self.k, self.cal_seed), self.cal_seed)
+        members, nonmembers = self.halves()
         classifier = self.target.recipe.fit(members.pixels(), members.y, progress=progress)
         thresholds = fit_thresholds(classifier, members, nonmembers).to_dict()
         mlflow.log_metrics({f"calibration_ba_{m}": e["balanced_accuracy"] for m, e in thresholds["metrics"].items()})
@@ -111,7 +115,11 @@ def ensure_calibration(
     target: Target, *, k: int = 100, cal_seed: int = 0, model_name: str = keys.CALIBRATION_MODEL_NAME, progress: bool = True
 ) -> CalibrationOutcome:
     """The calibration matching the target's recipe and calibration data; trained (in a run of its own) only when not cached."""
-    plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=model_name)
+    return ensure_plan(CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=model_name), progress=progress)
+
+
+def ensure_plan(plan: CalibrationPlan, *, progress: bool = True) -> CalibrationOutcome:
+    """Reuse the plan's cached calibration, or train it in a run of its own."""
     if plan.cached is not None:
         return plan.reuse()
     with start_run(plan.run_name):

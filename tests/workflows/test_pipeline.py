@@ -79,7 +79,7 @@ def test_audit_membership_artifact_matches_result(trained, tmp_path):
     np.testing.assert_array_equal(table["M"].to_numpy(), result.result.membership)
     assert {"confidence", "flag_confidence", "negative_entropy", "flag_correctness"} <= set(table.columns)
     thresholds = json.loads(open(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_THRESHOLDS, str(tmp_path))).read())
-    assert thresholds["mode"] == "global"
+    assert thresholds["ema"]["mode"] == "global"
 
 
 def test_audit_is_deterministic(trained):
@@ -149,3 +149,34 @@ def test_nested_runs_inherit_parent_params(trained):
     params = run_of(child.info.run_id).data.params
     assert params == {"k": "100", "epochs": "7", "query": "M1"}
     assert run_of(child.info.run_id).data.tags["mlflow.parentRunId"] == parent.info.run_id
+
+
+def test_audit_both_methods_log_rho_ema_and_rho_ks_in_one_run(trained):
+    _, outcome = trained
+    both = audit(outcome.version.uri, query="S", method="both", progress=False)
+    run = run_of(both.run_id)
+    assert {"rho_ema", "rho_ema_ks", "rho_ks", "ks_target", "ks_calibration"} <= set(run.data.metrics)
+    assert run.data.tags["verdict.ema"] == both.results["ema"].verdict
+    assert run.data.tags["verdict.ks-ratio"] == both.results["ks-ratio"].verdict
+    assert run.data.metrics["rho_ks"] == pytest.approx(both.results["ks-ratio"].metrics["rho_ks"])
+    again = audit(outcome.version.uri, query="S", method="ks-ratio", progress=False)
+    assert again.result.metrics["rho_ks"] == pytest.approx(both.results["ks-ratio"].metrics["rho_ks"])
+    assert run_of(again.run_id).data.tags["ema.ks_ratio_cache"] == "query-model hit, calset-model hit"
+
+
+def test_audit_calibrated_logs_both_p_values_and_retained_fraction(trained):
+    _, outcome = trained
+    result = audit(outcome.version.uri, query="S", method="calibrated", progress=False)
+    metrics = run_of(result.run_id).data.metrics
+    assert {"p_removed", "p_retained", "retained_fraction", "retained_ci_low", "retained_ci_high"} <= set(metrics)
+    assert 0 <= metrics["retained_ci_low"] <= metrics["retained_fraction"] <= metrics["retained_ci_high"] <= 1
+    assert result.result.verdict == "not_memorized"
+
+
+def test_power_reports_a_query_size(trained):
+    from ema.workflows.power import query_size_for_power
+
+    _, outcome = trained
+    result = query_size_for_power(outcome.version.uri, progress=False)
+    assert result.n_required is not None and result.n_required >= 1
+    assert result.power >= 0.9

@@ -1,0 +1,49 @@
+"""Models the auditor trains for itself with the target's recipe, cached in the registry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ema.data.arrays import ArraySet
+from ema.oracle import Oracle, PyfuncOracle
+from ema.tracking import keys
+from ema.tracking.registry import find_cached_version, log_and_register_classifier
+from ema.tracking.runs import start_run
+from ema.training.recipes import recipe_to_json
+from ema.workflows.target import Target
+
+#: Registered names of the KS-ratio baseline's extra models, by role.
+ROLE_MODEL_NAMES = {"query-model": "ema-query-model", "calset-model": "ema-calset-model"}
+
+
+def model_cache_key(target: Target, role: str, data: ArraySet) -> str:
+    payload = json.dumps({"recipe": target.recipe.to_dict(), "role": role, "data": data.fingerprint}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = True) -> tuple[Oracle, bool]:
+    """A model trained on ``data`` with the target's recipe, as an oracle; trained only on a cache miss.
+
+    Returns the oracle and whether the registry already held the model.
+    """
+    name = ROLE_MODEL_NAMES[role]
+    cache_key = model_cache_key(target, role, data)
+    version = find_cached_version(name, cache_key)
+    cached = version is not None
+    if not cached:
+        with start_run(f"train {role} {data.name} for {target.label}"):
+            classifier = target.recipe.fit(data.pixels(), data.y, progress=progress)
+            version = log_and_register_classifier(
+                classifier,
+                data.pixels()[:2],
+                name=name,
+                alias=role,
+                tags={
+                    keys.TAG_ROLE: role,
+                    keys.TAG_CACHE_KEY: cache_key,
+                    keys.TAG_RECIPE: recipe_to_json(target.recipe),
+                    keys.TAG_DATA_FINGERPRINT: data.fingerprint,
+                },
+            )
+    return PyfuncOracle(version.uri, outputs="probabilities", transform=target.recipe.transform), cached
