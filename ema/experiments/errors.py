@@ -1,0 +1,141 @@
+"""`ema grid errors`: how often each auditor errs, on many seeded query sets of known membership.
+
+Two targets (the paper's overfitting recipe and one that generalises) are trained and
+registered; every pool of candidate query samples is scored ONCE through the target's
+oracle; then many seeded query sets are drawn from the pools and audited from those
+scores. EMA (t and KS) and the calibrated auditor are pure computations on the scores;
+the KS-ratio baseline must train a model on every drawn query set, so it gets fewer
+draws (``n_ks_draws``).
+
+Query kinds: ``members`` (drawn from the target's training folds), ``same-domain``
+(held-out MNIST, M6), ``other-domain`` (scikit-learn digits), ``mixture`` (half members,
+half held-out: truth "partly removed", retained fraction 0.5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ema.auditors import CalibratedAuditor, EMAAuditor, KSRatioAuditor
+from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
+from ema.data.arrays import ArraySet
+from ema.training.spec import TrainSpec
+
+KINDS = ("members", "same-domain", "other-domain", "mixture")
+METHODS = ("ema-t", "ema-ks", "ks-ratio", "calibrated")
+#: The verdict that is an error for each kind; a mixture is partly retained, so neither verdict is wrong outright.
+WRONG_VERDICT = {"members": NOT_MEMORIZED, "same-domain": MEMORIZED, "other-domain": MEMORIZED}
+TARGET_RECIPES = {
+    "overfit (paper recipe)": TrainSpec(),
+    "generalising (5 epochs, weight decay 1e-3)": TrainSpec(epochs=5, weight_decay=1e-3),
+}
+
+
+@dataclass(frozen=True)
+class ErrorGridConfig:
+    sizes: tuple[int, ...] = (5, 20, 50, 200, 1000)
+    n_draws: int = 200
+    n_ks_draws: int = 10
+    alpha: float = 0.1
+    seed: int = 0
+    kinds: tuple[str, ...] = KINDS
+
+
+@dataclass
+class ScoredPools:
+    """The target's probabilities on every candidate query sample, and the samples themselves."""
+
+    sets: dict[str, ArraySet]
+    proba: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def draw_query(pools: ScoredPools, kind: str, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, ArraySet]:
+    """(probabilities, labels, images) of one seeded query set of the given kind and size."""
+    if kind == "mixture":
+        n_members = size // 2
+        parts = [("members", n_members), ("same-domain", size - n_members)]
+    else:
+        parts = [(kind, size)]
+    probas, labels, sets = [], [], []
+    for pool, n in parts:
+        chosen = rng.choice(len(pools.sets[pool]), size=n, replace=False)
+        probas.append(pools.proba[pool][chosen])
+        labels.append(pools.sets[pool].y[chosen])
+        sets.append(pools.sets[pool].take(chosen))
+    images = ArraySet(kind, *(np.concatenate([getattr(s, a) for s in sets]) for a in ("x", "y", "index")))
+    return np.concatenate(probas), np.concatenate(labels), images
+
+
+def true_retained_fraction(kind: str, size: int) -> float:
+    return {"members": 1.0, "mixture": (size // 2) / size}.get(kind, 0.0)
+
+
+def audit_draws(
+    pools: ScoredPools,
+    ema: EMAAuditor,
+    calibrated: CalibratedAuditor,
+    ks_models,
+    config: ErrorGridConfig,
+    *,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """One row per (kind, size, draw, method): the verdict, and the retained-fraction interval where given.
+
+    ``ks_models`` is ``(fit_query_model, calset_model_proba_fn)``: a function training f_Dq on a
+    drawn query set and returning its probabilities on it, and f_Dcal's probability function.
+    """
+    fit_query_model, calset_proba = ks_models
+    rng = np.random.default_rng(config.seed)
+    rows = []
+    cells = [(kind, size) for kind in config.kinds for size in config.sizes]
+    for kind, size in tqdm(cells, desc="error grid cells", unit="cell", disable=not progress, leave=False):
+        truth = true_retained_fraction(kind, size)
+        for draw in range(config.n_draws):
+            proba, labels, images = draw_query(pools, kind, size, rng)
+            ema_result = ema.audit(proba, labels)
+            calibrated_result = calibrated.audit(proba, labels)
+            verdicts = {
+                "ema-t": ema_result.verdict,
+                "ema-ks": NOT_MEMORIZED if ema_result.metrics["rho_ema_ks"] <= config.alpha else MEMORIZED,
+                "calibrated": calibrated_result.verdict,
+            }
+            if draw < config.n_ks_draws:
+                pixels = images.pixels()
+                ks = KSRatioAuditor().calibrate(fit_query_model(images), calset_proba(pixels)).audit(proba, labels)
+                verdicts["ks-ratio"] = ks.verdict
+            for method, verdict in verdicts.items():
+                row = {"kind": kind, "size": size, "draw": draw, "method": method, "verdict": verdict, "truth": truth}
+                if method == "calibrated":
+                    metrics = calibrated_result.metrics
+                    row.update(
+                        retained=metrics["retained_fraction"], ci_low=metrics["retained_ci_low"], ci_high=metrics["retained_ci_high"]
+                    )
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summarize(draws: pd.DataFrame) -> pd.DataFrame:
+    """Rates per (method, kind, size): memorized, not memorized, inconclusive, error; interval coverage and width."""
+    grouped = draws.groupby(["method", "kind", "size"], sort=False)
+    summary = grouped["verdict"].agg(
+        n="size",
+        memorized=lambda v: (v == MEMORIZED).mean(),
+        not_memorized=lambda v: (v == NOT_MEMORIZED).mean(),
+        inconclusive=lambda v: (v == INCONCLUSIVE).mean(),
+    ).reset_index()
+    wrong = summary["kind"].map(WRONG_VERDICT)
+    summary["error"] = np.select(
+        [wrong == MEMORIZED, wrong == NOT_MEMORIZED], [summary["memorized"], summary["not_memorized"]], default=np.nan
+    )
+    if "ci_low" in draws:
+        intervals = draws.dropna(subset=["ci_low"]).assign(
+            covered=lambda d: (d["ci_low"] <= d["truth"] + 1e-12) & (d["truth"] <= d["ci_high"] + 1e-12),
+            width=lambda d: d["ci_high"] - d["ci_low"],
+        )
+        coverage = intervals.groupby(["method", "kind", "size"])[["covered", "width"]].mean().reset_index()
+        summary = summary.merge(coverage, on=["method", "kind", "size"], how="left")
+    return summary
