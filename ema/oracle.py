@@ -163,12 +163,14 @@ class Oracle:
 
     def predict(self, pixels: np.ndarray, *, n_classes: int | None = None) -> Predictions:
         """Validated predictions for ``pixels`` of shape (n, 1, 28, 28) in [0, 1]."""
-        inputs = self.prepare(pixels)
         outputs = np.concatenate(
-            [np.asarray(self._predict_batch(inputs[i : i + self.batch_size])) for i in range(0, len(inputs), self.batch_size)]
+            [
+                np.asarray(self._predict_batch(self.prepare(pixels[i : i + self.batch_size])))
+                for i in range(0, len(pixels), self.batch_size)
+            ]
         )
-        if len(outputs) != len(inputs):
-            raise InputError(f"expected {len(inputs)} model outputs, one per image, got {len(outputs)}")
+        if len(outputs) != len(pixels):
+            raise InputError(f"expected {len(pixels)} model outputs, one per image, got {len(outputs)}")
         return interpret_outputs(outputs, self.outputs, n_classes=n_classes)
 
     def predict_proba(self, pixels: np.ndarray) -> np.ndarray:

@@ -60,7 +60,9 @@ class ArraySet:
 
     def pixels(self) -> np.ndarray:
         """Images as float32 in [0, 1], shape (n, 1, 28, 28): what a model receives."""
-        return (self.x.astype(np.float32) / 255.0)[:, None, :, :]
+        pixels = self.x.astype(np.float32)[:, None, :, :]
+        pixels /= np.float32(255.0)
+        return pixels
 
 
 def check_images(x: np.ndarray, y: np.ndarray, index: np.ndarray, *, where: str) -> None:

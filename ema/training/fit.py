@@ -39,22 +39,28 @@ def fit(spec: TrainSpec, pixels: np.ndarray, labels: np.ndarray, *, progress: bo
     generator = torch.Generator().manual_seed(spec.seed)
     network = build_network(spec)
     optimizer = make_optimizer(spec, network.parameters())
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1.0 + spec.lr_decay * step))
-    loss_fn = nn.CrossEntropyLoss()
+    # the scheduler is a no-op without decay, and costs ~10% of a small MLP's step
+    scheduler = (
+        torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1.0 + spec.lr_decay * step))
+        if spec.lr_decay > 0
+        else None
+    )
+    loss_fn = nn.CrossEntropyLoss(reduction="sum")
     inputs, targets = to_tensor(pixels), torch.from_numpy(np.asarray(labels, dtype=np.int64))
     network.train()
     bar = tqdm(range(spec.epochs), desc=desc, unit="epoch", disable=not progress, leave=False)
     for _ in bar:
         order = torch.randperm(len(targets), generator=generator)
-        total = 0.0
+        total = torch.zeros(())
         for batch in order.split(spec.batch_size):
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(network(inputs[batch]), targets[batch])
-            loss.backward()
+            summed = loss_fn(network(inputs[batch]), targets[batch])
+            (summed / len(batch)).backward()
             optimizer.step()
-            scheduler.step()
-            total += loss.item() * len(batch)
-        bar.set_postfix(loss=f"{total / len(targets):.4f}")
+            if scheduler is not None:
+                scheduler.step()
+            total += summed.detach()
+        bar.set_postfix(loss=f"{total.item() / len(targets):.4f}")
     return ProbabilityModel(network).eval()
 
 

@@ -69,7 +69,7 @@ def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: 
             "query": query_name,
             "query_fingerprint": query.fingerprint,
             "method": result.method,
-            **{k: result.metrics[k] for k in (keys.METRIC_RHO_EMA, keys.METRIC_RHO_EMA_KS) if k in result.metrics},
+            **result.metrics,
             "verdict": result.verdict,
             "run_id": run_id,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -136,19 +136,35 @@ def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[Audit
 def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
     """The calibrated auditor: reference non-members scored on the target, member behaviour from f_cal."""
     _require_probabilities("calibrated", predictions)
-    auditor, tags = fit_calibrated(request)
+    auditor, tags = fit_calibrated(
+        request.target,
+        request.oracle,
+        request.calibration_plan(),
+        alpha=request.alpha,
+        threshold_mode=request.threshold_mode,
+        reference_file=request.reference_file,
+        progress=request.progress,
+    )
     return auditor.audit(predictions.proba, request.data.y), tags
 
 
-def fit_calibrated(request: AuditRequest) -> tuple[CalibratedAuditor, dict[str, str]]:
+def fit_calibrated(
+    target: Target,
+    oracle: Oracle,
+    plan: CalibrationPlan,
+    *,
+    alpha: float = 0.1,
+    threshold_mode: str = "global",
+    reference_file: str | None = None,
+    progress: bool = True,
+) -> tuple[CalibratedAuditor, dict[str, str]]:
     """Score the reference through the target and the calibration halves through f_cal, and calibrate."""
-    reference = read_set(request.reference_file) if request.reference_file else request.target.splits().calibration
-    plan = request.calibration_plan()
-    outcome = ensure_plan(plan, progress=request.progress)
-    calibration_model = PyfuncOracle(outcome.version.uri, outputs="probabilities", transform=request.target.recipe.transform)
+    reference = read_set(reference_file) if reference_file else target.splits().calibration
+    outcome = ensure_plan(plan, progress=progress)
+    calibration_model = PyfuncOracle(outcome.version.uri, outputs="probabilities", transform=target.recipe.transform)
     members, nonmembers = plan.halves()
-    auditor = CalibratedAuditor(threshold_mode=request.threshold_mode, alpha=request.alpha).calibrate(
-        request.oracle.predict_proba(reference.pixels()),
+    auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
+        oracle.predict_proba(reference.pixels()),
         reference.y,
         calibration_model.predict_proba(members.pixels()),
         members.y,
@@ -158,7 +174,7 @@ def fit_calibrated(request: AuditRequest) -> tuple[CalibratedAuditor, dict[str, 
     tags = {
         keys.TAG_CACHE: "hit" if outcome.cached else "miss",
         keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
-        "ema.reference": request.reference_file or "calibration set (clean), scored on the target",
+        "ema.reference": reference_file or "calibration set (clean), scored on the target",
     }
     return auditor, tags
 

@@ -18,7 +18,8 @@ from ema.signals import PAPER_METRICS
 from ema.tracking import keys
 from ema.tracking.runs import start_run
 from ema.training.spec import TrainSpec
-from ema.workflows.audit import AuditRequest, fit_calibrated
+from ema.workflows.audit import fit_calibrated
+from ema.workflows.calibrate import CalibrationPlan, ensure_plan
 from ema.workflows.models import cached_model
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.train import train_target
@@ -39,12 +40,9 @@ def audit_target(spec: TrainSpec, label: str, config: ErrorGridConfig, *, k: int
     target = resolve_target(trained.version.uri)
     oracle = target.oracle(outputs="probabilities")
     pools = score_pools(target, oracle)
-    request = AuditRequest(
-        target, None, oracle, config.alpha, "t", k, cal_seed, "global", keys.CALIBRATION_MODEL_NAME, None, None, progress
-    )
-    thresholds, _ = request.thresholds()
-    ema = EMAAuditor.from_dict(thresholds, metrics=PAPER_METRICS, alpha=config.alpha)
-    calibrated, _ = fit_calibrated(request)
+    plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
+    ema = EMAAuditor.from_dict(ensure_plan(plan, progress=progress).thresholds, metrics=PAPER_METRICS, alpha=config.alpha)
+    calibrated, _ = fit_calibrated(target, oracle, plan, alpha=config.alpha, progress=progress)
     calset_model, _ = cached_model(target, "calset-model", corrupt(target.splits().calibration, k, cal_seed), progress=progress)
 
     def fit_query_model(images):

@@ -7,7 +7,8 @@ import mlflow
 from ema.stats import QuerySizeResult
 from ema.tracking import keys
 from ema.tracking.runs import start_run
-from ema.workflows.audit import AuditRequest, fit_calibrated
+from ema.workflows.audit import fit_calibrated
+from ema.workflows.calibrate import CalibrationPlan
 from ema.workflows.target import resolve_target
 
 
@@ -25,11 +26,9 @@ def query_size_for_power(
     """Calibrate the calibrated auditor for the target and solve for the query size; logged as a run."""
     with start_run(f"power {model_uri}"):
         target = resolve_target(model_uri, recipe_file=recipe_file)
-        request = AuditRequest(
-            target, None, target.oracle(outputs="probabilities"), alpha, "t", k, cal_seed, "global",
-            keys.CALIBRATION_MODEL_NAME, None, reference_file, progress,
-        )
-        auditor, tags = fit_calibrated(request)
+        plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
+        oracle = target.oracle(outputs="probabilities")
+        auditor, tags = fit_calibrated(target, oracle, plan, alpha=alpha, reference_file=reference_file, progress=progress)
         result = auditor.required_query_size(power=power)
         mlflow.log_params({"power": power, "alpha": alpha, "k": k, "cal_seed": cal_seed, "model_uri": target.model_uri})
         mlflow.set_tags(tags)
