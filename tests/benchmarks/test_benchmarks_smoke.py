@@ -1,0 +1,112 @@
+"""Smoke tests of the benchmark suite: shapes of the rows and agreement with the reference loop.
+
+No wall-clock assertions: timings belong in benchmarks/RESULTS.md, not in tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import MEASUREMENTS
+from benchmarks.__main__ import markdown, parse_args, text_table, write_atomically
+from benchmarks._common import ROW_KEYS, Config
+from benchmarks.thresholds import balanced_accuracy_at, loop_threshold, make_scores, measure
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = Config(quick=True, repeats=3)
+
+
+def test_thresholds_measure_rows_have_the_expected_keys():
+    rows = measure(TINY, sizes=(200, 1000), big_size=None)
+    assert [r["n"] for r in rows] == [200, 1000]
+    for r in rows:
+        assert set(ROW_KEYS) <= set(r)
+        assert r["benchmark"] == "thresholds"
+        assert r["unit"] == "s"
+        assert r["ours"] > 0 and r["baseline"] > 0 and r["ratio"] > 0
+
+
+def test_thresholds_measure_ours_reaches_the_loops_balanced_accuracy():
+    for r in measure(TINY, sizes=(200, 1000), big_size=None):
+        assert r["loop_exhaustive"]
+        assert r["ba_match"]
+        assert r["ba_ours"] == pytest.approx(r["ba_loop"], abs=1e-12)
+        # What select_threshold reports is what its threshold achieves.
+        assert r["ba_reported"] == pytest.approx(r["ba_ours"], abs=1e-12)
+
+
+def test_thresholds_measure_extrapolates_above_the_full_loop_limit():
+    (r,) = measure(TINY, sizes=(2000,), big_size=None, full_loop_max=100)
+    assert not r["loop_exhaustive"] and r["baseline_extrapolated"]
+    assert "EXTRAPOLATED" in r["note"]
+    assert r["ba_ours"] >= r["ba_loop"] - 1e-12
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_loop_threshold_agrees_with_select_threshold_with_ties(seed):
+    from ema.thresholds import select_threshold
+
+    rng = np.random.default_rng(seed)
+    members, nonmembers = np.round(rng.normal(0.5, 1, 150), 1), np.round(rng.normal(0, 1, 170), 1)
+    _, ba_loop = loop_threshold(members, nonmembers)
+    result = select_threshold(members, nonmembers)
+    assert balanced_accuracy_at(members, nonmembers, result.threshold) == pytest.approx(ba_loop, abs=1e-12)
+
+
+def test_make_scores_has_ties_and_the_requested_size():
+    members, nonmembers = make_scores(1001)
+    assert members.size + nonmembers.size == 1001
+    assert np.unique(np.concatenate([members, nonmembers])).size < 1001
+
+
+def test_results_markdown_and_table_from_rows(tmp_path):
+    rows = measure(TINY, sizes=(200,), big_size=None)
+    rows.append({"benchmark": "thresholds", "error": "Traceback ...\nRuntimeError: boom"})
+    args = parse_args(["--quick", "--only", "thresholds", "--output", str(tmp_path / "RESULTS.md")])
+    info = {"date": "today", "cpu": "test cpu", "threads": "2"}
+    text = markdown(rows, info, args, {"thresholds": 1.0})
+    write_atomically(args.output, text)
+    written = args.output.read_text()
+    assert written == text
+    for expected in (
+        "## Machine",
+        "test cpu",
+        "## Summary",
+        "## thresholds",
+        "n=200",
+        "ERROR",
+        "python -m benchmarks --quick",
+    ):
+        assert expected in written
+    assert not list(tmp_path.glob("*.partial"))
+    table = text_table(rows)
+    assert "loop / ours" in table and "ERROR" in table
+
+
+def test_parse_args_refuses_unknown_measurements():
+    assert parse_args([]).only == list(MEASUREMENTS)
+    assert parse_args(["--only", "memory,thresholds"]).only == ["thresholds", "memory"]
+    with pytest.raises(SystemExit):
+        parse_args(["--only", "nope"])
+
+
+@pytest.mark.slow
+def test_python_m_benchmarks_quick_thresholds_writes_results(tmp_path):
+    output = tmp_path / "RESULTS.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "thresholds", "--output", str(output)],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = output.read_text()
+    assert "## Machine" in text and "torch" in text and "n=100k" in text and "n=1M" in text
+    assert "thresholds" in done.stdout
