@@ -1,0 +1,30 @@
+"""`mlflow run` on this project: the MLproject entry points run the CLI and land in the store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_mlflow_run_train_then_audit(store, tmp_path):
+    mlflow_cli = Path(sys.executable).with_name("mlflow")
+    env = {**os.environ, "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}"}
+    for entry, params in (("train", ["-P", "epochs=2"]), ("audit", ["-P", "query=M6"])):
+        subprocess.run(
+            [str(mlflow_cli), "run", str(REPO), "-e", entry, *params, "--env-manager", "local", "--experiment-name", "ema"],
+            check=True, env=env, cwd=tmp_path, capture_output=True, timeout=600,
+        )
+    client = MlflowClient()
+    runs = client.search_runs([client.get_experiment_by_name("ema").experiment_id])
+    audits = [r for r in runs if r.data.params.get("query") == "M6"]
+    assert len(audits) == 1 and audits[0].info.status == "FINISHED"
+    assert "rho_ema" in audits[0].data.metrics
+    assert client.get_model_version_by_alias("ema-target", "target").version == "1"
