@@ -76,6 +76,20 @@ def negative_entropy_score(proba: np.ndarray, labels: np.ndarray | None = None) 
     return (proba * np.log(np.maximum(proba, LOG_FLOOR))).sum(axis=1)
 
 
+def log_odds_score(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """log f(x)_y - log sum_{i != y} f(x)_i: the confidence on a logit scale (Carlini et al. 2022).
+
+    The denominator sums the other classes' probabilities instead of computing
+    1 - f(x)_y, so it keeps resolving samples whose confidence rounds to 1.0: an overfit
+    model gives most members and non-members a float32 confidence of exactly 1.0, and
+    those ties would hide the tail where membership shows.
+    """
+    rows = np.arange(len(labels))
+    others = proba.copy()
+    others[rows, labels] = 0.0
+    return np.log(np.maximum(proba[rows, labels], LOG_FLOOR)) - np.log(np.maximum(others.sum(axis=1), LOG_FLOOR))
+
+
 def modified_entropy_score(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Negated modified entropy of Song & Mittal (2020), which uses the label.
 
@@ -99,6 +113,7 @@ METRICS: dict[str, MetricFn] = {
     "confidence": confidence_score,
     "negative_entropy": negative_entropy_score,
     "modified_entropy": modified_entropy_score,
+    "log_odds": log_odds_score,
 }
 PAPER_METRICS: tuple[str, ...] = ("correctness", "confidence", "negative_entropy")
 #: What a label-only oracle allows.

@@ -66,6 +66,10 @@ from ema.thresholds import THRESHOLD_MODES
 
 #: Continuous metrics by default: correctness is binary and carries no tail.
 CALIBRATED_METRICS: tuple[str, ...] = ("confidence", "negative_entropy", "modified_entropy")
+#: Largest |target reference accuracy - calibration non-member accuracy| at which member
+#: behaviour is transferred from the calibration model; beyond it H0 "retained" is not tested
+#: and the retained interval falls back to [target-only lower bound, 1].
+DEFAULT_TRANSFER_TOLERANCE = 0.02
 #: Quantile levels of the reference cut-offs.
 DEFAULT_TAIL_LEVELS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5)
 
@@ -192,8 +196,10 @@ class CalibratedAuditor:
         threshold_mode: str = "global",
         random_state: int | None = 0,
         n_draws: int = DEFAULT_INTERVAL_DRAWS,
+        transfer_tolerance: float = DEFAULT_TRANSFER_TOLERANCE,
     ) -> None:
         self.metrics = tuple(metrics)
+        self.transfer_tolerance = transfer_tolerance
         self.quantiles = tuple(quantiles)
         self.alpha = alpha
         self.correction = correction
@@ -315,6 +321,9 @@ class CalibratedAuditor:
                 ("target_reference", "calibration_member", "calibration_nonmember"), arrays.values()
             )
         }
+        # The guard: transfer is trusted only when the calibration model generalises like the target.
+        self.transfer_gap_ = self.diagnostics_["target_reference_accuracy"] - self.diagnostics_["calibration_nonmember_accuracy"]
+        self.transfer_ok_ = bool(abs(self.transfer_gap_) <= self.transfer_tolerance)
         self.levels_ = levels
         self.n_reference_ = n_reference
         self.n_members_ = int(arrays["member"][1].size)
@@ -396,6 +405,10 @@ class CalibratedAuditor:
         adjusted_removed = adjust_pvalues(p_removed, self.correction)
         adjusted_retained = adjust_pvalues(p_retained, self.correction)
         p_removed_family, p_retained_family = float(adjusted_removed.min()), float(adjusted_retained.min())
+        if not self.transfer_ok_:
+            # Member behaviour cannot be transferred: H0 "retained" is not tested, so the auditor
+            # never calls a set removed on that evidence.
+            p_retained_family = 1.0
         verdict = decide_verdict(p_removed_family, p_retained_family, self.alpha)
 
         # Retained fraction on the first metric, all cut-offs pooled with fixed weights: nothing
@@ -418,6 +431,7 @@ class CalibratedAuditor:
             retained_lower_bound(scores[m], self.reference_scores_[m], confidence_level=bound_level).low
             for m in self.metrics
         )
+        interval = (fraction.low, fraction.high) if self.transfer_ok_ else (float(lower_bound), 1.0)
 
         flags = {m: scores[m] > self.cutoffs_[m][strata, -1] for m in self.metrics}
         membership = flags[self.metrics[0]].astype(np.int8)
@@ -455,8 +469,9 @@ class CalibratedAuditor:
                 "p_removed": p_removed_family,
                 "p_retained": p_retained_family,
                 "retained_fraction": fraction.estimate,
-                "retained_ci_low": fraction.low,
-                "retained_ci_high": fraction.high,
+                "retained_ci_low": interval[0],
+                "retained_ci_high": interval[1],
+                "transfer_gap": float(self.transfer_gap_),
                 "retained_lower_bound_target_only": float(lower_bound),
                 "n_query": float(n),
                 "flag_rate": float(membership.mean()),
@@ -503,6 +518,11 @@ class CalibratedAuditor:
                 }
                 for m in self.metrics
             },
-            "diagnostics": dict(self.diagnostics_),
+            "diagnostics": {
+                **self.diagnostics_,
+                "transfer_gap": self.transfer_gap_,
+                "transfer_tolerance": self.transfer_tolerance,
+                "transfer_trusted": self.transfer_ok_,
+            },
             "assumptions": dict(ASSUMPTIONS),
         }

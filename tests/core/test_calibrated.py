@@ -143,6 +143,7 @@ def test_calibrated_auditor_result_contents():
         "p_retained",
         "retained_fraction",
         "retained_ci_low",
+        "transfer_gap",
         "retained_ci_high",
         "retained_lower_bound_target_only",
         "n_query",
@@ -166,6 +167,9 @@ def test_calibrated_auditor_result_contents():
         "target_reference_accuracy",
         "calibration_member_accuracy",
         "calibration_nonmember_accuracy",
+        "transfer_gap",
+        "transfer_tolerance",
+        "transfer_trusted",
     }
     json.dumps(thresholds)  # thresholds.json
 
@@ -296,3 +300,20 @@ def test_calibrated_auditor_refuses_changed_quantiles_after_calibration():
     auditor.quantiles = (0.1, 0.2)
     with pytest.raises(InputError, match="calibrate again"):
         auditor.audit(*make_proba(rng, 20, MEMBER_LAW))
+
+
+def test_calibrated_auditor_untrusted_transfer_never_calls_removed():
+    """A calibration model that generalises worse than the target (its non-members are noisier)."""
+    rng = np.random.default_rng(5)
+    reference = make_proba(rng, N_REFERENCE, NONMEMBER_LAW)
+    members = make_proba(rng, N_CALIBRATION_HALF, MEMBER_LAW)
+    nonmembers = make_proba(rng, N_CALIBRATION_HALF, (1.0, 1.0))  # far less accurate than the target
+    auditor = CalibratedAuditor(alpha=ALPHA).calibrate(*reference, *members, *nonmembers)
+    assert not auditor.transfer_ok_ and auditor.transfer_gap_ > 0.02
+    for n in (5, 50, 1000):
+        result = auditor.audit(*make_proba(rng, n, NONMEMBER_LAW))
+        assert result.metrics["p_retained"] == 1.0
+        assert result.verdict != NOT_MEMORIZED
+        assert result.metrics["retained_ci_high"] == 1.0
+        assert result.metrics["retained_ci_low"] == result.metrics["retained_lower_bound_target_only"]
+    assert auditor.to_dict()["diagnostics"]["transfer_trusted"] is False
