@@ -1,0 +1,139 @@
+"""`ema grid` end to end against a temporary sqlite store: child runs, parent artifacts, resuming."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
+
+from ema.experiments.resume import TAG_CONFIG, TAG_GRID
+from ema.experiments.runner import (
+    ARTIFACT_CELLS,
+    ARTIFACT_FIG2,
+    ARTIFACT_FIG3,
+    ARTIFACT_TABLES_HTML,
+    ARTIFACT_TABLES_MD,
+    CellAuditor,
+)
+from ema.tracking import keys
+from ema_cli.cli import main
+
+PARENT_ARTIFACTS = {ARTIFACT_TABLES_MD, ARTIFACT_TABLES_HTML, ARTIFACT_CELLS, ARTIFACT_FIG2, ARTIFACT_FIG3, "grid.json"}
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def grid_parents(client: MlflowClient, name: str):
+    experiment = client.get_experiment_by_name(keys.DEFAULT_EXPERIMENT)
+    runs = client.search_runs([experiment.experiment_id], f"tags.`{TAG_GRID}` = '{name}'", order_by=["attributes.start_time ASC"])
+    return experiment, runs
+
+
+def audit_children(client: MlflowClient, experiment_id: str, parent_id: str):
+    children = client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'")
+    return [run for run in children if keys.PARAM_QUERY in run.data.params]
+
+
+def cells_of(client: MlflowClient, run_id: str) -> pd.DataFrame:
+    path = client.download_artifacts(run_id, ARTIFACT_CELLS)
+    return pd.read_csv(path)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_grid_benchmark_resumes_an_interrupted_grid_then_reuses_every_finished_cell(store, monkeypatch):
+    args = ("grid", "benchmark", "--epochs", "2", "--k", "100", "--queries", "M1,M6", "--no-progress")
+    original = CellAuditor.run
+
+    def run_one_cell_then_stop(self, cell):
+        if cell.query == "M6":
+            raise Interrupted("stopped after the first cell")
+        return original(self, cell)
+
+    monkeypatch.setattr(CellAuditor, "run", run_one_cell_then_stop)
+    with pytest.raises(Interrupted):
+        CliRunner().invoke(main, list(args), catch_exceptions=False)
+    monkeypatch.setattr(CellAuditor, "run", original)
+    client = MlflowClient()
+    experiment, (interrupted,) = grid_parents(client, "benchmark")
+    assert interrupted.info.status == "FAILED"
+    assert [c.data.params[keys.PARAM_QUERY] for c in audit_children(client, experiment.experiment_id, interrupted.info.run_id)] == ["M1"]
+
+    resumed = invoke(*args)
+    assert "Table 2(a)" in resumed.output and "Table 2(b)" in resumed.output and "(1 audited, 1 reused)" in resumed.output
+    _, parents = grid_parents(client, "benchmark")
+    parent = parents[1]
+    assert parent.info.status == "FINISHED" and parent.data.tags[TAG_CONFIG] == interrupted.data.tags[TAG_CONFIG]
+    assert parent.data.params["grid_ks"] == "100" and parent.data.params["epochs"] == "2"
+    assert PARENT_ARTIFACTS <= {a.path for a in client.list_artifacts(parent.info.run_id)}
+    (child,) = audit_children(client, experiment.experiment_id, parent.info.run_id)
+    params = {name: child.data.params[name] for name in (keys.PARAM_K, keys.PARAM_QUERY, keys.PARAM_METHOD, "n_query")}
+    assert params == {"k": "100", "query": "M6", "method": "both", "n_query": "2000"}
+    assert {"rho_ema", "rho_ema_ks", "rho_ks"} <= set(child.data.metrics)
+
+    cells = cells_of(client, parent.info.run_id)
+    assert list(cells["query"]) == ["M1", "M6"] and list(cells["reused"]) == [True, False]
+    assert list(cells["n_query"]) == [1000, 2000] and cells[["rho_ema", "rho_ks"]].notna().all().all()
+    with open(client.download_artifacts(parent.info.run_id, ARTIFACT_TABLES_MD)) as handle:
+        markdown = handle.read()
+    assert "| k | M1 | M6 |" in markdown and markdown.count("| 100 |") == 2
+
+    again = invoke(*args)
+    assert "(0 audited, 2 reused)" in again.output
+    _, parents = grid_parents(client, "benchmark")
+    assert len(parents) == 3 and audit_children(client, experiment.experiment_id, parents[2].info.run_id) == []
+    reused = cells_of(client, parents[2].info.run_id)
+    assert reused["reused"].all() and list(reused["run_id"]) == list(cells["run_id"])
+    assert reused["rho_ks"].tolist() == pytest.approx(cells["rho_ks"].tolist())
+
+
+def test_grid_medical_on_a_tiny_pneumoniamnist(store, make_pneumoniamnist_root):
+    root = make_pneumoniamnist_root({"train": 300, "val": 4, "test": 6})
+    result = invoke(
+        "grid", "medical", "--data", "pneumoniamnist", "--root", str(root), "--epochs", "1", "--k", "100",
+        "--queries", "M1,M6", "--sizes", "full,5", "--no-progress",
+    )
+    for title in ("Table 3(a)", "Table 3(b)", "Table 4(c)", "Table 6: rho_EMA (t-test), |D_q| = 5"):
+        assert title in result.output
+    assert "| k | C1 | C6 |" in result.output  # the paper's names of the chest X-ray query sets
+    client = MlflowClient()
+    experiment, (parent,) = grid_parents(client, "medical")
+    assert PARENT_ARTIFACTS <= {a.path for a in client.list_artifacts(parent.info.run_id)}
+    cells = cells_of(client, parent.info.run_id)
+    assert sorted(zip(cells["method"], cells["size"].astype(str), cells["query"])) == [
+        ("ema", "5", "M1"), ("ema", "5", "M6"), ("ema", "full", "M1"), ("ema", "full", "M6"),
+        ("ks-ratio", "full", "M1"), ("ks-ratio", "full", "M6"),
+    ]
+    assert cells.loc[cells["size"].astype(str) == "5", "n_query"].tolist() == [5, 5]
+    children = audit_children(client, experiment.experiment_id, parent.info.run_id)
+    assert len(children) == 6
+    ks_runs = [c for c in children if c.data.params[keys.PARAM_METHOD] == "ks-ratio"]
+    assert len(ks_runs) == 2 and all(c.data.params["corruption"] == "noise" for c in ks_runs)
+    ema_runs = [c for c in children if c.data.params[keys.PARAM_METHOD] == "ema"]
+    assert all(c.data.tags[keys.TAG_CACHE] == "supplied" for c in ema_runs)
+    (calibration,) = client.search_model_versions(f"name = '{keys.CALIBRATION_MODEL_NAME}'")
+    assert calibration.tags["ema.corruption"] == "noise" and calibration.tags[keys.TAG_CALIBRATION_K] == "100"
+
+
+def test_grid_medical_refuses_a_non_medical_source_and_a_missing_root(store):
+    result = CliRunner().invoke(main, ["grid", "medical", "--data", "mnist-embedded", "--no-progress"])
+    assert result.exit_code == 1 and "binary chest X-ray source" in result.output
+    result = CliRunner().invoke(main, ["grid", "medical", "--no-progress"])
+    assert result.exit_code == 1 and "pneumoniamnist: expected a root folder" in result.output
+
+
+def test_grid_bad_k_is_a_usage_error(store):
+    result = CliRunner().invoke(main, ["grid", "benchmark", "--k", "100,abc"])
+    assert result.exit_code == 2 and "k values" in result.output
+
+
+def test_grid_model_with_epochs_is_refused(store):
+    result = CliRunner().invoke(main, ["grid", "benchmark", "--model", "models:/x@target", "--epochs", "3", "--no-progress"])
+    assert result.exit_code == 1 and "either --model" in result.output
