@@ -6,6 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ema.experiments.errors import METHODS
+
+#: One colour per method in every panel, so a panel with a single line still reads right.
+METHOD_COLOURS = {method: f"C{i}" for i, method in enumerate(METHODS)}
 PANELS = (
     ("members", "error", "members called not memorized"),
     ("same-domain", "error", "held-out called memorized"),
@@ -29,7 +33,7 @@ def plot_error_rates(summary: pd.DataFrame, path: Path, *, alpha: float) -> Path
             cell = summary[(summary["target"] == target) & (summary["kind"] == kind)]
             for method, lines in cell.groupby("method", sort=False):
                 if lines[column].notna().any():
-                    ax.plot(lines["size"], lines[column], marker="o", label=method)
+                    ax.plot(lines["size"], lines[column], marker="o", label=method, color=METHOD_COLOURS.get(method))
             ax.axhline(alpha if column == "error" else 0.9, color="grey", linestyle="--", linewidth=1)
             ax.set_xscale("log")
             ax.set_ylim(-0.03, 1.03)
