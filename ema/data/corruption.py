@@ -1,7 +1,9 @@
 """Calibration quality k: keep k% of the images clean, corrupt the rest (paper, Sec. 3.1).
 
-Of the (100 - k)% corrupted images, half get additive Gaussian noise and half a random
-rotation, drawn with a seeded generator. Both are vectorised over the whole batch.
+Two protocols, by name in :data:`CORRUPTIONS`: ``"noise+rotation"`` (the benchmark: of the
+(100 - k)% corrupted images, half get additive Gaussian noise and half a random rotation)
+and ``"noise"`` (the chest X-ray experiment: all of them get noise). Drawn with a seeded
+generator, vectorised over the whole batch.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def rotate_images(x: np.ndarray, rng: np.random.Generator, max_degrees: float = 
     return np.rint(np.clip(rotated, 0, 255)).astype(np.uint8)
 
 
+def check_quality(k: int) -> None:
+    if not 0 <= k <= 100:
+        raise InputError(f"expected calibration quality k in 0..100 (percent clean), got {k}")
+
+
 def corrupt(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     """The set at calibration quality ``k`` (percent clean).
 
@@ -52,8 +59,7 @@ def corrupt(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     seed : int
         Seeds which images are corrupted and how.
     """
-    if not 0 <= k <= 100:
-        raise InputError(f"expected calibration quality k in 0..100 (percent clean), got {k}")
+    check_quality(k)
     rng = np.random.default_rng(seed)
     n = len(data)
     n_corrupt = int(round(n * (100 - k) / 100))
@@ -63,3 +69,26 @@ def corrupt(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     x[noisy] = add_gaussian_noise(x[noisy], rng)
     x[rotated] = rotate_images(x[rotated], rng)
     return ArraySet(f"{data.name}@k{k}", x, data.y, data.index)
+
+
+def add_noise(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
+    """The set at the medical protocol's quality ``k``: (100 - k)% of the images get Gaussian noise."""
+    check_quality(k)
+    rng = np.random.default_rng(seed)
+    n = len(data)
+    chosen = rng.permutation(n)[: round(n * (100 - k) / 100)]
+    x = data.x.copy()
+    x[chosen] = add_gaussian_noise(x[chosen], rng)
+    return ArraySet(f"{data.name}@noise-k{k}", x, data.y, data.index)
+
+
+#: Calibration corruption protocols by name.
+CORRUPTIONS = {"noise+rotation": corrupt, "noise": add_noise}
+DEFAULT_CORRUPTION = "noise+rotation"
+
+
+def apply_corruption(name: str, data: ArraySet, k: int, seed: int = 0) -> ArraySet:
+    """The set at quality ``k`` under the named protocol."""
+    if name not in CORRUPTIONS:
+        raise InputError(f"expected a corruption in {sorted(CORRUPTIONS)}, got {name!r}")
+    return CORRUPTIONS[name](data, k, seed)

@@ -7,7 +7,6 @@ The paper's grids (``ema grid NAME``):
 - :mod:`ema.experiments.tables`: the paper's table layout (rows k, columns query sets),
   error colouring, Markdown / HTML / CSV; pure pandas.
 - :mod:`ema.experiments.figures`: the paper's Fig. 2 and Fig. 3 as PNG bytes (matplotlib, Agg).
-- :mod:`ema.experiments.noise`: the medical protocol's noise-only calibration quality.
 - :mod:`ema.experiments.resume`: finding the finished cells of earlier runs of a grid.
 - :mod:`ema.experiments.runner`: one parent run per grid, one child run per cell.
 

@@ -24,12 +24,12 @@ from tqdm.auto import tqdm
 
 from ema.auditors.ema import check_alpha
 from ema.data.arrays import ArraySet
-from ema.data.corruption import corrupt
-from ema.data.files import read_set, write_set
+from ema.data.corruption import apply_corruption
+from ema.data.files import write_set
 from ema.data.splits import QUERY_NAMES, Splits
 from ema.errors import InputError
-from ema.experiments import figures, noise
-from ema.experiments.grids import CORRUPTION_NOISE, Cell, Grid, check_data, get_grid, member_query
+from ema.experiments import figures
+from ema.experiments.grids import Cell, Grid, check_data, get_grid, member_query
 from ema.experiments.resume import (
     CELL_METRICS,
     PARAM_N_QUERY,
@@ -48,7 +48,7 @@ from ema.tracking.registry import RegisteredVersion, find_cached_version, set_ve
 from ema.tracking.runs import log_artifacts_atomically, start_run
 from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
-from ema.workflows.audit import SuppliedCalibration, audit, merged_metrics
+from ema.workflows.audit import audit, merged_metrics
 from ema.workflows.models import cached_model
 from ema.workflows.sources import load_splits
 from ema.workflows.target import Target, resolve_target
@@ -119,7 +119,6 @@ class CellAuditor:
     ) -> None:
         self.grid, self.target, self.oracle, self.splits = grid, target, oracle, splits
         self.cal_seed, self.alpha, self.sample_seed, self.folder, self.progress = cal_seed, alpha, sample_seed, folder, progress
-        self._supplied: dict[int, SuppliedCalibration] = {}
 
     def n_query(self, cell: Cell) -> int:
         n = len(self.splits.query(cell.query))
@@ -140,35 +139,17 @@ class CellAuditor:
 
     def calibration_set(self, k: int) -> ArraySet:
         """The calibration set at quality k, corrupted as the grid's protocol says."""
-        clean = self.splits.calibration
-        if self.grid.corruption == CORRUPTION_NOISE:
-            return noise.add_noise(clean, k, self.cal_seed)
-        return corrupt(clean, k, self.cal_seed)
+        return apply_corruption(self.grid.corruption, self.splits.calibration, k, self.cal_seed)
 
     def run(self, cell: Cell) -> CellResult:
         """Audit one cell in a child run; returns its numbers."""
         query_file = self.query_file(cell)
-        options = {"alpha": self.alpha, "k": cell.k, "cal_seed": self.cal_seed, "oracle": self.oracle, "progress": self.progress}
         named = {"query": cell.query} if query_file is None else {"query_file": query_file}
-        if self.grid.corruption != CORRUPTION_NOISE:
-            outcome = audit(self.target.model_uri, method=cell.method, **named, **options)
-            run_id, results = outcome.run_id, outcome.results
-        elif cell.method == "ema":
-            if cell.k not in self._supplied:
-                self._supplied[cell.k] = noise.noise_calibration(
-                    self.target, k=cell.k, cal_seed=self.cal_seed, folder=self.folder, progress=self.progress
-                )
-            outcome = audit(self.target.model_uri, method="ema", calibration=self._supplied[cell.k], **named, **options)
-            run_id, results = outcome.run_id, outcome.results
-        elif cell.method == "ks-ratio":
-            data = self.splits.query(cell.query) if query_file is None else read_set(query_file)
-            run_id, result = noise.audit_ks_ratio(
-                self.target, self.oracle, cell.query, data, self.calibration_set(cell.k),
-                k=cell.k, cal_seed=self.cal_seed, progress=self.progress,
-            )
-            results = {"ks-ratio": result}
-        else:
-            raise InputError(f"expected method 'ema' or 'ks-ratio' with noise-only calibration, got {cell.method!r}")
+        outcome = audit(
+            self.target.model_uri, method=cell.method, alpha=self.alpha, k=cell.k, cal_seed=self.cal_seed,
+            corruption=self.grid.corruption, oracle=self.oracle, progress=self.progress, **named,
+        )
+        run_id, results = outcome.run_id, outcome.results
         MlflowClient().log_param(run_id, PARAM_N_QUERY, self.n_query(cell))
         merged = merged_metrics(results)
         primary = next(iter(results.values()))

@@ -15,7 +15,7 @@ from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor, check_alpha
 from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.result import AuditResult
-from ema.data.corruption import corrupt
+from ema.data.corruption import DEFAULT_CORRUPTION
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
 from ema.data.splits import EXPECTED_VERDICTS
@@ -94,9 +94,12 @@ class AuditRequest:
     supplied: SuppliedCalibration | None
     reference_file: str | None
     progress: bool
+    corruption: str = DEFAULT_CORRUPTION
 
     def calibration_plan(self) -> CalibrationPlan:
-        return CalibrationPlan.for_target(self.target, k=self.k, cal_seed=self.cal_seed, model_name=self.calibration_name)
+        return CalibrationPlan.for_target(
+            self.target, k=self.k, cal_seed=self.cal_seed, model_name=self.calibration_name, corruption=self.corruption
+        )
 
     def thresholds(self) -> tuple[dict, dict[str, str]]:
         """EMA's thresholds and the tags saying where they came from."""
@@ -124,7 +127,7 @@ def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResul
 def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
     """Liu & Tsaftaris: compare the target with models trained on the query set and on the calibration set."""
     _require_probabilities("ks-ratio", predictions)
-    calibration_set = corrupt(request.target.splits().calibration, request.k, request.cal_seed)
+    calibration_set = request.calibration_plan().corrupted()
     query_model, query_cached = cached_model(request.target, "query-model", request.data, progress=request.progress)
     calset_model, calset_cached = cached_model(request.target, "calset-model", calibration_set, progress=request.progress)
     pixels = request.data.pixels()
@@ -208,6 +211,7 @@ def audit(
     calibration: SuppliedCalibration | None = None,
     reference_file: str | None = None,
     calibration_name: str = keys.CALIBRATION_MODEL_NAME,
+    corruption: str = DEFAULT_CORRUPTION,
     oracle: Oracle | None = None,
     progress: bool = True,
 ) -> AuditOutcome:
@@ -232,6 +236,7 @@ def audit(
                 keys.PARAM_QUERY: name,
                 keys.PARAM_K: k,
                 keys.PARAM_CAL_SEED: cal_seed,
+                keys.PARAM_CORRUPTION: corruption,
                 keys.PARAM_MODEL_URI: target.model_uri or "",
                 keys.PARAM_MODEL_URL: target.model_url or "",
                 keys.PARAM_MODEL_NAME: target.version.name if target.version else "",
@@ -245,7 +250,8 @@ def audit(
         mlflow.log_input(mlflow.data.from_numpy(data.x, targets=data.y, name=f"query {name}"), context="query")
         oracle = oracle or target.oracle(outputs=outputs)
         request = AuditRequest(
-            target, data, oracle, alpha, test, k, cal_seed, threshold_mode, calibration_name, calibration, reference_file, progress
+            target, data, oracle, alpha, test, k, cal_seed, threshold_mode, calibration_name, calibration, reference_file, progress,
+            corruption,
         )
         predictions = oracle.predict(data.pixels())
         results, tags = {}, {}

@@ -11,7 +11,7 @@ import numpy as np
 
 from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import ArraySet
-from ema.data.corruption import corrupt
+from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption
 from ema.signals import METRICS
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register_classifier, set_alias
@@ -34,9 +34,14 @@ def calibration_halves(calibration: ArraySet, seed: int) -> tuple[ArraySet, Arra
     return calibration.take(order[:half], "calibration-train"), calibration.take(order[half:], "calibration-test")
 
 
-def calibration_cache_key(recipe: Recipe, calibration: ArraySet, k: int, cal_seed: int) -> str:
-    """Same recipe, same clean calibration data, same quality k and seed: same calibration model."""
-    payload = json.dumps({"recipe": recipe.to_dict(), "data": calibration.fingerprint, "k": k, "cal_seed": cal_seed}, sort_keys=True)
+def calibration_cache_key(
+    recipe: Recipe, calibration: ArraySet, k: int, cal_seed: int, corruption: str = DEFAULT_CORRUPTION
+) -> str:
+    """Same recipe, same clean calibration data, same quality k, seed and corruption: same calibration model."""
+    payload = json.dumps(
+        {"recipe": recipe.to_dict(), "data": calibration.fingerprint, "k": k, "cal_seed": cal_seed, "corruption": corruption},
+        sort_keys=True,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -58,17 +63,22 @@ class CalibrationPlan:
     cache_key: str
     model_name: str
     cached: RegisteredVersion | None
+    corruption: str = DEFAULT_CORRUPTION
 
     @classmethod
-    def for_target(cls, target: Target, *, k: int, cal_seed: int, model_name: str) -> "CalibrationPlan":
+    def for_target(
+        cls, target: Target, *, k: int, cal_seed: int, model_name: str, corruption: str = DEFAULT_CORRUPTION
+    ) -> "CalibrationPlan":
         clean = target.splits().calibration
-        cache_key = calibration_cache_key(target.recipe, clean, k, cal_seed)
-        return cls(target, clean, k, cal_seed, cache_key, model_name, find_cached_version(model_name, cache_key))
+        cache_key = calibration_cache_key(target.recipe, clean, k, cal_seed, corruption)
+        cached = find_cached_version(model_name, cache_key)
+        return cls(target, clean, k, cal_seed, cache_key, model_name, cached, corruption)
 
     def params(self) -> dict:
         return {
             keys.PARAM_K: self.k,
             keys.PARAM_CAL_SEED: self.cal_seed,
+            keys.PARAM_CORRUPTION: self.corruption,
             keys.PARAM_MODEL_URI: self.target.model_uri or self.target.model_url,
             keys.PARAM_RECIPE: recipe_to_json(self.target.recipe)[:500],
         }
@@ -78,7 +88,11 @@ class CalibrationPlan:
 
     def halves(self) -> tuple[ArraySet, ArraySet]:
         """f_cal's training half (members) and held-out half (non-members), at quality k."""
-        return calibration_halves(corrupt(self.clean, self.k, self.cal_seed), self.cal_seed)
+        return calibration_halves(self.corrupted(), self.cal_seed)
+
+    def corrupted(self) -> ArraySet:
+        """The whole calibration set at quality k under the plan's corruption protocol."""
+        return apply_corruption(self.corruption, self.clean, self.k, self.cal_seed)
 
     def train(self, *, progress: bool) -> CalibrationOutcome:
         """Train f_cal, fit thresholds and register the model, logging into the active run."""
@@ -100,6 +114,7 @@ class CalibrationPlan:
                 keys.TAG_RECIPE: recipe_to_json(self.target.recipe),
                 keys.TAG_CALIBRATION_K: str(self.k),
                 keys.TAG_CALIBRATION_SEED: str(self.cal_seed),
+                keys.TAG_CORRUPTION: self.corruption,
                 keys.TAG_DATA_FINGERPRINT: self.clean.fingerprint,
             },
         )

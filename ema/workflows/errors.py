@@ -10,7 +10,6 @@ import mlflow
 import pandas as pd
 
 from ema.auditors import EMAAuditor
-from ema.data.corruption import corrupt
 from ema.data.embedded import load_digits_28
 from ema.experiments.error_plots import plot_error_rates, rates_table
 from ema.experiments.errors import TARGET_RECIPES, ErrorGridConfig, ScoredPools, audit_draws, summarize
@@ -43,7 +42,7 @@ def audit_target(spec: TrainSpec, label: str, config: ErrorGridConfig, *, k: int
     plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
     ema = EMAAuditor.from_dict(ensure_plan(plan, progress=progress).thresholds, metrics=PAPER_METRICS, alpha=config.alpha)
     calibrated, _ = fit_calibrated(target, oracle, plan, alpha=config.alpha, progress=progress)
-    calset_model, _ = cached_model(target, "calset-model", corrupt(target.splits().calibration, k, cal_seed), progress=progress)
+    calset_model, _ = cached_model(target, "calset-model", plan.corrupted(), progress=progress)
 
     def fit_query_model(images):
         return target.recipe.fit(images.pixels(), images.y, progress=False).predict_proba(images.pixels())

@@ -52,3 +52,13 @@ def test_rotate_images_quarter_turn_matches_rot90():
 def test_corrupt_rejects_k_out_of_range():
     with pytest.raises(InputError, match=r"k in 0..100.*got 120"):
         corrupt(blank_set(), 120)
+
+
+def test_apply_corruption_by_name():
+    from ema.data.corruption import add_noise, apply_corruption
+
+    data = blank_set()
+    np.testing.assert_array_equal(apply_corruption("noise", data, 60, 1).x, add_noise(data, 60, 1).x)
+    np.testing.assert_array_equal(apply_corruption("noise+rotation", data, 60, 1).x, corrupt(data, 60, 1).x)
+    with pytest.raises(InputError, match=r"corruption in \['noise', 'noise\+rotation'\], got 'blur'"):
+        apply_corruption("blur", data, 60)

@@ -115,11 +115,12 @@ def test_grid_medical_on_a_tiny_pneumoniamnist(store, make_pneumoniamnist_root):
     children = audit_children(client, experiment.experiment_id, parent.info.run_id)
     assert len(children) == 6
     ks_runs = [c for c in children if c.data.params[keys.PARAM_METHOD] == "ks-ratio"]
-    assert len(ks_runs) == 2 and all(c.data.params["corruption"] == "noise" for c in ks_runs)
+    assert len(ks_runs) == 2
+    assert all(c.data.params[keys.PARAM_CORRUPTION] == "noise" for c in children)
     ema_runs = [c for c in children if c.data.params[keys.PARAM_METHOD] == "ema"]
-    assert all(c.data.tags[keys.TAG_CACHE] == "supplied" for c in ema_runs)
+    assert {c.data.tags[keys.TAG_CACHE] for c in ema_runs} == {"miss", "hit"}
     (calibration,) = client.search_model_versions(f"name = '{keys.CALIBRATION_MODEL_NAME}'")
-    assert calibration.tags["ema.corruption"] == "noise" and calibration.tags[keys.TAG_CALIBRATION_K] == "100"
+    assert calibration.tags[keys.TAG_CORRUPTION] == "noise" and calibration.tags[keys.TAG_CALIBRATION_K] == "100"
 
 
 def test_grid_medical_refuses_a_non_medical_source_and_a_missing_root(store):

@@ -20,7 +20,7 @@ from ema.experiments.grids import (
     parse_queries,
     parse_sizes,
 )
-from ema.experiments.noise import add_noise
+from ema.data.corruption import add_noise
 from ema.experiments.runner import _panel_ks, subsample
 
 
