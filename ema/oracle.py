@@ -61,7 +61,7 @@ def _looks_like_labels(outputs: np.ndarray) -> bool:
     return flat.shape[1] == 1 and np.isfinite(flat).all() and np.array_equal(flat, np.rint(flat))
 
 
-def interpret_outputs(outputs: np.ndarray, kind: str = "auto", *, n_classes: int | None = None) -> Predictions:
+def interpret_outputs(outputs: np.ndarray, kind: str = "auto") -> Predictions:
     """Turn raw model outputs into validated probabilities.
 
     Parameters
@@ -71,8 +71,6 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto", *, n_classes: int
     kind : {"auto", "probabilities", "logits", "labels"}
         What the outputs are; ``auto`` detects probabilities and labels and refuses
         anything else, suggesting ``--outputs logits``.
-    n_classes : int, optional
-        Number of classes, needed to one-hot encode labels.
 
     Raises
     ------
@@ -85,7 +83,7 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto", *, n_classes: int
     if outputs.ndim == 0 or len(outputs) == 0:
         raise InputError(f"expected model outputs for at least one sample, got shape {outputs.shape}")
     if kind == "labels" or (kind == "auto" and _looks_like_labels(outputs)):
-        return _labels_to_predictions(outputs, n_classes, "declared labels" if kind == "labels" else "one integer per sample: labels")
+        return _labels_to_predictions(outputs, "declared labels" if kind == "labels" else "one integer per sample: labels")
     outputs = outputs.astype(np.float64)
     if outputs.ndim != 2:
         raise InputError(f"expected model outputs of shape (n_samples, n_classes), got shape {outputs.shape}")
@@ -105,15 +103,15 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto", *, n_classes: int
     return Predictions(check_probabilities(outputs)[0], ACCESS_PROBABILITIES, detected)
 
 
-def _labels_to_predictions(outputs: np.ndarray, n_classes: int | None, detected: str) -> Predictions:
+def _labels_to_predictions(outputs: np.ndarray, detected: str) -> Predictions:
+    """One-hot rows over the classes seen so far; :meth:`Predictions.with_classes` widens them to the calibration's."""
     labels = outputs.reshape(len(outputs), -1)
     if labels.shape[1] != 1 or not np.array_equal(labels, np.rint(labels)):
         raise InputError(f"expected one integer label per sample, got outputs of shape {outputs.shape}")
     labels = labels[:, 0].astype(np.int64)
-    n_classes = n_classes or int(labels.max()) + 1
-    if labels.min() < 0 or labels.max() >= n_classes:
-        raise InputError(f"expected labels in 0..{n_classes - 1}, got values from {labels.min()} to {labels.max()}")
-    return Predictions(np.eye(n_classes)[labels], ACCESS_LABEL_ONLY, detected)
+    if labels.min() < 0:
+        raise InputError(f"expected non-negative class labels, got values from {labels.min()} to {labels.max()}")
+    return Predictions(np.eye(int(labels.max()) + 1)[labels], ACCESS_LABEL_ONLY, detected)
 
 
 class Oracle:
@@ -161,7 +159,7 @@ class Oracle:
             )
         return inputs.reshape(target)
 
-    def predict(self, pixels: np.ndarray, *, n_classes: int | None = None) -> Predictions:
+    def predict(self, pixels: np.ndarray) -> Predictions:
         """Validated predictions for ``pixels`` of shape (n, 1, 28, 28) in [0, 1]."""
         outputs = np.concatenate(
             [
@@ -171,7 +169,7 @@ class Oracle:
         )
         if len(outputs) != len(pixels):
             raise InputError(f"expected {len(pixels)} model outputs, one per image, got {len(outputs)}")
-        return interpret_outputs(outputs, self.outputs, n_classes=n_classes)
+        return interpret_outputs(outputs, self.outputs)
 
     def predict_proba(self, pixels: np.ndarray) -> np.ndarray:
         """Class probabilities (one-hot for a label-only model)."""

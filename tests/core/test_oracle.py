@@ -1,0 +1,40 @@
+"""Output interpretation and the HTTP payload of the oracles (no model needed)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ema.errors import InputError
+from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, float32_json, interpret_outputs
+
+
+def test_interpret_outputs_detects_labels_and_widens_to_calibration_classes():
+    predictions = interpret_outputs(np.array([2, 0, 1]))
+    assert predictions.access == ACCESS_LABEL_ONLY
+    widened = predictions.with_classes(10)
+    assert widened.proba.shape == (3, 10)
+    np.testing.assert_array_equal(widened.proba.argmax(axis=1), [2, 0, 1])
+
+
+def test_interpret_outputs_refuses_logits_with_advice_and_applies_softmax_when_declared():
+    logits = np.array([[2.0, -1.0, 0.5], [0.1, 0.2, -3.0]])
+    with pytest.raises(InputError, match="--outputs logits"):
+        interpret_outputs(logits)
+    predictions = interpret_outputs(logits, "logits")
+    assert predictions.access == ACCESS_PROBABILITIES
+    np.testing.assert_allclose(predictions.proba.sum(axis=1), 1.0)
+    assert predictions.proba[0].argmax() == 0
+
+
+def test_with_classes_refuses_labels_beyond_the_calibration():
+    with pytest.raises(InputError, match=r"labels in 0..2, got a label 4"):
+        interpret_outputs(np.array([4, 0])).with_classes(3)
+
+
+def test_float32_json_round_trips_exactly():
+    rng = np.random.default_rng(0)
+    inputs = (rng.integers(0, 256, (3, 1, 4, 4)) / 255).astype(np.float32)
+    decoded = np.asarray(json.loads(float32_json(inputs))["inputs"], dtype=np.float32)
+    assert decoded.shape == inputs.shape
+    np.testing.assert_array_equal(decoded, inputs)
