@@ -37,6 +37,7 @@ def dataloader_trainer(spec, x: np.ndarray, y: np.ndarray):
     from torch.utils.data import DataLoader, Dataset
     from torchvision import transforms
 
+    from ema.training.fit import make_optimizer
     from ema.training.models import build_network
 
     transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MNIST_MEAN,), (MNIST_STD,))])
@@ -54,9 +55,7 @@ def dataloader_trainer(spec, x: np.ndarray, y: np.ndarray):
     def train() -> nn.Module:
         torch.manual_seed(spec.seed)
         network = build_network(spec)
-        optimizer = torch.optim.SGD(
-            network.parameters(), lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay
-        )
+        optimizer = make_optimizer(spec, network.parameters())
         loss_fn = nn.CrossEntropyLoss()
         loader = DataLoader(ImageDataset(x, y), batch_size=spec.batch_size, shuffle=True, num_workers=0)
         network.train()
@@ -78,6 +77,7 @@ def floor_trainer(spec, x: np.ndarray, y: np.ndarray):
     import torch
     from torch import nn
 
+    from ema.training.fit import make_optimizer
     from ema.training.models import build_network
 
     inputs = torch.from_numpy((x.astype(np.float32) / 255.0)[:, None, :, :])
@@ -94,9 +94,7 @@ def floor_trainer(spec, x: np.ndarray, y: np.ndarray):
     def train() -> nn.Module:
         torch.manual_seed(spec.seed)
         network = build_network(spec)
-        optimizer = torch.optim.SGD(
-            network.parameters(), lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay
-        )
+        optimizer = make_optimizer(spec, network.parameters())
         loss_fn = nn.CrossEntropyLoss()
         network.train()
         for batches in epochs:
