@@ -103,7 +103,7 @@ def measure(
 
     from ema.oracle import PyfuncOracle
     from ema.tracking.registry import log_and_register_torch_model
-    from ema.training.models import ProbabilityModel, build_network
+    from ema.training.models import ProbabilityModel
     from ema.training.spec import TrainSpec
 
     pixels = load_images(n_images)
@@ -112,7 +112,7 @@ def measure(
     with temporary_store() as _:
         for arch in archs:
             torch.manual_seed(0)
-            model = ProbabilityModel(build_network(TrainSpec(arch=arch))).eval()
+            model = ProbabilityModel(TrainSpec(arch=arch)).eval()
             progress(f"scoring: logging the {arch} model")
             with mlflow.start_run(run_name=f"bench scoring {arch}"):
                 version = log_and_register_torch_model(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import softmax
 
+from ema.data.arrays import to_pixels
 from ema.errors import EMAError, InputError
 from ema.inputs import InputTransform
 from ema.signals import ROW_SUM_TOLERANCE, check_probabilities
@@ -147,7 +148,12 @@ class Oracle:
         raise NotImplementedError
 
     def prepare(self, pixels: np.ndarray) -> np.ndarray:
-        """Scale, cast to float32 and reshape to the declared shape (e.g. flatten for (-1, 784))."""
+        """Scale, cast to float32 and reshape to the declared shape (e.g. flatten for (-1, 784)).
+
+        uint8 images (n, H, W) are first turned into pixels in [0, 1], as torchvision's ``ToTensor`` does.
+        """
+        if pixels.dtype == np.uint8:
+            pixels = to_pixels(pixels)
         inputs = np.ascontiguousarray(self.transform.apply(pixels))
         if self.input_shape is None:
             return inputs
@@ -160,7 +166,12 @@ class Oracle:
         return inputs.reshape(target)
 
     def predict(self, pixels: np.ndarray) -> Predictions:
-        """Validated predictions for ``pixels`` of shape (n, 1, 28, 28) in [0, 1]."""
+        """Validated predictions for ``pixels`` of shape (n, 1, 28, 28) in [0, 1], or uint8 images (n, 28, 28).
+
+        Inputs are prepared one batch at a time: uint8 images (``ArraySet.x``) never exist
+        as float32 all at once, so memory does not grow with the query set beyond the
+        images themselves and the outputs.
+        """
         outputs = np.concatenate(
             [
                 np.asarray(self._predict_batch(self.prepare(pixels[i : i + self.batch_size])))

@@ -60,9 +60,14 @@ class ArraySet:
 
     def pixels(self) -> np.ndarray:
         """Images as float32 in [0, 1], shape (n, 1, 28, 28): what a model receives."""
-        pixels = self.x.astype(np.float32)[:, None, :, :]
-        pixels /= np.float32(255.0)
-        return pixels
+        return to_pixels(self.x)
+
+
+def to_pixels(images: np.ndarray) -> np.ndarray:
+    """uint8 images (n, H, W), 0-255, as float32 pixels in [0, 1] of shape (n, 1, H, W), in one copy."""
+    pixels = images.astype(np.float32)[:, None, :, :]
+    pixels /= np.float32(255.0)
+    return pixels
 
 
 def check_images(x: np.ndarray, y: np.ndarray, index: np.ndarray, *, where: str) -> None:

@@ -176,17 +176,16 @@ def draw_figures(grid: Grid, auditor: CellAuditor, ks, queries, sizes) -> dict[s
     scores = {}
     for name in (member, "M6", "S"):
         data = auditor.splits.query(name)
-        scores[labels.get(name, name)] = compute_scores(auditor.oracle.predict_proba(data.pixels()), data.y, PAPER_METRICS)
+        scores[labels.get(name, name)] = compute_scores(auditor.oracle.predict_proba(data.x), data.y, PAPER_METRICS)
     out = {ARTIFACT_FIG2: figures.signal_distributions(scores, title=f"Fig. 2: the target's membership metrics ({auditor.target.label})")}
     if grid.has_ks_ratio and None in sizes:
         data = auditor.splits.query(member)
-        pixels = data.pixels()
         query_model, _ = cached_model(auditor.target, "query-model", data, progress=auditor.progress)
-        target_proba, query_proba = auditor.oracle.predict_proba(pixels), query_model.predict_proba(pixels)
+        target_proba, query_proba = auditor.oracle.predict_proba(data.x), query_model.predict_proba(data.x)
         panels = []
         for k in _panel_ks(tuple(ks)):
             calset_model, _ = cached_model(auditor.target, "calset-model", auditor.calibration_set(k), progress=auditor.progress)
-            panels.append(figures.KSPanel(k, target_proba, calset_model.predict_proba(pixels), query_proba, data.y))
+            panels.append(figures.KSPanel(k, target_proba, calset_model.predict_proba(data.x), query_proba, data.y))
         label = labels.get(member, member)
         out[ARTIFACT_FIG3] = figures.ks_output_distributions(
             panels, query_label=label, title=f"Fig. 3: outputs behind rho_KS on {label} (a member set)"

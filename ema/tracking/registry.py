@@ -76,24 +76,32 @@ def image_signature(n_classes: int) -> ModelSignature:
 
 
 def log_and_register_torch_model(
-    model, input_example: np.ndarray, *, name: str, alias: str, tags: dict[str, str], n_classes: int = 10
+    model, input_example: np.ndarray, *, name: str, alias: str, tags: dict[str, str]
 ) -> RegisteredVersion:
-    """Log a probability-returning torch model (pt2 format) in the active run and register it.
+    """Log one of our probability-returning torch models in the active run and register it.
 
-    The input example has two rows, so the exported graph keeps a dynamic batch size;
-    pip requirements are explicit, which skips MLflow's slow requirement inference.
+    Logged as a pyfunc that rebuilds the network from its spec and a state dict
+    (:mod:`ema.training.packaging`): cheap to save and to load, and no pickled code.
+    Pip requirements are explicit, which skips MLflow's slow requirement inference.
     """
-    import mlflow.pytorch
+    import tempfile
+    from pathlib import Path
+
+    import mlflow.pyfunc
     import torch
 
-    info = mlflow.pytorch.log_model(
-        model,
-        name=keys.MODEL_ARTIFACT,
-        signature=image_signature(n_classes),
-        input_example=input_example[:2],
-        serialization_format="pt2",
-        pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
-    )
+    from ema.training.packaging import MODEL_CODE, WEIGHTS, model_config, save_weights
+
+    with tempfile.TemporaryDirectory() as folder:
+        info = mlflow.pyfunc.log_model(
+            name=keys.MODEL_ARTIFACT,
+            python_model=str(MODEL_CODE),
+            artifacts={WEIGHTS: str(save_weights(model, Path(folder) / "weights.pt"))},
+            model_config=model_config(model),
+            signature=image_signature(model.n_classes),
+            input_example=input_example[:2],
+            pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+        )
     return register(info.model_uri, name=name, alias=alias, tags=tags)
 
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ema.training.models import ProbabilityModel, build_network
+from ema.training.models import ProbabilityModel
 from ema.training.spec import TrainSpec
 
 #: Rows per forward pass when scoring.
@@ -37,7 +37,8 @@ def fit(spec: TrainSpec, pixels: np.ndarray, labels: np.ndarray, *, progress: bo
     """
     torch.manual_seed(spec.seed)
     generator = torch.Generator().manual_seed(spec.seed)
-    network = build_network(spec)
+    model = ProbabilityModel(spec)
+    network = model.network
     optimizer = make_optimizer(spec, network.parameters())
     # the scheduler is a no-op without decay, and costs ~10% of a small MLP's step
     scheduler = (
@@ -61,7 +62,7 @@ def fit(spec: TrainSpec, pixels: np.ndarray, labels: np.ndarray, *, progress: bo
                 scheduler.step()
             total += summed.detach()
         bar.set_postfix(loss=f"{total.item() / len(targets):.4f}")
-    return ProbabilityModel(network).eval()
+    return model.eval()
 
 
 def predict_proba(model: nn.Module, pixels: np.ndarray, batch_size: int = SCORING_BATCH) -> np.ndarray:

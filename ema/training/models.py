@@ -35,11 +35,16 @@ def build_network(spec: TrainSpec, n_classes: int = N_CLASSES) -> nn.Module:
 
 
 class ProbabilityModel(nn.Module):
-    """A classifier whose forward returns class probabilities (softmax of the logits)."""
+    """The network ``spec`` names, with a forward that returns class probabilities (softmax of the logits).
 
-    def __init__(self, network: nn.Module) -> None:
+    It keeps ``spec`` and ``n_classes``: with the weights, they are all it takes to rebuild it
+    (see :mod:`ema.training.packaging`).
+    """
+
+    def __init__(self, spec: TrainSpec, n_classes: int = N_CLASSES) -> None:
         super().__init__()
-        self.network = network
+        self.spec, self.n_classes = spec, n_classes
+        self.network = build_network(spec, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(self.network(x), dim=1)

@@ -130,8 +130,8 @@ def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[Audit
     calibration_set = request.calibration_plan().corrupted()
     query_model, query_cached = cached_model(request.target, "query-model", request.data, progress=request.progress)
     calset_model, calset_cached = cached_model(request.target, "calset-model", calibration_set, progress=request.progress)
-    pixels = request.data.pixels()
-    auditor = KSRatioAuditor().calibrate(query_model.predict_proba(pixels), calset_model.predict_proba(pixels))
+    images = request.data.x
+    auditor = KSRatioAuditor().calibrate(query_model.predict_proba(images), calset_model.predict_proba(images))
     tags = {"ema.ks_ratio_cache": f"query-model {'hit' if query_cached else 'miss'}, calset-model {'hit' if calset_cached else 'miss'}"}
     return auditor.audit(predictions.proba, request.data.y), tags
 
@@ -167,11 +167,11 @@ def fit_calibrated(
     calibration_model = PyfuncOracle(outcome.version.uri, outputs="probabilities", transform=target.recipe.transform)
     members, nonmembers = plan.halves()
     auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
-        oracle.predict_proba(reference.pixels()),
+        oracle.predict_proba(reference.x),
         reference.y,
-        calibration_model.predict_proba(members.pixels()),
+        calibration_model.predict_proba(members.x),
         members.y,
-        calibration_model.predict_proba(nonmembers.pixels()),
+        calibration_model.predict_proba(nonmembers.x),
         nonmembers.y,
     )
     tags = {
@@ -253,7 +253,7 @@ def audit(
             target, data, oracle, alpha, test, k, cal_seed, threshold_mode, calibration_name, calibration, reference_file, progress,
             corruption,
         )
-        predictions = oracle.predict(data.pixels())
+        predictions = oracle.predict(data.x)
         results, tags = {}, {}
         for name_of_method in METHOD_PLANS[method]:
             results[name_of_method], method_tags = RUNNERS[name_of_method](request, predictions)

@@ -28,7 +28,7 @@ def score_pools(target: Target, oracle) -> ScoredPools:
     """Members (the training folds), held-out MNIST and all scikit-learn digits, scored once through the target."""
     splits = target.splits()
     pools = ScoredPools({"members": splits.train, "same-domain": splits.held_out, "other-domain": load_digits_28()})
-    pools.proba = {name: oracle.predict_proba(data.pixels()) for name, data in pools.sets.items()}
+    pools.proba = {name: oracle.predict_proba(data.x) for name, data in pools.sets.items()}
     return pools
 
 

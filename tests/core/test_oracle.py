@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from ema.errors import InputError
-from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, float32_json, interpret_outputs
+from ema.data.arrays import to_pixels
+from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, IMAGE_INPUT_SHAPE, Oracle, float32_json, interpret_outputs
 
 
 def test_interpret_outputs_detects_labels_and_widens_to_calibration_classes():
@@ -38,3 +39,24 @@ def test_float32_json_round_trips_exactly():
     decoded = np.asarray(json.loads(float32_json(inputs))["inputs"], dtype=np.float32)
     assert decoded.shape == inputs.shape
     np.testing.assert_array_equal(decoded, inputs)
+
+
+class _RecordingOracle(Oracle):
+    """Returns each image's mean pixel as a two-class probability, and remembers every batch it was given."""
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.batches = []
+
+    def _predict_batch(self, inputs):
+        self.batches.append((inputs.dtype, inputs.shape))
+        mean = inputs.reshape(len(inputs), -1).mean(axis=1)
+        return np.stack([mean, 1 - mean], axis=1)
+
+
+def test_uint8_images_are_scored_like_pixels_and_converted_one_batch_at_a_time():
+    images = np.random.default_rng(0).integers(0, 256, (10, 28, 28), dtype=np.uint8)
+    from_images = _RecordingOracle(batch_size=4, input_shape=IMAGE_INPUT_SHAPE)
+    from_pixels = _RecordingOracle(batch_size=4, input_shape=IMAGE_INPUT_SHAPE)
+    np.testing.assert_array_equal(from_images.predict_proba(images), from_pixels.predict_proba(to_pixels(images)))
+    assert from_images.batches == [(np.float32, (4, 1, 28, 28))] * 2 + [(np.float32, (2, 1, 28, 28))]
