@@ -9,11 +9,11 @@ choice, but Linux carries it over fork + exec, so a child of a large parent repo
 the parent's RSS (it is recorded in the notes for comparison).
 
 - baseline: imports (ema, torch, mlflow) and the target's pyfunc loaded, no data;
-- streamed: the uint8 images in memory, turned into float32 and scored 4,096 at a time
-  through :class:`ema.oracle.PyfuncOracle`, probabilities concatenated, then
-  :class:`ema.auditors.EMAAuditor` (what the library allows today);
+- library: the uint8 images read from the query file and given to
+  :class:`ema.oracle.PyfuncOracle` (which converts and scores them 4,096 at a time), then
+  :class:`ema.auditors.EMAAuditor`: no MLflow run;
 - workflow: :func:`ema.workflows.audit.audit` on the 100,000-image query file, as
-  ``ema audit --query-file`` runs it (it converts the whole set to float32 at once).
+  ``ema audit --query-file`` runs it (run, params, ``log_input``, artifacts, version tags).
 
 Run ``python -m benchmarks.memory child MODE DIR`` to get one variant's JSON by hand.
 """
@@ -108,8 +108,7 @@ PHASES = (
     ("mlflow.data", "from_numpy", "mlflow.data.from_numpy(x, y): dataset, digest, schema"),
     ("ema.data.files", "read_set", "read the query file (uint8)"),
     ("mlflow", "log_input", "mlflow.log_input (dataset logged to the run)"),
-    ("ema.data.arrays", "ArraySet.pixels", "ArraySet.pixels(): all images as float32"),
-    ("ema.workflows.target", "Target.oracle", "Target.oracle(): load the target's pyfunc (pt2)"),
+    ("ema.workflows.target", "Target.oracle", "Target.oracle(): load the target's pyfunc"),
     ("ema.oracle", "Oracle.predict", "Oracle.predict: transform, batches, concatenation, validation"),
     ("ema.auditors.ema", "EMAAuditor.audit", "EMAAuditor.audit"),
     ("ema.workflows.audit", "membership_table", "membership_table (pandas)"),
@@ -199,9 +198,9 @@ def _child(mode: str, directory: Path, uri: str | None, n: int, batch: int, epoc
     if mode == "baseline":
         start = time.perf_counter()
         PyfuncOracle(uri)
-        stages["+ target pyfunc loaded (pt2)"] = _rss_now()
+        stages["+ target pyfunc loaded"] = _rss_now()
         out["rss_before_audit"] = _rss_now()
-    elif mode == "streamed":
+    elif mode == "library":
         oracle = PyfuncOracle(uri, batch_size=batch)
         auditor = EMAAuditor.from_dict(json.loads((directory / "thresholds.json").read_text()))
         out["rss_before_audit"] = _rss_now()
@@ -209,11 +208,7 @@ def _child(mode: str, directory: Path, uri: str | None, n: int, batch: int, epoc
             tracemalloc.start()
         start = time.perf_counter()
         query = read_set(directory / "query.npz")
-        chunks = []
-        for i in range(0, len(query), batch):
-            pixels = (query.x[i : i + batch].astype(np.float32) / np.float32(255.0))[:, None, :, :]
-            chunks.append(oracle.predict_proba(pixels))
-        result = auditor.audit(np.concatenate(chunks), query.y)
+        result = auditor.audit(oracle.predict_proba(query.x), query.y)
         out["flag_rate"] = result.flag_rate
     elif mode == "workflow":
         from ema.tracking.runs import configure
@@ -263,25 +258,26 @@ def run_child(
 
 
 STREAMING_NOTE = """\
-What the current code does with 100,000 query images, and what would have to change:
+What an audit of 100,000 query images holds, and what was changed to get there (issue 6):
 
-- `ema.workflows.audit.audit` reads the whole query file (uint8, 78 MB) and calls
-  `oracle.predict(data.pixels())`: `ArraySet.pixels()` materialises every image as float32 at
-  once (314 MB) and briefly holds a second float32 copy (`astype(float32) / 255.0` makes two
-  arrays): about 630 MB above its start. `Oracle.prepare` then runs the transform over the whole
-  array before batching, so the batches bound the model's working memory, not the input's.
-- `Oracle.predict` concatenates the raw outputs of all batches and validates them at the end
-  (100,000 x 10: 4 MB as float32, 8 MB as float64), and `EMAAuditor.audit` takes the whole
-  probability matrix: both harmless at this scale (flags are per sample, thresholds are fixed).
-- Streaming the input needs no change to the auditor: convert per batch (the oracle taking
-  uint8 images, or an iterator of batches, and applying `transform.apply` to each slice), and
-  the workflow passing `data.x` rather than `data.pixels()`. The "streamed" row measures exactly
-  that composition of today's public pieces.
-- The rest is fixed cost before any data (table above): importing torch (a CUDA build) and
-  mlflow, and deserialising the pt2 (torch.export) model. Against a 1 GB budget, that fixed cost
-  leaves little room even when streaming. Lower it by auditing over HTTP (the auditing process
-  then needs only numpy; `ema.auditors` and the core import neither torch nor mlflow), by a
-  lighter model flavour than pt2 for in-process scoring, or by a CPU-only torch build.
+- The query stays uint8 (78 MB). `Oracle.predict` takes the uint8 images and turns them into
+  float32 one batch at a time (13 MB per 4,096 images); the whole set as float32 (314 MB, and
+  a second copy while dividing by 255) was made at once before.
+- The outputs go into one preallocated array. Keeping one small array per batch (as the
+  `np.concatenate` over batches did) pinned glibc's heap above each batch's temporaries: RSS
+  grew ~4 MB per batch (+100 MB over 25 batches, measured with VmRSS around each batch).
+- Fingerprints hash the arrays' own bytes; `array.tobytes()` copied the whole query (78 MB)
+  each time, and the audit fingerprints its query for the run's param, the logged dataset's
+  digest and the version's audit record (now once: `ArraySet.fingerprint` is cached). The
+  dataset logged with `mlflow.log_input` carries that fingerprint as its digest, so MLflow
+  does not copy the array to hash its first 10,000 values.
+- Our models are pyfunc models from code with a state dict (`ema.training.packaging`), not
+  pt2: loading the target added 225 MB to the process as pt2 (the torch.export machinery),
+  about 10 MB now.
+- What is left is fixed cost before any data (table above): importing torch (a CUDA build:
+  ~480 MB) and mlflow, scipy.stats and the tracking store. An audit over HTTP
+  (`--model-url`) whose calibration is cached never imports torch (checked by hand on M6);
+  a CPU-only torch build would lower the in-process fixed cost.
 """
 
 
@@ -297,7 +293,7 @@ def _details(results: dict) -> str:
             (
                 "Inside `ema.workflows.audit.audit` on the 100,000-image file, in a separate run under tracemalloc "
                 "(numpy and Python heap; seconds are inflated by tracemalloc, several-fold for Python-heavy steps "
-                "such as loading the pt2 model):"
+                "such as loading the model):"
             ),
             "",
             "| phase | seconds (traced) | peak above its start MB | still held after MB |",
@@ -311,7 +307,7 @@ def _details(results: dict) -> str:
 
 
 def measure(config: Config, *, n: int = N_QUERY, batch: int = BATCH) -> list[dict]:
-    """Peak RSS of the baseline, streamed and workflow variants, each in a fresh process."""
+    """Peak RSS of the baseline, library and workflow variants, each in a fresh process."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="ema-bench-memory-") as tmp:
         directory = Path(tmp)
@@ -320,9 +316,9 @@ def measure(config: Config, *, n: int = N_QUERY, batch: int = BATCH) -> list[dic
         results = {}
         for mode, trace in (
             ("baseline", False),
-            ("streamed", False),
+            ("library", False),
             ("workflow", False),
-            ("streamed", True),
+            ("library", True),
             ("workflow", True),
         ):
             key = f"{mode} traced" if trace else mode
@@ -330,10 +326,10 @@ def measure(config: Config, *, n: int = N_QUERY, batch: int = BATCH) -> list[dic
             results[key] = run_child(mode, directory, uri=uri, n=n, batch=batch, trace=trace)
     base = results["baseline"]["peak_rss"]
     labels = {
-        "streamed": f"streamed: uint8 in memory, float32 + PyfuncOracle per {batch:,}-image batch, EMAAuditor",
+        "library": f"library: uint8 images to PyfuncOracle (float32 per {batch:,}-image batch), EMAAuditor",
         "workflow": "ema.workflows.audit.audit(query_file=...) as `ema audit` runs it",
     }
-    for mode in ("streamed", "workflow"):
+    for mode in ("library", "workflow"):
         result, traced = results[mode], results[f"{mode} traced"]
         peak = result["peak_rss"]
         rows.append(
@@ -370,7 +366,7 @@ def _main(argv: list[str]) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.memory")
     parser.add_argument("child", choices=["child"])
-    parser.add_argument("mode", choices=["setup", "baseline", "streamed", "workflow"])
+    parser.add_argument("mode", choices=["setup", "baseline", "library", "workflow"])
     parser.add_argument("directory", type=Path)
     parser.add_argument("--uri")
     parser.add_argument("--n", type=int, default=N_QUERY)

@@ -172,14 +172,22 @@ class Oracle:
         as float32 all at once, so memory does not grow with the query set beyond the
         images themselves and the outputs.
         """
-        outputs = np.concatenate(
-            [
-                np.asarray(self._predict_batch(self.prepare(pixels[i : i + self.batch_size])))
-                for i in range(0, len(pixels), self.batch_size)
-            ]
-        )
-        if len(outputs) != len(pixels):
-            raise InputError(f"expected {len(pixels)} model outputs, one per image, got {len(outputs)}")
+        if len(pixels) == 0:
+            raise InputError("expected at least one image to score, got none")
+        outputs = None
+        for start in range(0, len(pixels), self.batch_size):
+            images = pixels[start : start + self.batch_size]
+            batch = np.asarray(self._predict_batch(self.prepare(images)))
+            if outputs is None:
+                # one array for all outputs: small per-batch arrays kept alive would pin the heap above
+                # each batch's large temporaries, and memory would grow with the number of batches
+                outputs = np.empty((len(pixels), *batch.shape[1:]), dtype=batch.dtype)
+            if batch.shape != (len(images), *outputs.shape[1:]):
+                raise InputError(
+                    f"expected model outputs of shape {(len(images), *outputs.shape[1:])} for a batch of "
+                    f"{len(images)} images, got {batch.shape}"
+                )
+            outputs[start : start + len(images)] = batch
         return interpret_outputs(outputs, self.outputs)
 
     def predict_proba(self, pixels: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -19,7 +20,7 @@ def fingerprint(*arrays: np.ndarray) -> str:
     for array in arrays:
         array = np.ascontiguousarray(array)
         digest.update(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(array.tobytes())
+        digest.update(array.reshape(-1).view(np.uint8))  # the array's own bytes, not a copy
     return digest.hexdigest()[:FINGERPRINT_LENGTH]
 
 
@@ -50,7 +51,7 @@ class ArraySet:
     def __len__(self) -> int:
         return int(self.y.size)
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         return fingerprint(self.x, self.y)
 

@@ -14,6 +14,7 @@ import pandas as pd
 from mlflow.entities import Param
 from mlflow.tracking import MlflowClient
 
+from ema.data.arrays import ArraySet
 from ema.tracking import keys
 
 
@@ -63,6 +64,15 @@ def inherit_params(parent_id: str, child_id: str) -> None:
     missing = {k: v for k, v in client.get_run(parent_id).data.params.items() if k not in own}
     if missing:
         client.log_batch(child_id, params=[Param(k, v) for k, v in missing.items()])
+
+
+def log_dataset(data: ArraySet, *, name: str, context: str) -> None:
+    """Record which images the active run used (``mlflow.log_input``), with our fingerprint as the digest.
+
+    The fingerprint hashes every image and label; MLflow's own numpy digest would copy the
+    whole array to hash its first 10,000 values.
+    """
+    mlflow.log_input(mlflow.data.from_numpy(data.x, targets=data.y, name=name, digest=data.fingerprint), context=context)
 
 
 def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]) -> None:

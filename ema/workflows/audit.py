@@ -25,7 +25,7 @@ from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, Oracle, Predicti
 from ema.signals import LABEL_ONLY_METRICS, PAPER_METRICS
 from ema.tracking import keys
 from ema.tracking.registry import set_version_tags
-from ema.tracking.runs import log_artifacts_atomically, start_run
+from ema.tracking.runs import log_artifacts_atomically, log_dataset, start_run
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.models import cached_model
 from ema.workflows.target import Target, resolve_target
@@ -247,7 +247,7 @@ def audit(
         )
         data = target.query_set(query=query, query_file=query_file)
         mlflow.log_param(keys.PARAM_QUERY_FINGERPRINT, data.fingerprint)
-        mlflow.log_input(mlflow.data.from_numpy(data.x, targets=data.y, name=f"query {name}"), context="query")
+        log_dataset(data, name=f"query {name}", context="query")
         oracle = oracle or target.oracle(outputs=outputs)
         request = AuditRequest(
             target, data, oracle, alpha, test, k, cal_seed, threshold_mode, calibration_name, calibration, reference_file, progress,

@@ -8,7 +8,7 @@ import mlflow
 
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, log_and_register_torch_model
-from ema.tracking.runs import start_run
+from ema.tracking.runs import log_dataset, start_run
 from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
 from ema.workflows.sources import DEFAULT_DATA, load_splits
@@ -43,7 +43,7 @@ def train_target(
     train, held_out = splits.train, splits.held_out
     with start_run(f"train {spec.arch} {model_name}") as run:
         mlflow.log_params({**spec.to_dict(), keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed})
-        mlflow.log_input(mlflow.data.from_numpy(train.x, targets=train.y, name=f"{data}/train"), context="training")
+        log_dataset(train, name=f"{data}/train", context="training")
         model = fit(spec, train.pixels(), train.y, progress=progress, desc="train target")
         train_acc = float((predict_proba(model, train.pixels()).argmax(1) == train.y).mean())
         held_acc = float((predict_proba(model, held_out.pixels()).argmax(1) == held_out.y).mean())

@@ -60,3 +60,16 @@ def test_uint8_images_are_scored_like_pixels_and_converted_one_batch_at_a_time()
     from_pixels = _RecordingOracle(batch_size=4, input_shape=IMAGE_INPUT_SHAPE)
     np.testing.assert_array_equal(from_images.predict_proba(images), from_pixels.predict_proba(to_pixels(images)))
     assert from_images.batches == [(np.float32, (4, 1, 28, 28))] * 2 + [(np.float32, (2, 1, 28, 28))]
+
+
+class _WrongCountOracle(_RecordingOracle):
+    def _predict_batch(self, inputs):
+        return super()._predict_batch(inputs)[:-1]
+
+
+def test_outputs_must_match_each_batch_and_an_empty_query_is_refused():
+    images = np.zeros((5, 28, 28), dtype=np.uint8)
+    with pytest.raises(InputError, match=r"expected model outputs of shape \(2, 2\) for a batch of 2 images, got \(1, 2\)"):
+        _WrongCountOracle(batch_size=2).predict(images)
+    with pytest.raises(InputError, match="at least one image"):
+        _RecordingOracle().predict(images[:0])

@@ -95,10 +95,16 @@ def test_audit_query_file_equals_named_set(trained, tmp_path):
     from ema.workflows.sources import load_splits
 
     _, outcome = trained
-    path = write_set(load_splits().query("M6"), tmp_path / "m6.npz")
+    m6 = load_splits().query("M6")
+    path = write_set(m6, tmp_path / "m6.npz")
     from_file = audit(outcome.version.uri, query_file=str(path), progress=False)
     named = audit(outcome.version.uri, query="M6", progress=False)
     np.testing.assert_array_equal(from_file.result.membership, named.result.membership)
+    for run_id in (from_file.run_id, named.run_id):
+        run = run_of(run_id)
+        (logged,) = run.inputs.dataset_inputs
+        assert logged.dataset.digest == run.data.params[keys.PARAM_QUERY_FINGERPRINT]  # the whole set's hash
+        assert json.loads(logged.dataset.profile)["features_shape"] == [len(m6), 28, 28]
 
 
 @pytest.mark.parametrize(
