@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -96,7 +97,12 @@ def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]
 
 
 def read_json_artifact(run_id: str, name: str) -> dict:
-    """A JSON artifact of a finished run."""
+    """A JSON artifact of a finished run (read once per process: a finished run's artifacts do not change)."""
+    return json.loads(_artifact_text(mlflow.get_tracking_uri(), run_id, name))
+
+
+@functools.lru_cache(maxsize=64)
+def _artifact_text(tracking_uri: str, run_id: str, name: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=name, dst_path=tmp)
-        return json.loads(Path(path).read_text())
+        return Path(path).read_text()

@@ -14,9 +14,9 @@ from ema.training.spec import TrainSpec
 SCORING_BATCH = 4096
 
 
-def to_tensor(pixels: np.ndarray) -> torch.Tensor:
-    """float32 pixels of shape (n, 1, 28, 28) as a tensor, without a copy where possible."""
-    return torch.from_numpy(np.ascontiguousarray(pixels, dtype=np.float32))
+def to_tensor(array: np.ndarray, dtype: type = np.float32) -> torch.Tensor:
+    """An array as a tensor, copied only when it is not contiguous, of another dtype, or read-only."""
+    return torch.from_numpy(np.require(array, dtype, ["C", "W"]))
 
 
 def make_optimizer(spec: TrainSpec, params) -> torch.optim.Optimizer:
@@ -47,7 +47,7 @@ def fit(spec: TrainSpec, pixels: np.ndarray, labels: np.ndarray, *, progress: bo
         else None
     )
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
-    inputs, targets = to_tensor(pixels), torch.from_numpy(np.asarray(labels, dtype=np.int64))
+    inputs, targets = to_tensor(pixels), to_tensor(labels, np.int64)
     network.train()
     bar = tqdm(range(spec.epochs), desc=desc, unit="epoch", disable=not progress, leave=False)
     for _ in bar:

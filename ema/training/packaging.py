@@ -17,6 +17,7 @@ import mlflow.pyfunc
 import numpy as np
 import torch
 
+from ema.training.fit import to_tensor
 from ema.training.models import ProbabilityModel
 from ema.training.spec import TrainSpec
 
@@ -47,4 +48,4 @@ class TorchStateDictModel(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
         with torch.inference_mode():
-            return self.model(torch.from_numpy(np.ascontiguousarray(model_input, dtype=np.float32))).numpy()
+            return self.model(to_tensor(model_input)).numpy()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import mlflow
@@ -27,7 +28,7 @@ from ema.tracking import keys
 from ema.tracking.registry import set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_dataset, start_run
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
-from ema.workflows.models import cached_model
+from ema.workflows.models import cached_model, registered_oracle
 from ema.workflows.target import Target, resolve_target
 
 @dataclass(frozen=True)
@@ -96,7 +97,9 @@ class AuditRequest:
     progress: bool
     corruption: str = DEFAULT_CORRUPTION
 
+    @cached_property
     def calibration_plan(self) -> CalibrationPlan:
+        """Made once per audit: every method of the audit shares it."""
         return CalibrationPlan.for_target(
             self.target, k=self.k, cal_seed=self.cal_seed, model_name=self.calibration_name, corruption=self.corruption
         )
@@ -107,7 +110,7 @@ class AuditRequest:
             return self.supplied.thresholds(self.target.recipe.transform), {
                 keys.TAG_CACHE: "supplied", keys.TAG_CALIBRATION_VERSION: self.supplied.model_uri
             }
-        outcome = ensure_plan(self.calibration_plan(), progress=self.progress)
+        outcome = ensure_plan(self.calibration_plan, progress=self.progress)
         return outcome.thresholds, {
             keys.TAG_CACHE: "hit" if outcome.cached else "miss", keys.TAG_CALIBRATION_VERSION: outcome.version.uri
         }
@@ -127,7 +130,7 @@ def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResul
 def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
     """Liu & Tsaftaris: compare the target with models trained on the query set and on the calibration set."""
     _require_probabilities("ks-ratio", predictions)
-    calibration_set = request.calibration_plan().corrupted()
+    calibration_set = request.calibration_plan.corrupted()
     query_model, query_cached = cached_model(request.target, "query-model", request.data, progress=request.progress)
     calset_model, calset_cached = cached_model(request.target, "calset-model", calibration_set, progress=request.progress)
     images = request.data.x
@@ -142,7 +145,7 @@ def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[Aud
     auditor, tags = fit_calibrated(
         request.target,
         request.oracle,
-        request.calibration_plan(),
+        request.calibration_plan,
         alpha=request.alpha,
         threshold_mode=request.threshold_mode,
         reference_file=request.reference_file,
@@ -164,7 +167,7 @@ def fit_calibrated(
     """Score the reference through the target and the calibration halves through f_cal, and calibrate."""
     reference = read_set(reference_file) if reference_file else target.splits().calibration
     outcome = ensure_plan(plan, progress=progress)
-    calibration_model = PyfuncOracle(outcome.version.uri, outputs="probabilities", transform=target.recipe.transform)
+    calibration_model = registered_oracle(outcome.version, target.recipe.transform)
     members, nonmembers = plan.halves()
     auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
         oracle.predict_proba(reference.x),

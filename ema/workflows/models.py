@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
+import mlflow
+
 from ema.data.arrays import ArraySet
+from ema.inputs import InputTransform
 from ema.oracle import Oracle, PyfuncOracle
 from ema.tracking import keys
-from ema.tracking.registry import find_cached_version, log_and_register_classifier
+from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register_classifier
 from ema.tracking.runs import start_run
 from ema.training.recipes import recipe_to_json
 from ema.workflows.target import Target
@@ -46,4 +50,18 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
                     keys.TAG_DATA_FINGERPRINT: data.fingerprint,
                 },
             )
-    return PyfuncOracle(version.uri, outputs="probabilities", transform=target.recipe.transform), cached
+    return registered_oracle(version, target.recipe.transform), cached
+
+
+def registered_oracle(version: RegisteredVersion, transform: InputTransform) -> Oracle:
+    """A registered version of one of our models as an oracle, loaded once per process and store.
+
+    A version's files never change, so a grid that audits many cells against the same
+    calibration or KS-ratio models loads each of them once.
+    """
+    return _pinned_oracle(mlflow.get_tracking_uri(), version.uri, transform)
+
+
+@functools.lru_cache(maxsize=16)
+def _pinned_oracle(tracking_uri: str, model_uri: str, transform: InputTransform) -> Oracle:
+    return PyfuncOracle(model_uri, outputs="probabilities", transform=transform)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from ema.data.presets import PRESETS, preset_splits
@@ -28,5 +29,19 @@ def load_splits(data: str = DEFAULT_DATA, seed: int = 0, root: str | Path | None
     ------
     InputError
         If ``data`` is unknown, or its files are missing or malformed.
+
+    Notes
+    -----
+    A source is read once per process and (data, seed, root): a grid audits dozens of cells
+    from the same splits. Their arrays are read-only, so no caller can change them for the next.
     """
-    return preset_splits(data, seed, root)
+    return _read_splits(data, seed, str(root) if root is not None else None)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_splits(data: str, seed: int, root: str | None) -> Splits:
+    splits = preset_splits(data, seed, root)
+    for part in splits.as_dict().values():
+        for array in (part.x, part.y, part.index):
+            array.flags.writeable = False
+    return splits

@@ -87,3 +87,13 @@ def test_split_sizes_scale_down_and_count_in_domain():
     assert PAPER_SIZES.in_domain == 13_000
     assert PAPER_SIZES.scaled(4_708 / 13_000) == SplitSizes(fold=724, calibration=362, held_out=724, other_domain=724)
     assert PAPER_SIZES.scaled(1e-6) == SplitSizes(1, 1, 1, 1)
+
+
+def test_load_splits_reads_a_source_once_and_hands_out_read_only_arrays():
+    from ema.workflows.sources import load_splits
+
+    first, again = load_splits("mnist-embedded", 0), load_splits("mnist-embedded", 0)
+    assert again is first
+    assert load_splits("mnist-embedded", 1) is not first
+    with pytest.raises(ValueError, match="read-only"):
+        first.held_out.x[0, 0, 0] = 1

@@ -25,6 +25,7 @@ def images():
 def _logged(spec, images):
     pixels, labels = images
     model = fit(spec, pixels, labels, progress=False)
+    mlflow.set_experiment("packaging")
     with mlflow.start_run():
         version = log_and_register_torch_model(model, pixels[:2], name="packed", alias="now", tags={})
     return model, version

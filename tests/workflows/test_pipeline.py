@@ -53,6 +53,16 @@ def test_calibrate_trains_once_then_hits_cache(trained):
     assert not other_k.cached and other_k.version.version != first.version.version
 
 
+def test_registered_models_are_loaded_once_per_process(trained):
+    from ema.inputs import InputTransform
+    from ema.workflows.models import registered_oracle
+
+    _, outcome = trained
+    oracle = registered_oracle(outcome.version, InputTransform())
+    assert registered_oracle(outcome.version, InputTransform()) is oracle
+    assert registered_oracle(outcome.version, InputTransform(scale=255.0)) is not oracle
+
+
 def test_audit_members_and_non_members(trained):
     _, outcome = trained
     member = audit(outcome.version.uri, query="M1", progress=False)
