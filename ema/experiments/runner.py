@@ -11,6 +11,7 @@ are reused (:mod:`ema.experiments.resume`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 import time
 from dataclasses import dataclass
@@ -147,7 +148,7 @@ class CellAuditor:
         named = {"query": cell.query} if query_file is None else {"query_file": query_file}
         outcome = audit(
             self.target.model_uri, method=cell.method, alpha=self.alpha, k=cell.k, cal_seed=self.cal_seed,
-            corruption=self.grid.corruption, oracle=self.oracle, progress=self.progress, **named,
+            corruption=self.grid.corruption, oracle=self.oracle, tag_version=False, progress=self.progress, **named,
         )
         run_id, results = outcome.run_id, outcome.results
         MlflowClient().log_param(run_id, PARAM_N_QUERY, self.n_query(cell))
@@ -324,4 +325,7 @@ def run_grid(
                 **pictures,
             }
         )
+    if target.version is not None:
+        record = {"run_id": parent.info.run_id, "config_hash": fingerprint, "n_cells": len(rows), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        set_version_tags(target.version, {f"{keys.TAG_LAST_GRID_PREFIX}{name}": json.dumps(record, sort_keys=True)})
     return GridOutcome(parent.info.run_id, target.model_uri, cells, tables, markdown, n_audited, n_reused, wall)

@@ -22,6 +22,8 @@ TAG_CORRUPTION = "ema.corruption"
 
 TAG_AUDIT_PREFIX = "ema.audit."
 TAG_LAST_AUDIT = "ema.last_audit"
+#: On a version a grid audited: ``ema.last_grid.<grid>`` = JSON of the grid's parent run (its cells do not tag the version).
+TAG_LAST_GRID_PREFIX = "ema.last_grid."
 
 # Run tags.
 TAG_VERDICT = "verdict"

@@ -160,16 +160,22 @@ def register(model_uri: str, *, name: str, alias: str, tags: dict[str, str]) -> 
 
 
 def find_cached_version(name: str, cache_key: str) -> RegisteredVersion | None:
-    """The newest version of ``name`` tagged with ``cache_key``, or None."""
-    client = MlflowClient()
-    try:
-        client.get_registered_model(name)
-    except MlflowException:
-        return None
-    found = client.search_model_versions(f"name = '{name}' and tags.`{keys.TAG_CACHE_KEY}` = '{cache_key}'")
-    if not found:
-        return None
-    return RegisteredVersion.from_entity(max(found, key=lambda v: int(v.version)))
+    """The newest version of ``name`` tagged with ``cache_key``, or None.
+
+    A version found is remembered for the process (per tracking URI): a grid looks up the
+    same cached models for every cell. Misses are not remembered, so a model registered
+    later is found.
+    """
+    key = (mlflow.get_tracking_uri(), name, cache_key)
+    if key not in _found_versions:
+        found = MlflowClient().search_model_versions(f"name = '{name}' and tags.`{keys.TAG_CACHE_KEY}` = '{cache_key}'")
+        if not found:
+            return None
+        _found_versions[key] = RegisteredVersion.from_entity(max(found, key=lambda v: int(v.version)))
+    return _found_versions[key]
+
+
+_found_versions: dict[tuple[str, str, str], RegisteredVersion] = {}
 
 
 def set_alias(version: RegisteredVersion, alias: str) -> None:

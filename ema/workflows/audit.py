@@ -216,13 +216,15 @@ def audit(
     calibration_name: str = keys.CALIBRATION_MODEL_NAME,
     corruption: str = DEFAULT_CORRUPTION,
     oracle: Oracle | None = None,
+    tag_version: bool = True,
     progress: bool = True,
 ) -> AuditOutcome:
     """Query the target through its oracle, run the chosen auditors, and log their metrics and verdict.
 
     Every check runs inside the audit run, so bad input leaves a FAILED run and no
     artifacts; artifacts are logged last, after every number is computed. A registered
-    target's version is tagged with the audit afterwards (its audit history).
+    target's version is tagged with the audit afterwards (its audit history), unless
+    ``tag_version`` is False (a grid tags the version once, for all its cells).
     """
     name = query if query is not None else Path(query_file).name
     with start_run(f"audit {name} {method}") as run:
@@ -280,7 +282,7 @@ def audit(
                 keys.ARTIFACT_MEMBERSHIP: membership_table(data, results),
             }
         )
-    if target.version is not None:
+    if tag_version and target.version is not None:
         record = audit_record(name, data, primary, run.info.run_id)
         query_key = query if query is not None else f"file-{data.fingerprint}"
         set_version_tags(target.version, {f"{keys.TAG_AUDIT_PREFIX}{query_key}": record, keys.TAG_LAST_AUDIT: record})

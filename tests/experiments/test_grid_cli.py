@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -92,6 +94,10 @@ def test_grid_benchmark_resumes_an_interrupted_grid_then_reuses_every_finished_c
     reused = cells_of(client, parents[2].info.run_id)
     assert reused["reused"].all() and list(reused["run_id"]) == list(cells["run_id"])
     assert reused["rho_ks"].tolist() == pytest.approx(cells["rho_ks"].tolist())
+
+    (target,) = client.search_model_versions("name = 'ema-grid-target'")
+    assert not any(tag.startswith(keys.TAG_AUDIT_PREFIX) for tag in target.tags)  # cells do not tag the version
+    assert json.loads(target.tags[f"{keys.TAG_LAST_GRID_PREFIX}benchmark"])["run_id"] == parents[2].info.run_id
 
 
 def test_grid_medical_on_a_tiny_pneumoniamnist(store, make_pneumoniamnist_root):
