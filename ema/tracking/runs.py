@@ -6,13 +6,14 @@ import functools
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
 import pandas as pd
-from mlflow.entities import Param
+from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from ema.data.arrays import ArraySet
@@ -65,6 +66,19 @@ def inherit_params(parent_id: str, child_id: str) -> None:
     missing = {k: v for k, v in client.get_run(parent_id).data.params.items() if k not in own}
     if missing:
         client.log_batch(child_id, params=[Param(k, v) for k, v in missing.items()])
+
+
+def log_batch(
+    *, params: dict[str, object] | None = None, metrics: dict[str, float] | None = None, tags: dict[str, str] | None = None
+) -> None:
+    """Params, metrics and tags of the active run in one store call (each MLflow call costs several ms of SQL)."""
+    now = int(time.time() * 1000)
+    MlflowClient().log_batch(
+        mlflow.active_run().info.run_id,
+        metrics=[Metric(key, float(value), now, 0) for key, value in (metrics or {}).items()],
+        params=[Param(key, str(value)) for key, value in (params or {}).items()],
+        tags=[RunTag(key, str(value)) for key, value in (tags or {}).items()],
+    )
 
 
 def log_dataset(data: ArraySet, *, name: str, context: str) -> None:

@@ -26,7 +26,7 @@ from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, Oracle, Predicti
 from ema.signals import LABEL_ONLY_METRICS, PAPER_METRICS
 from ema.tracking import keys
 from ema.tracking.registry import set_version_tags
-from ema.tracking.runs import log_artifacts_atomically, log_dataset, start_run
+from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.models import cached_model, registered_oracle
 from ema.workflows.target import Target, resolve_target
@@ -232,9 +232,9 @@ def audit(
             raise InputError(f"expected method in {METHODS}, got {method!r}")
         check_alpha(alpha)
         target = resolve_target(model_uri, model_url=model_url, recipe_file=recipe_file, transform=transform)
-        mlflow.set_tag("mlflow.runName", f"audit {name} {method} {target.label}")
-        mlflow.log_params(
-            {
+        log_batch(
+            tags={"mlflow.runName": f"audit {name} {method} {target.label}"},
+            params={
                 keys.PARAM_METHOD: method,
                 keys.PARAM_TEST: test,
                 keys.PARAM_ALPHA: alpha,
@@ -248,7 +248,7 @@ def audit(
                 keys.PARAM_MODEL_VERSION: target.version.version if target.version else "",
                 keys.PARAM_THRESHOLD_MODE: threshold_mode,
                 keys.PARAM_OUTPUTS: outputs,
-            }
+            },
         )
         data = target.query_set(query=query, query_file=query_file)
         mlflow.log_param(keys.PARAM_QUERY_FINGERPRINT, data.fingerprint)
@@ -265,16 +265,16 @@ def audit(
             tags.update(method_tags)
         primary = results[METHOD_PLANS[method][0]]
         expected = EXPECTED_VERDICTS.get(query) if query is not None else None
-        mlflow.log_metrics(merged_metrics(results))
-        mlflow.set_tags(
-            {
+        log_batch(
+            metrics=merged_metrics(results),
+            tags={
                 **tags,
                 keys.TAG_VERDICT: primary.verdict,
                 **{f"{keys.TAG_VERDICT}.{m}": r.verdict for m, r in results.items()},
                 keys.TAG_ACCESS: predictions.access,
                 keys.TAG_OUTPUTS_DETECTED: predictions.detected,
                 **({keys.TAG_EXPECTED_VERDICT: expected} if expected else {}),
-            }
+            },
         )
         log_artifacts_atomically(
             {
