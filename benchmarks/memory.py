@@ -12,8 +12,8 @@ the parent's RSS (it is recorded in the notes for comparison).
 - library: the uint8 images read from the query file and given to
   :class:`ema.oracle.PyfuncOracle` (which converts and scores them 4,096 at a time), then
   :class:`ema.auditors.EMAAuditor`: no MLflow run;
-- workflow: :func:`ema.workflows.audit.audit` on the 100,000-image query file, as
-  ``ema audit --query-file`` runs it (run, params, ``log_input``, artifacts, version tags).
+- workflow: ``ema audit --model URI --query-file FILE`` on the 100,000-image query file, the
+  command's own code called in the process (run, params, ``log_input``, artifacts, version tags).
 
 Run ``python -m benchmarks.memory child MODE DIR`` to get one variant's JSON by hand.
 """
@@ -104,7 +104,6 @@ def _setup(directory: Path, n: int, epochs: int) -> dict:
 #: Functions of one audit, called one after another (never nested), whose memory and time are recorded.
 PHASES = (
     ("ema.workflows.audit", "resolve_target", "resolve the target in the registry"),
-    ("ema.workflows.audit", "ensure_calibration", "calibration lookup (cached)"),
     ("mlflow.data", "from_numpy", "mlflow.data.from_numpy(x, y): dataset, digest, schema"),
     ("ema.data.files", "read_set", "read the query file (uint8)"),
     ("mlflow", "log_input", "mlflow.log_input (dataset logged to the run)"),
@@ -184,12 +183,12 @@ def _child(mode: str, directory: Path, uri: str | None, n: int, batch: int, epoc
     from benchmarks._common import quiet_mlflow
 
     quiet_mlflow()
-    import ema.workflows.audit  # noqa: F401 - the imports an audit needs, in every mode
+    import ema_cli.cli  # noqa: F401 - the imports `ema audit` makes, in every mode
     from ema.auditors import EMAAuditor
     from ema.data.files import read_set
     from ema.oracle import PyfuncOracle
 
-    stages["+ import ema.workflows.audit"] = _rss_now()
+    stages["+ import ema_cli.cli (the ema command)"] = _rss_now()
     mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
     if mode == "setup":
         return _setup(directory, n, epochs)
@@ -212,7 +211,7 @@ def _child(mode: str, directory: Path, uri: str | None, n: int, batch: int, epoc
         out["flag_rate"] = result.flag_rate
     elif mode == "workflow":
         from ema.tracking.runs import configure
-        from ema.workflows.audit import audit
+        from ema_cli.cli import main
 
         configure()
         out["rss_before_audit"] = _rss_now()
@@ -220,8 +219,9 @@ def _child(mode: str, directory: Path, uri: str | None, n: int, batch: int, epoc
             _instrument(phases)
             tracemalloc.start()
         start = time.perf_counter()
-        outcome = audit(uri, query_file=str(directory / "query.npz"), progress=False)
-        out["flag_rate"] = outcome.result.flag_rate
+        main(["audit", "--model", uri, "--query-file", str(directory / "query.npz"), "--no-progress"], standalone_mode=False)
+        run = mlflow.search_runs(search_all_experiments=True, order_by=["attributes.start_time DESC"], max_results=1)
+        out["flag_rate"] = float(run["metrics.flag_rate"].iloc[0])
     else:
         raise ValueError(f"unknown mode {mode!r}")
     out["seconds"] = time.perf_counter() - start
@@ -291,7 +291,7 @@ def _details(results: dict) -> str:
         lines += [
             "",
             (
-                "Inside `ema.workflows.audit.audit` on the 100,000-image file, in a separate run under tracemalloc "
+                "Inside `ema audit` on the 100,000-image file, in a separate run under tracemalloc "
                 "(numpy and Python heap; seconds are inflated by tracemalloc, several-fold for Python-heavy steps "
                 "such as loading the model):"
             ),
@@ -327,7 +327,7 @@ def measure(config: Config, *, n: int = N_QUERY, batch: int = BATCH) -> list[dic
     base = results["baseline"]["peak_rss"]
     labels = {
         "library": f"library: uint8 images to PyfuncOracle (float32 per {batch:,}-image batch), EMAAuditor",
-        "workflow": "ema.workflows.audit.audit(query_file=...) as `ema audit` runs it",
+        "workflow": "`ema audit --query-file` (the command's code, in process)",
     }
     for mode in ("library", "workflow"):
         result, traced = results[mode], results[f"{mode} traced"]

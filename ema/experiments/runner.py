@@ -29,7 +29,6 @@ from ema.data.corruption import apply_corruption
 from ema.data.files import write_set
 from ema.data.splits import QUERY_NAMES, Splits
 from ema.errors import InputError
-from ema.experiments import figures
 from ema.experiments.grids import Cell, Grid, check_data, get_grid, member_query
 from ema.experiments.resume import (
     CELL_METRICS,
@@ -172,6 +171,8 @@ def _panel_ks(ks: tuple[int, ...]) -> list[int]:
 
 def draw_figures(grid: Grid, auditor: CellAuditor, ks, queries, sizes) -> dict[str, bytes]:
     """Fig. 2 always; Fig. 3 when the grid audited the KS ratio on whole query sets."""
+    from ema.experiments import figures  # matplotlib: imported when a grid draws, not when the CLI starts
+
     labels = grid.label_map
     member = member_query(queries)
     scores = {}
