@@ -160,22 +160,14 @@ def register(model_uri: str, *, name: str, alias: str, tags: dict[str, str]) -> 
 
 
 def find_cached_version(name: str, cache_key: str) -> RegisteredVersion | None:
-    """The newest version of ``name`` tagged with ``cache_key``, or None.
+    """The newest version of ``name`` tagged with ``cache_key``, or None (also when ``name`` is not registered).
 
-    A version found is remembered for the process (per tracking URI): a grid looks up the
-    same cached models for every cell. Misses are not remembered, so a model registered
-    later is found.
+    Asked of the registry every time: a version deleted since is not found.
     """
-    key = (mlflow.get_tracking_uri(), name, cache_key)
-    if key not in _found_versions:
-        found = MlflowClient().search_model_versions(f"name = '{name}' and tags.`{keys.TAG_CACHE_KEY}` = '{cache_key}'")
-        if not found:
-            return None
-        _found_versions[key] = RegisteredVersion.from_entity(max(found, key=lambda v: int(v.version)))
-    return _found_versions[key]
-
-
-_found_versions: dict[tuple[str, str, str], RegisteredVersion] = {}
+    found = MlflowClient().search_model_versions(f"name = '{name}' and tags.`{keys.TAG_CACHE_KEY}` = '{cache_key}'")
+    if not found:
+        return None
+    return RegisteredVersion.from_entity(max(found, key=lambda v: int(v.version)))
 
 
 def set_alias(version: RegisteredVersion, alias: str) -> None:

@@ -53,6 +53,15 @@ def test_calibrate_trains_once_then_hits_cache(trained):
     assert not other_k.cached and other_k.version.version != first.version.version
 
 
+def test_a_deleted_calibration_version_is_trained_again(trained):
+    _, outcome = trained
+    first = calibrate(outcome.version.uri, k=70, progress=False)
+    assert calibrate(outcome.version.uri, k=70, progress=False).cached
+    MlflowClient().delete_model_version(first.version.name, first.version.version)
+    again = calibrate(outcome.version.uri, k=70, progress=False)
+    assert not again.cached and again.version.version != first.version.version
+
+
 def test_registered_models_are_loaded_once_per_process(trained):
     from ema.inputs import InputTransform
     from ema.workflows.models import registered_oracle
