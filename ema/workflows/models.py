@@ -57,11 +57,14 @@ def registered_oracle(version: RegisteredVersion, transform: InputTransform) -> 
     """A registered version of one of our models as an oracle, loaded once per process and store.
 
     A version's files never change, so a grid that audits many cells against the same
-    calibration or KS-ratio models loads each of them once.
+    calibration or KS-ratio models loads each of them once. The cache key includes the
+    version's run: a model deleted and registered again restarts at version 1.
     """
-    return _pinned_oracle(mlflow.get_tracking_uri(), version.uri, transform)
+    if version.run_id is None:
+        return PyfuncOracle(version.uri, outputs="probabilities", transform=transform)
+    return _pinned_oracle(mlflow.get_tracking_uri(), version.uri, version.run_id, transform)
 
 
 @functools.lru_cache(maxsize=16)
-def _pinned_oracle(tracking_uri: str, model_uri: str, transform: InputTransform) -> Oracle:
+def _pinned_oracle(tracking_uri: str, model_uri: str, run_id: str, transform: InputTransform) -> Oracle:
     return PyfuncOracle(model_uri, outputs="probabilities", transform=transform)

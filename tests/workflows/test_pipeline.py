@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -70,6 +71,8 @@ def test_registered_models_are_loaded_once_per_process(trained):
     oracle = registered_oracle(outcome.version, InputTransform())
     assert registered_oracle(outcome.version, InputTransform()) is oracle
     assert registered_oracle(outcome.version, InputTransform(scale=255.0)) is not oracle
+    reborn = dataclasses.replace(outcome.version, run_id="another-run")  # same name and number, registered anew
+    assert registered_oracle(reborn, InputTransform()) is not oracle
 
 
 def test_audit_members_and_non_members(trained):
