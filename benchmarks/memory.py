@@ -272,8 +272,8 @@ What an audit of 100,000 query images holds, and what was changed to get there (
   dataset logged with `mlflow.log_input` carries that fingerprint as its digest, so MLflow
   does not copy the array to hash its first 10,000 values.
 - Our models are pyfunc models from code with a state dict (`ema.training.packaging`), not
-  pt2: loading the target added 225 MB to the process as pt2 (the torch.export machinery),
-  about 10 MB now.
+  pt2: in the stage table, loading the target (the tracking store's first use included) added
+  225 MB as pt2 (the torch.export machinery) and adds about 60 MB now.
 - What is left is fixed cost before any data (table above): importing torch (a CUDA build:
   ~480 MB) and mlflow, scipy.stats and the tracking store. An audit over HTTP
   (`--model-url`) whose calibration is cached never imports torch (checked by hand on M6);
