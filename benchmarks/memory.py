@@ -104,11 +104,11 @@ def _setup(directory: Path, n: int, epochs: int) -> dict:
 #: Functions of one audit, called one after another (never nested), whose memory and time are recorded.
 PHASES = (
     ("ema.workflows.audit", "resolve_target", "resolve the target in the registry"),
-    ("mlflow.data", "from_numpy", "mlflow.data.from_numpy(x, y): dataset, digest, schema"),
+    ("mlflow.data", "from_numpy", "mlflow.data.from_numpy(x, y): dataset and schema (digest: our fingerprint)"),
     ("ema.data.files", "read_set", "read the query file (uint8)"),
     ("mlflow", "log_input", "mlflow.log_input (dataset logged to the run)"),
     ("ema.workflows.target", "Target.oracle", "Target.oracle(): load the target's pyfunc"),
-    ("ema.oracle", "Oracle.predict", "Oracle.predict: transform, batches, concatenation, validation"),
+    ("ema.oracle", "Oracle.predict", "Oracle.predict: per-batch conversion, scoring, validation"),
     ("ema.auditors.ema", "EMAAuditor.audit", "EMAAuditor.audit"),
     ("ema.workflows.audit", "membership_table", "membership_table (pandas)"),
     ("ema.workflows.audit", "log_artifacts_atomically", "log_artifacts_atomically (CSV + JSON)"),

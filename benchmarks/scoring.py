@@ -5,7 +5,7 @@ them), at batch sizes 256 and 4096, on 10,000 embedded MNIST images:
 
 - raw torch: ``ProbabilityModel`` forward under ``torch.inference_mode`` (the baseline);
 - pyfunc: the same model logged with :func:`ema.tracking.registry.log_and_register_torch_model`
-  (pt2) into a temporary sqlite store, scored through :class:`ema.oracle.PyfuncOracle`
+  into a temporary sqlite store, scored through :class:`ema.oracle.PyfuncOracle`
   (including its float32 cast and output validation, as an audit uses it);
 - HTTP: a real ``mlflow models serve --env-manager local`` process on the same machine,
   through ``ema.oracle.HttpOracle`` when it exists, else a hand-rolled JSON POST.

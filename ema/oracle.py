@@ -153,6 +153,8 @@ class Oracle:
         uint8 images (n, H, W) are first turned into pixels in [0, 1], as torchvision's ``ToTensor`` does.
         """
         if pixels.dtype == np.uint8:
+            if pixels.ndim != 3:
+                raise InputError(f"expected uint8 images of shape (n, height, width), got shape {pixels.shape}")
             pixels = to_pixels(pixels)
         inputs = np.ascontiguousarray(self.transform.apply(pixels))
         if self.input_shape is None:
@@ -172,8 +174,9 @@ class Oracle:
         as float32 all at once, so memory does not grow with the query set beyond the
         images themselves and the outputs.
         """
-        if len(pixels) == 0:
-            raise InputError("expected at least one image to score, got none")
+        pixels = np.asarray(pixels)
+        if pixels.ndim == 0 or len(pixels) == 0:
+            raise InputError(f"expected at least one image to score, got an array of shape {pixels.shape}")
         outputs = None
         for start in range(0, len(pixels), self.batch_size):
             images = pixels[start : start + self.batch_size]
@@ -182,6 +185,8 @@ class Oracle:
                 # one array for all outputs: small per-batch arrays kept alive would pin the heap above
                 # each batch's large temporaries, and memory would grow with the number of batches
                 outputs = np.empty((len(pixels), *batch.shape[1:]), dtype=batch.dtype)
+            if not np.can_cast(batch.dtype, outputs.dtype, "safe"):
+                outputs = outputs.astype(np.result_type(outputs.dtype, batch.dtype))  # e.g. integer one-hot, then floats
             if batch.shape != (len(images), *outputs.shape[1:]):
                 raise InputError(
                     f"expected model outputs of shape {(len(images), *outputs.shape[1:])} for a batch of "

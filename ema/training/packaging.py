@@ -1,7 +1,8 @@
 """Our torch models as MLflow pyfunc models: the architecture by name, the weights as a state dict.
 
-MLflow's ``pt2`` format (``torch.export``) was measured here at ~3 s to log and ~180 MB and
-1-3 s to load a 0.3 M-parameter MLP: the exported graph drags in the export machinery.
+MLflow's ``pt2`` format (``torch.export``) took 1.68 s to log the demo's two models (under the
+profiler) and added 225 MB to a fresh process that loaded the target (benchmarks/RESULTS.md,
+memory, store's first use included; 60 MB now): the exported graph drags in the export machinery.
 Our models need none of it: a :class:`~ema.training.spec.TrainSpec` (in the model's
 ``model_config``) rebuilds the network, and the weights are a state dict read with
 ``torch.load(weights_only=True)``, which refuses pickled code. The model is logged as

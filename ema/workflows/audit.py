@@ -16,8 +16,8 @@ from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor, check_alpha
 from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.result import AuditResult
-from ema.data.corruption import DEFAULT_CORRUPTION
 from ema.data.arrays import ArraySet
+from ema.data.corruption import DEFAULT_CORRUPTION
 from ema.data.files import read_set
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.errors import InputError
@@ -30,6 +30,7 @@ from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, 
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.models import cached_model, registered_oracle
 from ema.workflows.target import Target, resolve_target
+
 
 @dataclass(frozen=True)
 class AuditOutcome:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -134,9 +135,14 @@ def ensure_calibration(
 
 
 def ensure_plan(plan: CalibrationPlan, *, progress: bool = True) -> CalibrationOutcome:
-    """Reuse the plan's cached calibration, or train it in a run of its own."""
-    if plan.cached is not None:
-        return plan.reuse()
+    """Reuse the plan's cached calibration, or train it in a run of its own.
+
+    A plan made before its calibration was trained (by an earlier call with the same plan)
+    looks the registry up again rather than training a second copy.
+    """
+    cached = plan.cached or find_cached_version(plan.model_name, plan.cache_key)
+    if cached is not None:
+        return dataclasses.replace(plan, cached=cached).reuse()
     with start_run(plan.run_name):
         return plan.train(progress=progress)
 

@@ -35,7 +35,7 @@ def load_splits(data: str = DEFAULT_DATA, seed: int = 0, root: str | Path | None
     A source is read once per process and (data, seed, root): a grid audits dozens of cells
     from the same splits. Their arrays are read-only, so no caller can change them for the next.
     """
-    return _read_splits(data, seed, str(root) if root is not None else None)
+    return _read_splits(data, seed, str(Path(root).resolve()) if root is not None else None)
 
 
 @functools.lru_cache(maxsize=4)

@@ -5,9 +5,16 @@ import json
 import numpy as np
 import pytest
 
-from ema.errors import InputError
 from ema.data.arrays import to_pixels
-from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, IMAGE_INPUT_SHAPE, Oracle, float32_json, interpret_outputs
+from ema.errors import InputError
+from ema.oracle import (
+    ACCESS_LABEL_ONLY,
+    ACCESS_PROBABILITIES,
+    IMAGE_INPUT_SHAPE,
+    Oracle,
+    float32_json,
+    interpret_outputs,
+)
 
 
 def test_interpret_outputs_detects_labels_and_widens_to_calibration_classes():
@@ -73,3 +80,25 @@ def test_outputs_must_match_each_batch_and_an_empty_query_is_refused():
         _WrongCountOracle(batch_size=2).predict(images)
     with pytest.raises(InputError, match="at least one image"):
         _RecordingOracle().predict(images[:0])
+
+
+class _ScriptedOracle(Oracle):
+    """Answers each batch with the next of the given outputs."""
+
+    def __init__(self, answers, **options):
+        super().__init__(**options)
+        self.answers = iter(answers)
+
+    def _predict_batch(self, inputs):
+        return next(self.answers)
+
+
+def test_a_later_batch_of_another_dtype_is_not_cast_to_the_first_batchs():
+    oracle = _ScriptedOracle([np.array([[1, 0], [0, 1]]), np.array([[0.25, 0.75]])], batch_size=2)
+    np.testing.assert_array_equal(oracle.predict_proba(np.zeros((3, 28, 28), dtype=np.uint8)), [[1, 0], [0, 1], [0.25, 0.75]])
+
+
+def test_uint8_images_must_be_three_dimensional_and_lists_are_accepted():
+    with pytest.raises(InputError, match=r"expected uint8 images of shape \(n, height, width\), got shape \(2, 784\)"):
+        _RecordingOracle().predict(np.zeros((2, 784), dtype=np.uint8))
+    assert _RecordingOracle().predict_proba(np.zeros((2, 1, 28, 28)).tolist()).shape == (2, 2)

@@ -2,6 +2,7 @@
 
 import pickle
 import shutil
+from pathlib import Path
 
 import mlflow
 import mlflow.pyfunc
@@ -20,6 +21,10 @@ from ema.training.spec import TrainSpec
 def images():
     rng = np.random.default_rng(1)
     return rng.random((40, 1, 28, 28), dtype=np.float32), rng.integers(0, 10, 40)
+
+
+def _python_function_flavor(local: str) -> dict:
+    return yaml.safe_load(Path(local, "MLmodel").read_text())["flavors"]["python_function"]
 
 
 def _logged(spec, images):
@@ -44,7 +49,7 @@ def test_logged_model_predicts_exactly_what_the_trained_model_does(store, images
 def test_logged_model_holds_no_pickled_code(store, images, tmp_path):
     _, version = _logged(TrainSpec(hidden=(16,), epochs=1), images)
     local = mlflow.artifacts.download_artifacts(version.uri, dst_path=str(tmp_path / "model"))
-    flavor = yaml.safe_load(open(f"{local}/MLmodel"))["flavors"]["python_function"]
+    flavor = _python_function_flavor(local)
     assert flavor["model_code_path"].endswith("pyfunc_code.py")
     assert "python_model" not in flavor  # no cloudpickled PythonModel
     assert sorted(p.name for p in (tmp_path / "model").rglob("*.pkl")) == []
@@ -63,7 +68,7 @@ class _Payload:
 def test_weights_that_carry_code_are_refused_unrun(store, images, tmp_path):
     _, version = _logged(TrainSpec(hidden=(16,), epochs=1), images)
     local = mlflow.artifacts.download_artifacts(version.uri, dst_path=str(tmp_path / "model"))
-    flavor = yaml.safe_load(open(f"{local}/MLmodel"))["flavors"]["python_function"]
+    flavor = _python_function_flavor(local)
     weights = tmp_path / "model" / flavor["artifacts"][WEIGHTS]["path"]
     marker = tmp_path / "payload-ran"
     weights.write_bytes(pickle.dumps({"network.0.weight": _Payload(marker)}, protocol=2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -54,6 +55,17 @@ def test_calibrate_trains_once_then_hits_cache(trained):
     assert not other_k.cached and other_k.version.version != first.version.version
 
 
+def test_a_plan_made_before_its_calibration_was_trained_reuses_it(trained):
+    from ema.workflows.calibrate import CalibrationPlan, ensure_plan
+    from ema.workflows.target import resolve_target
+
+    _, outcome = trained
+    plan = CalibrationPlan.for_target(resolve_target(outcome.version.uri), k=60, cal_seed=5, model_name=keys.CALIBRATION_MODEL_NAME)
+    first, again = ensure_plan(plan, progress=False), ensure_plan(plan, progress=False)
+    assert plan.cached is None and not first.cached
+    assert again.cached and again.version.version == first.version.version
+
+
 def test_a_deleted_calibration_version_is_trained_again(trained):
     _, outcome = trained
     first = calibrate(outcome.version.uri, k=70, progress=False)
@@ -100,7 +112,7 @@ def test_audit_membership_artifact_matches_result(trained, tmp_path):
     assert list(table.columns[:2]) == ["index", "label"]
     np.testing.assert_array_equal(table["M"].to_numpy(), result.result.membership)
     assert {"confidence", "flag_confidence", "negative_entropy", "flag_correctness"} <= set(table.columns)
-    thresholds = json.loads(open(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_THRESHOLDS, str(tmp_path))).read())
+    thresholds = json.loads(Path(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_THRESHOLDS, str(tmp_path))).read_text())
     assert thresholds["ema"]["mode"] == "global"
 
 
