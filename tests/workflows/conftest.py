@@ -18,16 +18,13 @@ QUICK_SPEC = TrainSpec(epochs=20)
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, template_db):
-    """(store URI, TrainOutcome) for a target trained with QUICK_SPEC."""
-    saved_cwd, saved_uri = os.getcwd(), os.environ.get("MLFLOW_TRACKING_URI")
-    uri = open_store(tmp_path_factory.mktemp("store"), template_db)
-    configure()
-    outcome = train_target(QUICK_SPEC, progress=False)
-    yield uri, outcome
-    while mlflow.active_run():
-        mlflow.end_run()
-    os.chdir(saved_cwd)
-    if saved_uri is None:
-        os.environ.pop("MLFLOW_TRACKING_URI", None)
-    else:
-        os.environ["MLFLOW_TRACKING_URI"] = saved_uri
+    """(store URI, TrainOutcome) for a target trained with QUICK_SPEC; cwd and MLFLOW_TRACKING_URI restored after."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", "")
+        patch.chdir(os.getcwd())
+        uri = open_store(tmp_path_factory.mktemp("store"), template_db)
+        configure()
+        outcome = train_target(QUICK_SPEC, progress=False)
+        yield uri, outcome
+        while mlflow.active_run():
+            mlflow.end_run()
