@@ -235,7 +235,8 @@ def machine_info(threads: int) -> dict[str, str]:
         "threads": (
             f"torch.set_num_threads({threads}): intra-op {torch.get_num_threads()}, "
             f"inter-op {torch.get_num_interop_threads()}; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
-            f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS')}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset (libgomp spins)')}"
+            f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS')}, "
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset (libgomp spins)')}"
         ),
         "load average at start (1, 5, 15 min)": load,
         "platform": platform.platform(),

@@ -174,7 +174,10 @@ def measure(config: Config, *, epochs: int | None = None, profile: bool = True) 
             goal="recorded",
             met=None,
             repeats=len(ks_times),
-            note=f"KS-ratio {spread(ks_times)}; EMA from scratch : KS-ratio = {cold / ks:.2f}; same recipe ({epochs} epochs)",
+            note=(
+                f"KS-ratio {spread(ks_times)}; EMA from scratch : KS-ratio = {cold / ks:.2f}; same recipe "
+                f"({epochs} epochs)"
+            ),
         )
     )
     if ks_warm_times:

@@ -81,8 +81,12 @@ def demo_workload(spec) -> Workload:
         return int((table["verdict"] == table["expected"]).sum())
 
     parts = {
-        f"fit target ({len(splits.train):,} images)": lambda: models.update(target=fit(spec, splits.train.pixels(), splits.train.y, progress=False)),
-        f"fit calibration model ({len(members):,} images)": lambda: models.update(calibration=fit(spec, members.pixels(), members.y, progress=False)),
+        f"fit target ({len(splits.train):,} images)": lambda: models.update(
+            target=fit(spec, splits.train.pixels(), splits.train.y, progress=False)
+        ),
+        f"fit calibration model ({len(members):,} images)": lambda: models.update(
+            calibration=fit(spec, members.pixels(), members.y, progress=False)
+        ),
         f"predict_proba on everything the demo scores ({sum(len(s) for _, s in jobs):,} images)": _scorer(models, jobs),
     }
     return Workload("demo", f"demo, MLP {spec.epochs} epochs, 7 audits", workflow, parts, "correct verdicts of 7")
@@ -113,7 +117,9 @@ def grid_workload(spec) -> Workload:
 
     jobs = [("target", splits.train), ("target", splits.held_out)]
     jobs += [(f"cal{k}", half) for k in grid.ks for half in halves[k]]
-    jobs += [(name, queries[q]) for k in grid.ks for q in QUERY_NAMES for name in ("target", f"query-{q}", f"calset{k}")]
+    jobs += [
+        (name, queries[q]) for k in grid.ks for q in QUERY_NAMES for name in ("target", f"query-{q}", f"calset{k}")
+    ]
     jobs += [("target", queries[q]) for q in ("M1", "M6", "S")]  # Fig. 2
     jobs += [("target", queries["M1"]), ("query-M1", queries["M1"])]  # Fig. 3
     jobs += [(f"calset{k}", queries["M1"]) for k in _panel_ks(tuple(grid.ks))]
@@ -125,12 +131,20 @@ def grid_workload(spec) -> Workload:
     parts = {
         f"fit target ({len(splits.train):,} images)": fit_all({"target": splits.train}),
         f"fit {len(grid.ks)} calibration models (500 images each)": fit_all({f"cal{k}": halves[k][0] for k in grid.ks}),
-        f"fit {len(queries)} KS-ratio query models (one per query set)": fit_all({f"query-{q}": d for q, d in queries.items()}),
-        f"fit {len(grid.ks)} KS-ratio calibration-set models (1,000 images each)": fit_all({f"calset{k}": corrupted[k] for k in grid.ks}),
+        f"fit {len(queries)} KS-ratio query models (one per query set)": fit_all(
+            {f"query-{q}": d for q, d in queries.items()}
+        ),
+        f"fit {len(grid.ks)} KS-ratio calibration-set models (1,000 images each)": fit_all(
+            {f"calset{k}": corrupted[k] for k in grid.ks}
+        ),
         f"predict_proba on everything the grid scores ({sum(len(s) for _, s in jobs):,} images)": _scorer(models, jobs),
     }
     return Workload(
-        "grid", f"ema grid benchmark, MLP {spec.epochs} epochs, 42 cells, {n_models} models", workflow, parts, "cells audited"
+        "grid",
+        f"ema grid benchmark, MLP {spec.epochs} epochs, 42 cells, {n_models} models",
+        workflow,
+        parts,
+        "cells audited",
     )
 
 
@@ -162,7 +176,10 @@ def measure_workload(workload: Workload, repeats: int, profile: bool) -> dict:
         "| part | median seconds | share of wall time |",
         "|---|---:|---:|",
         f"| {workload.name} wall time | {wall:.2f} | 100% |",
-        *(f"| {label} | {statistics.median(times[label]):.2f} | {statistics.median(times[label]) / wall:.0%} |" for label in workload.parts),
+        *(
+            f"| {label} | {statistics.median(times[label]):.2f} | {statistics.median(times[label]) / wall:.0%} |"
+            for label in workload.parts
+        ),
         f"| overhead: wall - compute | {wall - compute:.2f} | {(wall - compute) / wall:.0%} |",
     ]
     details = f"**{workload.case}**: breakdown (medians over the repeats):\n\n" + "\n".join(breakdown)

@@ -219,7 +219,10 @@ def _child(mode: str, directory: Path, uri: str | None, n: int, batch: int, epoc
             _instrument(phases)
             tracemalloc.start()
         start = time.perf_counter()
-        main(["audit", "--model", uri, "--query-file", str(directory / "query.npz"), "--no-progress"], standalone_mode=False)
+        main(
+            ["audit", "--model", uri, "--query-file", str(directory / "query.npz"), "--no-progress"],
+            standalone_mode=False,
+        )
         run = mlflow.search_runs(search_all_experiments=True, order_by=["attributes.start_time DESC"], max_results=1)
         out["flag_rate"] = float(run["metrics.flag_rate"].iloc[0])
     else:
@@ -350,7 +353,8 @@ def measure(config: Config, *, n: int = N_QUERY, batch: int = BATCH) -> list[dic
                         f"RSS before the audit {result['rss_before_audit'] / MB:.0f} MB, the audit adds "
                         f"{(peak - result['rss_before_audit']) / MB:.0f} MB; tracemalloc peak (numpy/Python heap, "
                         f"separate run) {traced.get('tracemalloc_peak', 0) / MB:.0f} MB; {result['seconds']:.1f} s; "
-                        f"flag rate {result['flag_rate']:.3f}; getrusage ru_maxrss says {result['ru_maxrss'] / MB:.0f} MB "
+                        f"flag rate {result['flag_rate']:.3f}; getrusage ru_maxrss says "
+                        f"{result['ru_maxrss'] / MB:.0f} MB "
                         "(inherited from the parent, not used)"
                     ),
                     details=_details(results) if mode == "workflow" else "",

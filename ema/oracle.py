@@ -47,7 +47,7 @@ class Predictions:
     access: str
     detected: str
 
-    def with_classes(self, n_classes: int) -> "Predictions":
+    def with_classes(self, n_classes: int) -> Predictions:
         """Label-only predictions one-hot encoded over ``n_classes`` (those of the calibration)."""
         if self.access != ACCESS_LABEL_ONLY or self.proba.shape[1] == n_classes:
             return self
@@ -84,7 +84,9 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto") -> Predictions:
     if outputs.ndim == 0 or len(outputs) == 0:
         raise InputError(f"expected model outputs for at least one sample, got shape {outputs.shape}")
     if kind == "labels" or (kind == "auto" and _looks_like_labels(outputs)):
-        return _labels_to_predictions(outputs, "declared labels" if kind == "labels" else "one integer per sample: labels")
+        return _labels_to_predictions(
+            outputs, "declared labels" if kind == "labels" else "one integer per sample: labels"
+        )
     outputs = outputs.astype(np.float64)
     if outputs.ndim != 2:
         raise InputError(f"expected model outputs of shape (n_samples, n_classes), got shape {outputs.shape}")
@@ -92,7 +94,11 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto") -> Predictions:
         if not np.isfinite(outputs).all():
             raise InputError("expected finite logits, got NaN or inf")
         return Predictions(softmax(outputs, axis=1), ACCESS_PROBABILITIES, "declared logits: softmax applied")
-    detected = "declared probabilities" if kind == "probabilities" else "rows of non-negative values summing to 1: probabilities"
+    detected = (
+        "declared probabilities"
+        if kind == "probabilities"
+        else "rows of non-negative values summing to 1: probabilities"
+    )
     if kind == "auto" and np.isfinite(outputs).all():
         sums = outputs.sum(axis=1)
         if (outputs < 0).any() or np.abs(sums - 1).max() > ROW_SUM_TOLERANCE:
@@ -186,7 +192,9 @@ class Oracle:
                 # each batch's large temporaries, and memory would grow with the number of batches
                 outputs = np.empty((len(pixels), *batch.shape[1:]), dtype=batch.dtype)
             if not np.can_cast(batch.dtype, outputs.dtype, "safe"):
-                outputs = outputs.astype(np.result_type(outputs.dtype, batch.dtype))  # e.g. integer one-hot, then floats
+                outputs = outputs.astype(
+                    np.result_type(outputs.dtype, batch.dtype)
+                )  # e.g. integer one-hot, then floats
             if batch.shape != (len(images), *outputs.shape[1:]):
                 raise InputError(
                     f"expected model outputs of shape {(len(images), *outputs.shape[1:])} for a batch of "
@@ -239,7 +247,9 @@ def float32_json(inputs: np.ndarray) -> str:
     table = np.array([np.format_float_positional(v, unique=True, trim="0") for v in values])
     text = table[inverse.reshape(inputs.shape)]
     for _ in range(inputs.ndim):
-        text = np.array(["[" + ",".join(row) + "]" for row in text.reshape(-1, text.shape[-1])]).reshape(text.shape[:-1])
+        text = np.array(["[" + ",".join(row) + "]" for row in text.reshape(-1, text.shape[-1])]).reshape(
+            text.shape[:-1]
+        )
     return '{"inputs":' + text.item() + "}"
 
 
@@ -264,7 +274,13 @@ class HttpOracle(Oracle):
     """
 
     def __init__(
-        self, url: str, *, timeout: tuple[float, float] = (5.0, 120.0), retries: int = 3, backoff: float = 0.5, **options
+        self,
+        url: str,
+        *,
+        timeout: tuple[float, float] = (5.0, 120.0),
+        retries: int = 3,
+        backoff: float = 0.5,
+        **options,
     ) -> None:
         import requests
 
@@ -293,7 +309,10 @@ class HttpOracle(Oracle):
                 problem = f"HTTP {response.status_code}: {response.text[:300]}"
                 continue
             if response.status_code >= 400:
-                raise EMAError(f"scoring server {self.url} refused the query (HTTP {response.status_code}): {_server_message(response)}")
+                raise EMAError(
+                    f"scoring server {self.url} refused the query (HTTP {response.status_code}): "
+                    f"{_server_message(response)}"
+                )
             return np.asarray(response.json()["predictions"])
         raise EMAError(f"scoring server {self.url} failed after {self.retries + 1} attempts; last: {problem}")
 

@@ -128,7 +128,9 @@ def check_metric_names(metrics: Sequence[str]) -> tuple[str, ...]:
     return tuple(metrics)
 
 
-def compute_scores(proba: np.ndarray, labels: np.ndarray, metrics: Sequence[str] = PAPER_METRICS) -> dict[str, np.ndarray]:
+def compute_scores(
+    proba: np.ndarray, labels: np.ndarray, metrics: Sequence[str] = PAPER_METRICS
+) -> dict[str, np.ndarray]:
     """Validate inputs once and compute every named metric.
 
     Parameters

@@ -618,7 +618,8 @@ def member_tail_curve(
     dropped = np.flatnonzero((n_members > 0) & (n_nonmembers == 0))
     if dropped.size:
         warnings.warn(
-            f"strata {dropped.tolist()} have members but no non-members; their members are left out of the member tail curve",
+            f"strata {dropped.tolist()} have members but no non-members; their members are left out of the "
+            f"member tail curve",
             stacklevel=2,
         )
     used = np.flatnonzero((n_members > 0) & (n_nonmembers > 0))
@@ -703,7 +704,8 @@ def member_tail_test(count: int, n: int, null_share: float, null_variance: float
     _check_unit_interval("null_share", null_share)
     if not (np.isfinite(null_variance) and 0.0 <= null_variance < null_share * (1.0 - null_share)):
         raise InputError(
-            f"expected `null_variance` in [0, null_share * (1 - null_share)) = [0, {null_share * (1 - null_share):.4g}), "
+            f"expected `null_variance` in [0, null_share * (1 - null_share)) = [0, "
+            f"{null_share * (1 - null_share):.4g}), "
             f"got {null_variance!r}"
         )
     pvalue = member_tail_pvalues(np.array([count]), int(n), np.array([null_share]), np.array([null_variance]))[0]
@@ -918,7 +920,8 @@ def retained_fraction_interval(
         or not np.isclose(stratum_weights.sum(), 1.0)
     ):
         raise InputError(
-            f"expected `stratum_weights` of shape ({n_strata},), non-negative and summing to 1, got {stratum_weights.tolist()}"
+            f"expected `stratum_weights` of shape ({n_strata},), non-negative and summing to 1, got "
+            f"{stratum_weights.tolist()}"
         )
     _check_unit_interval("confidence_level", confidence_level)
     if not (isinstance(n_draws, (int, np.integer)) and n_draws >= 100):

@@ -114,8 +114,7 @@ def select_class_thresholds(
             missing.append(cls)
     if missing:
         warnings.warn(
-            f"classes {missing} lack members or non-members in the calibration data; "
-            "they use the global threshold",
+            f"classes {missing} lack members or non-members in the calibration data; they use the global threshold",
             stacklevel=2,
         )
     return thresholds

@@ -10,38 +10,102 @@ from ema.tracking import keys
 from ema.workflows.audit import METHODS, SuppliedCalibration
 from ema.workflows.audit import audit as audit_workflow
 from ema.workflows.target import transform_from_options
-from ema_cli.options import alpha_option, cal_seed_option, k_option, model_option, progress_option, recipe_option, workflow_command
+from ema_cli.options import (
+    alpha_option,
+    cal_seed_option,
+    k_option,
+    model_option,
+    progress_option,
+    recipe_option,
+    workflow_command,
+)
 
 
 @click.command("audit")
 @model_option
 @click.option("--model-url", help="Score through a scoring server instead, e.g. http://127.0.0.1:5001/invocations.")
-@click.option("--query", type=click.Choice(QUERY_NAMES), help="A named query set: M1..M5 (members), M6 (held out), S (other domain).")
-@click.option("--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index.")
 @click.option(
-    "--method", type=click.Choice(METHODS), default="ema", show_default=True,
-    help="ema (the paper), ks-ratio (Liu & Tsaftaris), both (one run), calibrated (error-controlled, may say inconclusive).",
+    "--query",
+    type=click.Choice(QUERY_NAMES),
+    help="A named query set: M1..M5 (members), M6 (held out), S (other domain).",
 )
-@click.option("--test", type=click.Choice(EMA_TESTS), default="t", show_default=True, help="Test whose p-value gives the verdict.")
+@click.option(
+    "--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index."
+)
+@click.option(
+    "--method",
+    type=click.Choice(METHODS),
+    default="ema",
+    show_default=True,
+    help=(
+        "ema (the paper), ks-ratio (Liu & Tsaftaris), both (one run), calibrated (error-controlled, may "
+        "say inconclusive)."
+    ),
+)
+@click.option(
+    "--test", type=click.Choice(EMA_TESTS), default="t", show_default=True, help="Test whose p-value gives the verdict."
+)
 @alpha_option
 @k_option
 @cal_seed_option
-@click.option("--threshold-mode", type=click.Choice(THRESHOLD_MODES), default="global", show_default=True, help="One threshold per metric, or per metric and class.")
 @click.option(
-    "--outputs", type=click.Choice(OUTPUT_KINDS), default="auto", show_default=True,
+    "--threshold-mode",
+    type=click.Choice(THRESHOLD_MODES),
+    default="global",
+    show_default=True,
+    help="One threshold per metric, or per metric and class.",
+)
+@click.option(
+    "--outputs",
+    type=click.Choice(OUTPUT_KINDS),
+    default="auto",
+    show_default=True,
     help="What the model returns; auto accepts probabilities or labels and refuses logits with advice.",
 )
 @recipe_option
-@click.option("--input-scale", type=float, help="Multiply [0, 1] pixels by this before the model (e.g. 255). Default: the recipe's, else 1.")
+@click.option(
+    "--input-scale",
+    type=float,
+    help="Multiply [0, 1] pixels by this before the model (e.g. 255). Default: the recipe's, else 1.",
+)
 @click.option("--normalize", help="MEAN,STD subtracted and divided after scaling. Default: the recipe's, else none.")
 @click.option("--calibration-model", help="An already-trained calibration model URI (instead of training one).")
-@click.option("--calibration-members", type=click.Path(dir_okay=False), help="With --calibration-model: .npz of the samples it was trained on.")
-@click.option("--calibration-nonmembers", type=click.Path(dir_okay=False), help="With --calibration-model: .npz of samples it was not trained on.")
-@click.option("--reference", "reference_file", type=click.Path(dir_okay=False), help="With --method calibrated: .npz of data the target never saw (default: the calibration set).")
-@click.option("--calibration-name", default=keys.CALIBRATION_MODEL_NAME, show_default=True, help="Registered name of calibration models.")
+@click.option(
+    "--calibration-members",
+    type=click.Path(dir_okay=False),
+    help="With --calibration-model: .npz of the samples it was trained on.",
+)
+@click.option(
+    "--calibration-nonmembers",
+    type=click.Path(dir_okay=False),
+    help="With --calibration-model: .npz of samples it was not trained on.",
+)
+@click.option(
+    "--reference",
+    "reference_file",
+    type=click.Path(dir_okay=False),
+    help="With --method calibrated: .npz of data the target never saw (default: the calibration set).",
+)
+@click.option(
+    "--calibration-name",
+    default=keys.CALIBRATION_MODEL_NAME,
+    show_default=True,
+    help="Registered name of calibration models.",
+)
 @progress_option
 @workflow_command
-def audit(model_uri, model_url, query, query_file, input_scale, normalize, calibration_model, calibration_members, calibration_nonmembers, **options):
+def audit(
+    model_uri,
+    model_url,
+    query,
+    query_file,
+    input_scale,
+    normalize,
+    calibration_model,
+    calibration_members,
+    calibration_nonmembers,
+    **options,
+):
     """Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags."""
     if (query is None) == (query_file is None):
         raise click.UsageError("give exactly one of --query NAME or --query-file FILE")

@@ -6,18 +6,28 @@ from ema.tracking import keys
 from ema.workflows.calibrate import calibrate as calibrate_workflow
 from ema_cli.options import cal_seed_option, k_option, model_option, progress_option, recipe_option, workflow_command
 
+
 @click.command("calibrate")
 @model_option
 @k_option
 @cal_seed_option
 @recipe_option
-@click.option("--calibration-name", default=keys.CALIBRATION_MODEL_NAME, show_default=True, help="Registered name of calibration models.")
+@click.option(
+    "--calibration-name",
+    default=keys.CALIBRATION_MODEL_NAME,
+    show_default=True,
+    help="Registered name of calibration models.",
+)
 @progress_option
 @workflow_command
 def calibrate(model_uri, k, cal_seed, recipe_file, calibration_name, progress):
     """Calibrate EMA for a registered target; reuses a cached calibration model when one matches."""
-    outcome = calibrate_workflow(model_uri, k=k, cal_seed=cal_seed, model_name=calibration_name, recipe_file=recipe_file, progress=progress)
+    outcome = calibrate_workflow(
+        model_uri, k=k, cal_seed=cal_seed, model_name=calibration_name, recipe_file=recipe_file, progress=progress
+    )
     how = "reused cached" if outcome.cached else "trained and registered"
     click.echo(f"{how} calibration model {outcome.version.uri}")
     for metric, entry in outcome.thresholds["metrics"].items():
-        click.echo(f"  {metric:<17} threshold {entry['global']:.6g}  balanced accuracy {entry['balanced_accuracy']:.4f}")
+        click.echo(
+            f"  {metric:<17} threshold {entry['global']:.6g}  balanced accuracy {entry['balanced_accuracy']:.4f}"
+        )

@@ -11,7 +11,6 @@ from ema.workflows.sources import load_splits
 from ema_cli.options import data_option, data_seed_option, root_option
 
 
-
 @click.group("data")
 def data():
     """Inspect and export data."""
@@ -40,7 +39,10 @@ def show(name, root):
 
 @data.command("splits")
 @click.option(
-    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
     help="Folder for the .npz files.",
 )
 @data_option

@@ -4,7 +4,14 @@ import click
 
 from ema.workflows.demo import run_demo
 from ema_cli.options import (
-    alpha_option, cal_seed_option, data_seed_option, k_option, progress_option, spec_from_options, train_spec_options, workflow_command,
+    alpha_option,
+    cal_seed_option,
+    data_seed_option,
+    k_option,
+    progress_option,
+    spec_from_options,
+    train_spec_options,
+    workflow_command,
 )
 
 
@@ -18,5 +25,7 @@ from ema_cli.options import (
 @workflow_command
 def demo(k, cal_seed, alpha, data_seed, progress, **spec_options):
     """Train, register, calibrate and audit the seven query sets M1..M6 and S."""
-    table = run_demo(spec_from_options(**spec_options), k=k, cal_seed=cal_seed, alpha=alpha, data_seed=data_seed, progress=progress)
+    table = run_demo(
+        spec_from_options(**spec_options), k=k, cal_seed=cal_seed, alpha=alpha, data_seed=data_seed, progress=progress
+    )
     click.echo(table.to_string(index=False))

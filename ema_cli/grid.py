@@ -3,9 +3,9 @@
 import click
 
 from ema.errors import InputError
-from ema.experiments.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
 from ema.experiments.error_plots import rates_table
 from ema.experiments.errors import ErrorGridConfig
+from ema.experiments.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
 from ema.experiments.runner import run_grid
 from ema.workflows.errors import run_error_grid
 from ema.workflows.sources import DATA_SOURCES
@@ -25,34 +25,95 @@ ERRORS_GRID = "errors"
 @click.command("grid")
 @click.argument("name", type=click.Choice((*GRID_NAMES, ERRORS_GRID)))
 @click.option(
-    "--data", "data_name", type=click.Choice(DATA_SOURCES), default=None,
+    "--data",
+    "data_name",
+    type=click.Choice(DATA_SOURCES),
+    default=None,
     help="Data source of the target's splits. Default: the grid's (mnist-embedded; pneumoniamnist for medical).",
 )
 @root_option
 @data_seed_option
-@click.option("--model", "model_uri", help="Audit this registered target (models:/NAME@ALIAS) instead of training the grid's.")
-@click.option("--k", "ks", default="all", show_default=True, help="Calibration qualities k, comma-separated (e.g. 100,60), or all of the grid's.")
-@click.option("--queries", default="all", show_default=True, help="Query sets, comma-separated (e.g. M1,M6), or all (M1..M5, M6, S).")
-@click.option("--sizes", default="all", show_default=True, help="Query sizes |D_q| for query-size and medical, e.g. full,50,5; all is full,500,200,50,20,5.")
 @click.option(
-    "--epochs", type=click.IntRange(min=0), default=0, show_default=True,
-    help="Training epochs of the target and of every model trained with its recipe; 0 keeps the paper's (50, medical 30).",
+    "--model", "model_uri", help="Audit this registered target (models:/NAME@ALIAS) instead of training the grid's."
+)
+@click.option(
+    "--k",
+    "ks",
+    default="all",
+    show_default=True,
+    help="Calibration qualities k, comma-separated (e.g. 100,60), or all of the grid's.",
+)
+@click.option(
+    "--queries",
+    default="all",
+    show_default=True,
+    help="Query sets, comma-separated (e.g. M1,M6), or all (M1..M5, M6, S).",
+)
+@click.option(
+    "--sizes",
+    default="all",
+    show_default=True,
+    help="Query sizes |D_q| for query-size and medical, e.g. full,50,5; all is full,500,200,50,20,5.",
+)
+@click.option(
+    "--epochs",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help=(
+        "Training epochs of the target and of every model trained with its recipe; 0 keeps the paper's "
+        "(50, medical 30)."
+    ),
 )
 @cal_seed_option
 @alpha_option
-@click.option("--sample-seed", type=int, default=0, show_default=True, help="Seed of the query subsamples (query-size, medical).")
-@click.option("--draws", "n_draws", type=click.IntRange(min=1), default=200, show_default=True, help="errors: seeded query sets per kind and size.")
-@click.option("--ks-draws", "n_ks_draws", type=click.IntRange(min=0), default=2, show_default=True, help="errors: how many of them the KS ratio audits (it trains a model per draw).")
+@click.option(
+    "--sample-seed", type=int, default=0, show_default=True, help="Seed of the query subsamples (query-size, medical)."
+)
+@click.option(
+    "--draws",
+    "n_draws",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="errors: seeded query sets per kind and size.",
+)
+@click.option(
+    "--ks-draws",
+    "n_ks_draws",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="errors: how many of them the KS ratio audits (it trains a model per draw).",
+)
 @progress_option
 @workflow_command
-def grid(name, data_name, root, data_seed, model_uri, ks, queries, sizes, epochs, cal_seed, alpha, sample_seed, n_draws, n_ks_draws, progress):
+def grid(
+    name,
+    data_name,
+    root,
+    data_seed,
+    model_uri,
+    ks,
+    queries,
+    sizes,
+    epochs,
+    cal_seed,
+    alpha,
+    sample_seed,
+    n_draws,
+    n_ks_draws,
+    progress,
+):
     """Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors): audits, tables, figures; resumes finished cells.
 
     ``errors`` is the validity study (docs/VALIDITY.md): two targets on the embedded data,
     --draws seeded query sets per kind and size, every auditor's error rates.
     """
     if name == ERRORS_GRID:
-        config = ErrorGridConfig(alpha=alpha, seed=sample_seed, n_draws=n_draws, n_ks_draws=n_ks_draws, **error_sizes(sizes))
+        config = ErrorGridConfig(
+            alpha=alpha, seed=sample_seed, n_draws=n_draws, n_ks_draws=n_ks_draws, **error_sizes(sizes)
+        )
         click.echo(rates_table(run_error_grid(config, cal_seed=cal_seed, progress=progress)))
         return
     spec = get_grid(name)
@@ -61,8 +122,17 @@ def grid(name, data_name, root, data_seed, model_uri, ks, queries, sizes, epochs
     except InputError as exc:
         raise click.UsageError(str(exc)) from exc
     outcome = run_grid(
-        name, data=data_name, data_root=str(root) if root else None, data_seed=data_seed, model_uri=model_uri,
-        epochs=epochs or None, cal_seed=cal_seed, alpha=alpha, sample_seed=sample_seed, progress=progress, **narrowed,
+        name,
+        data=data_name,
+        data_root=str(root) if root else None,
+        data_seed=data_seed,
+        model_uri=model_uri,
+        epochs=epochs or None,
+        cal_seed=cal_seed,
+        alpha=alpha,
+        sample_seed=sample_seed,
+        progress=progress,
+        **narrowed,
     )
     click.echo(outcome.markdown)
     click.echo(
@@ -78,4 +148,6 @@ def error_sizes(text: str) -> dict:
     try:
         return {"sizes": tuple(int(v) for v in text.split(","))}
     except ValueError as exc:
-        raise click.BadParameter(f"expected comma-separated integers or 'all', got {text!r}", param_hint="--sizes") from exc
+        raise click.BadParameter(
+            f"expected comma-separated integers or 'all', got {text!r}", param_hint="--sizes"
+        ) from exc

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
@@ -27,52 +27,97 @@ def _compose(*decorators: Callable) -> Callable:
 
 
 experiment_option = click.option(
-    "--experiment-name", default=keys.DEFAULT_EXPERIMENT, show_default=True,
+    "--experiment-name",
+    default=keys.DEFAULT_EXPERIMENT,
+    show_default=True,
     help="MLflow experiment for the runs (ignored under `mlflow run`, which picks its own).",
 )
 k_option = click.option(
-    "--k", "k", type=click.IntRange(0, 100), default=100, show_default=True,
+    "--k",
+    "k",
+    type=click.IntRange(0, 100),
+    default=100,
+    show_default=True,
     help="Calibration quality: percent of calibration images left clean.",
 )
-cal_seed_option = click.option("--cal-seed", type=int, default=0, show_default=True, help="Seed of the calibration split and corruption.")
+cal_seed_option = click.option(
+    "--cal-seed", type=int, default=0, show_default=True, help="Seed of the calibration split and corruption."
+)
 alpha_option = click.option(
-    "--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True,
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.1,
+    show_default=True,
     help="Significance level: rho <= alpha means not memorized.",
 )
 model_option = click.option(
-    "--model", "model_uri", default=f"models:/{keys.TARGET_MODEL_NAME}@{keys.TARGET_ALIAS}", show_default=True,
+    "--model",
+    "model_uri",
+    default=f"models:/{keys.TARGET_MODEL_NAME}@{keys.TARGET_ALIAS}",
+    show_default=True,
     help="The model: models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN/PATH or a local path.",
 )
 recipe_option = click.option(
-    "--recipe", "recipe_file", type=click.Path(dir_okay=False),
+    "--recipe",
+    "recipe_file",
+    type=click.Path(dir_okay=False),
     help="JSON or YAML training recipe for a model not trained by `ema train` (default: the version's tag).",
 )
 progress_option = click.option("--progress/--no-progress", default=True, show_default=True, help="Show progress bars.")
 data_option = click.option(
-    "--data", "data_name", type=click.Choice(DATA_SOURCES), default=DEFAULT_DATA, show_default=True,
+    "--data",
+    "data_name",
+    type=click.Choice(DATA_SOURCES),
+    default=DEFAULT_DATA,
+    show_default=True,
     help="Data source to draw the splits from.",
 )
 root_option = click.option(
-    "--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
     help="Folder holding the source's files (default: none; fashion then reads /usr/share/datasets/fashion-mnist).",
 )
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
 
 train_spec_options = _compose(
-    click.option("--arch", type=click.Choice(ARCHITECTURES), default=DEFAULTS.arch, show_default=True, help="Architecture."),
-    click.option("--hidden", default=",".join(map(str, DEFAULTS.hidden)), show_default=True, help="MLP hidden widths, comma-separated."),
-    click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=DEFAULTS.optimizer, show_default=True, help="Optimizer."),
+    click.option(
+        "--arch", type=click.Choice(ARCHITECTURES), default=DEFAULTS.arch, show_default=True, help="Architecture."
+    ),
+    click.option(
+        "--hidden",
+        default=",".join(map(str, DEFAULTS.hidden)),
+        show_default=True,
+        help="MLP hidden widths, comma-separated.",
+    ),
+    click.option(
+        "--optimizer", type=click.Choice(OPTIMIZERS), default=DEFAULTS.optimizer, show_default=True, help="Optimizer."
+    ),
     click.option("--lr", type=float, default=DEFAULTS.lr, show_default=True, help="Learning rate."),
     click.option("--momentum", type=float, default=DEFAULTS.momentum, show_default=True, help="SGD momentum."),
-    click.option("--weight-decay", type=float, default=DEFAULTS.weight_decay, show_default=True, help="L2 weight decay."),
-    click.option("--lr-decay", type=float, default=DEFAULTS.lr_decay, show_default=True, help="Inverse-time learning-rate decay per step."),
-    click.option("--epochs", type=click.IntRange(min=1), default=DEFAULTS.epochs, show_default=True, help="Training epochs."),
-    click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULTS.batch_size, show_default=True, help="Batch size."),
+    click.option(
+        "--weight-decay", type=float, default=DEFAULTS.weight_decay, show_default=True, help="L2 weight decay."
+    ),
+    click.option(
+        "--lr-decay",
+        type=float,
+        default=DEFAULTS.lr_decay,
+        show_default=True,
+        help="Inverse-time learning-rate decay per step.",
+    ),
+    click.option(
+        "--epochs", type=click.IntRange(min=1), default=DEFAULTS.epochs, show_default=True, help="Training epochs."
+    ),
+    click.option(
+        "--batch-size", type=click.IntRange(min=1), default=DEFAULTS.batch_size, show_default=True, help="Batch size."
+    ),
     click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True, help="Seed of weights and batch order."),
 )
 
 
-def spec_from_options(arch, hidden, optimizer, lr, momentum, weight_decay, lr_decay, epochs, batch_size, seed) -> TrainSpec:
+def spec_from_options(
+    arch, hidden, optimizer, lr, momentum, weight_decay, lr_decay, epochs, batch_size, seed
+) -> TrainSpec:
     """A TrainSpec from the shared training options."""
     try:
         widths = tuple(int(h) for h in str(hidden).split(",") if h.strip())

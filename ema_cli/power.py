@@ -3,17 +3,37 @@
 import click
 
 from ema.workflows.power import query_size_for_power
-from ema_cli.options import alpha_option, cal_seed_option, k_option, model_option, progress_option, recipe_option, workflow_command
+from ema_cli.options import (
+    alpha_option,
+    cal_seed_option,
+    k_option,
+    model_option,
+    progress_option,
+    recipe_option,
+    workflow_command,
+)
 
 
 @click.command("power")
 @model_option
-@click.option("--power", "target_power", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.9, show_default=True, help="Wanted probability of calling a member set memorized.")
+@click.option(
+    "--power",
+    "target_power",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.9,
+    show_default=True,
+    help="Wanted probability of calling a member set memorized.",
+)
 @alpha_option
 @k_option
 @cal_seed_option
 @recipe_option
-@click.option("--reference", "reference_file", type=click.Path(dir_okay=False), help=".npz of data the target never saw (default: the calibration set).")
+@click.option(
+    "--reference",
+    "reference_file",
+    type=click.Path(dir_okay=False),
+    help=".npz of data the target never saw (default: the calibration set).",
+)
 @progress_option
 @workflow_command
 def power(target_power, **options):

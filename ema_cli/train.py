@@ -4,7 +4,15 @@ import click
 
 from ema.tracking import keys
 from ema.workflows.train import train_target
-from ema_cli.options import data_option, data_seed_option, root_option, progress_option, spec_from_options, train_spec_options, workflow_command
+from ema_cli.options import (
+    data_option,
+    data_seed_option,
+    progress_option,
+    root_option,
+    spec_from_options,
+    train_spec_options,
+    workflow_command,
+)
 
 
 @click.command("train")
@@ -19,7 +27,13 @@ from ema_cli.options import data_option, data_seed_option, root_option, progress
 def train(data_name, root, data_seed, model_name, alias, progress, **spec_options):
     """Train the target model f_D with the recipe given by the options, and register it."""
     outcome = train_target(
-        spec_from_options(**spec_options), data=data_name, data_root=root, data_seed=data_seed, model_name=model_name, alias=alias, progress=progress
+        spec_from_options(**spec_options),
+        data=data_name,
+        data_root=root,
+        data_seed=data_seed,
+        model_name=model_name,
+        alias=alias,
+        progress=progress,
     )
     click.echo(
         f"registered {outcome.version.uri} (alias {alias}); train accuracy {outcome.train_accuracy:.4f}, "

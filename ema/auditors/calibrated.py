@@ -85,7 +85,8 @@ ASSUMPTIONS: dict[str, str] = {
         "members sit in its own (equal member share at equal non-member quantile level); a calibration model "
         "that overfits more than the target makes this test reject too often"
     ),
-    "retained_fraction": "transfer: member tail share from the calibration model (mixture F_q = pi F_mem + (1 - pi) F_non)",
+    "retained_fraction": "transfer: member tail share from the calibration model (mixture F_q = pi F_mem + "
+    "(1 - pi) F_non)",
     "retained_ci_low": "transfer: member tail share from the calibration model",
     "retained_ci_high": "transfer: member tail share from the calibration model",
     "retained_lower_bound_target_only": (
@@ -322,7 +323,9 @@ class CalibratedAuditor:
             )
         }
         # The guard: transfer is trusted only when the calibration model generalises like the target.
-        self.transfer_gap_ = self.diagnostics_["target_reference_accuracy"] - self.diagnostics_["calibration_nonmember_accuracy"]
+        self.transfer_gap_ = (
+            self.diagnostics_["target_reference_accuracy"] - self.diagnostics_["calibration_nonmember_accuracy"]
+        )
         self.transfer_ok_ = bool(abs(self.transfer_gap_) <= self.transfer_tolerance)
         self.levels_ = levels
         self.n_reference_ = n_reference
@@ -365,7 +368,8 @@ class CalibratedAuditor:
         levels = self._check_config()
         if levels.shape != self.levels_.shape or not np.allclose(levels, self.levels_):
             raise InputError(
-                f"expected the quantiles used at calibration {self.levels_.tolist()}, got {levels.tolist()}: calibrate again"
+                f"expected the quantiles used at calibration {self.levels_.tolist()}, got "
+                f"{levels.tolist()}: calibrate again"
             )
         proba, labels = check_probabilities(query_proba, query_labels)
         if proba.shape[1] != self.n_classes_:

@@ -68,7 +68,7 @@ class EMAAuditor:
         member_labels: np.ndarray,
         nonmember_proba: np.ndarray,
         nonmember_labels: np.ndarray,
-    ) -> "EMAAuditor":
+    ) -> EMAAuditor:
         """Fit thresholds on a calibration model's outputs on its training and held-out halves.
 
         Sets ``n_classes_``, ``thresholds_`` (metric -> global threshold),
@@ -116,7 +116,7 @@ class EMAAuditor:
         }
 
     @classmethod
-    def from_dict(cls, data: dict, **config) -> "EMAAuditor":
+    def from_dict(cls, data: dict, **config) -> EMAAuditor:
         """Rebuild a calibrated auditor from :meth:`to_dict` output (no refitting)."""
         try:
             entries = data["metrics"]
@@ -129,7 +129,9 @@ class EMAAuditor:
                 m: {k: entries[m][k] for k in ("balanced_accuracy", "tpr", "fpr")} for m in auditor.metrics
             }
         except (KeyError, TypeError) as exc:
-            raise InputError(f"expected thresholds with per-metric 'global' and 'per_class' entries, missing {exc}") from exc
+            raise InputError(
+                f"expected thresholds with per-metric 'global' and 'per_class' entries, missing {exc}"
+            ) from exc
         return auditor
 
     def _check_fitted(self) -> None:

@@ -181,6 +181,7 @@ class KSRatioAuditor:
                 "method": self.method,
                 "threshold": float(self.threshold),
                 "ks": "two-sample Kolmogorov-Smirnov statistic between flattened probability matrices",
-                "membership": "target row closer in total variation to the query model's row than to the calibration model's",
+                "membership": "target row closer in total variation to the query model's row than to the "
+                "calibration model's",
             },
         )

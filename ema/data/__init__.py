@@ -1,7 +1,7 @@
 """Image data as numpy arrays: embedded sources, on-disk loaders, splits, calibration corruption, files."""
 
 from ema.data.arrays import ArraySet, fingerprint
-from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, QUERY_NAMES, SplitSizes, Splits, draw_splits, make_splits
+from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, QUERY_NAMES, Splits, SplitSizes, draw_splits, make_splits
 
 __all__ = [
     "ArraySet",

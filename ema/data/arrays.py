@@ -55,7 +55,7 @@ class ArraySet:
     def fingerprint(self) -> str:
         return fingerprint(self.x, self.y)
 
-    def take(self, positions: np.ndarray, name: str | None = None) -> "ArraySet":
+    def take(self, positions: np.ndarray, name: str | None = None) -> ArraySet:
         """The subset at ``positions`` (positions within this set)."""
         return ArraySet(name or self.name, self.x[positions], self.y[positions], self.index[positions])
 

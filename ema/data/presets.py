@@ -30,7 +30,7 @@ from pathlib import Path
 from ema.data.arrays import ArraySet
 from ema.data.embedded import load_digits_28, load_mnist_embedded
 from ema.data.sources import SVHN, open_source
-from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, SplitSizes, Splits, draw_splits
+from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, Splits, SplitSizes, draw_splits
 from ema.errors import InputError
 
 #: The split every preset draws its in-domain pool from.

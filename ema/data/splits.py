@@ -62,7 +62,7 @@ class SplitSizes:
         """Images drawn from the in-domain pool: folds, calibration and held out."""
         return N_FOLDS * self.fold + self.calibration + self.held_out
 
-    def scaled(self, factor: float) -> "SplitSizes":
+    def scaled(self, factor: float) -> SplitSizes:
         """Every size times ``factor``, rounded down (at least one image each)."""
         return SplitSizes(*(max(1, int(size * factor)) for size in asdict(self).values()))
 

@@ -52,9 +52,9 @@ def rates_table(summary: pd.DataFrame) -> str:
     """Markdown: per target, kind and size, each method's error rate, inconclusive rate and interval coverage."""
     blocks = []
     for target, part in summary.groupby("target", sort=False):
-        table = part.assign(
-            cell=lambda d: d.apply(_cell_text, axis=1)
-        ).pivot_table(index=["kind", "size"], columns="method", values="cell", aggfunc="first", sort=False)
+        table = part.assign(cell=lambda d: d.apply(_cell_text, axis=1)).pivot_table(
+            index=["kind", "size"], columns="method", values="cell", aggfunc="first", sort=False
+        )
         blocks.append(f"### {target}\n\n" + table.reset_index().to_markdown(index=False))
     return "\n\n".join(blocks)
 

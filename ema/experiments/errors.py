@@ -53,7 +53,9 @@ class ScoredPools:
     proba: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def draw_query(pools: ScoredPools, kind: str, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, ArraySet]:
+def draw_query(
+    pools: ScoredPools, kind: str, size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, ArraySet]:
     """(probabilities, labels, images) of one seeded query set of the given kind and size."""
     if kind == "mixture":
         n_members = size // 2
@@ -112,7 +114,9 @@ def audit_draws(
                 if method == "calibrated":
                     metrics = calibrated_result.metrics
                     row.update(
-                        retained=metrics["retained_fraction"], ci_low=metrics["retained_ci_low"], ci_high=metrics["retained_ci_high"]
+                        retained=metrics["retained_fraction"],
+                        ci_low=metrics["retained_ci_low"],
+                        ci_high=metrics["retained_ci_high"],
                     )
                 rows.append(row)
     return pd.DataFrame(rows)
@@ -121,12 +125,16 @@ def audit_draws(
 def summarize(draws: pd.DataFrame) -> pd.DataFrame:
     """Rates per (method, kind, size): memorized, not memorized, inconclusive, error; interval coverage and width."""
     grouped = draws.groupby(["method", "kind", "size"], sort=False)
-    summary = grouped["verdict"].agg(
-        n="size",
-        memorized=lambda v: (v == MEMORIZED).mean(),
-        not_memorized=lambda v: (v == NOT_MEMORIZED).mean(),
-        inconclusive=lambda v: (v == INCONCLUSIVE).mean(),
-    ).reset_index()
+    summary = (
+        grouped["verdict"]
+        .agg(
+            n="size",
+            memorized=lambda v: (v == MEMORIZED).mean(),
+            not_memorized=lambda v: (v == NOT_MEMORIZED).mean(),
+            inconclusive=lambda v: (v == INCONCLUSIVE).mean(),
+        )
+        .reset_index()
+    )
     wrong = summary["kind"].map(WRONG_VERDICT)
     summary["error"] = np.select(
         [wrong == MEMORIZED, wrong == NOT_MEMORIZED], [summary["memorized"], summary["not_memorized"]], default=np.nan

@@ -34,7 +34,15 @@ def _png(figure: Figure) -> bytes:
 def _histograms(ax, values: dict[str, np.ndarray], bins: np.ndarray) -> None:
     for (label, v), linestyle in zip(values.items(), LINESTYLES):
         weights = np.full(v.shape, 1.0 / max(v.size, 1))
-        ax.hist(v, bins=bins, weights=weights, histtype="step", linewidth=1.5, linestyle=linestyle, label=f"{label} (n={v.size})")
+        ax.hist(
+            v,
+            bins=bins,
+            weights=weights,
+            histtype="step",
+            linewidth=1.5,
+            linestyle=linestyle,
+            label=f"{label} (n={v.size})",
+        )
     ax.set_yscale("log")
     ax.set_ylabel("share of samples (log)")
 
@@ -113,7 +121,10 @@ def ks_output_distributions(panels: list[KSPanel], *, query_label: str, title: s
         )
         ks_target, ks_calibration = panel.statistics()
         ratio = ks_target / ks_calibration if ks_calibration > 0 else float("inf")
-        ax.set_title(f"k={panel.k}: KS(f_D,f_Dq)={ks_target:.3f}\nKS(f_Dcal,f_Dq)={ks_calibration:.3f}, rho_KS={ratio:.2f}", fontsize=9)
+        ax.set_title(
+            f"k={panel.k}: KS(f_D,f_Dq)={ks_target:.3f}\nKS(f_Dcal,f_Dq)={ks_calibration:.3f}, rho_KS={ratio:.2f}",
+            fontsize=9,
+        )
         ax.set_xlabel("confidence f(x)_y")
         ax.legend(fontsize=7, loc="upper left")
     figure.suptitle(title, fontsize=10)

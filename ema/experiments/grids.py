@@ -127,7 +127,7 @@ class Grid:
         return any(m in METHODS_KS_RATIO for m in self.full_methods)
 
     def cells(self, ks, queries, sizes) -> list[Cell]:
-        """The grid's cells in audit order: by k (so each calibration is trained once, first), then method, size, query."""
+        """Cells in audit order: by k (each calibration trained once, first), then method, size, query."""
         planned = []
         for k in ks:
             if None in sizes or not self.has_sizes:
@@ -143,14 +143,22 @@ class Grid:
 
 def _benchmark_tables(sizes) -> list[TableSpec]:
     return [
-        TableSpec("table2a", "Table 2(a): rho_KS of Liu & Tsaftaris (KS ratio), benchmark", "rho_ks", RULE_KS_RATIO, METHODS_KS_RATIO),
+        TableSpec(
+            "table2a",
+            "Table 2(a): rho_KS of Liu & Tsaftaris (KS ratio), benchmark",
+            "rho_ks",
+            RULE_KS_RATIO,
+            METHODS_KS_RATIO,
+        ),
         TableSpec("table2b", "Table 2(b): rho_EMA of EMA (t-test), benchmark", "rho_ema", RULE_PVALUE, METHODS_EMA),
     ]
 
 
 def _ks_vs_t_tables(sizes) -> list[TableSpec]:
     return [
-        TableSpec("table4a", "Table 4(a): rho_EMA using the KS test, benchmark", "rho_ema_ks", RULE_PVALUE, METHODS_EMA),
+        TableSpec(
+            "table4a", "Table 4(a): rho_EMA using the KS test, benchmark", "rho_ema_ks", RULE_PVALUE, METHODS_EMA
+        ),
         TableSpec("table4b", "Table 4(b): rho_EMA using the t-test, benchmark", "rho_ema", RULE_PVALUE, METHODS_EMA),
     ]
 
@@ -161,7 +169,14 @@ def _size_title(size: int | None) -> str:
 
 def _query_size_tables(sizes) -> list[TableSpec]:
     return [
-        TableSpec(f"table5_{size_label(s)}", f"Table 5: rho_EMA (t-test), {_size_title(s)}, benchmark", "rho_ema", RULE_PVALUE, METHODS_EMA, size_label(s))
+        TableSpec(
+            f"table5_{size_label(s)}",
+            f"Table 5: rho_EMA (t-test), {_size_title(s)}, benchmark",
+            "rho_ema",
+            RULE_PVALUE,
+            METHODS_EMA,
+            size_label(s),
+        )
         for s in sizes
     ]
 
@@ -170,12 +185,33 @@ def _medical_tables(sizes) -> list[TableSpec]:
     tables = []
     if None in sizes:
         tables += [
-            TableSpec("table3a", "Table 3(a): rho_KS of Liu & Tsaftaris (KS ratio), chest X-ray", "rho_ks", RULE_KS_RATIO, METHODS_KS_RATIO),
-            TableSpec("table3b", "Table 3(b): rho_EMA of EMA (t-test), chest X-ray; also Table 4(d)", "rho_ema", RULE_PVALUE, METHODS_EMA),
-            TableSpec("table4c", "Table 4(c): rho_EMA using the KS test, chest X-ray", "rho_ema_ks", RULE_PVALUE, METHODS_EMA),
+            TableSpec(
+                "table3a",
+                "Table 3(a): rho_KS of Liu & Tsaftaris (KS ratio), chest X-ray",
+                "rho_ks",
+                RULE_KS_RATIO,
+                METHODS_KS_RATIO,
+            ),
+            TableSpec(
+                "table3b",
+                "Table 3(b): rho_EMA of EMA (t-test), chest X-ray; also Table 4(d)",
+                "rho_ema",
+                RULE_PVALUE,
+                METHODS_EMA,
+            ),
+            TableSpec(
+                "table4c", "Table 4(c): rho_EMA using the KS test, chest X-ray", "rho_ema_ks", RULE_PVALUE, METHODS_EMA
+            ),
         ]
     tables += [
-        TableSpec(f"table6_{size_label(s)}", f"Table 6: rho_EMA (t-test), {_size_title(s)}, chest X-ray", "rho_ema", RULE_PVALUE, METHODS_EMA, size_label(s))
+        TableSpec(
+            f"table6_{size_label(s)}",
+            f"Table 6: rho_EMA (t-test), {_size_title(s)}, chest X-ray",
+            "rho_ema",
+            RULE_PVALUE,
+            METHODS_EMA,
+            size_label(s),
+        )
         for s in sizes
     ]
     return tables
@@ -193,21 +229,50 @@ GRIDS: dict[str, Grid] = {
     grid.name: grid
     for grid in (
         Grid(
-            "benchmark", "Table 2: EMA vs the KS ratio of Liu & Tsaftaris on the benchmark", PAPER_KS, ("both",), None,
-            (None,), CORRUPTION_PAPER, BENCHMARK_RECIPE, "mnist-embedded",
+            "benchmark",
+            "Table 2: EMA vs the KS ratio of Liu & Tsaftaris on the benchmark",
+            PAPER_KS,
+            ("both",),
+            None,
+            (None,),
+            CORRUPTION_PAPER,
+            BENCHMARK_RECIPE,
+            "mnist-embedded",
         ),
         Grid(
-            "ks-vs-t", "Table 4 (a, b): EMA with the KS test vs the t-test on the benchmark", PAPER_KS, ("ema",), None,
-            (None,), CORRUPTION_PAPER, BENCHMARK_RECIPE, "mnist-embedded",
+            "ks-vs-t",
+            "Table 4 (a, b): EMA with the KS test vs the t-test on the benchmark",
+            PAPER_KS,
+            ("ema",),
+            None,
+            (None,),
+            CORRUPTION_PAPER,
+            BENCHMARK_RECIPE,
+            "mnist-embedded",
         ),
         Grid(
-            "query-size", "Table 5: EMA on query sets of different sizes, benchmark", PAPER_KS, ("ema",), "ema",
-            QUERY_SIZES, CORRUPTION_PAPER, BENCHMARK_RECIPE, "mnist-embedded",
+            "query-size",
+            "Table 5: EMA on query sets of different sizes, benchmark",
+            PAPER_KS,
+            ("ema",),
+            "ema",
+            QUERY_SIZES,
+            CORRUPTION_PAPER,
+            BENCHMARK_RECIPE,
+            "mnist-embedded",
         ),
         Grid(
-            "medical", "Tables 3, 4 (c, d) and 6: chest X-rays, binary labels, noise-only calibration quality",
-            MEDICAL_KS, ("ema", "ks-ratio"), "ema", QUERY_SIZES, CORRUPTION_NOISE, MEDICAL_RECIPE, "pneumoniamnist",
-            binary_only=True, labels=tuple(MEDICAL_LABELS.items()),
+            "medical",
+            "Tables 3, 4 (c, d) and 6: chest X-rays, binary labels, noise-only calibration quality",
+            MEDICAL_KS,
+            ("ema", "ks-ratio"),
+            "ema",
+            QUERY_SIZES,
+            CORRUPTION_NOISE,
+            MEDICAL_RECIPE,
+            "pneumoniamnist",
+            binary_only=True,
+            labels=tuple(MEDICAL_LABELS.items()),
         ),
     )
 }
@@ -227,7 +292,9 @@ def parse_ks(text: str | None, grid: Grid) -> tuple[int, ...]:
     try:
         ks = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError as exc:
-        raise InputError(f"expected k values as comma-separated integers in 0..100 (e.g. 100,60) or 'all', got {text!r}") from exc
+        raise InputError(
+            f"expected k values as comma-separated integers in 0..100 (e.g. 100,60) or 'all', got {text!r}"
+        ) from exc
     bad = [k for k in ks if not 0 <= k <= 100]
     if not ks or bad or len(set(ks)) != len(ks):
         raise InputError(f"expected distinct k values in 0..100 (e.g. 100,60) or 'all', got {text!r}")

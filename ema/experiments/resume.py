@@ -60,7 +60,12 @@ def key_of_run(run: Run) -> CellKey | None:
     params, metrics = run.data.params, run.data.metrics
     if not {keys.PARAM_K, keys.PARAM_QUERY, keys.PARAM_METHOD} <= set(params) or keys.METRIC_N_QUERY not in metrics:
         return None
-    return CellKey(int(params[keys.PARAM_K]), params[keys.PARAM_QUERY], params[keys.PARAM_METHOD], int(metrics[keys.METRIC_N_QUERY]))
+    return CellKey(
+        int(params[keys.PARAM_K]),
+        params[keys.PARAM_QUERY],
+        params[keys.PARAM_METHOD],
+        int(metrics[keys.METRIC_N_QUERY]),
+    )
 
 
 def result_of_run(run: Run) -> CellResult:
@@ -72,7 +77,11 @@ def _search(client: MlflowClient, experiment_id: str, filter_string: str) -> lis
     runs, token = [], None
     while True:
         page = client.search_runs(
-            [experiment_id], filter_string=filter_string, max_results=_PAGE, page_token=token, order_by=["attributes.start_time ASC"]
+            [experiment_id],
+            filter_string=filter_string,
+            max_results=_PAGE,
+            page_token=token,
+            order_by=["attributes.start_time ASC"],
         )
         runs.extend(page)
         token = page.token
@@ -89,7 +98,9 @@ def finished_cells(config: str, experiment_id: str, *, exclude_parent: str | Non
         if parent.info.run_id == exclude_parent:
             continue
         children = _search(
-            client, experiment_id, f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and attributes.status = 'FINISHED'"
+            client,
+            experiment_id,
+            f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and attributes.status = 'FINISHED'",
         )
         for child in children:
             key = key_of_run(child)

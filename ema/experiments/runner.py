@@ -114,11 +114,26 @@ class CellAuditor:
     """Audits the cells of one grid against one target; query subsamples and calibrations live in ``folder``."""
 
     def __init__(
-        self, grid: Grid, target: Target, oracle: Oracle, splits: Splits, *, cal_seed: int, alpha: float,
-        sample_seed: int, folder: Path, progress: bool,
+        self,
+        grid: Grid,
+        target: Target,
+        oracle: Oracle,
+        splits: Splits,
+        *,
+        cal_seed: int,
+        alpha: float,
+        sample_seed: int,
+        folder: Path,
+        progress: bool,
     ) -> None:
         self.grid, self.target, self.oracle, self.splits = grid, target, oracle, splits
-        self.cal_seed, self.alpha, self.sample_seed, self.folder, self.progress = cal_seed, alpha, sample_seed, folder, progress
+        self.cal_seed, self.alpha, self.sample_seed, self.folder, self.progress = (
+            cal_seed,
+            alpha,
+            sample_seed,
+            folder,
+            progress,
+        )
 
     def n_query(self, cell: Cell) -> int:
         n = len(self.splits.query(cell.query))
@@ -134,7 +149,9 @@ class CellAuditor:
         path = self.folder / f"n{cell.size}" / cell.query  # no suffix: the audit names the run's query after the file
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_set(subsample(self.splits.query(cell.query), cell.size, seed=self.sample_seed, query=cell.query), path)
+            write_set(
+                subsample(self.splits.query(cell.query), cell.size, seed=self.sample_seed, query=cell.query), path
+            )
         return str(path)
 
     def calibration_set(self, k: int) -> ArraySet:
@@ -146,8 +163,16 @@ class CellAuditor:
         query_file = self.query_file(cell)
         named = {"query": cell.query} if query_file is None else {"query_file": query_file}
         outcome = audit(
-            self.target.model_uri, method=cell.method, alpha=self.alpha, k=cell.k, cal_seed=self.cal_seed,
-            corruption=self.grid.corruption, oracle=self.oracle, tag_version=False, progress=self.progress, **named,
+            self.target.model_uri,
+            method=cell.method,
+            alpha=self.alpha,
+            k=cell.k,
+            cal_seed=self.cal_seed,
+            corruption=self.grid.corruption,
+            oracle=self.oracle,
+            tag_version=False,
+            progress=self.progress,
+            **named,
         )
         run_id, results = outcome.run_id, outcome.results
         MlflowClient().log_param(run_id, PARAM_N_QUERY, self.n_query(cell))
@@ -158,8 +183,15 @@ class CellAuditor:
 
 def _cell_row(cell: Cell, n_query: int, result: CellResult, reused: bool) -> dict:
     return {
-        "k": cell.k, "query": cell.query, "method": cell.method, "size": cell.size_label, "n_query": n_query,
-        **result.metrics, "verdict": result.verdict, "run_id": result.run_id, "reused": reused,
+        "k": cell.k,
+        "query": cell.query,
+        "method": cell.method,
+        "size": cell.size_label,
+        "n_query": n_query,
+        **result.metrics,
+        "verdict": result.verdict,
+        "run_id": result.run_id,
+        "reused": reused,
     }
 
 
@@ -179,14 +211,20 @@ def draw_figures(grid: Grid, auditor: CellAuditor, ks, queries, sizes) -> dict[s
     for name in (member, "M6", "S"):
         data = auditor.splits.query(name)
         scores[labels.get(name, name)] = compute_scores(auditor.oracle.predict_proba(data.x), data.y, PAPER_METRICS)
-    out = {ARTIFACT_FIG2: figures.signal_distributions(scores, title=f"Fig. 2: the target's membership metrics ({auditor.target.label})")}
+    out = {
+        ARTIFACT_FIG2: figures.signal_distributions(
+            scores, title=f"Fig. 2: the target's membership metrics ({auditor.target.label})"
+        )
+    }
     if grid.has_ks_ratio and None in sizes:
         data = auditor.splits.query(member)
         query_model, _ = cached_model(auditor.target, "query-model", data, progress=auditor.progress)
         target_proba, query_proba = auditor.oracle.predict_proba(data.x), query_model.predict_proba(data.x)
         panels = []
         for k in _panel_ks(tuple(ks)):
-            calset_model, _ = cached_model(auditor.target, "calset-model", auditor.calibration_set(k), progress=auditor.progress)
+            calset_model, _ = cached_model(
+                auditor.target, "calset-model", auditor.calibration_set(k), progress=auditor.progress
+            )
             panels.append(figures.KSPanel(k, target_proba, calset_model.predict_proba(data.x), query_proba, data.y))
         label = labels.get(member, member)
         out[ARTIFACT_FIG3] = figures.ks_output_distributions(
@@ -199,7 +237,9 @@ def _target_metrics(version: RegisteredVersion | None) -> dict[str, float]:
     if version is None or not version.run_id:
         return {}
     metrics = MlflowClient().get_run(version.run_id).data.metrics
-    return {f"target_{m}": metrics[m] for m in (keys.METRIC_TRAIN_ACCURACY, keys.METRIC_HELD_OUT_ACCURACY) if m in metrics}
+    return {
+        f"target_{m}": metrics[m] for m in (keys.METRIC_TRAIN_ACCURACY, keys.METRIC_HELD_OUT_ACCURACY) if m in metrics
+    }
 
 
 def run_grid(
@@ -250,31 +290,48 @@ def run_grid(
             raise InputError("expected either --model (its recipe comes from its version tags) or --epochs, got both")
         mlflow.log_params(
             {
-                "grid": name, keys.PARAM_ALPHA: alpha, keys.PARAM_CAL_SEED: cal_seed, "sample_seed": sample_seed,
-                "grid_ks": ",".join(map(str, ks)), "grid_queries": ",".join(queries),
-                "grid_sizes": ",".join("full" if s is None else str(s) for s in sizes), "corruption": grid.corruption,
+                "grid": name,
+                keys.PARAM_ALPHA: alpha,
+                keys.PARAM_CAL_SEED: cal_seed,
+                "sample_seed": sample_seed,
+                "grid_ks": ",".join(map(str, ks)),
+                "grid_queries": ",".join(queries),
+                "grid_sizes": ",".join("full" if s is None else str(s) for s in sizes),
+                "corruption": grid.corruption,
             }
         )
         if model_uri is None:
             data = data or grid.default_data
             check_data(grid, data)
             recipe = dataclasses.replace(grid.recipe, epochs=epochs) if epochs else grid.recipe
-            mlflow.log_params({keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed, "arch": recipe.arch, "epochs": recipe.epochs})
+            mlflow.log_params(
+                {keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed, "arch": recipe.arch, "epochs": recipe.epochs}
+            )
             version, _ = ensure_target(recipe, data=data, data_seed=data_seed, data_root=data_root, progress=progress)
             model_uri = version.uri
         target = resolve_target(model_uri)
         if data is not None and data != target.data:
-            raise InputError(f"expected --data {target.data} (the data {target.model_uri} was trained on) or none, got {data!r}")
+            raise InputError(
+                f"expected --data {target.data} (the data {target.model_uri} was trained on) or none, got {data!r}"
+            )
         check_data(grid, target.data)
         mlflow.log_params(
             {
-                "target_uri": target.model_uri, keys.PARAM_DATA: target.data, keys.PARAM_DATA_SEED: target.data_seed,
+                "target_uri": target.model_uri,
+                keys.PARAM_DATA: target.data,
+                keys.PARAM_DATA_SEED: target.data_seed,
                 keys.PARAM_RECIPE: recipe_to_json(target.recipe)[:500],
             }
         )
         config = {
-            "target": target.model_uri, "data": target.data, "data_seed": target.data_seed, "data_root": target.data_root,
-            "cal_seed": cal_seed, "alpha": alpha, "sample_seed": sample_seed, "corruption": grid.corruption,
+            "target": target.model_uri,
+            "data": target.data,
+            "data_seed": target.data_seed,
+            "data_root": target.data_root,
+            "cal_seed": cal_seed,
+            "alpha": alpha,
+            "sample_seed": sample_seed,
+            "corruption": grid.corruption,
             "threshold_mode": "global",
         }
         fingerprint = config_hash(config)
@@ -285,8 +342,15 @@ def run_grid(
         rows, now, n_audited, n_reused = [], {}, 0, 0
         with tempfile.TemporaryDirectory() as tmp:
             auditor = CellAuditor(
-                grid, target, target.oracle(), splits, cal_seed=cal_seed, alpha=alpha, sample_seed=sample_seed,
-                folder=Path(tmp), progress=progress,
+                grid,
+                target,
+                target.oracle(),
+                splits,
+                cal_seed=cal_seed,
+                alpha=alpha,
+                sample_seed=sample_seed,
+                folder=Path(tmp),
+                progress=progress,
             )
             bar = tqdm(planned, desc=f"grid {name}", unit="cell", disable=not progress)
             for cell in bar:
@@ -310,7 +374,10 @@ def run_grid(
         wall = time.monotonic() - started
         mlflow.log_metrics(
             {
-                "n_cells": float(len(rows)), "n_audited": float(n_audited), "n_reused": float(n_reused), "wall_seconds": wall,
+                "n_cells": float(len(rows)),
+                "n_audited": float(n_audited),
+                "n_reused": float(n_reused),
+                "wall_seconds": wall,
                 **_target_metrics(target.version),
                 **{f"{t.spec.name}_wrongly_removed": float(t.n_wrongly_removed) for t in tables},
                 **{f"{t.spec.name}_wrongly_memorized": float(t.n_wrongly_memorized) for t in tables},
@@ -321,12 +388,23 @@ def run_grid(
                 ARTIFACT_TABLES_MD: markdown,
                 ARTIFACT_TABLES_HTML: tables_html(tables, title=title, alpha=alpha, labels=grid.label_map),
                 ARTIFACT_CELLS: cells,
-                ARTIFACT_CONFIG: {**config, "grid": name, "config_hash": fingerprint, "ks": list(ks), "queries": list(queries),
-                                  "sizes": [s for s in sizes]},
+                ARTIFACT_CONFIG: {
+                    **config,
+                    "grid": name,
+                    "config_hash": fingerprint,
+                    "ks": list(ks),
+                    "queries": list(queries),
+                    "sizes": [s for s in sizes],
+                },
                 **pictures,
             }
         )
     if target.version is not None:
-        record = {"run_id": parent.info.run_id, "config_hash": fingerprint, "n_cells": len(rows), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        record = {
+            "run_id": parent.info.run_id,
+            "config_hash": fingerprint,
+            "n_cells": len(rows),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         set_version_tags(target.version, {f"{keys.TAG_LAST_GRID_PREFIX}{name}": json.dumps(record, sort_keys=True)})
     return GridOutcome(parent.info.run_id, target.model_uri, cells, tables, markdown, n_audited, n_reused, wall)

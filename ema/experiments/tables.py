@@ -60,7 +60,18 @@ FULL = "full"
 
 #: One row per cell of a grid.
 CELL_COLUMNS = (
-    "k", "query", "method", "size", "n_query", "rho_ema", "rho_ema_ks", "rho_ks", "flag_rate", "verdict", "run_id", "reused",
+    "k",
+    "query",
+    "method",
+    "size",
+    "n_query",
+    "rho_ema",
+    "rho_ema_ks",
+    "rho_ks",
+    "flag_rate",
+    "verdict",
+    "run_id",
+    "reused",
 )
 
 
@@ -186,7 +197,9 @@ def to_markdown(values: pd.DataFrame, marks: pd.DataFrame, *, labels: dict[str, 
     return "\n".join(lines)
 
 
-def to_html(values: pd.DataFrame, marks: pd.DataFrame, *, caption: str = "", labels: dict[str, str] | None = None) -> str:
+def to_html(
+    values: pd.DataFrame, marks: pd.DataFrame, *, caption: str = "", labels: dict[str, str] | None = None
+) -> str:
     """An HTML table; wrong verdicts in red bold or blue italic."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in _header(values, labels))
     rows = []
@@ -237,7 +250,9 @@ def build_tables(cells: pd.DataFrame, specs, *, ks, queries, alpha: float) -> li
     return tables
 
 
-def tables_markdown(tables: list[RenderedTable], *, title: str, alpha: float, labels: dict[str, str] | None = None) -> str:
+def tables_markdown(
+    tables: list[RenderedTable], *, title: str, alpha: float, labels: dict[str, str] | None = None
+) -> str:
     """All tables as one Markdown document: a heading per table, then the legend."""
     blocks = [f"# {title}"]
     for table in tables:
@@ -248,11 +263,13 @@ def tables_markdown(tables: list[RenderedTable], *, title: str, alpha: float, la
 
 def tables_html(tables: list[RenderedTable], *, title: str, alpha: float, labels: dict[str, str] | None = None) -> str:
     """All tables as one standalone HTML page."""
-    body = "".join(
-        f"<h2>{html.escape(t.spec.title)}</h2>{to_html(t.values, t.marks, labels=labels)}" for t in tables
+    body = "".join(f"<h2>{html.escape(t.spec.title)}</h2>{to_html(t.values, t.marks, labels=labels)}" for t in tables)
+    style = (
+        "table.ema-grid{border-collapse:collapse;margin-bottom:1em}.ema-grid th,.ema-grid "
+        "td{border:1px solid #999;padding:2px 8px;text-align:right}"
     )
-    style = "table.ema-grid{border-collapse:collapse;margin-bottom:1em}.ema-grid th,.ema-grid td{border:1px solid #999;padding:2px 8px;text-align:right}"
     return (
-        f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title><style>{style}</style></head>"
+        f"<!DOCTYPE html><html><head><meta "
+        f'charset="utf-8"><title>{html.escape(title)}</title><style>{style}</style></head>'
         f"<body><h1>{html.escape(title)}</h1>{body}<p>{html.escape(legend(alpha))}</p></body></html>\n"
     )

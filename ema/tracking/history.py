@@ -20,7 +20,9 @@ def _quoted(name: str, value: str) -> str:
     return f"'{value}'"
 
 
-def audit_history(model_name: str, *, query: str | None = None, verdict: str | None = None, max_results: int = 1000) -> pd.DataFrame:
+def audit_history(
+    model_name: str, *, query: str | None = None, verdict: str | None = None, max_results: int = 1000
+) -> pd.DataFrame:
     """Every audit run of ``model_name`` (all versions, all experiments), newest first."""
     filters = [f"params.{keys.PARAM_MODEL_NAME} = {_quoted('model name', model_name)}"]
     if query is not None:
@@ -36,7 +38,9 @@ def audit_history(model_name: str, *, query: str | None = None, verdict: str | N
     )
     rows = [
         {
-            "started": dt.datetime.fromtimestamp(run.info.start_time / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+            "started": dt.datetime.fromtimestamp(run.info.start_time / 1000, dt.timezone.utc).strftime(
+                "%Y-%m-%d %H:%M:%S"
+            ),
             "run_id": run.info.run_id,
             "version": run.data.params.get(keys.PARAM_MODEL_VERSION, ""),
             "query": run.data.params.get(keys.PARAM_QUERY, ""),
@@ -62,6 +66,12 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
             raise EMAError(f"run {run_id!r} does not exist in this tracking store") from exc
         values = {f"param {k}": v for k, v in run.data.params.items()}
         values.update({f"metric {k}": v for k, v in run.data.metrics.items()})
-        values.update({"run name": run.info.run_name, "status": run.info.status, "verdict": run.data.tags.get(keys.TAG_VERDICT, "")})
+        values.update(
+            {
+                "run name": run.info.run_name,
+                "status": run.info.status,
+                "verdict": run.data.tags.get(keys.TAG_VERDICT, ""),
+            }
+        )
         columns[run_id[:8]] = values
     return pd.DataFrame(columns).sort_index().fillna("")

@@ -22,7 +22,7 @@ TAG_CORRUPTION = "ema.corruption"
 
 TAG_AUDIT_PREFIX = "ema.audit."
 TAG_LAST_AUDIT = "ema.last_audit"
-#: On a version a grid audited: ``ema.last_grid.<grid>`` = JSON of the grid's parent run (its cells do not tag the version).
+#: On a version a grid audited: ``ema.last_grid.<grid>`` = JSON of the grid's parent run (cells do not tag it).
 TAG_LAST_GRID_PREFIX = "ema.last_grid."
 
 # Run tags.

@@ -33,7 +33,7 @@ class RegisteredVersion:
         return f"models:/{self.name}/{self.version}"
 
     @classmethod
-    def from_entity(cls, entity: ModelVersion) -> "RegisteredVersion":
+    def from_entity(cls, entity: ModelVersion) -> RegisteredVersion:
         return cls(entity.name, str(entity.version), entity.run_id, dict(entity.tags or {}))
 
 
@@ -56,7 +56,9 @@ def resolve_version(model_uri: str) -> RegisteredVersion:
         registered = client.get_registered_model(name)
     except MlflowException as exc:
         known = sorted(m.name for m in client.search_registered_models())
-        raise EMAError(f"registered model {name!r} does not exist in {mlflow.get_tracking_uri()}; known: {known}") from exc
+        raise EMAError(
+            f"registered model {name!r} does not exist in {mlflow.get_tracking_uri()}; known: {known}"
+        ) from exc
     try:
         if alias:
             return RegisteredVersion.from_entity(client.get_model_version_by_alias(name, alias))

@@ -40,9 +40,7 @@ def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlf
     """
     parent = mlflow.active_run()
     if parent is not None:
-        run = mlflow.start_run(
-            run_name=run_name, nested=True, experiment_id=parent.info.experiment_id, tags=tags
-        )
+        run = mlflow.start_run(run_name=run_name, nested=True, experiment_id=parent.info.experiment_id, tags=tags)
     elif os.environ.get("MLFLOW_RUN_ID"):
         run = mlflow.start_run(tags=tags)  # resumes the run that `mlflow run` created
     else:
@@ -69,7 +67,10 @@ def inherit_params(parent_id: str, child_id: str) -> None:
 
 
 def log_batch(
-    *, params: dict[str, object] | None = None, metrics: dict[str, float] | None = None, tags: dict[str, str] | None = None
+    *,
+    params: dict[str, object] | None = None,
+    metrics: dict[str, float] | None = None,
+    tags: dict[str, str] | None = None,
 ) -> None:
     """Params, metrics and tags of the active run in one store call (each MLflow call costs several ms of SQL)."""
     now = int(time.time() * 1000)
@@ -87,7 +88,9 @@ def log_dataset(data: ArraySet, *, name: str, context: str) -> None:
     The fingerprint hashes every image and label; MLflow's own numpy digest would copy the
     whole array to hash its first 10,000 values.
     """
-    mlflow.log_input(mlflow.data.from_numpy(data.x, targets=data.y, name=name, digest=data.fingerprint), context=context)
+    mlflow.log_input(
+        mlflow.data.from_numpy(data.x, targets=data.y, name=name, digest=data.fingerprint), context=context
+    )
 
 
 def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]) -> None:

@@ -25,7 +25,9 @@ def make_optimizer(spec: TrainSpec, params) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay)
 
 
-def fit(spec: TrainSpec, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, desc: str = "train") -> ProbabilityModel:
+def fit(
+    spec: TrainSpec, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, desc: str = "train"
+) -> ProbabilityModel:
     """Train algorithm A = ``spec`` on ``pixels`` (float32, (n, 1, 28, 28)) and ``labels``.
 
     Batches are slices of one shuffled index per epoch: no per-sample Python work.

@@ -53,7 +53,10 @@ class TorchRecipe:
     def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
         from ema.training.fit import TorchClassifier, fit
 
-        return TorchClassifier(fit(self.spec, self.transform.apply(pixels), labels, progress=progress, desc="train calibration"), self.transform)
+        return TorchClassifier(
+            fit(self.spec, self.transform.apply(pixels), labels, progress=progress, desc="train calibration"),
+            self.transform,
+        )
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,17 @@ class SklearnRecipe:
 
     def __post_init__(self) -> None:
         if not self.estimator.startswith(SKLEARN_PREFIX):
-            raise InputError(f"expected a scikit-learn estimator path starting with {SKLEARN_PREFIX!r}, got {self.estimator!r}")
+            raise InputError(
+                f"expected a scikit-learn estimator path starting with {SKLEARN_PREFIX!r}, got {self.estimator!r}"
+            )
 
     def to_dict(self) -> dict:
-        return {"framework": self.framework, "estimator": self.estimator, "params": self.params, "input": _transform_dict(self.transform)}
+        return {
+            "framework": self.framework,
+            "estimator": self.estimator,
+            "params": self.params,
+            "input": _transform_dict(self.transform),
+        }
 
     def build(self):
         module_name, _, class_name = self.estimator.rpartition(".")
@@ -120,7 +130,9 @@ def recipe_from_dict(data: dict) -> Recipe:
     if framework == "sklearn":
         unknown = sorted(set(data) - {"estimator", "params"})
         if unknown or "estimator" not in data:
-            raise InputError(f"expected a sklearn recipe with 'estimator' and optional 'params', got keys {sorted(data)}")
+            raise InputError(
+                f"expected a sklearn recipe with 'estimator' and optional 'params', got keys {sorted(data)}"
+            )
         return SklearnRecipe(data["estimator"], dict(data.get("params", {})), transform)
     raise InputError(f"expected framework in {FRAMEWORKS}, got {framework!r}")
 

@@ -78,7 +78,7 @@ class TrainSpec:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TrainSpec":
+    def from_dict(cls, data: dict) -> TrainSpec:
         """Build a spec from :meth:`to_dict` output; unknown keys are refused."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
@@ -87,7 +87,7 @@ class TrainSpec:
         return cls(**data)
 
     @classmethod
-    def from_json(cls, text: str) -> "TrainSpec":
+    def from_json(cls, text: str) -> TrainSpec:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

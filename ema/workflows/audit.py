@@ -109,11 +109,13 @@ class AuditRequest:
         """EMA's thresholds and the tags saying where they came from."""
         if self.supplied is not None:
             return self.supplied.thresholds(self.target.recipe.transform), {
-                keys.TAG_CACHE: "supplied", keys.TAG_CALIBRATION_VERSION: self.supplied.model_uri
+                keys.TAG_CACHE: "supplied",
+                keys.TAG_CALIBRATION_VERSION: self.supplied.model_uri,
             }
         outcome = ensure_plan(self.calibration_plan, progress=self.progress)
         return outcome.thresholds, {
-            keys.TAG_CACHE: "hit" if outcome.cached else "miss", keys.TAG_CALIBRATION_VERSION: outcome.version.uri
+            keys.TAG_CACHE: "hit" if outcome.cached else "miss",
+            keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
         }
 
 
@@ -133,10 +135,15 @@ def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[Audit
     _require_probabilities("ks-ratio", predictions)
     calibration_set = request.calibration_plan.corrupted()
     query_model, query_cached = cached_model(request.target, "query-model", request.data, progress=request.progress)
-    calset_model, calset_cached = cached_model(request.target, "calset-model", calibration_set, progress=request.progress)
+    calset_model, calset_cached = cached_model(
+        request.target, "calset-model", calibration_set, progress=request.progress
+    )
     images = request.data.x
     auditor = KSRatioAuditor().calibrate(query_model.predict_proba(images), calset_model.predict_proba(images))
-    tags = {"ema.ks_ratio_cache": f"query-model {'hit' if query_cached else 'miss'}, calset-model {'hit' if calset_cached else 'miss'}"}
+    tags = {
+        "ema.ks_ratio_cache": f"query-model {'hit' if query_cached else 'miss'}, calset-model "
+        "{'hit' if calset_cached else 'miss'}"
+    }
     return auditor.audit(predictions.proba, request.data.y), tags
 
 
@@ -188,7 +195,9 @@ def fit_calibrated(
 
 def _require_probabilities(method: str, predictions: Predictions) -> None:
     if predictions.access != ACCESS_PROBABILITIES:
-        raise InputError(f"method {method!r} needs class probabilities, got a {predictions.access} model; use --method ema")
+        raise InputError(
+            f"method {method!r} needs class probabilities, got a {predictions.access} model; use --method ema"
+        )
 
 
 RUNNERS = {"ema": run_ema, "ks-ratio": run_ks_ratio, "calibrated": run_calibrated}
@@ -256,7 +265,18 @@ def audit(
         log_dataset(data, name=f"query {name}", context="query")
         oracle = oracle or target.oracle(outputs=outputs)
         request = AuditRequest(
-            target, data, oracle, alpha, test, k, cal_seed, threshold_mode, calibration_name, calibration, reference_file, progress,
+            target,
+            data,
+            oracle,
+            alpha,
+            test,
+            k,
+            cal_seed,
+            threshold_mode,
+            calibration_name,
+            calibration,
+            reference_file,
+            progress,
             corruption,
         )
         predictions = oracle.predict(data.x)

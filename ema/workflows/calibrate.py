@@ -40,7 +40,13 @@ def calibration_cache_key(
 ) -> str:
     """Same recipe, same clean calibration data, same quality k, seed and corruption: same calibration model."""
     payload = json.dumps(
-        {"recipe": recipe.to_dict(), "data": calibration.fingerprint, "k": k, "cal_seed": cal_seed, "corruption": corruption},
+        {
+            "recipe": recipe.to_dict(),
+            "data": calibration.fingerprint,
+            "k": k,
+            "cal_seed": cal_seed,
+            "corruption": corruption,
+        },
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -49,7 +55,10 @@ def calibration_cache_key(
 def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet) -> EMAAuditor:
     """Fit every metric's thresholds on a calibration model's members and non-members."""
     return EMAAuditor(metrics=tuple(METRICS)).calibrate(
-        classifier.predict_proba(members.pixels()), members.y, classifier.predict_proba(nonmembers.pixels()), nonmembers.y
+        classifier.predict_proba(members.pixels()),
+        members.y,
+        classifier.predict_proba(nonmembers.pixels()),
+        nonmembers.y,
     )
 
 
@@ -69,7 +78,7 @@ class CalibrationPlan:
     @classmethod
     def for_target(
         cls, target: Target, *, k: int, cal_seed: int, model_name: str, corruption: str = DEFAULT_CORRUPTION
-    ) -> "CalibrationPlan":
+    ) -> CalibrationPlan:
         clean = target.splits().calibration
         cache_key = calibration_cache_key(target.recipe, clean, k, cal_seed, corruption)
         cached = find_cached_version(model_name, cache_key)
@@ -85,7 +94,9 @@ class CalibrationPlan:
         }
 
     def reuse(self) -> CalibrationOutcome:
-        return CalibrationOutcome(self.cached, read_json_artifact(self.cached.run_id, keys.ARTIFACT_THRESHOLDS), cached=True)
+        return CalibrationOutcome(
+            self.cached, read_json_artifact(self.cached.run_id, keys.ARTIFACT_THRESHOLDS), cached=True
+        )
 
     def halves(self) -> tuple[ArraySet, ArraySet]:
         """f_cal's training half (members) and held-out half (non-members), at quality k."""
@@ -128,10 +139,17 @@ class CalibrationPlan:
 
 
 def ensure_calibration(
-    target: Target, *, k: int = 100, cal_seed: int = 0, model_name: str = keys.CALIBRATION_MODEL_NAME, progress: bool = True
+    target: Target,
+    *,
+    k: int = 100,
+    cal_seed: int = 0,
+    model_name: str = keys.CALIBRATION_MODEL_NAME,
+    progress: bool = True,
 ) -> CalibrationOutcome:
-    """The calibration matching the target's recipe and calibration data; trained (in a run of its own) only when not cached."""
-    return ensure_plan(CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=model_name), progress=progress)
+    """The calibration matching the target's recipe and calibration data, trained only when not cached."""
+    return ensure_plan(
+        CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=model_name), progress=progress
+    )
 
 
 def ensure_plan(plan: CalibrationPlan, *, progress: bool = True) -> CalibrationOutcome:

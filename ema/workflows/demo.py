@@ -58,5 +58,7 @@ def run_demo(
         ]
         table = summary_table(outcomes)
         mlflow.log_metric("n_correct_verdicts", float((table["verdict"] == table["expected"]).sum()))
-        log_artifacts_atomically({keys.ARTIFACT_SUMMARY: table, keys.ARTIFACT_SUMMARY_TXT: table.to_string(index=False)})
+        log_artifacts_atomically(
+            {keys.ARTIFACT_SUMMARY: table, keys.ARTIFACT_SUMMARY_TXT: table.to_string(index=False)}
+        )
     return table

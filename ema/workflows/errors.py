@@ -32,7 +32,9 @@ def score_pools(target: Target, oracle) -> ScoredPools:
     return pools
 
 
-def audit_target(spec: TrainSpec, label: str, config: ErrorGridConfig, *, k: int, cal_seed: int, progress: bool) -> pd.DataFrame:
+def audit_target(
+    spec: TrainSpec, label: str, config: ErrorGridConfig, *, k: int, cal_seed: int, progress: bool
+) -> pd.DataFrame:
     """Train and register one target, then audit every draw; returns the summary rows of this target."""
     slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40]
     trained = train_target(spec, model_name=f"ema-errors-{slug}", progress=progress)
@@ -40,14 +42,18 @@ def audit_target(spec: TrainSpec, label: str, config: ErrorGridConfig, *, k: int
     oracle = target.oracle(outputs="probabilities")
     pools = score_pools(target, oracle)
     plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
-    ema = EMAAuditor.from_dict(ensure_plan(plan, progress=progress).thresholds, metrics=PAPER_METRICS, alpha=config.alpha)
+    ema = EMAAuditor.from_dict(
+        ensure_plan(plan, progress=progress).thresholds, metrics=PAPER_METRICS, alpha=config.alpha
+    )
     calibrated, _ = fit_calibrated(target, oracle, plan, alpha=config.alpha, progress=progress)
     calset_model, _ = cached_model(target, "calset-model", plan.corrupted(), progress=progress)
 
     def fit_query_model(images):
         return target.recipe.fit(images.pixels(), images.y, progress=False).predict_proba(images.pixels())
 
-    draws = audit_draws(pools, ema, calibrated, (fit_query_model, calset_model.predict_proba), config, progress=progress)
+    draws = audit_draws(
+        pools, ema, calibrated, (fit_query_model, calset_model.predict_proba), config, progress=progress
+    )
     return summarize(draws).assign(
         target=label, train_accuracy=trained.train_accuracy, held_out_accuracy=trained.held_out_accuracy
     )
@@ -75,7 +81,10 @@ def run_error_grid(
             }
         )
         summary = pd.concat(
-            [audit_target(spec, label, config, k=k, cal_seed=cal_seed, progress=progress) for label, spec in recipes.items()],
+            [
+                audit_target(spec, label, config, k=k, cal_seed=cal_seed, progress=progress)
+                for label, spec in recipes.items()
+            ],
             ignore_index=True,
         )
         with tempfile.TemporaryDirectory() as tmp:

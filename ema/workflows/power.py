@@ -28,7 +28,9 @@ def query_size_for_power(
         target = resolve_target(model_uri, recipe_file=recipe_file)
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
         oracle = target.oracle(outputs="probabilities")
-        auditor, tags = fit_calibrated(target, oracle, plan, alpha=alpha, reference_file=reference_file, progress=progress)
+        auditor, tags = fit_calibrated(
+            target, oracle, plan, alpha=alpha, reference_file=reference_file, progress=progress
+        )
         result = auditor.required_query_size(power=power)
         mlflow.log_params({"power": power, "alpha": alpha, "k": k, "cal_seed": cal_seed, "model_uri": target.model_uri})
         mlflow.set_tags(tags)

@@ -99,7 +99,11 @@ def resolve_target(
     elif keys.TAG_RECIPE in tags:
         recipe = recipe_from_json(tags[keys.TAG_RECIPE])
     else:
-        where = f"model {version.uri} has no tag {keys.TAG_RECIPE!r}" if version else f"{model_uri or model_url} is not a registered model"
+        where = (
+            f"model {version.uri} has no tag {keys.TAG_RECIPE!r}"
+            if version
+            else f"{model_uri or model_url} is not a registered model"
+        )
         raise EMAError(f"expected a training recipe to train the calibration model; {where}: pass --recipe FILE")
     if transform is not None:
         recipe = dataclasses.replace(recipe, transform=transform)

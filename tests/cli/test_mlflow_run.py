@@ -19,8 +19,23 @@ def test_mlflow_run_train_then_audit(store, tmp_path):
     env = {**os.environ, "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}"}
     for entry, params in (("train", ["-P", "epochs=2"]), ("audit", ["-P", "query=M6"])):
         subprocess.run(
-            [str(mlflow_cli), "run", str(REPO), "-e", entry, *params, "--env-manager", "local", "--experiment-name", "ema"],
-            check=True, env=env, cwd=tmp_path, capture_output=True, timeout=600,
+            [
+                str(mlflow_cli),
+                "run",
+                str(REPO),
+                "-e",
+                entry,
+                *params,
+                "--env-manager",
+                "local",
+                "--experiment-name",
+                "ema",
+            ],
+            check=True,
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            timeout=600,
         )
     client = MlflowClient()
     runs = client.search_runs([client.get_experiment_by_name("ema").experiment_id])

@@ -48,4 +48,8 @@ def test_mlproject_defaults_match_cli_defaults(entry_point):
         if not isinstance(param.default, (str, int, float)):
             continue  # no CLI default (e.g. --query): MLproject supplies one
         default = spec["parameters"][match[1]]["default"]
-        assert str(param.default) == str(default) or float(param.default) == float(default), (flag, param.default, default)
+        assert str(param.default) == str(default) or float(param.default) == float(default), (
+            flag,
+            param.default,
+            default,
+        )

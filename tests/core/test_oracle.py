@@ -76,7 +76,9 @@ class _WrongCountOracle(_RecordingOracle):
 
 def test_outputs_must_match_each_batch_and_an_empty_query_is_refused():
     images = np.zeros((5, 28, 28), dtype=np.uint8)
-    with pytest.raises(InputError, match=r"expected model outputs of shape \(2, 2\) for a batch of 2 images, got \(1, 2\)"):
+    with pytest.raises(
+        InputError, match=r"expected model outputs of shape \(2, 2\) for a batch of 2 images, got \(1, 2\)"
+    ):
         _WrongCountOracle(batch_size=2).predict(images)
     with pytest.raises(InputError, match="at least one image"):
         _RecordingOracle().predict(images[:0])
@@ -95,7 +97,9 @@ class _ScriptedOracle(Oracle):
 
 def test_a_later_batch_of_another_dtype_is_not_cast_to_the_first_batchs():
     oracle = _ScriptedOracle([np.array([[1, 0], [0, 1]]), np.array([[0.25, 0.75]])], batch_size=2)
-    np.testing.assert_array_equal(oracle.predict_proba(np.zeros((3, 28, 28), dtype=np.uint8)), [[1, 0], [0, 1], [0.25, 0.75]])
+    np.testing.assert_array_equal(
+        oracle.predict_proba(np.zeros((3, 28, 28), dtype=np.uint8)), [[1, 0], [0, 1], [0.25, 0.75]]
+    )
 
 
 def test_uint8_images_must_be_three_dimensional_and_lists_are_accepted():

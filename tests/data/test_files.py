@@ -9,7 +9,10 @@ from ema.errors import InputError
 def sample_set() -> ArraySet:
     rng = np.random.default_rng(0)
     return ArraySet(
-        "q", rng.integers(0, 256, (4, 28, 28), dtype=np.uint8), np.arange(4, dtype=np.int64), np.arange(4, dtype=np.int64) + 7
+        "q",
+        rng.integers(0, 256, (4, 28, 28), dtype=np.uint8),
+        np.arange(4, dtype=np.int64),
+        np.arange(4, dtype=np.int64) + 7,
     )
 
 
@@ -40,13 +43,17 @@ def test_read_set_rejects_wrong_dtype(tmp_path):
 
 
 def test_read_set_rejects_empty_set(tmp_path):
-    np.savez(tmp_path / "empty.npz", x=np.zeros((0, 28, 28), np.uint8), y=np.zeros(0, np.int64), index=np.zeros(0, np.int64))
+    np.savez(
+        tmp_path / "empty.npz", x=np.zeros((0, 28, 28), np.uint8), y=np.zeros(0, np.int64), index=np.zeros(0, np.int64)
+    )
     with pytest.raises(InputError, match="empty query set"):
         read_set(tmp_path / "empty.npz")
 
 
 def test_read_set_refuses_pickled_objects(tmp_path):
-    np.savez(tmp_path / "obj.npz", x=np.array([{"a": 1}], dtype=object), y=np.zeros(1, np.int64), index=np.zeros(1, np.int64))
+    np.savez(
+        tmp_path / "obj.npz", x=np.array([{"a": 1}], dtype=object), y=np.zeros(1, np.int64), index=np.zeros(1, np.int64)
+    )
     with pytest.raises(InputError, match="without pickled objects"):
         read_set(tmp_path / "obj.npz")
 

@@ -13,7 +13,10 @@ from ema.experiments.errors import ScoredPools, draw_query, summarize, true_reta
 
 def pool(n: int, offset: int) -> ArraySet:
     return ArraySet(
-        "p", np.full((n, 28, 28), offset, np.uint8), np.arange(n, dtype=np.int64) % 10, np.arange(n, dtype=np.int64) + offset
+        "p",
+        np.full((n, 28, 28), offset, np.uint8),
+        np.arange(n, dtype=np.int64) % 10,
+        np.arange(n, dtype=np.int64) + offset,
     )
 
 
@@ -52,8 +55,17 @@ def test_summarize_counts_errors_by_kind():
             for d, v in enumerate(["memorized", "not_memorized", "memorized", "memorized"])
         ]
         + [
-            {"kind": "same-domain", "size": 5, "draw": d, "method": "calibrated", "verdict": v, "truth": 0.0,
-             "retained": 0.1, "ci_low": low, "ci_high": 0.3}
+            {
+                "kind": "same-domain",
+                "size": 5,
+                "draw": d,
+                "method": "calibrated",
+                "verdict": v,
+                "truth": 0.0,
+                "retained": 0.1,
+                "ci_low": low,
+                "ci_high": 0.3,
+            }
             for d, (v, low) in enumerate([("memorized", 0.0), ("inconclusive", 0.1)])
         ]
     )
@@ -68,9 +80,22 @@ def test_summarize_counts_errors_by_kind():
 def test_rates_table_and_plot(tmp_path):
     summary = pd.DataFrame(
         [
-            {"method": m, "kind": k, "size": s, "n": 10, "memorized": 0.5, "not_memorized": 0.5, "inconclusive": 0.0,
-             "error": 0.5 if k != "mixture" else np.nan, "covered": 0.9, "width": 0.3, "target": "t"}
-            for m in ("ema-t", "calibrated") for k in ("members", "same-domain", "other-domain", "mixture") for s in (5, 50)
+            {
+                "method": m,
+                "kind": k,
+                "size": s,
+                "n": 10,
+                "memorized": 0.5,
+                "not_memorized": 0.5,
+                "inconclusive": 0.0,
+                "error": 0.5 if k != "mixture" else np.nan,
+                "covered": 0.9,
+                "width": 0.3,
+                "target": "t",
+            }
+            for m in ("ema-t", "calibrated")
+            for k in ("members", "same-domain", "other-domain", "mixture")
+            for s in (5, 50)
         ]
     )
     table = rates_table(summary)

@@ -32,7 +32,9 @@ def invoke(*args: str):
 
 def grid_parents(client: MlflowClient, name: str):
     experiment = client.get_experiment_by_name(keys.DEFAULT_EXPERIMENT)
-    runs = client.search_runs([experiment.experiment_id], f"tags.`{TAG_GRID}` = '{name}'", order_by=["attributes.start_time ASC"])
+    runs = client.search_runs(
+        [experiment.experiment_id], f"tags.`{TAG_GRID}` = '{name}'", order_by=["attributes.start_time ASC"]
+    )
     return experiment, runs
 
 
@@ -66,10 +68,15 @@ def test_grid_benchmark_resumes_an_interrupted_grid_then_reuses_every_finished_c
     client = MlflowClient()
     experiment, (interrupted,) = grid_parents(client, "benchmark")
     assert interrupted.info.status == "FAILED"
-    assert [c.data.params[keys.PARAM_QUERY] for c in audit_children(client, experiment.experiment_id, interrupted.info.run_id)] == ["M1"]
+    assert [
+        c.data.params[keys.PARAM_QUERY]
+        for c in audit_children(client, experiment.experiment_id, interrupted.info.run_id)
+    ] == ["M1"]
 
     resumed = invoke(*args)
-    assert "Table 2(a)" in resumed.output and "Table 2(b)" in resumed.output and "(1 audited, 1 reused)" in resumed.output
+    assert (
+        "Table 2(a)" in resumed.output and "Table 2(b)" in resumed.output and "(1 audited, 1 reused)" in resumed.output
+    )
     _, parents = grid_parents(client, "benchmark")
     parent = parents[1]
     assert parent.info.status == "FINISHED" and parent.data.tags[TAG_CONFIG] == interrupted.data.tags[TAG_CONFIG]
@@ -103,8 +110,21 @@ def test_grid_benchmark_resumes_an_interrupted_grid_then_reuses_every_finished_c
 def test_grid_medical_on_a_tiny_pneumoniamnist(store, make_pneumoniamnist_root):
     root = make_pneumoniamnist_root({"train": 300, "val": 4, "test": 6})
     result = invoke(
-        "grid", "medical", "--data", "pneumoniamnist", "--root", str(root), "--epochs", "1", "--k", "100",
-        "--queries", "M1,M6", "--sizes", "full,5", "--no-progress",
+        "grid",
+        "medical",
+        "--data",
+        "pneumoniamnist",
+        "--root",
+        str(root),
+        "--epochs",
+        "1",
+        "--k",
+        "100",
+        "--queries",
+        "M1,M6",
+        "--sizes",
+        "full,5",
+        "--no-progress",
     )
     for title in ("Table 3(a)", "Table 3(b)", "Table 4(c)", "Table 6: rho_EMA (t-test), |D_q| = 5"):
         assert title in result.output
@@ -114,8 +134,12 @@ def test_grid_medical_on_a_tiny_pneumoniamnist(store, make_pneumoniamnist_root):
     assert PARENT_ARTIFACTS <= {a.path for a in client.list_artifacts(parent.info.run_id)}
     cells = cells_of(client, parent.info.run_id)
     assert sorted(zip(cells["method"], cells["size"].astype(str), cells["query"])) == [
-        ("ema", "5", "M1"), ("ema", "5", "M6"), ("ema", "full", "M1"), ("ema", "full", "M6"),
-        ("ks-ratio", "full", "M1"), ("ks-ratio", "full", "M6"),
+        ("ema", "5", "M1"),
+        ("ema", "5", "M6"),
+        ("ema", "full", "M1"),
+        ("ema", "full", "M6"),
+        ("ks-ratio", "full", "M1"),
+        ("ks-ratio", "full", "M6"),
     ]
     assert cells.loc[cells["size"].astype(str) == "5", "n_query"].tolist() == [5, 5]
     children = audit_children(client, experiment.experiment_id, parent.info.run_id)
@@ -142,5 +166,7 @@ def test_grid_bad_k_is_a_usage_error(store):
 
 
 def test_grid_model_with_epochs_is_refused(store):
-    result = CliRunner().invoke(main, ["grid", "benchmark", "--model", "models:/x@target", "--epochs", "3", "--no-progress"])
+    result = CliRunner().invoke(
+        main, ["grid", "benchmark", "--model", "models:/x@target", "--epochs", "3", "--no-progress"]
+    )
     assert result.exit_code == 1 and "either --model" in result.output

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ema.data.arrays import ArraySet
+from ema.data.corruption import add_noise
 from ema.data.splits import QUERY_NAMES
 from ema.errors import InputError
 from ema.experiments.grids import (
@@ -20,7 +21,6 @@ from ema.experiments.grids import (
     parse_queries,
     parse_sizes,
 )
-from ema.data.corruption import add_noise
 from ema.experiments.runner import _panel_ks, subsample
 
 

@@ -33,18 +33,30 @@ KS_SPEC = TableSpec("r", "rho_KS", "rho_ks", RULE_KS_RATIO, ("both", "ks-ratio")
 
 
 def cells(rows: list[dict]) -> pd.DataFrame:
-    defaults = {"method": "both", "size": "full", "n_query": 10, "rho_ema": np.nan, "rho_ema_ks": np.nan, "rho_ks": np.nan,
-                "flag_rate": 1.0, "verdict": "", "run_id": "r", "reused": False}
+    defaults = {
+        "method": "both",
+        "size": "full",
+        "n_query": 10,
+        "rho_ema": np.nan,
+        "rho_ema_ks": np.nan,
+        "rho_ks": np.nan,
+        "flag_rate": 1.0,
+        "verdict": "",
+        "run_id": "r",
+        "reused": False,
+    }
     return pd.DataFrame([{**defaults, **row} for row in rows], columns=list(CELL_COLUMNS))
 
 
 def test_layout_rows_k_in_given_order_columns_queries_in_given_order():
-    frame = cells([
-        {"k": 60, "query": "S", "rho_ema": 0.0},
-        {"k": 100, "query": "M1", "rho_ema": 1.0},
-        {"k": 60, "query": "M1", "rho_ema": 0.5},
-        {"k": 100, "query": "S", "rho_ema": 0.01},
-    ])
+    frame = cells(
+        [
+            {"k": 60, "query": "S", "rho_ema": 0.0},
+            {"k": 100, "query": "M1", "rho_ema": 1.0},
+            {"k": 60, "query": "M1", "rho_ema": 0.5},
+            {"k": 100, "query": "S", "rho_ema": 0.01},
+        ]
+    )
     table = layout(frame, EMA_SPEC, ks=(100, 60), queries=("M1", "M6", "S"))
     assert list(table.index) == [100, 60] and list(table.columns) == ["M1", "M6", "S"]
     assert table.loc[100, "M1"] == 1.0 and table.loc[60, "M1"] == 0.5 and table.loc[60, "S"] == 0.0
@@ -52,11 +64,13 @@ def test_layout_rows_k_in_given_order_columns_queries_in_given_order():
 
 
 def test_layout_keeps_only_the_spec_methods_and_size():
-    frame = cells([
-        {"k": 100, "query": "M1", "method": "ks-ratio", "rho_ks": 0.9},
-        {"k": 100, "query": "M1", "method": "ema", "size": "50", "rho_ema": 0.3},
-        {"k": 100, "query": "M1", "method": "ema", "size": "full", "rho_ema": 1.0},
-    ])
+    frame = cells(
+        [
+            {"k": 100, "query": "M1", "method": "ks-ratio", "rho_ks": 0.9},
+            {"k": 100, "query": "M1", "method": "ema", "size": "50", "rho_ema": 0.3},
+            {"k": 100, "query": "M1", "method": "ema", "size": "full", "rho_ema": 1.0},
+        ]
+    )
     assert layout(frame, EMA_SPEC, ks=(100,), queries=("M1",)).loc[100, "M1"] == 1.0
     sized = TableSpec("s", "50", "rho_ema", RULE_PVALUE, ("ema",), "50")
     assert layout(frame, sized, ks=(100,), queries=("M1",)).loc[100, "M1"] == 0.3
@@ -111,7 +125,9 @@ def test_to_markdown_colours_wrong_cells_red_bold_and_blue_italic():
     text = to_markdown(values, error_marks(values, RULE_KS_RATIO, 0.1), labels={"M1": "C1"})
     lines = text.splitlines()
     assert lines[0] == "| k | C1 | M6 | S |" and lines[1] == "|---|---|---|---|"
-    assert lines[2] == '| 100 | <span style="color:red">**1.02**</span> | <span style="color:blue">*0.82*</span> | 2.34 |'
+    assert (
+        lines[2] == '| 100 | <span style="color:red">**1.02**</span> | <span style="color:blue">*0.82*</span> | 2.34 |'
+    )
 
 
 def test_to_html_styles_wrong_cells_and_escapes():
@@ -123,14 +139,21 @@ def test_to_html_styles_wrong_cells_and_escapes():
 
 
 def test_build_tables_counts_errors_and_documents_render_every_table():
-    frame = cells([
-        {"k": 100, "query": "M1", "rho_ema": 1.0, "rho_ks": 1.2},
-        {"k": 100, "query": "M6", "rho_ema": 0.0, "rho_ks": 0.8},
-    ])
+    frame = cells(
+        [
+            {"k": 100, "query": "M1", "rho_ema": 1.0, "rho_ks": 1.2},
+            {"k": 100, "query": "M6", "rho_ema": 0.0, "rho_ks": 0.8},
+        ]
+    )
     tables = build_tables(frame, [KS_SPEC, EMA_SPEC], ks=(100,), queries=("M1", "M6"), alpha=0.1)
     assert [(t.n_wrongly_removed, t.n_wrongly_memorized) for t in tables] == [(1, 1), (0, 0)]
     markdown = tables_markdown(tables, title="grid", alpha=0.1)
-    assert markdown.startswith("# grid") and "## rho_KS" in markdown and "## rho_EMA" in markdown and "Red bold" in markdown
+    assert (
+        markdown.startswith("# grid")
+        and "## rho_KS" in markdown
+        and "## rho_EMA" in markdown
+        and "Red bold" in markdown
+    )
     page = tables_html(tables, title="grid", alpha=0.1)
     assert page.startswith("<!DOCTYPE html>") and page.count("<table") == 2
 

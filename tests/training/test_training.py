@@ -6,7 +6,14 @@ import pytest
 from ema.errors import InputError
 from ema.inputs import InputTransform
 from ema.training.fit import fit, predict_proba
-from ema.training.recipes import SklearnRecipe, TorchRecipe, load_recipe, recipe_from_dict, recipe_from_json, recipe_to_json
+from ema.training.recipes import (
+    SklearnRecipe,
+    TorchRecipe,
+    load_recipe,
+    recipe_from_dict,
+    recipe_from_json,
+    recipe_to_json,
+)
 from ema.training.spec import TrainSpec
 
 
@@ -57,7 +64,9 @@ def test_load_recipe_yaml_sklearn(tmp_path):
 
 def test_sklearn_recipe_fits_flattened_pixels(tiny):
     pixels, labels = tiny
-    recipe = recipe_from_dict({"framework": "sklearn", "estimator": "sklearn.linear_model.LogisticRegression", "params": {"max_iter": 200}})
+    recipe = recipe_from_dict(
+        {"framework": "sklearn", "estimator": "sklearn.linear_model.LogisticRegression", "params": {"max_iter": 200}}
+    )
     proba = recipe.fit(pixels, labels).predict_proba(pixels)
     assert proba.shape == (64, 10)
 
@@ -72,6 +81,8 @@ def test_recipe_refuses_unknown_framework_and_fields(tmp_path):
         recipe_from_dict({"framework": "jax"})
     with pytest.raises(InputError, match=r"unknown training recipe fields \['epoch'\]"):
         recipe_from_dict({"framework": "torch", "epoch": 3})
-    (tmp_path / "r.json").write_text(json.dumps({"framework": "sklearn", "estimator": "sklearn.svm.SVC", "params": {"nope": 1}}))
+    (tmp_path / "r.json").write_text(
+        json.dumps({"framework": "sklearn", "estimator": "sklearn.svm.SVC", "params": {"nope": 1}})
+    )
     with pytest.raises(InputError, match="invalid parameters for sklearn.svm.SVC"):
         load_recipe(tmp_path / "r.json").build()

@@ -37,7 +37,9 @@ CHROMIUM_FLAGS = [
 ]
 SERVER_START_TIMEOUT = 120.0
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs Debian's chromium)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (.ci/run installs Debian's chromium)"
+)
 
 
 def chromium(*args: str, profile: Path, timeout: float = 120) -> str:
@@ -75,10 +77,24 @@ def ui_server(two_audits):
     mlflow_cli = Path(sys.executable).with_name("mlflow")
     process = subprocess.Popen(
         [
-            str(mlflow_cli), "server", "--backend-store-uri", os.environ["MLFLOW_TRACKING_URI"],
-            "--artifacts-destination", str(directory / "mlruns"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+            str(mlflow_cli),
+            "server",
+            "--backend-store-uri",
+            os.environ["MLFLOW_TRACKING_URI"],
+            "--artifacts-destination",
+            str(directory / "mlruns"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
         ],
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}"},
+        env={
+            **os.environ,
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+            "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}",
+        },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -124,7 +140,13 @@ def test_compare_page_shows_rho_of_both_audits(two_audits, ui_server, tmp_path):
             shown = {f"{value:.{digits}g}" for digits in range(3, 8)} | {str(round(value, 4)), str(value)}
             assert any(text in dom for text in shown), (metric, value)
     screenshot = tmp_path / "compare.png"
-    chromium("--virtual-time-budget=30000", "--window-size=1600,1200", f"--screenshot={screenshot}", url, profile=tmp_path / "profile-png")
+    chromium(
+        "--virtual-time-budget=30000",
+        "--window-size=1600,1200",
+        f"--screenshot={screenshot}",
+        url,
+        profile=tmp_path / "profile-png",
+    )
     assert screenshot.stat().st_size > 10_000
     keep = os.environ.get("EMA_SCREENSHOT_DIR")
     if keep:

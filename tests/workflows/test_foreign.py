@@ -105,7 +105,9 @@ def test_history_lists_audits_newest_first_and_filters(foreign):
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if first.run_id in line or second.run_id in line]
     assert second.run_id in lines[0] and first.run_id in lines[1]
-    filtered = CliRunner().invoke(main, ["history", "--model", "foreign-proba", "--query", "M1", "--verdict", "memorized"])
+    filtered = CliRunner().invoke(
+        main, ["history", "--model", "foreign-proba", "--query", "M1", "--verdict", "memorized"]
+    )
     assert second.run_id in filtered.output and first.run_id not in filtered.output
     compared = CliRunner().invoke(main, ["compare", first.run_id, second.run_id])
     assert compared.exit_code == 0

@@ -60,7 +60,9 @@ def test_a_plan_made_before_its_calibration_was_trained_reuses_it(trained):
     from ema.workflows.target import resolve_target
 
     _, outcome = trained
-    plan = CalibrationPlan.for_target(resolve_target(outcome.version.uri), k=60, cal_seed=5, model_name=keys.CALIBRATION_MODEL_NAME)
+    plan = CalibrationPlan.for_target(
+        resolve_target(outcome.version.uri), k=60, cal_seed=5, model_name=keys.CALIBRATION_MODEL_NAME
+    )
     first, again = ensure_plan(plan, progress=False), ensure_plan(plan, progress=False)
     assert plan.cached is None and not first.cached
     assert again.cached and again.version.version == first.version.version
@@ -112,7 +114,9 @@ def test_audit_membership_artifact_matches_result(trained, tmp_path):
     assert list(table.columns[:2]) == ["index", "label"]
     np.testing.assert_array_equal(table["M"].to_numpy(), result.result.membership)
     assert {"confidence", "flag_confidence", "negative_entropy", "flag_correctness"} <= set(table.columns)
-    thresholds = json.loads(Path(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_THRESHOLDS, str(tmp_path))).read_text())
+    thresholds = json.loads(
+        Path(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_THRESHOLDS, str(tmp_path))).read_text()
+    )
     assert thresholds["ema"]["mode"] == "global"
 
 

@@ -35,7 +35,19 @@ def serve(model_uri: str, port: int) -> subprocess.Popen:
     """Start `mlflow models serve` in its own process group and wait for /ping."""
     mlflow_cli = Path(sys.executable).with_name("mlflow")
     process = subprocess.Popen(
-        [str(mlflow_cli), "models", "serve", "-m", model_uri, "-p", str(port), "--host", "127.0.0.1", "--env-manager", "local"],
+        [
+            str(mlflow_cli),
+            "models",
+            "serve",
+            "-m",
+            model_uri,
+            "-p",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--env-manager",
+            "local",
+        ],
         env={**os.environ, "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -140,7 +152,13 @@ def test_http_unreachable_server_fails_run(trained):
     before = failed_ids()
     url = f"http://127.0.0.1:{free_port()}/invocations"
     with pytest.raises(EMAError, match="ConnectionError"):
-        audit(outcome.version.uri, model_url=url, query="M1", oracle=HttpOracle(url, retries=1, backoff=0.01), progress=False)
+        audit(
+            outcome.version.uri,
+            model_url=url,
+            query="M1",
+            oracle=HttpOracle(url, retries=1, backoff=0.01),
+            progress=False,
+        )
     assert newest_failed_run_artifacts(before) == [set()]
 
 

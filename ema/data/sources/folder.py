@@ -44,7 +44,9 @@ class ChestXRay(ImageSource):
         empty = [str(folder) for folder, listing in zip(folders, listings) if not listing]
         if empty:
             suffixes = ", ".join(IMAGE_SUFFIXES)
-            raise InputError(f"{self.name} ({split}): expected image files ({suffixes}) in {', '.join(empty)}, got none")
+            raise InputError(
+                f"{self.name} ({split}): expected image files ({suffixes}) in {', '.join(empty)}, got none"
+            )
         files = [path for listing in listings for path in listing]
         labels = np.repeat(np.arange(len(listings), dtype=np.int64), [len(listing) for listing in listings])
         return self._array_set(split, read_image_files(files, self.image_size), labels)
