@@ -31,15 +31,15 @@ from scipy import stats
 from ema.auditors._reference_stats import (
     DEFAULT_BIN_LEVELS,
     DEFAULT_N_PERMUTATIONS,
-    DEFAULT_POWER_DRAWS,
+    DEFAULT_POWER_RESAMPLES,
     DetectionPower,
     bin_counts,
     check_levels,
     class_mix_pvalue,
-    detection_power,
     log_likelihood_ratio,
     quantile_edges,
     removal_test,
+    resampled_power,
     retained_fraction,
     retention_test,
 )
@@ -84,7 +84,10 @@ ASSUMPTIONS: dict[str, str] = {
         "binned mixture F_q = pi F_mem + (1 - pi) F_non, both references' bin shares estimated; profile "
         "likelihood interval"
     ),
-    "power_retained": "Monte Carlo from the references' bin shares; the test's exact null law",
+    "power_retained": (
+        "resampling: member queries drawn from the member reference run through the same test against the "
+        "non-member reference; min_detectable_fraction from their standardised statistics, linear in the share"
+    ),
 }
 
 
@@ -191,6 +194,9 @@ class ReferenceAuditor:
         lose less power).
     shift_alpha : float
         Level of the shift checks, which only warn.
+    n_power_resamples : int
+        Resampled member queries behind ``power_retained`` and ``min_detectable_fraction``
+        (computed once per query size).
     random_state : int or None
         Seeds the permutations and the power draws; an int makes audits reproducible.
 
@@ -230,6 +236,7 @@ class ReferenceAuditor:
         levels: Sequence[float] = DEFAULT_BIN_LEVELS,
         n_permutations: int = DEFAULT_N_PERMUTATIONS,
         shift_alpha: float = DEFAULT_SHIFT_ALPHA,
+        n_power_resamples: int = DEFAULT_POWER_RESAMPLES,
         random_state: int | None = 0,
     ) -> None:
         self.metric = metric
@@ -240,6 +247,7 @@ class ReferenceAuditor:
         self.levels = tuple(levels)
         self.n_permutations = n_permutations
         self.shift_alpha = shift_alpha
+        self.n_power_resamples = n_power_resamples
         self.random_state = random_state
 
     # ------------------------------------------------------------------ validation
@@ -252,8 +260,10 @@ class ReferenceAuditor:
             value = getattr(self, name)
             if not 0.0 < value < 1.0:
                 raise InputError(f"expected {name} in (0, 1), got {value!r}")
-        if not (isinstance(self.n_permutations, (int, np.integer)) and self.n_permutations >= 100):
-            raise InputError(f"expected n_permutations to be an integer >= 100, got {self.n_permutations!r}")
+        for name in ("n_permutations", "n_power_resamples"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, np.integer)) and value >= 100):
+                raise InputError(f"expected {name} to be an integer >= 100, got {value!r}")
         return check_levels(self.levels)
 
     def _check_fitted(self) -> None:
@@ -322,16 +332,17 @@ class ReferenceAuditor:
 
     # ------------------------------------------------------------------ power
     def detection_power(self, n_query: int) -> DetectionPower:
-        """Power of H0 "removed" for a query of ``n_query`` samples (cached per size, seeded by ``random_state``)."""
+        """Power of H0 "removed" at ``n_query`` samples, resampling the member reference (cached per size, seeded)."""
         self._check_fitted()
         if n_query not in self._power_cache:
-            self._power_cache[n_query] = detection_power(
-                self.member_counts_,
-                self.nonmember_counts_,
+            self._power_cache[n_query] = resampled_power(
+                self.member_scores_,
+                self.nonmember_scores_,
                 int(n_query),
                 alpha=self.alpha,
                 power=self.power,
-                n_draws=DEFAULT_POWER_DRAWS,
+                levels=self.levels_,
+                n_resamples=int(self.n_power_resamples),
                 random_state=self.random_state,
             )
         return self._power_cache[n_query]

@@ -10,12 +10,10 @@ from scipy import optimize, special
 
 from ema.auditors import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, CalibratedAuditor
 from ema.auditors._reference_stats import (
-    bin_counts,
     class_mix_pvalue,
-    detection_power,
     mixture_profile_loglik,
-    quantile_edges,
     removal_test,
+    resampled_power,
     retained_fraction,
     retention_test,
 )
@@ -54,12 +52,12 @@ def calibrated(laws, seed=0, **config):
 
 @pytest.fixture(scope="module")
 def strong():
-    return calibrated(STRONG, n_permutations=1000)
+    return calibrated(STRONG, n_permutations=1000, n_power_resamples=100)
 
 
 @pytest.fixture(scope="module")
 def weak():
-    return calibrated(WEAK, n_permutations=1000)
+    return calibrated(WEAK, n_permutations=1000, n_power_resamples=100)
 
 
 # --------------------------------------------------------------------------- API
@@ -92,6 +90,7 @@ def test_audit_before_calibrate_refuses():
         ({"margin": 0.0}, "expected margin in"),
         ({"confidence_level": 1.0}, "expected confidence_level in"),
         ({"n_permutations": 10}, "expected n_permutations to be an integer >= 100"),
+        ({"n_power_resamples": 5}, "expected n_power_resamples to be an integer >= 100"),
         ({"levels": (0.5, 0.2)}, "expected bin levels strictly increasing"),
     ],
 )
@@ -177,7 +176,9 @@ def test_audit_probabilities_tied_at_one_do_not_crash():
     rng = np.random.default_rng(6)
     labels = rng.integers(0, N_CLASSES, 600)
     one_hot = np.eye(N_CLASSES, dtype=np.float32)[labels]
-    auditor = ReferenceAuditor(n_permutations=200).calibrate(one_hot[:300], labels[:300], one_hot[300:], labels[300:])
+    auditor = ReferenceAuditor(n_permutations=200, n_power_resamples=100).calibrate(
+        one_hot[:300], labels[:300], one_hot[300:], labels[300:]
+    )
     result = auditor.audit(one_hot[:50], labels[:50])
     assert result.verdict == INCONCLUSIVE
     assert any("barely separate" in warning for warning in result.thresholds["warnings"])
@@ -189,7 +190,7 @@ def test_audit_partly_tied_probabilities_resolve_through_log_odds():
     members = make_proba(rng, 2000, (60.0, 0.02), dtype=np.float32)
     nonmembers = make_proba(rng, 1000, (3.0, 1.0), dtype=np.float32)
     assert (members[0].max(axis=1) == 1.0).mean() > 0.3
-    auditor = ReferenceAuditor(n_permutations=500).calibrate(*members, *nonmembers)
+    auditor = ReferenceAuditor(n_permutations=500, n_power_resamples=100).calibrate(*members, *nonmembers)
     assert auditor.audit(*make_proba(rng, 100, (60.0, 0.02), dtype=np.float32)).verdict == MEMORIZED
 
 
@@ -241,7 +242,9 @@ def test_calibrate_chance_level_reference_warns():
     uniform = np.full((500, N_CLASSES), 1.0 / N_CLASSES)
     uniform[:, 0] += 1e-3
     uniform /= uniform.sum(axis=1, keepdims=True)
-    auditor = ReferenceAuditor(n_permutations=200).calibrate(*members, uniform, rng.integers(0, N_CLASSES, 500))
+    auditor = ReferenceAuditor(n_permutations=200, n_power_resamples=100).calibrate(
+        *members, uniform, rng.integers(0, N_CLASSES, 500)
+    )
     assert any("near chance" in warning for warning in auditor.warnings_)
 
 
@@ -366,24 +369,25 @@ def test_retained_fraction_invalid_counts_raise():
         retained_fraction(np.array([0, 0]), np.array([1, 2]), np.array([1, 2]))
 
 
-def test_detection_power_matches_simulated_rejections():
+def test_resampled_power_matches_fresh_member_queries():
     rng = np.random.default_rng(16)
-    members, nonmembers = rng.normal(0.5, 1.0, 3000), rng.normal(size=1000)
-    edges = quantile_edges(nonmembers, np.array([0.1, 0.3, 0.5, 0.7, 0.9]))
-    stated = detection_power(bin_counts(members, edges), bin_counts(nonmembers, edges), 30, random_state=0)
+    members, nonmembers = rng.normal(0.4, 1.0, 3000), rng.normal(size=1000)
+    stated = resampled_power(members, nonmembers, 30, n_resamples=150, random_state=0)
     measured = np.mean(
         [
-            removal_test(
-                rng.normal(0.5, 1.0, 30),
-                rng.normal(size=1000),
-                members,
-                levels=(0.1, 0.3, 0.5, 0.7, 0.9),
-                n_permutations=500,
-                random_state=rng,
-            )["greater"].pvalue
+            removal_test(rng.normal(0.4, 1.0, 30), nonmembers, members, n_permutations=500, random_state=rng)[
+                "greater"
+            ].pvalue
             <= ALPHA
             for _ in range(150)
         ]
     )
     assert stated.power_retained == pytest.approx(measured, abs=0.12)
-    assert stated.min_detectable_fraction <= 1.0 or np.isnan(stated.min_detectable_fraction)
+    larger = resampled_power(members, nonmembers, 300, n_resamples=150, random_state=0)
+    assert larger.power_retained > stated.power_retained
+    assert 0.0 < larger.min_detectable_fraction <= 1.0
+
+
+def test_resampled_power_invalid_size_raises():
+    with pytest.raises(InputError, match="expected `n_query` to be a positive integer, got 0"):
+        resampled_power(np.ones(10), np.ones(10), 0)
