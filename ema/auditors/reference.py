@@ -24,6 +24,7 @@ Verdict at ``alpha`` and ``margin``: ``memorized`` when H0 "removed" is rejected
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 
 import numpy as np
 from scipy import stats
@@ -408,9 +409,9 @@ class ReferenceAuditor:
             **self.to_dict(),
             "warnings": warnings,
             "tests": {
-                "removed": removed["greater"].__dict__,
-                "too_forgotten": removed["less"].__dict__,
-                "retained": retained["less"].__dict__,
+                "removed": asdict(removed["greater"]),
+                "too_forgotten": asdict(removed["less"]),
+                "retained": asdict(retained["less"]),
             },
             "query_counts": query_counts.tolist(),
         }
