@@ -194,7 +194,8 @@ class ReferenceAuditor:
         Monte Carlo permutations per test (the p-value is exact for any number; more draws
         lose less power).
     shift_alpha : float
-        Level of the shift checks, which only warn.
+        Level of the checks that only warn: class mix, mixture fit, and the over-unlearning
+        trace (``p_too_forgotten``; at ``alpha`` it would warn on one clean audit in ten).
     n_power_resamples : int
         Resampled member queries behind ``power_retained`` and ``min_detectable_fraction``
         (computed once per query size).
@@ -451,7 +452,7 @@ class ReferenceAuditor:
                 f"the query's scores fit no mix of members and non-members (p={p_fit:.2g}): another domain or "
                 "over-unlearning; p_removed and the retained fraction assume the query is like the references"
             )
-        if p_too_forgotten <= self.alpha:
+        if p_too_forgotten <= self.shift_alpha:
             warnings.append(
                 f"the query is less member-like than never-seen data (p_too_forgotten={p_too_forgotten:.2g}): "
                 "approximate unlearning that overshot, or a domain shift"
