@@ -2,13 +2,17 @@
 
 import click
 
-from ema.data.splits import QUERY_NAMES
-from ema.oracle import OUTPUT_KINDS
-from ema.stats import EMA_TESTS
-from ema.thresholds import THRESHOLD_MODES
-from ema.tracking import keys
-from ema.workflows.audit import METHODS, SuppliedCalibration
+from ema.workflows.audit import AuditConfig, SuppliedCalibration
 from ema.workflows.audit import audit as audit_workflow
+from ema.workflows.options import (
+    CALIBRATION_MODEL_NAME,
+    EMA_TESTS,
+    METHODS,
+    METRIC_N_QUERY,
+    OUTPUT_KINDS,
+    QUERY_NAMES,
+    THRESHOLD_MODES,
+)
 from ema.workflows.target import transform_from_options
 from ema_cli.options import (
     alpha_option,
@@ -88,7 +92,7 @@ from ema_cli.options import (
 )
 @click.option(
     "--calibration-name",
-    default=keys.CALIBRATION_MODEL_NAME,
+    default=CALIBRATION_MODEL_NAME,
     show_default=True,
     help="Registered name of calibration models.",
 )
@@ -104,6 +108,7 @@ def audit(
     calibration_model,
     calibration_members,
     calibration_nonmembers,
+    progress,
     **options,
 ):
     """Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags."""
@@ -112,16 +117,16 @@ def audit(
     supplied = (calibration_model, calibration_members, calibration_nonmembers)
     if any(supplied) and not all(supplied):
         raise click.UsageError("--calibration-model needs --calibration-members and --calibration-nonmembers")
-    outcome = audit_workflow(
-        model_uri,
-        model_url=model_url,
+    config = AuditConfig(
+        model_uri=model_uri,
         query=query,
         query_file=query_file,
         transform=transform_from_options(input_scale, normalize),
         calibration=SuppliedCalibration(*supplied) if all(supplied) else None,
         **options,
     )
-    click.echo(f"{outcome.query}: |D_q|={outcome.result.n_query} ({outcome.access}; run {outcome.run_id})")
+    outcome = audit_workflow(config, progress=progress)
+    click.echo(f"{outcome.query}: |D_q|={outcome.primary.n_query} ({outcome.access}; run {outcome.run_id})")
     for method, result in outcome.results.items():
-        numbers = " ".join(f"{k} {v:.4g}" for k, v in result.metrics.items() if k != keys.METRIC_N_QUERY)
+        numbers = " ".join(f"{k} {v:.4g}" for k, v in result.metrics.items() if k != METRIC_N_QUERY)
         click.echo(f"  {method}: {numbers} -> {result.verdict}")

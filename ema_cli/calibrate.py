@@ -2,8 +2,8 @@
 
 import click
 
-from ema.tracking import keys
 from ema.workflows.calibrate import calibrate as calibrate_workflow
+from ema.workflows.options import CALIBRATION_MODEL_NAME
 from ema_cli.options import cal_seed_option, k_option, model_option, progress_option, recipe_option, workflow_command
 
 
@@ -14,7 +14,7 @@ from ema_cli.options import cal_seed_option, k_option, model_option, progress_op
 @recipe_option
 @click.option(
     "--calibration-name",
-    default=keys.CALIBRATION_MODEL_NAME,
+    default=CALIBRATION_MODEL_NAME,
     show_default=True,
     help="Registered name of calibration models.",
 )

@@ -3,17 +3,15 @@
 import click
 import pandas as pd
 
-from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
-from ema.tracking.history import audit_history, compare_runs
+from ema.workflows.history import audit_history, compare_runs
+from ema.workflows.options import VERDICTS
 from ema_cli.options import workflow_command
 
 
 @click.command("history")
 @click.option("--model", "model_name", required=True, help="Registered model name.")
 @click.option("--query", help="Only audits of this query set.")
-@click.option(
-    "--verdict", type=click.Choice([MEMORIZED, NOT_MEMORIZED, "inconclusive"]), help="Only audits with this verdict."
-)
+@click.option("--verdict", type=click.Choice(VERDICTS), help="Only audits with this verdict.")
 @workflow_command
 def history(model_name, query, verdict):
     """List the audits of a model across runs and versions, newest first."""

@@ -8,11 +8,17 @@ from pathlib import Path
 
 import click
 
-from ema.errors import EMAError
-from ema.tracking import keys
-from ema.tracking.runs import configure
-from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
-from ema.workflows.sources import DATA_SOURCES, DEFAULT_DATA
+from ema.workflows.options import (
+    ARCHITECTURES,
+    DATA_SOURCES,
+    DEFAULT_DATA,
+    DEFAULT_EXPERIMENT,
+    DEFAULT_TARGET_URI,
+    OPTIMIZERS,
+    EMAError,
+    TrainSpec,
+    configure,
+)
 
 DEFAULTS = TrainSpec()
 
@@ -28,7 +34,7 @@ def _compose(*decorators: Callable) -> Callable:
 
 experiment_option = click.option(
     "--experiment-name",
-    default=keys.DEFAULT_EXPERIMENT,
+    default=DEFAULT_EXPERIMENT,
     show_default=True,
     help="MLflow experiment for the runs (ignored under `mlflow run`, which picks its own).",
 )
@@ -53,7 +59,7 @@ alpha_option = click.option(
 model_option = click.option(
     "--model",
     "model_uri",
-    default=f"models:/{keys.TARGET_MODEL_NAME}@{keys.TARGET_ALIAS}",
+    default=DEFAULT_TARGET_URI,
     show_default=True,
     help="The model: models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN/PATH or a local path.",
 )

@@ -23,6 +23,7 @@ import numpy as np
 from ema.data.arrays import ArraySet
 from ema.data.embedded import load_digits_28, load_mnist_embedded
 from ema.errors import InputError
+from ema.validation import check_choice
 
 N_FOLDS = 5
 MEMBER_NAMES = tuple(f"M{i}" for i in range(1, N_FOLDS + 1))
@@ -96,9 +97,7 @@ class Splits:
     def query(self, name: str) -> ArraySet:
         """A named query set: ``M1``..``M5`` (members), ``M6`` (held out), ``S`` (other domain)."""
         sets = {**{f.name: f for f in self.folds}, "M6": self.held_out, "S": self.other_domain}
-        if name not in sets:
-            raise InputError(f"expected a query set name from {list(QUERY_NAMES)}, got {name!r}")
-        return sets[name]
+        return sets[check_choice("query set", name, QUERY_NAMES)]
 
     def as_dict(self) -> dict[str, ArraySet]:
         """Every split by file stem: ``train_fold1``.., ``calibration``, ``M6``, ``S``."""

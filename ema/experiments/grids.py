@@ -25,6 +25,7 @@ from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.errors import InputError
 from ema.experiments.tables import FULL, RULE_KS_RATIO, RULE_PVALUE, TableSpec, size_label
 from ema.training.spec import TrainSpec
+from ema.validation import check_choice
 
 #: Calibration quality as in the benchmark: half of the corrupted images noised, half rotated.
 CORRUPTION_PAPER = "noise+rotation"
@@ -41,7 +42,7 @@ QUERY_SIZES: tuple[int | None, ...] = (None, 500, 200, 50, 20, 5)
 #: The paper's benchmark recipe (MLP (256, 256), SGD, lr 0.05, 50 epochs).
 BENCHMARK_RECIPE = TrainSpec()
 #: The paper's medical recipe (Adam, lr 2e-5, weight decay 1e-7, 30 epochs) on our small CNN:
-#: ResNet-18 is not available here (see ``ema.training.models``).
+#: ResNet-18 is not available here (see ``ema.training.architectures``).
 MEDICAL_RECIPE = TrainSpec(arch="cnn", optimizer="adam", lr=2e-5, momentum=0.0, weight_decay=1e-7, epochs=30)
 #: The paper's names of the medical query sets.
 MEDICAL_LABELS = {**{f"M{i}": f"C{i}" for i in range(1, 6)}, "M6": "C6", "S": "R"}
@@ -280,9 +281,7 @@ GRID_NAMES = tuple(GRIDS)
 
 
 def get_grid(name: str) -> Grid:
-    if name not in GRIDS:
-        raise InputError(f"expected a grid from {list(GRIDS)}, got {name!r}")
-    return GRIDS[name]
+    return GRIDS[check_choice("grid", name, GRIDS)]
 
 
 def parse_ks(text: str | None, grid: Grid) -> tuple[int, ...]:

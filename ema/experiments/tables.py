@@ -26,6 +26,7 @@ import pandas as pd
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
 from ema.data.splits import MEMBER_NAMES
 from ema.errors import InputError
+from ema.validation import check_choice
 
 #: rho is a p-value (EMA): rho <= alpha means "not memorized".
 RULE_PVALUE = "p-value"
@@ -103,8 +104,7 @@ class TableSpec:
     size: str = FULL
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise InputError(f"expected rule in {RULES}, got {self.rule!r}")
+        check_choice("rule", self.rule, RULES)
 
 
 def size_label(size: int | None) -> str:
@@ -140,8 +140,7 @@ def verdicts(values: pd.DataFrame, rule: str, alpha: float) -> pd.DataFrame:
     ``p-value``: rho <= alpha is not memorized (EMA). ``ks-ratio``: rho >= 1 is not
     memorized (Liu & Tsaftaris; inf counts as >= 1).
     """
-    if rule not in RULES:
-        raise InputError(f"expected rule in {RULES}, got {rule!r}")
+    check_choice("rule", rule, RULES)
     array = values.to_numpy(dtype=float)
     removed = array <= alpha if rule == RULE_PVALUE else array >= KS_RATIO_THRESHOLD
     out = np.where(np.isnan(array), "", np.where(removed, NOT_MEMORIZED, MEMORIZED))

@@ -8,27 +8,22 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ema.errors import EMAError, InputError
+from ema.errors import EMAError
 from ema.tracking import keys
+from ema.tracking.search import quoted
 
 HISTORY_COLUMNS = ("started", "run_id", "version", "query", "method", "rho_ema", "rho_ema_ks", "verdict", "status")
-
-
-def _quoted(name: str, value: str) -> str:
-    if "'" in value:
-        raise InputError(f"expected {name} without single quotes, got {value!r}")
-    return f"'{value}'"
 
 
 def audit_history(
     model_name: str, *, query: str | None = None, verdict: str | None = None, max_results: int = 1000
 ) -> pd.DataFrame:
     """Every audit run of ``model_name`` (all versions, all experiments), newest first."""
-    filters = [f"params.{keys.PARAM_MODEL_NAME} = {_quoted('model name', model_name)}"]
+    filters = [f"params.{keys.PARAM_MODEL_NAME} = {quoted('model name', model_name)}"]
     if query is not None:
-        filters.append(f"params.{keys.PARAM_QUERY} = {_quoted('query', query)}")
+        filters.append(f"params.{keys.PARAM_QUERY} = {quoted('query', query)}")
     if verdict is not None:
-        filters.append(f"tags.{keys.TAG_VERDICT} = {_quoted('verdict', verdict)}")
+        filters.append(f"tags.{keys.TAG_VERDICT} = {quoted('verdict', verdict)}")
     client = MlflowClient()
     runs = client.search_runs(
         [e.experiment_id for e in client.search_experiments()],

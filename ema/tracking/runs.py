@@ -63,7 +63,7 @@ def inherit_params(parent_id: str, child_id: str) -> None:
     own = client.get_run(child_id).data.params
     missing = {k: v for k, v in client.get_run(parent_id).data.params.items() if k not in own}
     if missing:
-        client.log_batch(child_id, params=[Param(k, v) for k, v in missing.items()])
+        log_params_of(child_id, missing)
 
 
 def log_batch(
@@ -80,6 +80,36 @@ def log_batch(
         params=[Param(key, str(value)) for key, value in (params or {}).items()],
         tags=[RunTag(key, str(value)) for key, value in (tags or {}).items()],
     )
+
+
+def log_params(params: dict[str, object]) -> None:
+    """Params of the active run, in one store call."""
+    log_batch(params=params)
+
+
+def log_metrics(metrics: dict[str, float]) -> None:
+    """Metrics of the active run, in one store call."""
+    log_batch(metrics=metrics)
+
+
+def set_tags(tags: dict[str, str]) -> None:
+    """Tags of the active run, in one store call."""
+    log_batch(tags=tags)
+
+
+def log_params_of(run_id: str, params: dict[str, object]) -> None:
+    """Params of a run that is not the active one (a finished child run)."""
+    MlflowClient().log_batch(run_id, params=[Param(key, str(value)) for key, value in params.items()])
+
+
+def run_metrics(run_id: str) -> dict[str, float]:
+    """The latest value of every metric of a run."""
+    return dict(MlflowClient().get_run(run_id).data.metrics)
+
+
+def tracking_uri() -> str:
+    """The store runs are logged to."""
+    return mlflow.get_tracking_uri()
 
 
 def log_dataset(data: ArraySet, *, name: str, context: str) -> None:

@@ -8,38 +8,47 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-import mlflow
 import numpy as np
 import pandas as pd
 
 from ema.auditors.calibrated import CalibratedAuditor
-from ema.auditors.ema import EMAAuditor, check_alpha
+from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
-from ema.data.corruption import DEFAULT_CORRUPTION
+from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
 from ema.data.files import read_set
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.errors import InputError
 from ema.inputs import InputTransform
-from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, Oracle, Predictions, PyfuncOracle
+from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, OUTPUT_KINDS, Oracle, Predictions, PyfuncOracle
 from ema.signals import LABEL_ONLY_METRICS, PAPER_METRICS
+from ema.stats import EMA_TESTS
+from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.tracking.registry import set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
+from ema.validation import check_choice, check_open_unit
+from ema.workflows.cached_models import cached_model, registered_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
-from ema.workflows.models import cached_model, registered_oracle
 from ema.workflows.target import Target, resolve_target
 
 
 @dataclass(frozen=True)
 class AuditOutcome:
+    """An audit run's results, by auditor; the configured method's first auditor gives the verdict."""
+
     run_id: str
     query: str
-    result: AuditResult
+    method: str
     expected_verdict: str | None
     access: str
     results: dict[str, AuditResult]
+
+    @property
+    def primary(self) -> AuditResult:
+        """The result whose verdict is the run's."""
+        return self.results[METHOD_PLANS[self.method][0]]
 
 
 @dataclass(frozen=True)
@@ -81,36 +90,117 @@ def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: 
 
 
 @dataclass(frozen=True)
-class AuditRequest:
-    """Everything one audit run needs besides the target's predictions."""
+class AuditConfig:
+    """What an audit is asked to do: built once (by the CLI, a grid or a caller), validated, passed down.
 
+    Attributes
+    ----------
+    model_uri, model_url
+        The target: a pyfunc URI (``models:/NAME@ALIAS``, ``runs:/...``, a path) and/or a
+        scoring server's ``/invocations`` URL (predictions then come from the server).
+    query, query_file
+        Exactly one: a named query set of the target's splits, or an ``.npz`` file.
+    method, test, alpha, threshold_mode
+        Which auditors run (:data:`METHODS`), EMA's test, the significance level and the
+        threshold granularity.
+    k, cal_seed, corruption, calibration_name
+        The calibration plan: quality k, seed, corruption protocol, registered name.
+    outputs, recipe_file, transform
+        What the model returns, how the calibration model is trained, how inputs are scaled.
+    calibration, reference_file
+        An already-trained calibration model; the calibrated auditor's reference non-members.
+    """
+
+    model_uri: str | None = None
+    model_url: str | None = None
+    query: str | None = None
+    query_file: str | None = None
+    method: str = "ema"
+    test: str = "t"
+    alpha: float = 0.1
+    threshold_mode: str = "global"
+    k: int = 100
+    cal_seed: int = 0
+    corruption: str = DEFAULT_CORRUPTION
+    calibration_name: str = keys.CALIBRATION_MODEL_NAME
+    outputs: str = "auto"
+    recipe_file: str | None = None
+    transform: InputTransform | None = None
+    calibration: SuppliedCalibration | None = None
+    reference_file: str | None = None
+
+    @property
+    def query_name(self) -> str:
+        """The name runs and records use: the named set, or the query file's name."""
+        return self.query if self.query is not None else Path(self.query_file).name
+
+    def validate(self) -> AuditConfig:
+        """Check every option before any work; returns ``self``."""
+        if (self.query is None) == (self.query_file is None):
+            raise InputError(
+                f"expected exactly one of a query name or a query file, got query={self.query!r}, "
+                f"query_file={self.query_file!r}"
+            )
+        if self.model_uri is None and self.model_url is None:
+            raise InputError(
+                "expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither"
+            )
+        check_choice("method", self.method, METHODS)
+        check_choice("test", self.test, EMA_TESTS)
+        check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
+        check_choice("outputs", self.outputs, OUTPUT_KINDS)
+        check_choice("corruption", self.corruption, tuple(CORRUPTIONS))
+        check_open_unit("alpha", self.alpha)
+        check_quality(self.k)
+        return self
+
+    def params(self, target: Target) -> dict[str, object]:
+        """The run's params: the options, and the target as resolved."""
+        return {
+            keys.PARAM_METHOD: self.method,
+            keys.PARAM_TEST: self.test,
+            keys.PARAM_ALPHA: self.alpha,
+            keys.PARAM_QUERY: self.query_name,
+            keys.PARAM_K: self.k,
+            keys.PARAM_CAL_SEED: self.cal_seed,
+            keys.PARAM_CORRUPTION: self.corruption,
+            keys.PARAM_MODEL_URI: target.model_uri or "",
+            keys.PARAM_MODEL_URL: target.model_url or "",
+            keys.PARAM_MODEL_NAME: target.version.name if target.version else "",
+            keys.PARAM_MODEL_VERSION: target.version.version if target.version else "",
+            keys.PARAM_THRESHOLD_MODE: self.threshold_mode,
+            keys.PARAM_OUTPUTS: self.outputs,
+        }
+
+
+@dataclass(frozen=True)
+class AuditRequest:
+    """One audit's configuration with what it resolved to: the target, the query data, the oracle."""
+
+    config: AuditConfig
     target: Target
     data: ArraySet
     oracle: Oracle
-    alpha: float
-    test: str
-    k: int
-    cal_seed: int
-    threshold_mode: str
-    calibration_name: str
-    supplied: SuppliedCalibration | None
-    reference_file: str | None
     progress: bool
-    corruption: str = DEFAULT_CORRUPTION
 
     @cached_property
     def calibration_plan(self) -> CalibrationPlan:
         """Made once per audit: every method of the audit shares it."""
         return CalibrationPlan.for_target(
-            self.target, k=self.k, cal_seed=self.cal_seed, model_name=self.calibration_name, corruption=self.corruption
+            self.target,
+            k=self.config.k,
+            cal_seed=self.config.cal_seed,
+            model_name=self.config.calibration_name,
+            corruption=self.config.corruption,
         )
 
     def thresholds(self) -> tuple[dict, dict[str, str]]:
         """EMA's thresholds and the tags saying where they came from."""
-        if self.supplied is not None:
-            return self.supplied.thresholds(self.target.recipe.transform), {
+        supplied = self.config.calibration
+        if supplied is not None:
+            return supplied.thresholds(self.target.recipe.transform), {
                 keys.TAG_CACHE: "supplied",
-                keys.TAG_CALIBRATION_VERSION: self.supplied.model_uri,
+                keys.TAG_CALIBRATION_VERSION: supplied.model_uri,
             }
         outcome = ensure_plan(self.calibration_plan, progress=self.progress)
         return outcome.thresholds, {
@@ -124,8 +214,9 @@ def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResul
     thresholds, tags = request.thresholds()
     predictions = predictions.with_classes(int(thresholds["n_classes"]))
     metrics = LABEL_ONLY_METRICS if predictions.access == ACCESS_LABEL_ONLY else PAPER_METRICS
+    config = request.config
     auditor = EMAAuditor.from_dict(
-        thresholds, metrics=metrics, threshold_mode=request.threshold_mode, test=request.test, alpha=request.alpha
+        thresholds, metrics=metrics, threshold_mode=config.threshold_mode, test=config.test, alpha=config.alpha
     )
     return auditor.audit(predictions.proba, request.data.y), tags
 
@@ -141,8 +232,8 @@ def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[Audit
     images = request.data.x
     auditor = KSRatioAuditor().calibrate(query_model.predict_proba(images), calset_model.predict_proba(images))
     tags = {
-        "ema.ks_ratio_cache": f"query-model {'hit' if query_cached else 'miss'}, calset-model "
-        "{'hit' if calset_cached else 'miss'}"
+        keys.TAG_KS_RATIO_CACHE: f"query-model {'hit' if query_cached else 'miss'}, calset-model "
+        f"{'hit' if calset_cached else 'miss'}"
     }
     return auditor.audit(predictions.proba, request.data.y), tags
 
@@ -154,9 +245,9 @@ def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[Aud
         request.target,
         request.oracle,
         request.calibration_plan,
-        alpha=request.alpha,
-        threshold_mode=request.threshold_mode,
-        reference_file=request.reference_file,
+        alpha=request.config.alpha,
+        threshold_mode=request.config.threshold_mode,
+        reference_file=request.config.reference_file,
         progress=request.progress,
     )
     return auditor.audit(predictions.proba, request.data.y), tags
@@ -188,7 +279,7 @@ def fit_calibrated(
     tags = {
         keys.TAG_CACHE: "hit" if outcome.cached else "miss",
         keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
-        "ema.reference": reference_file or "calibration set (clean), scored on the target",
+        keys.TAG_REFERENCE: reference_file or "calibration set (clean), scored on the target",
     }
     return auditor, tags
 
@@ -207,107 +298,83 @@ METHODS = tuple(METHOD_PLANS)
 
 
 def audit(
-    model_uri: str | None = None,
-    *,
-    model_url: str | None = None,
-    query: str | None = None,
-    query_file: str | None = None,
-    method: str = "ema",
-    alpha: float = 0.1,
-    test: str = "t",
-    k: int = 100,
-    cal_seed: int = 0,
-    threshold_mode: str = "global",
-    outputs: str = "auto",
-    recipe_file: str | None = None,
-    transform: InputTransform | None = None,
-    calibration: SuppliedCalibration | None = None,
-    reference_file: str | None = None,
-    calibration_name: str = keys.CALIBRATION_MODEL_NAME,
-    corruption: str = DEFAULT_CORRUPTION,
-    oracle: Oracle | None = None,
-    tag_version: bool = True,
-    progress: bool = True,
+    config: AuditConfig, *, oracle: Oracle | None = None, tag_version: bool = True, progress: bool = True
 ) -> AuditOutcome:
-    """Query the target through its oracle, run the chosen auditors, and log their metrics and verdict.
+    """Query the target through its oracle, run the configured auditors, and log their metrics and verdict.
 
     Every check runs inside the audit run, so bad input leaves a FAILED run and no
     artifacts; artifacts are logged last, after every number is computed. A registered
     target's version is tagged with the audit afterwards (its audit history), unless
-    ``tag_version`` is False (a grid tags the version once, for all its cells).
+    ``tag_version`` is False (a grid records itself on the version once, for all its cells).
+    ``oracle`` replaces the target's own (a grid scores every cell through one).
     """
-    name = query if query is not None else Path(query_file).name
-    with start_run(f"audit {name} {method}") as run:
-        if method not in METHOD_PLANS:
-            raise InputError(f"expected method in {METHODS}, got {method!r}")
-        check_alpha(alpha)
-        target = resolve_target(model_uri, model_url=model_url, recipe_file=recipe_file, transform=transform)
-        log_batch(
-            tags={"mlflow.runName": f"audit {name} {method} {target.label}"},
-            params={
-                keys.PARAM_METHOD: method,
-                keys.PARAM_TEST: test,
-                keys.PARAM_ALPHA: alpha,
-                keys.PARAM_QUERY: name,
-                keys.PARAM_K: k,
-                keys.PARAM_CAL_SEED: cal_seed,
-                keys.PARAM_CORRUPTION: corruption,
-                keys.PARAM_MODEL_URI: target.model_uri or "",
-                keys.PARAM_MODEL_URL: target.model_url or "",
-                keys.PARAM_MODEL_NAME: target.version.name if target.version else "",
-                keys.PARAM_MODEL_VERSION: target.version.version if target.version else "",
-                keys.PARAM_THRESHOLD_MODE: threshold_mode,
-                keys.PARAM_OUTPUTS: outputs,
-            },
-        )
-        data = target.query_set(query=query, query_file=query_file)
-        mlflow.log_param(keys.PARAM_QUERY_FINGERPRINT, data.fingerprint)
-        log_dataset(data, name=f"query {name}", context="query")
-        oracle = oracle or target.oracle(outputs=outputs)
-        request = AuditRequest(
-            target,
-            data,
-            oracle,
-            alpha,
-            test,
-            k,
-            cal_seed,
-            threshold_mode,
-            calibration_name,
-            calibration,
-            reference_file,
-            progress,
-            corruption,
-        )
-        predictions = oracle.predict(data.x)
-        results, tags = {}, {}
-        for name_of_method in METHOD_PLANS[method]:
-            results[name_of_method], method_tags = RUNNERS[name_of_method](request, predictions)
-            tags.update(method_tags)
-        primary = results[METHOD_PLANS[method][0]]
-        expected = EXPECTED_VERDICTS.get(query) if query is not None else None
-        log_batch(
-            metrics=merged_metrics(results),
-            tags={
-                **tags,
-                keys.TAG_VERDICT: primary.verdict,
-                **{f"{keys.TAG_VERDICT}.{m}": r.verdict for m, r in results.items()},
-                keys.TAG_ACCESS: predictions.access,
-                keys.TAG_OUTPUTS_DETECTED: predictions.detected,
-                **({keys.TAG_EXPECTED_VERDICT: expected} if expected else {}),
-            },
-        )
+    with start_run(f"audit {config.method}") as run:
+        config.validate()
+        request = _resolve(config, oracle, progress)
+        target, data = request.target, request.data
+        predictions = request.oracle.predict(data.x)
+        results, tags = _run_methods(request, predictions)
+        primary = results[METHOD_PLANS[config.method][0]]
+        _log_results(config, results, tags, predictions)
         log_artifacts_atomically(
             {
-                keys.ARTIFACT_THRESHOLDS: {m: r.thresholds for m, r in results.items()},
+                keys.ARTIFACT_CALIBRATION: {m: r.thresholds for m, r in results.items()},
                 keys.ARTIFACT_MEMBERSHIP: membership_table(data, results),
             }
         )
     if tag_version and target.version is not None:
-        record = audit_record(name, data, primary, run.info.run_id)
-        query_key = query if query is not None else f"file-{data.fingerprint}"
+        record = audit_record(config.query_name, data, primary, run.info.run_id)
+        query_key = config.query if config.query is not None else f"file-{data.fingerprint}"
         set_version_tags(target.version, {f"{keys.TAG_AUDIT_PREFIX}{query_key}": record, keys.TAG_LAST_AUDIT: record})
-    return AuditOutcome(run.info.run_id, name, primary, expected, predictions.access, results)
+    return AuditOutcome(
+        run.info.run_id, config.query_name, config.method, expected_verdict(config), predictions.access, results
+    )
+
+
+def _resolve(config: AuditConfig, oracle: Oracle | None, progress: bool) -> AuditRequest:
+    """Find the target, log the run's params, read and record the query data."""
+    target = resolve_target(
+        config.model_uri, model_url=config.model_url, recipe_file=config.recipe_file, transform=config.transform
+    )
+    data = target.query_set(query=config.query, query_file=config.query_file)
+    log_batch(
+        tags={keys.TAG_RUN_NAME: f"audit {config.query_name} {config.method} {target.label}"},
+        params={**config.params(target), keys.PARAM_QUERY_FINGERPRINT: data.fingerprint},
+    )
+    log_dataset(data, name=f"query {config.query_name}", context="query")
+    return AuditRequest(config, target, data, oracle or target.oracle(outputs=config.outputs), progress)
+
+
+def _run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[str, AuditResult], dict[str, str]]:
+    """Every auditor the method asks for, in order; their results and the tags they produced."""
+    results, tags = {}, {}
+    for method in METHOD_PLANS[request.config.method]:
+        results[method], method_tags = RUNNERS[method](request, predictions)
+        tags.update(method_tags)
+    return results, tags
+
+
+def _log_results(
+    config: AuditConfig, results: dict[str, AuditResult], tags: dict[str, str], predictions: Predictions
+) -> None:
+    primary = results[METHOD_PLANS[config.method][0]]
+    expected = expected_verdict(config)
+    log_batch(
+        metrics=merged_metrics(results),
+        tags={
+            **tags,
+            keys.TAG_VERDICT: primary.verdict,
+            **{f"{keys.TAG_VERDICT}.{m}": r.verdict for m, r in results.items()},
+            keys.TAG_ACCESS: predictions.access,
+            keys.TAG_OUTPUTS_DETECTED: predictions.detected,
+            **({keys.TAG_EXPECTED_VERDICT: expected} if expected else {}),
+        },
+    )
+
+
+def expected_verdict(config: AuditConfig) -> str | None:
+    """What a correct auditor says about a named query set of our splits (None for files)."""
+    return EXPECTED_VERDICTS.get(config.query) if config.query is not None else None
 
 
 def merged_metrics(results: dict[str, AuditResult]) -> dict[str, float]:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass
 
-import mlflow
 import numpy as np
 
 from ema.auditors.ema import EMAAuditor
@@ -15,9 +12,17 @@ from ema.data.arrays import ArraySet
 from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption
 from ema.signals import METRICS
 from ema.tracking import keys
-from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register_classifier, set_alias
-from ema.tracking.runs import log_artifacts_atomically, read_json_artifact, start_run
+from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register, set_alias
+from ema.tracking.runs import (
+    log_artifacts_atomically,
+    log_metrics,
+    log_params,
+    read_json_artifact,
+    set_tags,
+    start_run,
+)
 from ema.training.recipes import Recipe, recipe_to_json
+from ema.validation import short_hash
 from ema.workflows.target import Target, resolve_target
 
 
@@ -39,17 +44,15 @@ def calibration_cache_key(
     recipe: Recipe, calibration: ArraySet, k: int, cal_seed: int, corruption: str = DEFAULT_CORRUPTION
 ) -> str:
     """Same recipe, same clean calibration data, same quality k, seed and corruption: same calibration model."""
-    payload = json.dumps(
+    return short_hash(
         {
             "recipe": recipe.to_dict(),
             "data": calibration.fingerprint,
             "k": k,
             "cal_seed": cal_seed,
             "corruption": corruption,
-        },
-        sort_keys=True,
+        }
     )
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet) -> EMAAuditor:
@@ -95,7 +98,7 @@ class CalibrationPlan:
 
     def reuse(self) -> CalibrationOutcome:
         return CalibrationOutcome(
-            self.cached, read_json_artifact(self.cached.run_id, keys.ARTIFACT_THRESHOLDS), cached=True
+            self.cached, read_json_artifact(self.cached.run_id, keys.ARTIFACT_CALIBRATION), cached=True
         )
 
     def halves(self) -> tuple[ArraySet, ArraySet]:
@@ -108,29 +111,36 @@ class CalibrationPlan:
 
     def train(self, *, progress: bool) -> CalibrationOutcome:
         """Train f_cal, fit thresholds and register the model, logging into the active run."""
-        mlflow.log_params(self.params())
-        mlflow.set_tag(keys.TAG_CACHE, "miss")
+        log_params(self.params())
+        set_tags({keys.TAG_CACHE: "miss"})
         members, nonmembers = self.halves()
         classifier = self.target.recipe.fit(members.pixels(), members.y, progress=progress)
         thresholds = fit_thresholds(classifier, members, nonmembers).to_dict()
-        mlflow.log_metrics({f"calibration_ba_{m}": e["balanced_accuracy"] for m, e in thresholds["metrics"].items()})
-        log_artifacts_atomically({keys.ARTIFACT_THRESHOLDS: thresholds})
-        version = log_and_register_classifier(
-            classifier,
-            members.pixels()[:2],
-            name=self.model_name,
-            alias=keys.CALIBRATION_ALIAS,
-            tags={
-                keys.TAG_ROLE: "calibration",
-                keys.TAG_CACHE_KEY: self.cache_key,
-                keys.TAG_RECIPE: recipe_to_json(self.target.recipe),
-                keys.TAG_CALIBRATION_K: str(self.k),
-                keys.TAG_CALIBRATION_SEED: str(self.cal_seed),
-                keys.TAG_CORRUPTION: self.corruption,
-                keys.TAG_DATA_FINGERPRINT: self.clean.fingerprint,
-            },
+        log_metrics(
+            {
+                f"{keys.METRIC_CALIBRATION_BA_PREFIX}{m}": e["balanced_accuracy"]
+                for m, e in thresholds["metrics"].items()
+            }
         )
-        mlflow.set_tag(keys.TAG_CALIBRATION_VERSION, version.uri)
+        log_artifacts_atomically({keys.ARTIFACT_CALIBRATION: thresholds})
+        from ema.training.packaging import package_classifier  # torch: only when a model is logged
+
+        with package_classifier(classifier, members.pixels()) as package:
+            version = log_and_register(
+                package,
+                name=self.model_name,
+                alias=keys.CALIBRATION_ALIAS,
+                tags={
+                    keys.TAG_ROLE: "calibration",
+                    keys.TAG_CACHE_KEY: self.cache_key,
+                    keys.TAG_RECIPE: recipe_to_json(self.target.recipe),
+                    keys.TAG_CALIBRATION_K: str(self.k),
+                    keys.TAG_CALIBRATION_SEED: str(self.cal_seed),
+                    keys.TAG_CORRUPTION: self.corruption,
+                    keys.TAG_DATA_FINGERPRINT: self.clean.fingerprint,
+                },
+            )
+        set_tags({keys.TAG_CALIBRATION_VERSION: version.uri})
         return CalibrationOutcome(version, thresholds, cached=False)
 
     @property
@@ -177,13 +187,13 @@ def calibrate(
     """``ema calibrate``: one run that either trains the calibration or records the cache hit it reused."""
     with start_run(f"calibrate k={k} {model_uri}"):
         target = resolve_target(model_uri, recipe_file=recipe_file)
-        mlflow.set_tag("mlflow.runName", f"calibrate k={k} {target.label}")
+        set_tags({keys.TAG_RUN_NAME: f"calibrate k={k} {target.label}"})
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=model_name)
         if plan.cached is None:
             return plan.train(progress=progress)
         outcome = plan.reuse()
-        mlflow.log_params(plan.params())
-        mlflow.set_tags({keys.TAG_CACHE: "hit", keys.TAG_CALIBRATION_VERSION: outcome.version.uri})
-        log_artifacts_atomically({keys.ARTIFACT_THRESHOLDS: outcome.thresholds})
+        log_params(plan.params())
+        set_tags({keys.TAG_CACHE: "hit", keys.TAG_CALIBRATION_VERSION: outcome.version.uri})
+        log_artifacts_atomically({keys.ARTIFACT_CALIBRATION: outcome.thresholds})
         set_alias(outcome.version, keys.CALIBRATION_ALIAS)
         return outcome

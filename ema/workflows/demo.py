@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import mlflow
 import pandas as pd
 
 from ema.data.splits import QUERY_NAMES
 from ema.tracking import keys
-from ema.tracking.runs import log_artifacts_atomically, start_run
+from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, start_run
 from ema.training.spec import TrainSpec
-from ema.workflows.audit import AuditOutcome, audit
+from ema.workflows.audit import AuditConfig, AuditOutcome, audit
 from ema.workflows.calibrate import ensure_calibration
 from ema.workflows.target import resolve_target
 from ema.workflows.train import train_target
@@ -22,11 +21,11 @@ def summary_table(outcomes: list[AuditOutcome]) -> pd.DataFrame:
     rows = [
         {
             "query": o.query,
-            "n_query": o.result.n_query,
-            "flag_rate": round(o.result.flag_rate, 4),
-            "rho_ema": round(o.result.metrics[keys.METRIC_RHO_EMA], 4),
-            "rho_ema_ks": round(o.result.metrics[keys.METRIC_RHO_EMA_KS], 4),
-            "verdict": o.result.verdict,
+            "n_query": o.primary.n_query,
+            "flag_rate": round(o.primary.flag_rate, 4),
+            "rho_ema": round(o.primary.metrics[keys.METRIC_RHO_EMA], 4),
+            "rho_ema_ks": round(o.primary.metrics[keys.METRIC_RHO_EMA_KS], 4),
+            "verdict": o.primary.verdict,
             "expected": o.expected_verdict or "",
         }
         for o in outcomes
@@ -47,17 +46,21 @@ def run_demo(
 ) -> pd.DataFrame:
     """Train and register a target, calibrate, audit each query set; log and return the summary."""
     with start_run("demo"):
-        mlflow.log_params({**spec.to_dict(), keys.PARAM_K: k, keys.PARAM_ALPHA: alpha, keys.PARAM_DATA_SEED: data_seed})
+        log_params({**spec.to_dict(), keys.PARAM_K: k, keys.PARAM_ALPHA: alpha, keys.PARAM_DATA_SEED: data_seed})
         trained = train_target(spec, data_seed=data_seed, model_name=model_name, progress=progress)
         target = resolve_target(trained.version.uri)
         ensure_calibration(target, k=k, cal_seed=cal_seed, progress=progress)
         oracle = target.oracle()
         outcomes = [
-            audit(trained.version.uri, query=q, alpha=alpha, k=k, cal_seed=cal_seed, oracle=oracle, progress=progress)
+            audit(
+                AuditConfig(model_uri=trained.version.uri, query=q, alpha=alpha, k=k, cal_seed=cal_seed),
+                oracle=oracle,
+                progress=progress,
+            )
             for q in queries
         ]
         table = summary_table(outcomes)
-        mlflow.log_metric("n_correct_verdicts", float((table["verdict"] == table["expected"]).sum()))
+        log_metrics({keys.METRIC_N_CORRECT_VERDICTS: float((table["verdict"] == table["expected"]).sum())})
         log_artifacts_atomically(
             {keys.ARTIFACT_SUMMARY: table, keys.ARTIFACT_SUMMARY_TXT: table.to_string(index=False)}
         )

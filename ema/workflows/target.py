@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
+from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
 from ema.errors import EMAError, InputError
 from ema.inputs import InputTransform
@@ -14,7 +15,6 @@ from ema.oracle import HttpOracle, Oracle, PyfuncOracle
 from ema.tracking import keys
 from ema.tracking.registry import MODELS_URI, RegisteredVersion, declared_input_shape, resolve_version
 from ema.training.recipes import Recipe, load_recipe, recipe_from_json
-from ema.workflows.sources import DEFAULT_DATA, load_splits
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from ema.errors import InputError
+from ema.errors import EMAError, InputError
 from ema.inputs import InputTransform
 from ema.training.fit import fit, predict_proba
 from ema.training.recipes import (
@@ -40,9 +40,31 @@ def test_fit_learns_a_small_set(tiny, arch):
     assert (predict_proba(model, pixels).argmax(1) == labels).mean() > 0.9
 
 
-def test_train_spec_refuses_bad_values():
-    with pytest.raises(InputError, match=r"arch in \('mlp', 'cnn'\), got 'rnn'.*epochs >= 1, got 0"):
-        TrainSpec(arch="rnn", epochs=0)
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"arch": "rnn"}, r"arch in \('mlp', 'cnn'\), got 'rnn'"),
+        ({"epochs": 0}, "epochs to be a positive integer, got 0"),
+        ({"lr": float("nan")}, "lr to be a finite number > 0, got nan"),
+        ({"lr": 0.0}, "lr to be a finite number > 0, got 0.0"),
+        ({"momentum": float("nan")}, "momentum to be a finite number >= 0, got nan"),
+        ({"momentum": 1.0}, r"momentum in \[0, 1\), got 1.0"),
+        ({"weight_decay": float("inf")}, "weight_decay to be a finite number >= 0, got inf"),
+        ({"lr_decay": -1.0}, "lr_decay to be a finite number >= 0, got -1.0"),
+        ({"hidden": ()}, "hidden to be a non-empty list"),
+        ({"batch_size": 2.5}, "batch_size to be a positive integer, got 2.5"),
+        ({"seed": -3}, "seed to be a non-negative integer, got -3"),
+    ],
+)
+def test_train_spec_refuses_bad_values(options, message):
+    with pytest.raises(InputError, match=message):
+        TrainSpec(**options)
+
+
+def test_fit_stops_on_a_diverging_loss(tiny):
+    pixels, labels = tiny
+    with pytest.raises(EMAError, match=r"training diverged: .* got a loss of nan in epoch \d of 3 \(lr 1e\+30\)"):
+        fit(TrainSpec(hidden=(16,), epochs=3, lr=1e30), pixels, labels, progress=False)
 
 
 def test_train_spec_round_trips_json():

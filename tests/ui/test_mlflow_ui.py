@@ -17,10 +17,10 @@ import requests
 
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
+from ema.data.presets import load_splits
 from ema.tracking.runs import configure
 from ema.training.spec import TrainSpec
-from ema.workflows.audit import audit
-from ema.workflows.sources import load_splits
+from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.train import train_target
 from tests.workflows.test_serving import free_port
 
@@ -66,7 +66,7 @@ def two_audits(tmp_path_factory, template_db):
     runs = []
     for epochs in (20, 30):
         version = train_target(TrainSpec(epochs=epochs), progress=False).version
-        runs.append(audit(version.uri, query_file=str(query_file), progress=False))
+        runs.append(audit(AuditConfig(model_uri=version.uri, query_file=str(query_file)), progress=False))
     return directory, runs
 
 
@@ -128,15 +128,15 @@ def compare_url(base: str, runs) -> str:
 
 def test_compare_page_shows_rho_of_both_audits(two_audits, ui_server, tmp_path):
     directory, runs = two_audits
-    values = [run.result.metrics["rho_ema"] for run in runs]
+    values = [run.primary.metrics["rho_ema"] for run in runs]
     assert all(0 < v < 1 for v in values) and values[0] != values[1], values
     url = compare_url(ui_server, runs)
     dom = chromium("--virtual-time-budget=30000", "--dump-dom", url, profile=tmp_path / "profile-dom")
     assert "rho_ema" in dom and "rho_ema_ks" in dom
     for run in runs:
-        assert run.run_id in dom or run.result.verdict in dom
+        assert run.run_id in dom or run.primary.verdict in dom
         for metric in ("rho_ema", "rho_ema_ks"):
-            value = run.result.metrics[metric]
+            value = run.primary.metrics[metric]
             shown = {f"{value:.{digits}g}" for digits in range(3, 8)} | {str(round(value, 4)), str(value)}
             assert any(text in dom for text in shown), (metric, value)
     screenshot = tmp_path / "compare.png"

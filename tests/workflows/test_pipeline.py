@@ -15,7 +15,7 @@ from ema.errors import EMAError, InputError
 from ema.oracle import Oracle
 from ema.tracking import keys
 from ema.training.recipes import recipe_from_json
-from ema.workflows.audit import audit
+from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.calibrate import calibrate
 from tests.workflows.conftest import QUICK_SPEC
 
@@ -79,7 +79,7 @@ def test_a_deleted_calibration_version_is_trained_again(trained):
 
 def test_registered_models_are_loaded_once_per_process(trained):
     from ema.inputs import InputTransform
-    from ema.workflows.models import registered_oracle
+    from ema.workflows.cached_models import registered_oracle
 
     _, outcome = trained
     oracle = registered_oracle(outcome.version, InputTransform())
@@ -91,53 +91,53 @@ def test_registered_models_are_loaded_once_per_process(trained):
 
 def test_audit_members_and_non_members(trained):
     _, outcome = trained
-    member = audit(outcome.version.uri, query="M1", progress=False)
-    held_out = audit(outcome.version.uri, query="M6", progress=False)
-    assert member.result.flag_rate > held_out.result.flag_rate
-    assert held_out.result.verdict == "not_memorized"
+    member = audit(AuditConfig(model_uri=outcome.version.uri, query="M1"), progress=False)
+    held_out = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    assert member.primary.flag_rate > held_out.primary.flag_rate
+    assert held_out.primary.verdict == "not_memorized"
     run = run_of(member.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.params[keys.PARAM_QUERY] == "M1"
     assert run.data.params[keys.PARAM_MODEL_URI] == outcome.version.uri
-    assert run.data.tags[keys.TAG_VERDICT] == member.result.verdict
+    assert run.data.tags[keys.TAG_VERDICT] == member.primary.verdict
     assert run.data.tags[keys.TAG_EXPECTED_VERDICT] == "memorized"
-    assert run.data.metrics[keys.METRIC_RHO_EMA] == pytest.approx(member.result.metrics["rho_ema"])
+    assert run.data.metrics[keys.METRIC_RHO_EMA] == pytest.approx(member.primary.metrics["rho_ema"])
     assert run.data.metrics[keys.METRIC_N_QUERY] == 1000
-    assert artifacts_of(member.run_id) == {keys.ARTIFACT_THRESHOLDS, keys.ARTIFACT_MEMBERSHIP}
+    assert artifacts_of(member.run_id) == {keys.ARTIFACT_CALIBRATION, keys.ARTIFACT_MEMBERSHIP}
 
 
 def test_audit_membership_artifact_matches_result(trained, tmp_path):
     _, outcome = trained
-    result = audit(outcome.version.uri, query="S", progress=False)
+    result = audit(AuditConfig(model_uri=outcome.version.uri, query="S"), progress=False)
     path = MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_MEMBERSHIP, str(tmp_path))
     table = pd.read_csv(path)
     assert list(table.columns[:2]) == ["index", "label"]
-    np.testing.assert_array_equal(table["M"].to_numpy(), result.result.membership)
+    np.testing.assert_array_equal(table["M"].to_numpy(), result.primary.membership)
     assert {"confidence", "flag_confidence", "negative_entropy", "flag_correctness"} <= set(table.columns)
     thresholds = json.loads(
-        Path(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_THRESHOLDS, str(tmp_path))).read_text()
+        Path(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_CALIBRATION, str(tmp_path))).read_text()
     )
     assert thresholds["ema"]["mode"] == "global"
 
 
 def test_audit_is_deterministic(trained):
     _, outcome = trained
-    first = audit(outcome.version.uri, query="M6", progress=False)
-    second = audit(outcome.version.uri, query="M6", progress=False)
-    assert first.result.metrics == second.result.metrics
-    np.testing.assert_array_equal(first.result.membership, second.result.membership)
+    first = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    second = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    assert first.primary.metrics == second.primary.metrics
+    np.testing.assert_array_equal(first.primary.membership, second.primary.membership)
 
 
 def test_audit_query_file_equals_named_set(trained, tmp_path):
     from ema.data.files import write_set
-    from ema.workflows.sources import load_splits
+    from ema.data.presets import load_splits
 
     _, outcome = trained
     m6 = load_splits().query("M6")
     path = write_set(m6, tmp_path / "m6.npz")
-    from_file = audit(outcome.version.uri, query_file=str(path), progress=False)
-    named = audit(outcome.version.uri, query="M6", progress=False)
-    np.testing.assert_array_equal(from_file.result.membership, named.result.membership)
+    from_file = audit(AuditConfig(model_uri=outcome.version.uri, query_file=str(path)), progress=False)
+    named = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    np.testing.assert_array_equal(from_file.primary.membership, named.primary.membership)
     for run_id in (from_file.run_id, named.run_id):
         run = run_of(run_id)
         (logged,) = run.inputs.dataset_inputs
@@ -150,7 +150,7 @@ def test_audit_query_file_equals_named_set(trained, tmp_path):
     [
         ({"model_uri": "models:/no-such-model@target", "query": "M1"}, EMAError, "'no-such-model' does not exist"),
         ({"model_uri": f"models:/{keys.TARGET_MODEL_NAME}@nope", "query": "M1"}, EMAError, "has no alias 'nope'"),
-        ({"query": "M9"}, InputError, "query set name"),
+        ({"query": "M9"}, InputError, "expected query set in"),
     ],
 )
 def test_audit_bad_input_fails_run_without_artifacts(trained, kwargs, error, message):
@@ -158,7 +158,7 @@ def test_audit_bad_input_fails_run_without_artifacts(trained, kwargs, error, mes
     kwargs = {"model_uri": outcome.version.uri, **kwargs}
     before = {r.info.run_id for r in failed_runs()}
     with pytest.raises(error, match=message):
-        audit(progress=False, **kwargs)
+        audit(AuditConfig(**kwargs), progress=False)
     new = [r for r in failed_runs() if r.info.run_id not in before]
     assert len(new) == 1
     assert artifacts_of(new[0].info.run_id) == set()
@@ -175,7 +175,7 @@ def test_audit_nan_outputs_fail_run_without_artifacts(trained):
     _, outcome = trained
     before = {r.info.run_id for r in failed_runs()}
     with pytest.raises(InputError, match="NaN"):
-        audit(outcome.version.uri, query="M1", oracle=NaNOracle(), progress=False)
+        audit(AuditConfig(model_uri=outcome.version.uri, query="M1"), oracle=NaNOracle(), progress=False)
     new = [r for r in failed_runs() if r.info.run_id not in before]
     assert len(new) == 1 and artifacts_of(new[0].info.run_id) == set()
 
@@ -197,30 +197,30 @@ def test_nested_runs_inherit_parent_params(trained):
 
 def test_audit_both_methods_log_rho_ema_and_rho_ks_in_one_run(trained):
     _, outcome = trained
-    both = audit(outcome.version.uri, query="S", method="both", progress=False)
+    both = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="both"), progress=False)
     run = run_of(both.run_id)
     assert {"rho_ema", "rho_ema_ks", "rho_ks", "ks_target", "ks_calibration"} <= set(run.data.metrics)
     assert run.data.tags["verdict.ema"] == both.results["ema"].verdict
     assert run.data.tags["verdict.ks-ratio"] == both.results["ks-ratio"].verdict
     assert run.data.metrics["rho_ks"] == pytest.approx(both.results["ks-ratio"].metrics["rho_ks"])
-    again = audit(outcome.version.uri, query="S", method="ks-ratio", progress=False)
-    assert again.result.metrics["rho_ks"] == pytest.approx(both.results["ks-ratio"].metrics["rho_ks"])
+    again = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="ks-ratio"), progress=False)
+    assert again.primary.metrics["rho_ks"] == pytest.approx(both.results["ks-ratio"].metrics["rho_ks"])
     assert run_of(again.run_id).data.tags["ema.ks_ratio_cache"] == "query-model hit, calset-model hit"
 
 
 def test_audit_calibrated_logs_both_p_values_and_retained_fraction(trained):
     _, outcome = trained
-    result = audit(outcome.version.uri, query="S", method="calibrated", progress=False)
+    result = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated"), progress=False)
     metrics = run_of(result.run_id).data.metrics
     assert {"p_removed", "p_retained", "retained_fraction", "retained_ci_low", "retained_ci_high"} <= set(metrics)
     assert 0 <= metrics["retained_ci_low"] <= metrics["retained_ci_high"] <= 1
-    diagnostics = result.result.thresholds["diagnostics"]
+    diagnostics = result.primary.thresholds["diagnostics"]
     assert metrics["transfer_gap"] == pytest.approx(diagnostics["transfer_gap"])
     # the other-domain set is never called memorized; "removed" needs a trusted transfer
     if diagnostics["transfer_trusted"]:
-        assert result.result.verdict == "not_memorized"
+        assert result.primary.verdict == "not_memorized"
     else:
-        assert result.result.verdict == "inconclusive" and metrics["p_retained"] == 1.0
+        assert result.primary.verdict == "inconclusive" and metrics["p_retained"] == 1.0
 
 
 def test_power_reports_a_query_size(trained):

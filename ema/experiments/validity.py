@@ -39,7 +39,7 @@ TARGET_RECIPES = {
 class ErrorGridConfig:
     sizes: tuple[int, ...] = (5, 20, 50, 200, 1000)
     n_draws: int = 200
-    n_ks_draws: int = 10
+    n_ks_draws: int = 2
     alpha: float = 0.1
     seed: int = 0
     kinds: tuple[str, ...] = KINDS

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-
-import mlflow
 
 from ema.data.arrays import ArraySet
 from ema.inputs import InputTransform
 from ema.oracle import Oracle, PyfuncOracle
 from ema.tracking import keys
-from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register_classifier
-from ema.tracking.runs import start_run
+from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register
+from ema.tracking.runs import start_run, tracking_uri
 from ema.training.recipes import recipe_to_json
+from ema.validation import short_hash
 from ema.workflows.target import Target
 
 #: Registered names of the KS-ratio baseline's extra models, by role.
@@ -22,8 +19,7 @@ ROLE_MODEL_NAMES = {"query-model": "ema-query-model", "calset-model": "ema-calse
 
 
 def model_cache_key(target: Target, role: str, data: ArraySet) -> str:
-    payload = json.dumps({"recipe": target.recipe.to_dict(), "role": role, "data": data.fingerprint}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+    return short_hash({"recipe": target.recipe.to_dict(), "role": role, "data": data.fingerprint})
 
 
 def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = True) -> tuple[Oracle, bool]:
@@ -38,18 +34,20 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
     if not cached:
         with start_run(f"train {role} {data.name} for {target.label}"):
             classifier = target.recipe.fit(data.pixels(), data.y, progress=progress)
-            version = log_and_register_classifier(
-                classifier,
-                data.pixels()[:2],
-                name=name,
-                alias=role,
-                tags={
-                    keys.TAG_ROLE: role,
-                    keys.TAG_CACHE_KEY: cache_key,
-                    keys.TAG_RECIPE: recipe_to_json(target.recipe),
-                    keys.TAG_DATA_FINGERPRINT: data.fingerprint,
-                },
-            )
+            from ema.training.packaging import package_classifier  # torch: only when a model is logged
+
+            with package_classifier(classifier, data.pixels()) as package:
+                version = log_and_register(
+                    package,
+                    name=name,
+                    alias=role,
+                    tags={
+                        keys.TAG_ROLE: role,
+                        keys.TAG_CACHE_KEY: cache_key,
+                        keys.TAG_RECIPE: recipe_to_json(target.recipe),
+                        keys.TAG_DATA_FINGERPRINT: data.fingerprint,
+                    },
+                )
     return registered_oracle(version, target.recipe.transform), cached
 
 
@@ -62,7 +60,7 @@ def registered_oracle(version: RegisteredVersion, transform: InputTransform) -> 
     """
     if version.run_id is None:
         return PyfuncOracle(version.uri, outputs="probabilities", transform=transform)
-    return _pinned_oracle(mlflow.get_tracking_uri(), version.uri, version.run_id, transform)
+    return _pinned_oracle(tracking_uri(), version.uri, version.run_id, transform)
 
 
 @functools.lru_cache(maxsize=16)

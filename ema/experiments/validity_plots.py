@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from ema.experiments.errors import METHODS
+from ema.experiments.validity import METHODS
 
 #: One colour per method in every panel, so a panel with a single line still reads right.
 METHOD_COLOURS = {method: f"C{i}" for i, method in enumerate(METHODS)}
@@ -18,15 +16,15 @@ PANELS = (
 )
 
 
-def plot_error_rates(summary: pd.DataFrame, path: Path, *, alpha: float) -> Path:
-    """One row of panels per target: each method's error rate (or coverage) against |D_q|."""
-    import matplotlib
+def plot_error_rates(summary: pd.DataFrame, *, alpha: float) -> bytes:
+    """PNG: one row of panels per target, each method's error rate (or coverage) against |D_q|."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ema.experiments.figures import png
 
     targets = list(dict.fromkeys(summary["target"]))
-    fig, axes = plt.subplots(len(targets), len(PANELS), figsize=(4 * len(PANELS), 3.2 * len(targets)), squeeze=False)
+    fig = Figure(figsize=(4 * len(PANELS), 3.2 * len(targets)))
+    axes = fig.subplots(len(targets), len(PANELS), squeeze=False)
     for row, target in enumerate(targets):
         for col, (kind, column, title) in enumerate(PANELS):
             ax = axes[row][col]
@@ -43,9 +41,7 @@ def plot_error_rates(summary: pd.DataFrame, path: Path, *, alpha: float) -> Path
                 ax.set_ylabel(target, fontsize=8)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return png(fig)
 
 
 def rates_table(summary: pd.DataFrame) -> str:

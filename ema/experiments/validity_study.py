@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import re
-import tempfile
-from pathlib import Path
 
-import mlflow
 import pandas as pd
 
 from ema.auditors import EMAAuditor
 from ema.data.embedded import load_digits_28
-from ema.experiments.error_plots import plot_error_rates, rates_table
-from ema.experiments.errors import TARGET_RECIPES, ErrorGridConfig, ScoredPools, audit_draws, summarize
+from ema.experiments.validity import TARGET_RECIPES, ErrorGridConfig, ScoredPools, audit_draws, summarize
+from ema.experiments.validity_plots import plot_error_rates, rates_table
 from ema.signals import PAPER_METRICS
 from ema.tracking import keys
-from ema.tracking.runs import start_run
+from ema.tracking.runs import log_artifacts_atomically, log_params, start_run
 from ema.training.spec import TrainSpec
 from ema.workflows.audit import fit_calibrated
+from ema.workflows.cached_models import cached_model
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
-from ema.workflows.models import cached_model
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.train import train_target
 
@@ -69,14 +66,14 @@ def run_error_grid(
 ) -> pd.DataFrame:
     """The validity study as one parent run; logs the summary CSV, a Markdown table and the figure."""
     with start_run("grid errors"):
-        mlflow.log_params(
+        log_params(
             {
-                "grid": "errors",
-                "sizes": ",".join(map(str, config.sizes)),
-                "n_draws": config.n_draws,
-                "n_ks_draws": config.n_ks_draws,
+                keys.PARAM_GRID: "errors",
+                keys.PARAM_SIZES: ",".join(map(str, config.sizes)),
+                keys.PARAM_N_DRAWS: config.n_draws,
+                keys.PARAM_N_KS_DRAWS: config.n_ks_draws,
                 keys.PARAM_ALPHA: config.alpha,
-                "seed": config.seed,
+                keys.PARAM_SEED: config.seed,
                 keys.PARAM_K: k,
             }
         )
@@ -87,9 +84,11 @@ def run_error_grid(
             ],
             ignore_index=True,
         )
-        with tempfile.TemporaryDirectory() as tmp:
-            plot_error_rates(summary, Path(tmp) / "error_rates.png", alpha=config.alpha)
-            summary.to_csv(Path(tmp) / "error_rates.csv", index=False)
-            (Path(tmp) / "error_rates.md").write_text(rates_table(summary))
-            mlflow.log_artifacts(tmp)
+        log_artifacts_atomically(
+            {
+                keys.ARTIFACT_ERROR_RATES_PNG: plot_error_rates(summary, alpha=config.alpha),
+                keys.ARTIFACT_ERROR_RATES_CSV: summary,
+                keys.ARTIFACT_ERROR_RATES_MD: rates_table(summary),
+            }
+        )
     return summary
