@@ -1,3 +1,5 @@
+"""ema.stats.paper: rho_EMA, the t-test and KS test of the membership vector against all ones."""
+
 import numpy as np
 import pytest
 
