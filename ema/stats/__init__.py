@@ -24,7 +24,7 @@ from ema.stats.member_tails import (
     member_tail_test,
 )
 from ema.stats.multiple_testing import CORRECTIONS, adjust_pvalues
-from ema.stats.paper import EMA_TESTS, check_flags, ema_pvalue
+from ema.stats.paper import EMA_TESTS, EMATestResult, check_flags, ema_pvalue
 from ema.stats.placement import cutoff_ranks, order_statistic_level_variance, placement_pvalues, reference_tail_test
 from ema.stats.power import QuerySizeResult, required_query_size
 from ema.stats.retained import (
@@ -42,6 +42,7 @@ __all__ = [
     "JEFFREYS_PSEUDOCOUNT",
     "TAIL_ALTERNATIVES",
     "ConfidenceInterval",
+    "EMATestResult",
     "MemberTailCurve",
     "MemberTailRates",
     "QuerySizeResult",

@@ -7,6 +7,7 @@ same length by a two-sample test; the p-value is rho_EMA.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -14,7 +15,33 @@ from scipy import stats
 
 from ema.errors import InputError
 
+#: The two-sample tests of the paper: Student's t (main results) and Kolmogorov-Smirnov (ablation).
 EMA_TESTS = ("t", "ks")
+
+
+@dataclass(frozen=True)
+class EMATestResult:
+    """rho_EMA with the test that produced it, as scipy.stats returns its test results.
+
+    Attributes
+    ----------
+    statistic : float
+        The two-sample statistic of M against the all-ones vector: Student's t (negative:
+        M's mean is below 1) or the Kolmogorov-Smirnov distance D (the share of unflagged
+        samples). 0.0 when every sample is flagged.
+    pvalue : float
+        rho_EMA, two-sided. 1.0 when every sample is flagged; NaN for the t-test of a single
+        sample (no degrees of freedom).
+    test : {"t", "ks"}
+        The test, as asked for.
+    n : int
+        Samples in the membership vector (the query size |D_q|).
+    """
+
+    statistic: float
+    pvalue: float
+    test: str
+    n: int
 
 
 def check_flags(flags: np.ndarray) -> np.ndarray:
@@ -27,7 +54,7 @@ def check_flags(flags: np.ndarray) -> np.ndarray:
     return flags.astype(np.float64)
 
 
-def ema_pvalue(flags: np.ndarray, test: Literal["t", "ks"] = "t") -> float:
+def ema_pvalue(flags: np.ndarray, test: Literal["t", "ks"] = "t") -> EMATestResult:
     """rho_EMA: p-value of a two-sample test of the membership vector against all ones.
 
     Parameters
@@ -40,8 +67,13 @@ def ema_pvalue(flags: np.ndarray, test: Literal["t", "ks"] = "t") -> float:
 
     Returns
     -------
-    float
-        The p-value; 1.0 when every sample is flagged (the vectors are equal).
+    EMATestResult
+        ``pvalue`` is rho_EMA; 1.0 when every sample is flagged (the vectors are equal).
+
+    Raises
+    ------
+    InputError
+        On flags that are not a non-empty 1-D vector of 0 and 1, or an unknown ``test``.
 
     Notes
     -----
@@ -51,23 +83,30 @@ def ema_pvalue(flags: np.ndarray, test: Literal["t", "ks"] = "t") -> float:
 
     Examples
     --------
-    >>> round(ema_pvalue(np.array([1, 1, 1, 1, 0])), 2)
-    0.35
+    >>> result = ema_pvalue(np.array([1, 1, 1, 1, 0]))
+    >>> round(result.pvalue, 2), result.test, result.n
+    (0.35, 't', 5)
+    >>> ema_pvalue(np.array([1, 1, 1, 1, 0]), test="ks").statistic
+    0.2
     """
     flags = check_flags(flags)
     if test not in EMA_TESTS:
         raise InputError(f"expected test in {EMA_TESTS}, got {test!r}")
     if flags.all():
-        return 1.0
+        return EMATestResult(statistic=0.0, pvalue=1.0, test=test, n=flags.size)
     ones = np.ones_like(flags)
     if test == "t":
         with warnings.catch_warnings():
             # scipy warns that the all-ones sample is constant; its variance is exactly 0 and the
             # pooled variance comes from M alone, so the p-value is exact.
             warnings.filterwarnings("ignore", message="Precision loss occurred", category=RuntimeWarning)
-            return float(stats.ttest_ind(flags, ones, equal_var=True).pvalue)
-    with warnings.catch_warnings():
-        # for some counts scipy's exact KS distribution does not converge and it falls back
-        # to the asymptotic one, which it says in a warning; the p-value it returns is that one.
-        warnings.filterwarnings("ignore", message="ks_2samp: Exact calculation unsuccessful", category=RuntimeWarning)
-        return float(stats.ks_2samp(flags, ones).pvalue)
+            result = stats.ttest_ind(flags, ones, equal_var=True)
+    else:
+        with warnings.catch_warnings():
+            # for some counts scipy's exact KS distribution does not converge and it falls back
+            # to the asymptotic one, which it says in a warning; the p-value it returns is that one.
+            warnings.filterwarnings(
+                "ignore", message="ks_2samp: Exact calculation unsuccessful", category=RuntimeWarning
+            )
+            result = stats.ks_2samp(flags, ones)
+    return EMATestResult(statistic=float(result.statistic), pvalue=float(result.pvalue), test=test, n=flags.size)
