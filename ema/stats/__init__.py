@@ -25,7 +25,15 @@ from ema.stats.member_tails import (
 )
 from ema.stats.multiple_testing import CORRECTIONS, adjust_pvalues
 from ema.stats.paper import EMA_TESTS, EMATestResult, check_flags, ema_pvalue
-from ema.stats.placement import cutoff_ranks, order_statistic_level_variance, placement_pvalues, reference_tail_test
+from ema.stats.placement import (
+    StratifiedCutoffs,
+    cutoff_ranks,
+    expected_cutoff_levels,
+    order_statistic_level_variance,
+    placement_pvalues,
+    reference_tail_test,
+    stratified_cutoffs,
+)
 from ema.stats.power import QuerySizeResult, required_query_size
 from ema.stats.retained import (
     DEFAULT_INTERVAL_DRAWS,
@@ -48,11 +56,13 @@ __all__ = [
     "QuerySizeResult",
     "RetainedFraction",
     "RetainedLowerBound",
+    "StratifiedCutoffs",
     "TailTestResult",
     "adjust_pvalues",
     "check_flags",
     "cutoff_ranks",
     "ema_pvalue",
+    "expected_cutoff_levels",
     "member_tail_curve",
     "member_tail_pvalues",
     "member_tail_test",
@@ -62,4 +72,5 @@ __all__ = [
     "required_query_size",
     "retained_fraction_interval",
     "retained_lower_bound",
+    "stratified_cutoffs",
 ]

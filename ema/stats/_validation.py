@@ -35,3 +35,24 @@ def check_strata(name: str, strata: np.ndarray | None, size: int) -> np.ndarray:
             f"got shape {strata.shape} and dtype {strata.dtype}"
         )
     return strata.astype(np.int64, copy=False)
+
+
+def check_paired_strata(
+    names: tuple[str, str], strata: tuple[np.ndarray | None, np.ndarray | None], sizes: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Strata of two samples, both or neither, each checked by :func:`check_strata`.
+
+    Returns both as int64 (zeros when neither is given) and the number of strata they span.
+    """
+    if (strata[0] is None) != (strata[1] is None):
+        raise InputError(f"expected `{names[0]}` and `{names[1]}` both or neither, got only one")
+    first = check_strata(names[0], strata[0], sizes[0])
+    second = check_strata(names[1], strata[1], sizes[1])
+    return first, second, int(max(first.max(), second.max())) + 1
+
+
+def check_positive_integer(name: str, value: int) -> int:
+    """Refuse anything but an integer >= 1 (a sample size)."""
+    if not (isinstance(value, (int, np.integer)) and value >= 1):
+        raise InputError(f"expected `{name}` to be a positive integer, got {value!r}")
+    return int(value)

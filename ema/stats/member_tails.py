@@ -16,7 +16,12 @@ from ema.errors import InputError
 from ema.stats._beta_binomial import betabinom_pmf, tail_probability
 from ema.stats._dirichlet import nested_dirichlet
 from ema.stats._results import TailTestResult
-from ema.stats._validation import check_score_vector, check_strata, check_unit_interval
+from ema.stats._validation import (
+    check_paired_strata,
+    check_positive_integer,
+    check_score_vector,
+    check_unit_interval,
+)
 
 #: Pseudo-count added to each side of a share estimated from counts (the Jeffreys prior
 #: Beta(1/2, 1/2)): a share estimated from zero observed samples stays above an impossible 0.
@@ -174,11 +179,11 @@ def member_tail_curve(
     """
     member_scores = check_score_vector("member_scores", member_scores)
     nonmember_scores = check_score_vector("nonmember_scores", nonmember_scores)
-    if (member_strata is None) != (nonmember_strata is None):
-        raise InputError("expected `member_strata` and `nonmember_strata` both or neither, got only one")
-    member_strata = check_strata("member_strata", member_strata, member_scores.size)
-    nonmember_strata = check_strata("nonmember_strata", nonmember_strata, nonmember_scores.size)
-    n_strata = int(max(member_strata.max(), nonmember_strata.max())) + 1
+    member_strata, nonmember_strata, n_strata = check_paired_strata(
+        ("member_strata", "nonmember_strata"),
+        (member_strata, nonmember_strata),
+        (member_scores.size, nonmember_scores.size),
+    )
     n_members = np.bincount(member_strata, minlength=n_strata)
     n_nonmembers = np.bincount(nonmember_strata, minlength=n_strata)
     dropped = np.flatnonzero((n_members > 0) & (n_nonmembers == 0))
@@ -263,8 +268,7 @@ def member_tail_test(count: int, n: int, null_share: float, null_variance: float
     >>> bool(np.isclose(res.pvalue, stats.binomtest(12, 100, 0.05, alternative="greater").pvalue))
     True
     """
-    if not (isinstance(n, (int, np.integer)) and n >= 1):
-        raise InputError(f"expected `n` to be a positive integer, got {n!r}")
+    check_positive_integer("n", n)
     if not (isinstance(count, (int, np.integer)) and 0 <= count <= n):
         raise InputError(f"expected `count` to be an integer in 0..{n}, got {count!r}")
     check_unit_interval("null_share", null_share)

@@ -9,12 +9,14 @@ the tail has an exact beta-binomial (placement) law under H0 "removed".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ema.errors import InputError
 from ema.stats._beta_binomial import betabinom_pmf, tail_probability
 from ema.stats._results import TAIL_ALTERNATIVES, TailTestResult
-from ema.stats._validation import check_score_vector, check_strata, check_unit_interval
+from ema.stats._validation import check_paired_strata, check_score_vector, check_unit_interval
 
 
 def cutoff_ranks(n_reference: int | np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -45,6 +47,60 @@ def cutoff_ranks(n_reference: int | np.ndarray, levels: np.ndarray) -> np.ndarra
     if np.any(n_reference < 1):
         raise InputError(f"expected reference sizes >= 1, got {n_reference.tolist()}")
     return np.clip(np.rint(levels * (n_reference + 1)), 1, n_reference).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class StratifiedCutoffs:
+    """Cut-offs at reference order statistics, one row of levels per stratum.
+
+    Attributes
+    ----------
+    ranks : ndarray of int, shape (n_strata, n_levels)
+        Rank of each cut-off among the reference scores behind it (:func:`cutoff_ranks`).
+    reference_sizes : ndarray of int, shape (n_strata,)
+        Reference scores behind each stratum's cut-offs: the stratum's own, or the whole
+        reference's for a stratum that has none.
+    cutoffs : ndarray of shape (n_strata, n_levels)
+        The ``ranks``-th smallest of those reference scores.
+    has_reference : ndarray of bool, shape (n_strata,)
+        False for the strata without reference scores, whose cut-offs are the whole reference's.
+    """
+
+    ranks: np.ndarray
+    reference_sizes: np.ndarray
+    cutoffs: np.ndarray
+    has_reference: np.ndarray
+
+
+def stratified_cutoffs(
+    reference_scores: np.ndarray, reference_strata: np.ndarray, levels: np.ndarray, *, n_strata: int
+) -> StratifiedCutoffs:
+    """Each stratum's cut-offs at the quantile ``levels`` of its own reference scores.
+
+    For validated input: finite scores of shape (n_reference,), int64 strata in 0..n_strata - 1
+    of the same shape, levels in (0, 1). One stratum (all zeros) gives the global cut-offs.
+
+    Examples
+    --------
+    >>> scores, strata = np.arange(1.0, 10.0), np.array([0, 0, 0, 0, 1, 1, 1, 1, 1])
+    >>> cut = stratified_cutoffs(scores, strata, np.array([0.5]), n_strata=3)  # stratum 2 has no scores
+    >>> cut.ranks[:, 0].tolist(), cut.cutoffs[:, 0].tolist(), cut.has_reference.tolist()
+    ([2, 3, 5], [2.0, 7.0, 5.0], [True, True, False])
+    """
+    n_reference = reference_scores.size
+    stratum_sizes = np.bincount(reference_strata, minlength=n_strata)
+    has_reference = stratum_sizes > 0
+    reference_sizes = np.where(has_reference, stratum_sizes, n_reference)
+    levels = np.asarray(levels, dtype=np.float64)
+    ranks = cutoff_ranks(reference_sizes[:, None], levels[None, :])
+    # Order statistics per stratum: sort by (stratum, score) and index each stratum's block.
+    ordered = reference_scores[np.lexsort((reference_scores, reference_strata))]
+    starts = np.concatenate([[0], np.cumsum(stratum_sizes)[:-1]])
+    cutoffs = ordered[np.minimum(starts[:, None] + ranks - 1, n_reference - 1)]
+    if not has_reference.all():
+        whole = np.sort(reference_scores)[cutoff_ranks(n_reference, levels) - 1]
+        cutoffs = np.where(has_reference[:, None], cutoffs, whole[None, :])
+    return StratifiedCutoffs(ranks=ranks, reference_sizes=reference_sizes, cutoffs=cutoffs, has_reference=has_reference)
 
 
 def _check_alternative(alternative: str) -> str:
@@ -169,30 +225,42 @@ def reference_tail_test(
     _check_alternative(alternative)
     query_scores = check_score_vector("query_scores", query_scores)
     reference_scores = check_score_vector("reference_scores", reference_scores)
-    if (query_strata is None) != (reference_strata is None):
-        raise InputError("expected `query_strata` and `reference_strata` both or neither, got only one")
-    query_strata = check_strata("query_strata", query_strata, query_scores.size)
-    reference_strata = check_strata("reference_strata", reference_strata, reference_scores.size)
-    n_strata = int(max(query_strata.max(), reference_strata.max())) + 1
+    query_strata, reference_strata, n_strata = check_paired_strata(
+        ("query_strata", "reference_strata"),
+        (query_strata, reference_strata),
+        (query_scores.size, reference_scores.size),
+    )
     stratum_sizes = np.bincount(query_strata, minlength=n_strata)
-    n_reference = np.bincount(reference_strata, minlength=n_strata)
-    missing = np.flatnonzero((stratum_sizes > 0) & (n_reference == 0))
+    cut = stratified_cutoffs(reference_scores, reference_strata, np.array([level]), n_strata=n_strata)
+    missing = np.flatnonzero((stratum_sizes > 0) & ~cut.has_reference)
     if missing.size:
         raise InputError(f"expected reference scores for every query stratum, got none for strata {missing.tolist()}")
-    safe_n = np.maximum(n_reference, 1)
-    ranks = cutoff_ranks(safe_n, np.full(n_strata, level))
-    order = np.lexsort((reference_scores, reference_strata))
-    starts = np.concatenate([[0], np.cumsum(n_reference)[:-1]])
-    cutoffs = reference_scores[order][np.minimum(starts + ranks - 1, reference_scores.size - 1)]
-    query_cutoffs = cutoffs[query_strata]
+    query_cutoffs = cut.cutoffs[query_strata, 0]
     in_tail = query_scores <= query_cutoffs if alternative == "less" else query_scores < query_cutoffs
     count = int(in_tail.sum())
-    pvalue = placement_pvalues(np.array([count]), stratum_sizes, ranks[None, :], safe_n, alternative=alternative)[0]
+    pvalue = placement_pvalues(
+        np.array([count]), stratum_sizes, cut.ranks.T, cut.reference_sizes, alternative=alternative
+    )[0]
     weights = stratum_sizes / query_scores.size
-    null_share = float(np.sum(weights * ranks / (safe_n + 1.0)))
+    null_share = float(np.sum(weights * cut.ranks[:, 0] / (cut.reference_sizes + 1.0)))
     return TailTestResult(
         statistic=count, pvalue=float(pvalue), alternative=alternative, n=query_scores.size, null_share=null_share
     )
+
+
+def expected_cutoff_levels(ranks: np.ndarray, reference_sizes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Expected reference level of each cut-off for a query spread over strata with shares ``weights``.
+
+    The j-th smallest of n reference scores sits at level j / (n + 1) on average; a query meets
+    each cut-off at the mean of its strata's levels, weighted by its share in each. For validated
+    input: ``ranks`` (n_strata, n_levels), ``reference_sizes`` and ``weights`` (n_strata,).
+
+    Examples
+    --------
+    >>> expected_cutoff_levels(np.array([[10, 50], [1, 5]]), np.array([99, 9]), np.array([0.5, 0.5])).tolist()
+    [0.1, 0.5]
+    """
+    return weights @ (ranks / (reference_sizes[:, None] + 1.0))
 
 
 def order_statistic_level_variance(ranks: np.ndarray, n_reference: np.ndarray) -> np.ndarray:

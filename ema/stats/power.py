@@ -9,7 +9,7 @@ from scipy import stats
 
 from ema.errors import InputError
 from ema.stats._beta_binomial import betabinom_pmf
-from ema.stats._validation import check_unit_interval
+from ema.stats._validation import check_positive_integer, check_unit_interval
 from ema.stats.placement import cutoff_ranks
 
 
@@ -117,10 +117,8 @@ def required_query_size(
         raise InputError(
             f"expected levels in (0, 1) and member rates in [0, 1], got {levels.tolist()} and {member_rates.tolist()}"
         )
-    if not (isinstance(n_reference, (int, np.integer)) and n_reference >= 1):
-        raise InputError(f"expected `n_reference` to be a positive integer, got {n_reference!r}")
-    if not (isinstance(max_n, (int, np.integer)) and max_n >= 1):
-        raise InputError(f"expected `max_n` to be a positive integer, got {max_n!r}")
+    check_positive_integer("n_reference", n_reference)
+    check_positive_integer("max_n", max_n)
     n_tests = member_rates.size if n_tests is None else n_tests
     if not (isinstance(n_tests, (int, np.integer)) and n_tests >= member_rates.size):
         raise InputError(

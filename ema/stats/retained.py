@@ -9,8 +9,9 @@ import numpy as np
 from ema.errors import InputError
 from ema.stats._dirichlet import nested_dirichlet
 from ema.stats._results import ConfidenceInterval
-from ema.stats._validation import check_score_vector, check_unit_interval
+from ema.stats._validation import check_positive_integer, check_score_vector, check_unit_interval
 from ema.stats.member_tails import MemberTailCurve
+from ema.stats.placement import expected_cutoff_levels
 
 #: Monte Carlo draws for the retained-fraction interval.
 DEFAULT_INTERVAL_DRAWS = 4000
@@ -172,8 +173,7 @@ def retained_fraction_interval(
     is widened to cover the exact one from inverting tests on the pooled count (with the
     shares taken as known); the result is clipped to [0, 1].
     """
-    if not (isinstance(n, (int, np.integer)) and n >= 1):
-        raise InputError(f"expected `n` to be a positive integer, got {n!r}")
+    check_positive_integer("n", n)
     counts = np.atleast_1d(np.asarray(counts))
     if (
         counts.ndim != 1
@@ -216,7 +216,7 @@ def retained_fraction_interval(
         raise InputError(f"expected `n_draws` to be an integer >= 100, got {n_draws!r}")
     rng = np.random.default_rng(random_state)
 
-    levels = stratum_weights @ (reference_ranks / (reference_sizes[:, None] + 1.0))
+    levels = expected_cutoff_levels(reference_ranks, reference_sizes, stratum_weights)
     # Cut-offs at one reference rank (small references) carry the same information: keep one.
     levels, first = np.unique(levels, return_index=True)
     counts, reference_ranks = counts[first], reference_ranks[:, first]
