@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +105,32 @@ def required_query_size(
     >>> required_query_size([0.01, 0.02], [0.05, 0.1], 2000, alpha=0.1).n_required < 200
     True
     """
+    member_rates, levels, n_tests = _check_power_arguments(
+        member_rates, levels, n_reference, alpha, power, n_tests, max_n
+    )
+    ranks = cutoff_ranks(int(n_reference), levels)
+    test_alpha = alpha / n_tests
+
+    def best(n: int) -> tuple[float, int, int]:
+        table = _removal_power(n, member_rates, ranks, int(n_reference), test_alpha)
+        metric, level = np.unravel_index(int(np.argmax(table)), table.shape)
+        return float(table[metric, level]), int(metric), int(level)
+
+    n_required = _smallest_size(lambda n: best(n)[0] >= power, max_n)
+    achieved, metric, level = best(max_n if n_required is None else n_required)
+    return QuerySizeResult(n_required, achieved, float(power), float(alpha), int(n_tests), float(levels[level]), metric)
+
+
+def _check_power_arguments(
+    member_rates: np.ndarray,
+    levels: np.ndarray,
+    n_reference: int,
+    alpha: float,
+    power: float,
+    n_tests: int | None,
+    max_n: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The arguments of :func:`required_query_size` checked; member rates (2-D), levels and n_tests."""
     check_unit_interval("alpha", alpha)
     check_unit_interval("power", power)
     levels = np.atleast_1d(np.asarray(levels, dtype=np.float64))
@@ -124,27 +151,24 @@ def required_query_size(
         raise InputError(
             f"expected `n_tests` to be an integer >= {member_rates.size} (the tests given), got {n_tests!r}"
         )
-    ranks = cutoff_ranks(int(n_reference), levels)
-    test_alpha = alpha / n_tests
+    return member_rates, levels, n_tests
 
-    def best(n: int) -> tuple[float, int, int]:
-        table = _removal_power(n, member_rates, ranks, int(n_reference), test_alpha)
-        metric, level = np.unravel_index(int(np.argmax(table)), table.shape)
-        return float(table[metric, level]), int(metric), int(level)
 
+def _smallest_size(reaches: Callable[[int], bool], max_n: int) -> int | None:
+    """Smallest n in 1..max_n where ``reaches(n)``, by doubling then bisection (None if not even at max_n).
+
+    Bisection assumes ``reaches`` turns true for good; for the saw-toothed power it returns a
+    size that reaches it, not always the very first.
+    """
     low, high = 0, 1
-    while best(high)[0] < power:
+    while not reaches(high):
         if high >= max_n:
-            achieved, metric, level = best(max_n)
-            return QuerySizeResult(
-                None, achieved, float(power), float(alpha), int(n_tests), float(levels[level]), metric
-            )
+            return None
         low, high = high, min(2 * high, max_n)
     while high - low > 1:
         middle = (low + high) // 2
-        if best(middle)[0] >= power:
+        if reaches(middle):
             high = middle
         else:
             low = middle
-    achieved, metric, level = best(high)
-    return QuerySizeResult(high, achieved, float(power), float(alpha), int(n_tests), float(levels[level]), metric)
+    return high

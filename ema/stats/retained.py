@@ -173,6 +173,52 @@ def retained_fraction_interval(
     is widened to cover the exact one from inverting tests on the pooled count (with the
     shares taken as known); the result is clipped to [0, 1].
     """
+    counts, reference_ranks, reference_sizes, stratum_weights = _check_interval_arguments(
+        counts, n, reference_ranks, reference_sizes, stratum_weights, confidence_level, n_draws
+    )
+    rng = np.random.default_rng(random_state)
+    levels = expected_cutoff_levels(reference_ranks, reference_sizes, stratum_weights)
+    # Cut-offs at one reference rank (small references) carry the same information: keep one.
+    levels, first = np.unique(levels, return_index=True)
+    counts, reference_ranks = counts[first], reference_ranks[:, first]
+    rates = member_curve.rates(levels)
+    separation = float(np.sum(levels - rates.rate))
+    estimate = float(np.clip(np.sum(levels - counts / n) / separation, 0.0, 1.0)) if separation > 0 else float("nan")
+    pi, separated = _draw_retained_fractions(
+        rng,
+        n_draws,
+        counts=counts,
+        n=n,
+        levels=levels,
+        reference_ranks=reference_ranks,
+        reference_sizes=reference_sizes,
+        stratum_weights=stratum_weights,
+        member_curve=member_curve,
+        member_slope=rates.slope,
+    )
+    tail = (1.0 - confidence_level) / 2.0
+    # Order statistics, not interpolation (which is undefined between infinite draws); outward.
+    low = float(np.clip(np.quantile(np.where(separated, pi, -np.inf), tail, method="lower"), 0.0, 1.0))
+    high = float(np.clip(np.quantile(np.where(separated, pi, np.inf), 1.0 - tail, method="higher"), 0.0, 1.0))
+    low, high = _widen_to_exact_interval(low, high, counts, n, levels, rates.rate, tail)
+    return RetainedFraction(
+        estimate=estimate,
+        low=low,
+        high=high,
+        confidence_level=float(confidence_level),
+    )
+
+
+def _check_interval_arguments(
+    counts: np.ndarray,
+    n: int,
+    reference_ranks: np.ndarray,
+    reference_sizes: np.ndarray,
+    stratum_weights: np.ndarray | None,
+    confidence_level: float,
+    n_draws: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The arguments of :func:`retained_fraction_interval` checked; counts, ranks, sizes and weights as arrays."""
     check_positive_integer("n", n)
     counts = np.atleast_1d(np.asarray(counts))
     if (
@@ -214,38 +260,37 @@ def retained_fraction_interval(
     check_unit_interval("confidence_level", confidence_level)
     if not (isinstance(n_draws, (int, np.integer)) and n_draws >= 100):
         raise InputError(f"expected `n_draws` to be an integer >= 100, got {n_draws!r}")
-    rng = np.random.default_rng(random_state)
+    return counts, reference_ranks, reference_sizes, stratum_weights
 
-    levels = expected_cutoff_levels(reference_ranks, reference_sizes, stratum_weights)
-    # Cut-offs at one reference rank (small references) carry the same information: keep one.
-    levels, first = np.unique(levels, return_index=True)
-    counts, reference_ranks = counts[first], reference_ranks[:, first]
-    rates = member_curve.rates(levels)
-    separation = float(np.sum(levels - rates.rate))
-    estimate = float(np.clip(np.sum(levels - counts / n) / separation, 0.0, 1.0)) if separation > 0 else float("nan")
 
+def _draw_retained_fractions(
+    rng: np.random.Generator,
+    n_draws: int,
+    *,
+    counts: np.ndarray,
+    n: int,
+    levels: np.ndarray,
+    reference_ranks: np.ndarray,
+    reference_sizes: np.ndarray,
+    stratum_weights: np.ndarray,
+    member_curve: MemberTailCurve,
+    member_slope: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Monte Carlo draws of pi from the joint uncertainty of query, reference and member shares; for validated input.
+
+    Returns the draws (0 where members and non-members are not separated) and where they are.
+    """
     # Total prior weight 1 spread over the bins (Perks): for one cut-off, the Jeffreys Beta(x + 1/2, n - x + 1/2).
     query = nested_dirichlet(rng, counts, n, n_draws, 1.0 / (levels.size + 1))
     nonmember = np.zeros((n_draws, levels.size))
     for weight, ranks, size in zip(stratum_weights, reference_ranks, reference_sizes):
         if weight > 0:
             nonmember += weight * nested_dirichlet(rng, ranks, size + 1, n_draws, 0.0)
-    member = member_curve.draw(levels, n_draws, rng) + rates.slope * (nonmember - levels)
+    member = member_curve.draw(levels, n_draws, rng) + member_slope * (nonmember - levels)
     numerator = np.sum(nonmember - query, axis=1)
     denominator = np.sum(nonmember - member, axis=1)
     separated = denominator > 0
-    pi = np.divide(numerator, denominator, out=np.zeros(n_draws), where=separated)
-    tail = (1.0 - confidence_level) / 2.0
-    # Order statistics, not interpolation (which is undefined between infinite draws); outward.
-    low = float(np.clip(np.quantile(np.where(separated, pi, -np.inf), tail, method="lower"), 0.0, 1.0))
-    high = float(np.clip(np.quantile(np.where(separated, pi, np.inf), 1.0 - tail, method="higher"), 0.0, 1.0))
-    low, high = _widen_to_exact_interval(low, high, counts, n, levels, rates.rate, tail)
-    return RetainedFraction(
-        estimate=estimate,
-        low=low,
-        high=high,
-        confidence_level=float(confidence_level),
-    )
+    return np.divide(numerator, denominator, out=np.zeros(n_draws), where=separated), separated
 
 
 def retained_lower_bound(
