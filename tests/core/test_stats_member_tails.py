@@ -72,6 +72,11 @@ def test_member_tail_curve_strata_without_nonmembers_warn():
     assert curve.n_members == 2
 
 
+def test_member_tail_curve_rejects_strata_on_one_side():
+    with pytest.raises(InputError, match="`member_strata` and `nonmember_strata` both or neither"):
+        member_tail_curve(np.array([1.0, 2.0]), np.array([0.5, 1.5]), member_strata=np.array([0, 1]))
+
+
 def test_member_tail_curve_rates_reject_bad_levels():
     curve = member_tail_curve(np.array([1.0, 2.0]), np.array([0.5, 1.5]))
     with pytest.raises(InputError, match=r"levels in \(0, 1\)"):

@@ -7,7 +7,15 @@ import pytest
 from scipy import stats
 
 from ema.errors import InputError
-from ema.stats import TailTestResult, cutoff_ranks, placement_pvalues, reference_tail_test
+from ema.stats import (
+    StratifiedCutoffs,
+    TailTestResult,
+    cutoff_ranks,
+    expected_cutoff_levels,
+    placement_pvalues,
+    reference_tail_test,
+    stratified_cutoffs,
+)
 
 ALPHA = 0.1
 #: Slack over alpha for Monte Carlo rates (about three standard errors at the sizes used).
@@ -24,6 +32,39 @@ def test_cutoff_ranks_expected_level_and_clipping():
 def test_cutoff_ranks_rejects_empty_reference():
     with pytest.raises(InputError, match="expected reference sizes >= 1"):
         cutoff_ranks(0, np.array([0.1]))
+
+
+def test_stratified_cutoffs_are_each_strata_order_statistics():
+    rng = np.random.default_rng(12)
+    scores, strata, levels = rng.normal(size=300), rng.integers(0, 3, 300), np.array([0.05, 0.5])
+    cut = stratified_cutoffs(scores, strata, levels, n_strata=3)
+    assert isinstance(cut, StratifiedCutoffs)
+    for s in range(3):
+        own = np.sort(scores[strata == s])
+        np.testing.assert_array_equal(cut.ranks[s], cutoff_ranks(own.size, levels))
+        np.testing.assert_array_equal(cut.cutoffs[s], own[cut.ranks[s] - 1])
+    np.testing.assert_array_equal(cut.reference_sizes, np.bincount(strata))
+    assert cut.has_reference.all()
+
+
+def test_stratified_cutoffs_empty_stratum_falls_back_to_whole_reference():
+    scores, strata = np.arange(10.0), np.repeat([0, 2], 5)
+    cut = stratified_cutoffs(scores, strata, np.array([0.5]), n_strata=3)
+    np.testing.assert_array_equal(cut.has_reference, [True, False, True])
+    np.testing.assert_array_equal(cut.reference_sizes, [5, 10, 5])
+    np.testing.assert_array_equal(cut.cutoffs[:, 0], [2.0, 5.0, 7.0])  # ranks 3, round(5.5) = 6, 3
+
+
+def test_stratified_cutoffs_one_stratum_is_global():
+    scores = np.random.default_rng(13).normal(size=99)
+    cut = stratified_cutoffs(scores, np.zeros(99, dtype=np.int64), np.array([0.1, 0.5]), n_strata=1)
+    np.testing.assert_array_equal(cut.cutoffs[0], np.sort(scores)[[9, 49]])
+
+
+def test_expected_cutoff_levels_weighs_each_strata_level():
+    ranks, sizes = np.array([[10, 50], [1, 5]]), np.array([99, 9])
+    np.testing.assert_allclose(expected_cutoff_levels(ranks, sizes, np.array([1.0, 0.0])), [0.1, 0.5])
+    np.testing.assert_allclose(expected_cutoff_levels(ranks, sizes, np.array([0.25, 0.75])), [0.1, 0.5])
 
 
 def test_reference_tail_test_matches_hand_computed_beta_binomial():
