@@ -75,7 +75,7 @@ def select_threshold(member_scores: np.ndarray, nonmember_scores: np.ndarray) ->
     Examples
     --------
     >>> select_threshold(np.array([0.9, 0.8, 0.7]), np.array([0.2, 0.75])).threshold
-    0.7
+    0.8
     """
     return _sweep(_check_scores("member_scores", member_scores), _check_scores("nonmember_scores", nonmember_scores))
 

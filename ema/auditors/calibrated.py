@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,14 +53,16 @@ from ema.stats import (
     MemberTailCurve,
     MemberTailRates,
     QuerySizeResult,
+    RetainedFraction,
     adjust_pvalues,
-    cutoff_ranks,
+    expected_cutoff_levels,
     member_tail_curve,
     member_tail_pvalues,
     order_statistic_level_variance,
     placement_pvalues,
     retained_fraction_interval,
     retained_lower_bound,
+    stratified_cutoffs,
 )
 from ema.stats import required_query_size as _required_query_size
 from ema.thresholds import THRESHOLD_MODES
@@ -109,6 +112,47 @@ def _check_levels(quantiles: Sequence[float]) -> np.ndarray:
             f"expected `quantiles` to be increasing levels in (0, 1), e.g. (0.01, 0.05, 0.1), got {list(quantiles)}"
         )
     return levels
+
+
+def _check_calibration_arrays(**pairs: tuple[np.ndarray, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each (probabilities, labels) pair checked, in the order given, all over the same classes."""
+    arrays = {name: check_probabilities(proba, labels) for name, (proba, labels) in pairs.items()}
+    n_classes = {name: proba.shape[1] for name, (proba, _) in arrays.items()}
+    if len(set(n_classes.values())) != 1:
+        raise InputError(f"expected the same number of classes in every input, got {n_classes}")
+    return arrays
+
+
+@dataclass(frozen=True)
+class _QueryTails:
+    """A query's tail counts against the calibrated cut-offs, and the non-member share expected there.
+
+    ``strata`` (n_query,) is each sample's stratum (0 in global mode); ``stratum_sizes`` and
+    ``weights`` (n_strata,) count and share the query per stratum; ``counts`` (n_metrics,
+    n_levels) are the samples at or below each metric's cut-offs; ``nonmember_rate`` and
+    ``nonmember_variance`` (n_levels,) are the expected reference level of each cut-off and its spread.
+    """
+
+    n: int
+    strata: np.ndarray
+    stratum_sizes: np.ndarray
+    weights: np.ndarray
+    counts: np.ndarray
+    nonmember_rate: np.ndarray
+    nonmember_variance: np.ndarray
+
+
+@dataclass(frozen=True)
+class _HypothesisTests:
+    """The single tests of both hypotheses, (n_metrics, n_levels) each, and the family-wise p-values."""
+
+    member_rate: np.ndarray
+    p_removed: np.ndarray
+    p_retained: np.ndarray
+    adjusted_removed: np.ndarray
+    adjusted_retained: np.ndarray
+    p_removed_family: float
+    p_retained_family: float
 
 
 def decide_verdict(p_removed: float, p_retained: float, alpha: float) -> str:
@@ -267,53 +311,69 @@ class CalibratedAuditor:
             compared with the whole reference) or from the calibration non-members.
         """
         levels = self._check_config()
-        arrays = {
-            "reference": check_probabilities(reference_proba, reference_labels),
-            "member": check_probabilities(member_proba, member_labels),
-            "nonmember": check_probabilities(nonmember_proba, nonmember_labels),
-        }
-        n_classes = {name: proba.shape[1] for name, (proba, _) in arrays.items()}
-        if len(set(n_classes.values())) != 1:
-            raise InputError(f"expected the same number of classes in every input, got {n_classes}")
+        arrays = _check_calibration_arrays(
+            reference=(reference_proba, reference_labels),
+            member=(member_proba, member_labels),
+            nonmember=(nonmember_proba, nonmember_labels),
+        )
         scores = {name: compute_scores(proba, labels, self.metrics) for name, (proba, labels) in arrays.items()}
-        reference_labels = arrays["reference"][1]
         self.n_classes_ = int(arrays["reference"][0].shape[1])
-        per_class = self.threshold_mode == "per-class"
+        self._fit_reference_cutoffs(scores["reference"], arrays["reference"][1], levels)
+        self._fit_member_curves(
+            scores["member"], arrays["member"][1], scores["nonmember"], arrays["nonmember"][1], levels
+        )
+        self._fit_transfer_guard(arrays)
+        self.levels_ = levels
+        self.n_members_ = int(arrays["member"][1].size)
+        self.n_nonmembers_ = int(arrays["nonmember"][1].size)
+        return self
 
-        n_reference = int(reference_labels.size)
-        strata = reference_labels if per_class else np.zeros(n_reference, dtype=np.int64)
+    def _fit_reference_cutoffs(self, scores: dict[str, np.ndarray], labels: np.ndarray, levels: np.ndarray) -> None:
+        """Each metric's cut-offs at the reference's quantile ``levels`` (per class in per-class mode)."""
+        per_class = self.threshold_mode == "per-class"
+        n_reference = int(labels.size)
+        strata = labels if per_class else np.zeros(n_reference, dtype=np.int64)
         n_strata = self.n_classes_ if per_class else 1
-        stratum_sizes = np.bincount(strata, minlength=n_strata)
-        fallback = np.flatnonzero(stratum_sizes == 0)
+        cuts = {m: stratified_cutoffs(scores[m], strata, levels, n_strata=n_strata) for m in self.metrics}
+        # Ranks and reference sizes depend on the strata alone: the same for every metric.
+        first = cuts[self.metrics[0]]
+        fallback = np.flatnonzero(~first.has_reference)
         if fallback.size:
             warnings.warn(
                 f"classes {fallback.tolist()} have no reference samples; their query samples are compared with "
                 "the whole reference",
-                stacklevel=2,
+                stacklevel=3,
             )
-        stratum_reference = np.where(stratum_sizes > 0, stratum_sizes, n_reference)
-        ranks = cutoff_ranks(stratum_reference[:, None], levels[None, :])  # (n_strata, n_levels)
+        self.cutoffs_: dict[str, np.ndarray] = {m: cut.cutoffs for m, cut in cuts.items()}
+        self.reference_scores_: dict[str, np.ndarray] = {m: np.sort(scores[m]) for m in self.metrics}
+        self.n_reference_ = n_reference
+        self.stratum_reference_sizes_ = first.reference_sizes
+        self.reference_fallback_classes_ = fallback
+        self.ranks_ = first.ranks
 
-        self.cutoffs_: dict[str, np.ndarray] = {}
-        self.reference_scores_: dict[str, np.ndarray] = {}
+    def _fit_member_curves(
+        self,
+        member_scores: dict[str, np.ndarray],
+        member_labels: np.ndarray,
+        nonmember_scores: dict[str, np.ndarray],
+        nonmember_labels: np.ndarray,
+        levels: np.ndarray,
+    ) -> None:
+        """The calibration model's member tail curve of each metric (pooled over classes in per-class mode)."""
+        per_class = self.threshold_mode == "per-class"
         self.member_curves_: dict[str, MemberTailCurve] = {}
         self.member_rates_: dict[str, MemberTailRates] = {}
         for metric in self.metrics:  # a handful of metrics
-            reference = scores["reference"][metric]
-            self.reference_scores_[metric] = np.sort(reference)
-            # Order statistics per stratum: sort by (stratum, score) and index each stratum's block.
-            ordered = reference[np.lexsort((reference, strata))]
-            starts = np.concatenate([[0], np.cumsum(stratum_sizes)[:-1]])
-            stratum_cutoffs = ordered[np.minimum(starts[:, None] + ranks - 1, n_reference - 1)]
-            global_cutoffs = self.reference_scores_[metric][cutoff_ranks(n_reference, levels) - 1]
-            self.cutoffs_[metric] = np.where((stratum_sizes > 0)[:, None], stratum_cutoffs, global_cutoffs[None, :])
             self.member_curves_[metric] = member_tail_curve(
-                scores["member"][metric],
-                scores["nonmember"][metric],
-                member_strata=arrays["member"][1] if per_class else None,
-                nonmember_strata=arrays["nonmember"][1] if per_class else None,
+                member_scores[metric],
+                nonmember_scores[metric],
+                member_strata=member_labels if per_class else None,
+                nonmember_strata=nonmember_labels if per_class else None,
             )
             self.member_rates_[metric] = self.member_curves_[metric].rates(levels)
+
+    def _fit_transfer_guard(self, arrays: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Accuracies that reveal a calibration model unlike the target, and whether transfer is trusted."""
         # Transfer diagnostics: a calibration model should generalise like the target
         # (similar held-out accuracy, not a much larger train/held-out gap).
         self.diagnostics_ = {
@@ -327,14 +387,6 @@ class CalibratedAuditor:
             self.diagnostics_["target_reference_accuracy"] - self.diagnostics_["calibration_nonmember_accuracy"]
         )
         self.transfer_ok_ = bool(abs(self.transfer_gap_) <= self.transfer_tolerance)
-        self.levels_ = levels
-        self.n_reference_ = n_reference
-        self.n_members_ = int(arrays["member"][1].size)
-        self.n_nonmembers_ = int(arrays["nonmember"][1].size)
-        self.stratum_reference_sizes_ = stratum_reference
-        self.reference_fallback_classes_ = fallback
-        self.ranks_ = ranks
-        return self
 
     # ------------------------------------------------------------------ audit
     def audit(self, query_proba: np.ndarray, query_labels: np.ndarray) -> AuditResult:
@@ -364,6 +416,38 @@ class CalibratedAuditor:
         InputError
             If not calibrated, or on invalid probabilities or labels.
         """
+        levels, proba, labels = self._check_query(query_proba, query_labels)
+        scores = compute_scores(proba, labels, self.metrics)
+        tails = self._count_tails(scores, labels)
+        tests = self._test_hypotheses(tails)
+        fraction = self._estimate_retained_fraction(tails)
+        lower_bound = self._bound_retained_fraction(scores)
+        interval = (fraction.low, fraction.high) if self.transfer_ok_ else (float(lower_bound), 1.0)
+        flags = {m: scores[m] > self.cutoffs_[m][tails.strata, -1] for m in self.metrics}
+        membership = flags[self.metrics[0]].astype(np.int8)
+        return AuditResult(
+            method=self.method,
+            scores=scores,
+            flags=flags,
+            membership=membership,
+            metrics={
+                "p_removed": tests.p_removed_family,
+                "p_retained": tests.p_retained_family,
+                "retained_fraction": fraction.estimate,
+                "retained_ci_low": interval[0],
+                "retained_ci_high": interval[1],
+                "transfer_gap": float(self.transfer_gap_),
+                "retained_lower_bound_target_only": float(lower_bound),
+                "n_query": float(tails.n),
+                "flag_rate": float(membership.mean()),
+            },
+            verdict=decide_verdict(tests.p_removed_family, tests.p_retained_family, self.alpha),
+            alpha=float(self.alpha),
+            thresholds=self._audit_record(levels, tails, tests),
+        )
+
+    def _check_query(self, query_proba: np.ndarray, query_labels: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Refuse an uncalibrated auditor, changed quantiles and invalid query arrays; return levels, proba, labels."""
         self._check_fitted()
         levels = self._check_config()
         if levels.shape != self.levels_.shape or not np.allclose(levels, self.levels_):
@@ -376,87 +460,113 @@ class CalibratedAuditor:
             raise InputError(
                 f"expected probabilities over the calibrated {self.n_classes_} classes, got {proba.shape[1]} columns"
             )
-        scores = compute_scores(proba, labels, self.metrics)
+        return levels, proba, labels
+
+    def _count_tails(self, scores: dict[str, np.ndarray], labels: np.ndarray) -> _QueryTails:
+        """The query's samples at or below each cut-off (of their stratum), and the non-member share expected there."""
         n = int(labels.size)
         n_strata = self.stratum_reference_sizes_.size
         strata = labels if n_strata > 1 else np.zeros(n, dtype=np.int64)
         stratum_sizes = np.bincount(strata, minlength=n_strata)
         weights = stratum_sizes / n
-        # The query's expected non-member share below each cut-off, and its spread.
-        nonmember_rate = weights @ (self.ranks_ / (self.stratum_reference_sizes_[:, None] + 1.0))
-        nonmember_variance = (weights**2) @ order_statistic_level_variance(
-            self.ranks_, self.stratum_reference_sizes_[:, None]
+        return _QueryTails(
+            n=n,
+            strata=strata,
+            stratum_sizes=stratum_sizes,
+            weights=weights,
+            counts=np.stack([(scores[m][:, None] <= self.cutoffs_[m][strata]).sum(axis=0) for m in self.metrics]),
+            nonmember_rate=expected_cutoff_levels(self.ranks_, self.stratum_reference_sizes_, weights),
+            nonmember_variance=(weights**2)
+            @ order_statistic_level_variance(self.ranks_, self.stratum_reference_sizes_[:, None]),
         )
 
-        n_metrics, n_levels = len(self.metrics), levels.size
-        # Query samples at or below each metric's cut-offs (of their stratum): (n_metrics, n_levels).
-        counts = np.stack([(scores[m][:, None] <= self.cutoffs_[m][strata]).sum(axis=0) for m in self.metrics])
-        member_rates = [self.member_curves_[m].rates(nonmember_rate) for m in self.metrics]
-        member_rate = np.stack([r.rate for r in member_rates])
-        member_variance = np.stack([r.variance for r in member_rates])
-        slope = np.stack([r.slope for r in member_rates])
-        p_removed = placement_pvalues(
-            counts.ravel(),
-            stratum_sizes,
+    def _test_hypotheses(self, tails: _QueryTails) -> _HypothesisTests:
+        """Every single test of H0 "removed" and H0 "retained", corrected over the family."""
+        p_removed = self._removed_pvalues(tails)
+        member_rate, p_retained = self._retained_pvalues(tails)
+        adjusted_removed = adjust_pvalues(p_removed, self.correction)
+        adjusted_retained = adjust_pvalues(p_retained, self.correction)
+        return _HypothesisTests(
+            member_rate=member_rate,
+            p_removed=p_removed,
+            p_retained=p_retained,
+            adjusted_removed=adjusted_removed,
+            adjusted_retained=adjusted_retained,
+            p_removed_family=float(adjusted_removed.min()),
+            # Member behaviour that cannot be transferred leaves H0 "retained" untested, so the
+            # auditor never calls a set removed on that evidence.
+            p_retained_family=float(adjusted_retained.min()) if self.transfer_ok_ else 1.0,
+        )
+
+    def _removed_pvalues(self, tails: _QueryTails) -> np.ndarray:
+        """Exact placement p-values of H0 "removed", (n_metrics, n_levels): a memorized query has FEWER in the tail."""
+        n_metrics, n_levels = tails.counts.shape
+        return placement_pvalues(
+            tails.counts.ravel(),
+            tails.stratum_sizes,
             np.tile(self.ranks_.T, (n_metrics, 1)),
             self.stratum_reference_sizes_,
             alternative="less",
         ).reshape(n_metrics, n_levels)
-        null_variance = member_variance + slope**2 * nonmember_variance[None, :]
-        p_retained = member_tail_pvalues(counts.ravel(), n, member_rate.ravel(), null_variance.ravel()).reshape(
-            n_metrics, n_levels
-        )
-        adjusted_removed = adjust_pvalues(p_removed, self.correction)
-        adjusted_retained = adjust_pvalues(p_retained, self.correction)
-        p_removed_family, p_retained_family = float(adjusted_removed.min()), float(adjusted_retained.min())
-        if not self.transfer_ok_:
-            # Member behaviour cannot be transferred: H0 "retained" is not tested, so the auditor
-            # never calls a set removed on that evidence.
-            p_retained_family = 1.0
-        verdict = decide_verdict(p_removed_family, p_retained_family, self.alpha)
 
-        # Retained fraction on the first metric, all cut-offs pooled with fixed weights: nothing
-        # is picked after seeing the data, which would bias the estimate.
-        fraction = retained_fraction_interval(
-            counts[0],
-            n,
+    def _retained_pvalues(self, tails: _QueryTails) -> tuple[np.ndarray, np.ndarray]:
+        """Members' tail share at the query's cut-off levels and the p-values of H0 "retained", (n_metrics, n_levels).
+
+        A removed query puts MORE samples in the tail than members would.
+        """
+        member_rates = [self.member_curves_[m].rates(tails.nonmember_rate) for m in self.metrics]
+        member_rate = np.stack([r.rate for r in member_rates])
+        member_variance = np.stack([r.variance for r in member_rates])
+        slope = np.stack([r.slope for r in member_rates])
+        null_variance = member_variance + slope**2 * tails.nonmember_variance[None, :]
+        p_retained = member_tail_pvalues(tails.counts.ravel(), tails.n, member_rate.ravel(), null_variance.ravel())
+        return member_rate, p_retained.reshape(member_rate.shape)
+
+    def _estimate_retained_fraction(self, tails: _QueryTails) -> RetainedFraction:
+        """The retained fraction with its interval, on the first metric (transfer assumption)."""
+        # All cut-offs pooled with fixed weights: nothing is picked after seeing the data, which
+        # would bias the estimate.
+        return retained_fraction_interval(
+            tails.counts[0],
+            tails.n,
             reference_ranks=self.ranks_,
             reference_sizes=self.stratum_reference_sizes_,
             member_curve=self.member_curves_[self.metrics[0]],
-            stratum_weights=weights,
+            stratum_weights=tails.weights,
             confidence_level=self.confidence_level,
             n_draws=int(self.n_draws),
             random_state=self.random_state,
         )
-        # Target-only bound: each metric's bound at a Bonferroni-split level, so their maximum
-        # holds at confidence_level.
-        bound_level = 1.0 - (1.0 - self.confidence_level) / n_metrics
-        lower_bound = max(
+
+    def _bound_retained_fraction(self, scores: dict[str, np.ndarray]) -> float:
+        """The target-only lower bound on the retained fraction, the best over the metrics."""
+        # Each metric's bound at a Bonferroni-split level, so their maximum holds at confidence_level.
+        bound_level = 1.0 - (1.0 - self.confidence_level) / len(self.metrics)
+        return max(
             retained_lower_bound(scores[m], self.reference_scores_[m], confidence_level=bound_level).low
             for m in self.metrics
         )
-        interval = (fraction.low, fraction.high) if self.transfer_ok_ else (float(lower_bound), 1.0)
 
-        flags = {m: scores[m] > self.cutoffs_[m][strata, -1] for m in self.metrics}
-        membership = flags[self.metrics[0]].astype(np.int8)
-        tests = [
+    def _audit_record(self, levels: np.ndarray, tails: _QueryTails, tests: _HypothesisTests) -> dict:
+        """The result's ``thresholds``: the calibration, every single test and how the estimate pools them."""
+        single_tests = [
             {
                 "metric": metric,
                 "level": float(levels[k]),
-                "count": int(counts[i, k]),
-                "nonmember_share": float(nonmember_rate[k]),
-                "member_share": float(member_rate[i, k]),
-                "p_removed": float(p_removed[i, k]),
-                "p_removed_adjusted": float(adjusted_removed[i, k]),
-                "p_retained": float(p_retained[i, k]),
-                "p_retained_adjusted": float(adjusted_retained[i, k]),
+                "count": int(tails.counts[i, k]),
+                "nonmember_share": float(tails.nonmember_rate[k]),
+                "member_share": float(tests.member_rate[i, k]),
+                "p_removed": float(tests.p_removed[i, k]),
+                "p_removed_adjusted": float(tests.adjusted_removed[i, k]),
+                "p_retained": float(tests.p_retained[i, k]),
+                "p_retained_adjusted": float(tests.adjusted_retained[i, k]),
             }
             for i, metric in enumerate(self.metrics)
-            for k in range(n_levels)
+            for k in range(levels.size)
         ]
-        thresholds = {
+        return {
             **self.to_dict(),
-            "tests": tests,
+            "tests": single_tests,
             "estimate": {
                 "metric": self.metrics[0],
                 "levels": levels.tolist(),
@@ -464,26 +574,6 @@ class CalibratedAuditor:
             },
             "membership": f"{self.metrics[0]} above its cut-off at level {levels[-1]:g} (outside the non-member tail)",
         }
-        return AuditResult(
-            method=self.method,
-            scores=scores,
-            flags=flags,
-            membership=membership,
-            metrics={
-                "p_removed": p_removed_family,
-                "p_retained": p_retained_family,
-                "retained_fraction": fraction.estimate,
-                "retained_ci_low": interval[0],
-                "retained_ci_high": interval[1],
-                "transfer_gap": float(self.transfer_gap_),
-                "retained_lower_bound_target_only": float(lower_bound),
-                "n_query": float(n),
-                "flag_rate": float(membership.mean()),
-            },
-            verdict=verdict,
-            alpha=float(self.alpha),
-            thresholds=thresholds,
-        )
 
     # ------------------------------------------------------------------ power and export
     def required_query_size(self, *, power: float = 0.9, max_n: int = 100_000) -> QuerySizeResult:

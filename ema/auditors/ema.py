@@ -165,7 +165,7 @@ class EMAAuditor:
         limits = self._metric_thresholds(labels)
         flags = {m: scores[m] >= limits[m] for m in self.metrics}
         membership = np.logical_or.reduce(list(flags.values())).astype(np.int8)
-        rho_t, rho_ks = ema_pvalue(membership, "t"), ema_pvalue(membership, "ks")
+        rho_t, rho_ks = ema_pvalue(membership, "t").pvalue, ema_pvalue(membership, "ks").pvalue
         rho = rho_t if self.test == "t" else rho_ks
         return AuditResult(
             method=self.method,

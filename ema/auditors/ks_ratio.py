@@ -33,6 +33,26 @@ def ks_statistic(first_proba: np.ndarray, second_proba: np.ndarray) -> float:
     return float(stats.ks_2samp(first_proba.ravel(), second_proba.ravel(), method="asymp").statistic)
 
 
+def _ks_ratio(ks_target: float, ks_calibration: float) -> float:
+    """rho_KS, or inf or nan with a warning when KS(f_Dcal, f_Dq) is 0 (see the Notes of :class:`KSRatioAuditor`)."""
+    if ks_calibration > 0:
+        return ks_target / ks_calibration
+    if ks_target > 0:
+        warnings.warn(
+            "KS(f_Dcal, f_Dq) = 0: the calibration and query models agree on D_q; rho_KS is reported as inf",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return float("inf")
+    warnings.warn(
+        "KS(f_Dcal, f_Dq) = KS(f_D, f_Dq) = 0: all three models agree on D_q; rho_KS is undefined (nan) "
+        "and the verdict inconclusive",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return float("nan")
+
+
 class KSRatioAuditor:
     """Liu & Tsaftaris's KS-ratio audit.
 
@@ -138,23 +158,7 @@ class KSRatioAuditor:
             )
         ks_target = ks_statistic(target_proba, self.query_model_proba_)
         ks_calibration = self.ks_calibration_
-        if ks_calibration > 0:
-            rho = ks_target / ks_calibration
-        elif ks_target > 0:
-            warnings.warn(
-                "KS(f_Dcal, f_Dq) = 0: the calibration and query models agree on D_q; rho_KS is reported as inf",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            rho = float("inf")
-        else:
-            warnings.warn(
-                "KS(f_Dcal, f_Dq) = KS(f_D, f_Dq) = 0: all three models agree on D_q; rho_KS is undefined (nan) "
-                "and the verdict inconclusive",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            rho = float("nan")
+        rho = _ks_ratio(ks_target, ks_calibration)
         if np.isnan(rho):
             verdict = INCONCLUSIVE
         else:

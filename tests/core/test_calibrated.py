@@ -212,6 +212,10 @@ def test_calibrated_auditor_per_class_warns_on_class_missing_from_reference():
     auditor = CalibratedAuditor(threshold_mode="per-class")
     with pytest.warns(UserWarning, match=r"classes \[3\] have no reference samples"):
         auditor.calibrate(reference_proba[keep], reference_labels[keep], *members, *nonmembers)
+    # The missing class is compared with the whole reference: its cut-offs are the global ones.
+    global_auditor = CalibratedAuditor().calibrate(reference_proba[keep], reference_labels[keep], *members, *nonmembers)
+    np.testing.assert_array_equal(auditor.cutoffs_["confidence"][3], global_auditor.cutoffs_["confidence"][0])
+    assert auditor.stratum_reference_sizes_[3] == keep.sum()
     assert auditor.audit(*make_proba(rng, 200, NONMEMBER_LAW)).verdict in VERDICTS
 
 
