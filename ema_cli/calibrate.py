@@ -27,7 +27,7 @@ def calibrate(model_uri, k, cal_seed, recipe_file, calibration_name, progress):
     )
     how = "reused cached" if outcome.cached else "trained and registered"
     click.echo(f"{how} calibration model {outcome.version.uri}")
-    for metric, entry in outcome.thresholds["metrics"].items():
+    for signal, entry in outcome.thresholds["signals"].items():
         click.echo(
-            f"  {metric:<17} threshold {entry['global']:.6g}  balanced accuracy {entry['balanced_accuracy']:.4f}"
+            f"  {signal:<17} threshold {entry['global']:.6g}  balanced accuracy {entry['balanced_accuracy']:.4f}"
         )

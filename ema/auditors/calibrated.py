@@ -11,7 +11,7 @@ p-value depends on the count of unflagged samples, not their share. This auditor
   5%, 10%, 25% and 50% order statistics by default) the number of query samples at or below
   the cut-off is compared with its exact placement law (beta-binomial: exact for any score
   distribution, no reference sample spent on choosing cut-offs). A memorized query set puts
-  FEWER samples in the tail. Holm's correction over metrics x cut-offs gives ``p_removed``.
+  FEWER samples in the tail. Holm's correction over signals x cut-offs gives ``p_removed``.
 * H0 "retained": the query set behaves like the target's members. Members of the target
   cannot be observed, so their tail share is measured on the calibration model (its training
   half against its held-out half) at the same non-member quantile level, and transferred
@@ -46,7 +46,7 @@ import numpy as np
 from ema.auditors.ema import check_alpha
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
-from ema.signals import check_metric_names, check_probabilities, compute_scores
+from ema.signals import check_probabilities, check_signal_names, compute_scores
 from ema.stats import (
     CORRECTIONS,
     DEFAULT_INTERVAL_DRAWS,
@@ -67,8 +67,8 @@ from ema.stats import (
 from ema.stats import required_query_size as _required_query_size
 from ema.thresholds import THRESHOLD_MODES
 
-#: Continuous metrics by default: correctness is binary and carries no tail.
-CALIBRATED_METRICS: tuple[str, ...] = ("confidence", "negative_entropy", "modified_entropy")
+#: Continuous signals by default: correctness is binary and carries no tail.
+CALIBRATED_SIGNALS: tuple[str, ...] = ("confidence", "negative_entropy", "modified_entropy")
 #: Largest |target reference accuracy - calibration non-member accuracy| at which member
 #: behaviour is transferred from the calibration model; beyond it H0 "retained" is not tested
 #: and the retained interval falls back to [target-only lower bound, 1].
@@ -128,7 +128,7 @@ class _QueryTails:
     """A query's tail counts against the calibrated cut-offs, and the non-member share expected there.
 
     ``strata`` (n_query,) is each sample's stratum (0 in global mode); ``stratum_sizes`` and
-    ``weights`` (n_strata,) count and share the query per stratum; ``counts`` (n_metrics,
+    ``weights`` (n_strata,) count and share the query per stratum; ``counts`` (n_signals,
     n_levels) are the samples at or below each metric's cut-offs; ``nonmember_rate`` and
     ``nonmember_variance`` (n_levels,) are the expected reference level of each cut-off and its spread.
     """
@@ -144,7 +144,7 @@ class _QueryTails:
 
 @dataclass(frozen=True)
 class _HypothesisTests:
-    """The single tests of both hypotheses, (n_metrics, n_levels) each, and the family-wise p-values."""
+    """The single tests of both hypotheses, (n_signals, n_levels) each, and the family-wise p-values."""
 
     member_rate: np.ndarray
     p_removed: np.ndarray
@@ -179,13 +179,13 @@ class CalibratedAuditor:
 
     Parameters
     ----------
-    metrics : sequence of str
-        Membership metrics from :data:`ema.signals.METRICS`; confidence, negative entropy and
+    signals : sequence of str
+        membership signals from :data:`ema.signals.SIGNALS`; confidence, negative entropy and
         modified entropy (Song & Mittal 2020) by default.
     quantiles : sequence of float
         Increasing quantile levels of the reference cut-offs; the tail tests run at each.
     alpha : float
-        Significance level of both tests (family-wise over metrics x cut-offs).
+        Significance level of both tests (family-wise over signals x cut-offs).
     correction : {"holm", "bonferroni"}
         Family-wise correction. Holm and Bonferroni reject the family at the same p-value
         (the smallest adjusted one); Holm rejects more individual tests.
@@ -232,7 +232,7 @@ class CalibratedAuditor:
 
     def __init__(
         self,
-        metrics: Sequence[str] = CALIBRATED_METRICS,
+        signals: Sequence[str] = CALIBRATED_SIGNALS,
         *,
         quantiles: Sequence[float] = DEFAULT_TAIL_LEVELS,
         alpha: float = 0.1,
@@ -243,7 +243,7 @@ class CalibratedAuditor:
         n_draws: int = DEFAULT_INTERVAL_DRAWS,
         transfer_tolerance: float = DEFAULT_TRANSFER_TOLERANCE,
     ) -> None:
-        self.metrics = tuple(metrics)
+        self.signals = tuple(signals)
         self.transfer_tolerance = transfer_tolerance
         self.quantiles = tuple(quantiles)
         self.alpha = alpha
@@ -255,7 +255,7 @@ class CalibratedAuditor:
 
     # ------------------------------------------------------------------ validation
     def _check_config(self) -> np.ndarray:
-        check_metric_names(self.metrics)
+        check_signal_names(self.signals)
         check_alpha(self.alpha)
         if self.correction not in CORRECTIONS:
             raise InputError(f"expected correction in {CORRECTIONS}, got {self.correction!r}")
@@ -316,7 +316,7 @@ class CalibratedAuditor:
             member=(member_proba, member_labels),
             nonmember=(nonmember_proba, nonmember_labels),
         )
-        scores = {name: compute_scores(proba, labels, self.metrics) for name, (proba, labels) in arrays.items()}
+        scores = {name: compute_scores(proba, labels, self.signals) for name, (proba, labels) in arrays.items()}
         self.n_classes_ = int(arrays["reference"][0].shape[1])
         self._fit_reference_cutoffs(scores["reference"], arrays["reference"][1], levels)
         self._fit_member_curves(
@@ -334,9 +334,9 @@ class CalibratedAuditor:
         n_reference = int(labels.size)
         strata = labels if per_class else np.zeros(n_reference, dtype=np.int64)
         n_strata = self.n_classes_ if per_class else 1
-        cuts = {m: stratified_cutoffs(scores[m], strata, levels, n_strata=n_strata) for m in self.metrics}
+        cuts = {m: stratified_cutoffs(scores[m], strata, levels, n_strata=n_strata) for m in self.signals}
         # Ranks and reference sizes depend on the strata alone: the same for every metric.
-        first = cuts[self.metrics[0]]
+        first = cuts[self.signals[0]]
         fallback = np.flatnonzero(~first.has_reference)
         if fallback.size:
             warnings.warn(
@@ -345,7 +345,7 @@ class CalibratedAuditor:
                 stacklevel=3,
             )
         self.cutoffs_: dict[str, np.ndarray] = {m: cut.cutoffs for m, cut in cuts.items()}
-        self.reference_scores_: dict[str, np.ndarray] = {m: np.sort(scores[m]) for m in self.metrics}
+        self.reference_scores_: dict[str, np.ndarray] = {m: np.sort(scores[m]) for m in self.signals}
         self.n_reference_ = n_reference
         self.stratum_reference_sizes_ = first.reference_sizes
         self.reference_fallback_classes_ = fallback
@@ -363,14 +363,14 @@ class CalibratedAuditor:
         per_class = self.threshold_mode == "per-class"
         self.member_curves_: dict[str, MemberTailCurve] = {}
         self.member_rates_: dict[str, MemberTailRates] = {}
-        for metric in self.metrics:  # a handful of metrics
-            self.member_curves_[metric] = member_tail_curve(
-                member_scores[metric],
-                nonmember_scores[metric],
+        for signal in self.signals:  # a handful of signals
+            self.member_curves_[signal] = member_tail_curve(
+                member_scores[signal],
+                nonmember_scores[signal],
                 member_strata=member_labels if per_class else None,
                 nonmember_strata=nonmember_labels if per_class else None,
             )
-            self.member_rates_[metric] = self.member_curves_[metric].rates(levels)
+            self.member_rates_[signal] = self.member_curves_[signal].rates(levels)
 
     def _fit_transfer_guard(self, arrays: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         """Accuracies that reveal a calibration model unlike the target, and whether transfer is trusted."""
@@ -417,14 +417,14 @@ class CalibratedAuditor:
             If not calibrated, or on invalid probabilities or labels.
         """
         levels, proba, labels = self._check_query(query_proba, query_labels)
-        scores = compute_scores(proba, labels, self.metrics)
+        scores = compute_scores(proba, labels, self.signals)
         tails = self._count_tails(scores, labels)
         tests = self._test_hypotheses(tails)
         fraction = self._estimate_retained_fraction(tails)
         lower_bound = self._bound_retained_fraction(scores)
         interval = (fraction.low, fraction.high) if self.transfer_ok_ else (float(lower_bound), 1.0)
-        flags = {m: scores[m] > self.cutoffs_[m][tails.strata, -1] for m in self.metrics}
-        membership = flags[self.metrics[0]].astype(np.int8)
+        flags = {m: scores[m] > self.cutoffs_[m][tails.strata, -1] for m in self.signals}
+        membership = flags[self.signals[0]].astype(np.int8)
         return AuditResult(
             method=self.method,
             scores=scores,
@@ -474,7 +474,7 @@ class CalibratedAuditor:
             strata=strata,
             stratum_sizes=stratum_sizes,
             weights=weights,
-            counts=np.stack([(scores[m][:, None] <= self.cutoffs_[m][strata]).sum(axis=0) for m in self.metrics]),
+            counts=np.stack([(scores[m][:, None] <= self.cutoffs_[m][strata]).sum(axis=0) for m in self.signals]),
             nonmember_rate=expected_cutoff_levels(self.ranks_, self.stratum_reference_sizes_, weights),
             nonmember_variance=(weights**2)
             @ order_statistic_level_variance(self.ranks_, self.stratum_reference_sizes_[:, None]),
@@ -499,22 +499,22 @@ class CalibratedAuditor:
         )
 
     def _removed_pvalues(self, tails: _QueryTails) -> np.ndarray:
-        """Exact placement p-values of H0 "removed", (n_metrics, n_levels): a memorized query has FEWER in the tail."""
-        n_metrics, n_levels = tails.counts.shape
+        """Exact placement p-values of H0 "removed", (n_signals, n_levels): a memorized query has FEWER in the tail."""
+        n_signals, n_levels = tails.counts.shape
         return placement_pvalues(
             tails.counts.ravel(),
             tails.stratum_sizes,
-            np.tile(self.ranks_.T, (n_metrics, 1)),
+            np.tile(self.ranks_.T, (n_signals, 1)),
             self.stratum_reference_sizes_,
             alternative="less",
-        ).reshape(n_metrics, n_levels)
+        ).reshape(n_signals, n_levels)
 
     def _retained_pvalues(self, tails: _QueryTails) -> tuple[np.ndarray, np.ndarray]:
-        """Members' tail share at the query's cut-off levels and the p-values of H0 "retained", (n_metrics, n_levels).
+        """Members' tail share at the query's cut-off levels and the p-values of H0 "retained", (n_signals, n_levels).
 
         A removed query puts MORE samples in the tail than members would.
         """
-        member_rates = [self.member_curves_[m].rates(tails.nonmember_rate) for m in self.metrics]
+        member_rates = [self.member_curves_[m].rates(tails.nonmember_rate) for m in self.signals]
         member_rate = np.stack([r.rate for r in member_rates])
         member_variance = np.stack([r.variance for r in member_rates])
         slope = np.stack([r.slope for r in member_rates])
@@ -531,7 +531,7 @@ class CalibratedAuditor:
             tails.n,
             reference_ranks=self.ranks_,
             reference_sizes=self.stratum_reference_sizes_,
-            member_curve=self.member_curves_[self.metrics[0]],
+            member_curve=self.member_curves_[self.signals[0]],
             stratum_weights=tails.weights,
             confidence_level=self.confidence_level,
             n_draws=int(self.n_draws),
@@ -539,12 +539,12 @@ class CalibratedAuditor:
         )
 
     def _bound_retained_fraction(self, scores: dict[str, np.ndarray]) -> float:
-        """The target-only lower bound on the retained fraction, the best over the metrics."""
+        """The target-only lower bound on the retained fraction, the best over the signals."""
         # Each metric's bound at a Bonferroni-split level, so their maximum holds at confidence_level.
-        bound_level = 1.0 - (1.0 - self.confidence_level) / len(self.metrics)
+        bound_level = 1.0 - (1.0 - self.confidence_level) / len(self.signals)
         return max(
             retained_lower_bound(scores[m], self.reference_scores_[m], confidence_level=bound_level).low
-            for m in self.metrics
+            for m in self.signals
         )
 
     def _audit_record(self, levels: np.ndarray, tails: _QueryTails, tests: _HypothesisTests) -> dict:
@@ -561,18 +561,18 @@ class CalibratedAuditor:
                 "p_retained": float(tests.p_retained[i, k]),
                 "p_retained_adjusted": float(tests.adjusted_retained[i, k]),
             }
-            for i, metric in enumerate(self.metrics)
+            for i, metric in enumerate(self.signals)
             for k in range(levels.size)
         ]
         return {
             **self.to_dict(),
             "tests": single_tests,
             "estimate": {
-                "metric": self.metrics[0],
+                "metric": self.signals[0],
                 "levels": levels.tolist(),
                 "pooling": "equal weights over the cut-offs: pi = sum(F_non - F_q) / sum(F_non - F_mem)",
             },
-            "membership": f"{self.metrics[0]} above its cut-off at level {levels[-1]:g} (outside the non-member tail)",
+            "membership": f"{self.signals[0]} above its cut-off at level {levels[-1]:g} (outside the non-member tail)",
         }
 
     # ------------------------------------------------------------------ power and export
@@ -584,7 +584,7 @@ class CalibratedAuditor:
         cut-offs are approximated by global ones.
         """
         self._check_fitted()
-        rates = np.stack([self.member_rates_[m].rate for m in self.metrics])
+        rates = np.stack([self.member_rates_[m].rate for m in self.signals])
         return _required_query_size(
             rates, self.levels_, self.n_reference_, alpha=self.alpha, power=power, n_tests=int(rates.size), max_n=max_n
         )
@@ -605,12 +605,12 @@ class CalibratedAuditor:
             "n_members": self.n_members_,
             "n_nonmembers": self.n_nonmembers_,
             "reference_fallback_classes": self.reference_fallback_classes_.tolist(),
-            "metrics": {
+            "signals": {
                 m: {
                     "cutoffs": self.cutoffs_[m].tolist() if per_class else self.cutoffs_[m][0].tolist(),
                     "member_tail_rates": self.member_rates_[m].rate.tolist(),
                 }
-                for m in self.metrics
+                for m in self.signals
             },
             "diagnostics": {
                 **self.diagnostics_,

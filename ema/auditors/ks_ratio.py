@@ -53,6 +53,20 @@ def _ks_ratio(ks_target: float, ks_calibration: float) -> float:
     return float("nan")
 
 
+#: rho_KS at or above this means "not memorized" (forgotten), as in Liu & Tsaftaris.
+RATIO_THRESHOLD = 1.0
+
+
+def ratio_verdict(rho: float | np.ndarray, threshold: float = RATIO_THRESHOLD) -> np.ndarray:
+    """The KS ratio's rule, elementwise: rho >= threshold (inf included) is ``not_memorized``; NaN gives ``""``.
+
+    >>> ratio_verdict(np.array([0.8, 1.0, np.inf, np.nan])).tolist()
+    ['memorized', 'not_memorized', 'not_memorized', '']
+    """
+    rho = np.asarray(rho, dtype=float)
+    return np.where(np.isnan(rho), "", np.where(rho >= threshold, NOT_MEMORIZED, MEMORIZED))
+
+
 class KSRatioAuditor:
     """Liu & Tsaftaris's KS-ratio audit.
 
@@ -80,7 +94,7 @@ class KSRatioAuditor:
 
     method = "ks-ratio"
 
-    def __init__(self, *, threshold: float = 1.0) -> None:
+    def __init__(self, *, threshold: float = RATIO_THRESHOLD) -> None:
         self.threshold = threshold
 
     def _check_config(self) -> None:
@@ -159,10 +173,7 @@ class KSRatioAuditor:
         ks_target = ks_statistic(target_proba, self.query_model_proba_)
         ks_calibration = self.ks_calibration_
         rho = _ks_ratio(ks_target, ks_calibration)
-        if np.isnan(rho):
-            verdict = INCONCLUSIVE
-        else:
-            verdict = NOT_MEMORIZED if rho >= self.threshold else MEMORIZED
+        verdict = str(ratio_verdict(rho, self.threshold)) or INCONCLUSIVE
 
         to_query_model = 0.5 * np.abs(target_proba - self.query_model_proba_).sum(axis=1)
         to_calibration_model = 0.5 * np.abs(target_proba - self.calibration_model_proba_).sum(axis=1)

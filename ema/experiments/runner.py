@@ -31,7 +31,7 @@ from ema.experiments.grids import Cell, Grid, check_data, get_grid, member_query
 from ema.experiments.resume import CELL_METRICS, CellKey, CellResult, finished_cells
 from ema.experiments.tables import CELL_COLUMNS, RenderedTable, build_tables, tables_html, tables_markdown
 from ema.oracle import Oracle
-from ema.signals import PAPER_METRICS, compute_scores
+from ema.signals import PAPER_SIGNALS, compute_scores
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, find_cached_version, set_version_tags
 from ema.tracking.runs import (
@@ -257,7 +257,7 @@ def draw_figures(auditor: CellAuditor) -> dict[str, bytes]:
     scores = {}
     for name in (member, "M6", "S"):
         data = auditor.splits.query(name)
-        scores[labels.get(name, name)] = compute_scores(auditor.oracle.predict_proba(data.x), data.y, PAPER_METRICS)
+        scores[labels.get(name, name)] = compute_scores(auditor.oracle.predict_proba(data.x), data.y, PAPER_SIGNALS)
     out = {
         keys.ARTIFACT_FIG2: figures.signal_distributions(
             scores, title=f"Fig. 2: the target's membership metrics ({auditor.target.label})"

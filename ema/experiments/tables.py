@@ -20,9 +20,10 @@ import html
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
+from ema.auditors.ema import pvalue_verdict
+from ema.auditors.ks_ratio import RATIO_THRESHOLD, ratio_verdict
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
 from ema.data.splits import MEMBER_NAMES
 from ema.errors import InputError
@@ -34,7 +35,6 @@ RULE_PVALUE = "p-value"
 RULE_KS_RATIO = "ks-ratio"
 RULES = (RULE_PVALUE, RULE_KS_RATIO)
 #: rho_KS at or above this means "forgotten" (the paper's threshold).
-KS_RATIO_THRESHOLD = 1.0
 
 #: A member set called not memorized: a removal claimed that did not happen (the paper's false positive).
 WRONGLY_REMOVED = "wrongly_removed"
@@ -142,8 +142,7 @@ def verdicts(values: pd.DataFrame, rule: str, alpha: float) -> pd.DataFrame:
     """
     check_choice("rule", rule, RULES)
     array = values.to_numpy(dtype=float)
-    removed = array <= alpha if rule == RULE_PVALUE else array >= KS_RATIO_THRESHOLD
-    out = np.where(np.isnan(array), "", np.where(removed, NOT_MEMORIZED, MEMORIZED))
+    out = pvalue_verdict(array, alpha) if rule == RULE_PVALUE else ratio_verdict(array)
     return pd.DataFrame(out, index=values.index, columns=values.columns)
 
 
@@ -219,7 +218,7 @@ def to_html(
 def legend(alpha: float) -> str:
     """The rules and colours, in words."""
     return (
-        f"Verdicts: rho_EMA <= {alpha:g} means not memorized; rho_KS >= {KS_RATIO_THRESHOLD:g} means not memorized "
+        f"Verdicts: rho_EMA <= {alpha:g} means not memorized; rho_KS >= {RATIO_THRESHOLD:g} means not memorized "
         f"(forgotten). Red bold: {STYLES[WRONGLY_REMOVED].meaning}. Blue italic: {STYLES[WRONGLY_MEMORIZED].meaning}. "
         f"{MISSING}: not run, or undefined."
     )

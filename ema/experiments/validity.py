@@ -21,6 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ema.auditors import CalibratedAuditor, EMAAuditor, KSRatioAuditor
+from ema.auditors.ema import pvalue_verdict
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.data.arrays import ArraySet
 from ema.training.spec import TrainSpec
@@ -102,7 +103,7 @@ def audit_draws(
             calibrated_result = calibrated.audit(proba, labels)
             verdicts = {
                 "ema-t": ema_result.verdict,
-                "ema-ks": NOT_MEMORIZED if ema_result.metrics["rho_ema_ks"] <= config.alpha else MEMORIZED,
+                "ema-ks": str(pvalue_verdict(ema_result.metrics["rho_ema_ks"], config.alpha)),
                 "calibrated": calibrated_result.verdict,
             }
             if draw < config.n_ks_draws:

@@ -10,7 +10,7 @@ from ema.auditors import EMAAuditor
 from ema.data.embedded import load_digits_28
 from ema.experiments.validity import TARGET_RECIPES, ErrorGridConfig, ScoredPools, audit_draws, summarize
 from ema.experiments.validity_plots import plot_error_rates, rates_table
-from ema.signals import PAPER_METRICS
+from ema.signals import PAPER_SIGNALS
 from ema.tracking import keys
 from ema.tracking.runs import log_artifacts_atomically, log_params, start_run
 from ema.training.spec import TrainSpec
@@ -40,7 +40,7 @@ def audit_target(
     pools = score_pools(target, oracle)
     plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
     ema = EMAAuditor.from_dict(
-        ensure_plan(plan, progress=progress).thresholds, metrics=PAPER_METRICS, alpha=config.alpha
+        ensure_plan(plan, progress=progress).thresholds, signals=PAPER_SIGNALS, alpha=config.alpha
     )
     calibrated, _ = fit_calibrated(target, oracle, plan, alpha=config.alpha, progress=progress)
     calset_model, _ = cached_model(target, "calset-model", plan.corrupted(), progress=progress)

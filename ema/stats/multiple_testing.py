@@ -1,4 +1,4 @@
-"""Family-wise corrections for testing several metrics and cut-offs at once."""
+"""Family-wise corrections for testing several signals and cut-offs at once."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from ema.errors import InputError
 
-#: Family-wise corrections for testing several metrics and cut-offs at once.
+#: Family-wise corrections for testing several signals and cut-offs at once.
 CORRECTIONS = ("holm", "bonferroni")
 
 

@@ -1,6 +1,6 @@
 """Placement (rank) tests of a query's low tail against reference order statistics.
 
-Scores are membership metrics, higher = more member-like. A "tail" is the set of scores at
+Scores are membership signals, higher = more member-like. A "tail" is the set of scores at
 or below a low cut-off. Members of a model leave that tail (they score higher), so a query
 set that is still memorized puts FEWER samples in the tail than the target's non-members.
 The cut-offs are order statistics of reference scores the target never saw, so the count in
@@ -152,7 +152,7 @@ def placement_pvalues(
     used = np.flatnonzero(stratum_sizes > 0)
     if used.size == 1:
         s = used[0]
-        # Tests often share a cut-off rank (several metrics at one level): one law per rank.
+        # Tests often share a cut-off rank (several signals at one level): one law per rank.
         unique_ranks, which = np.unique(ranks[:, s], return_inverse=True)
         pmf = betabinom_pmf(int(stratum_sizes[s]), unique_ranks, n_reference[s] + 1 - unique_ranks)
         return tail_probability(pmf[which], counts, alternative)

@@ -30,7 +30,7 @@ class QuerySizeResult:
     n_tests : int
     level : float
         Reference quantile level of the test that reaches the power.
-    metric_index : int
+    signal_index : int
         Row of ``member_rates`` of that test.
     """
 
@@ -40,13 +40,13 @@ class QuerySizeResult:
     alpha: float
     n_tests: int
     level: float
-    metric_index: int
+    signal_index: int
 
 
 def _removal_power(
     n: int, member_rates: np.ndarray, ranks: np.ndarray, n_reference: int, test_alpha: float
 ) -> np.ndarray:
-    """Power of each tail test of H0 removed on n members; member_rates (n_metrics, n_levels)."""
+    """Power of each tail test of H0 removed on n members; member_rates (n_signals, n_levels)."""
     pmf = betabinom_pmf(n, ranks, n_reference + 1 - ranks)  # (n_levels, n + 1)
     # The largest count that is still rejected (-1 when even 0 is not).
     critical = (np.cumsum(pmf, axis=-1) <= test_alpha).sum(axis=-1) - 1
@@ -68,7 +68,7 @@ def required_query_size(
 
     Parameters
     ----------
-    member_rates : array_like of shape (n_levels,) or (n_metrics, n_levels)
+    member_rates : array_like of shape (n_levels,) or (n_signals, n_levels)
         Share of the target's members at or below each reference cut-off (e.g.
         ``MemberTailCurve.rates(levels).rate`` of each metric).
     levels : array_like of shape (n_levels,)
@@ -137,7 +137,7 @@ def _check_power_arguments(
     member_rates = np.atleast_2d(np.asarray(member_rates, dtype=np.float64))
     if levels.ndim != 1 or member_rates.shape[-1] != levels.size or member_rates.ndim != 2:
         raise InputError(
-            f"expected `member_rates` of shape (n_levels,) or (n_metrics, n_levels) with n_levels = {levels.size}, "
+            f"expected `member_rates` of shape (n_levels,) or (n_signals, n_levels) with n_levels = {levels.size}, "
             f"got shape {member_rates.shape}"
         )
     if np.any((levels <= 0) | (levels >= 1)) or np.any((member_rates < 0) | (member_rates > 1)):

@@ -22,7 +22,7 @@ from ema.data.splits import EXPECTED_VERDICTS
 from ema.errors import InputError
 from ema.inputs import InputTransform
 from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, OUTPUT_KINDS, Oracle, Predictions, PyfuncOracle
-from ema.signals import LABEL_ONLY_METRICS, PAPER_METRICS
+from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
@@ -213,10 +213,10 @@ def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResul
     """The paper's auditor; correctness alone when the model returns labels only."""
     thresholds, tags = request.thresholds()
     predictions = predictions.with_classes(int(thresholds["n_classes"]))
-    metrics = LABEL_ONLY_METRICS if predictions.access == ACCESS_LABEL_ONLY else PAPER_METRICS
+    signals = LABEL_ONLY_SIGNALS if predictions.access == ACCESS_LABEL_ONLY else PAPER_SIGNALS
     config = request.config
     auditor = EMAAuditor.from_dict(
-        thresholds, metrics=metrics, threshold_mode=config.threshold_mode, test=config.test, alpha=config.alpha
+        thresholds, signals=signals, threshold_mode=config.threshold_mode, test=config.test, alpha=config.alpha
     )
     return auditor.audit(predictions.proba, request.data.y), tags
 

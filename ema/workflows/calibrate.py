@@ -10,7 +10,7 @@ import numpy as np
 from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import ArraySet
 from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption
-from ema.signals import METRICS
+from ema.signals import SIGNALS
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register, set_alias
 from ema.tracking.runs import (
@@ -57,7 +57,7 @@ def calibration_cache_key(
 
 def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet) -> EMAAuditor:
     """Fit every metric's thresholds on a calibration model's members and non-members."""
-    return EMAAuditor(metrics=tuple(METRICS)).calibrate(
+    return EMAAuditor(signals=tuple(SIGNALS)).calibrate(
         classifier.predict_proba(members.pixels()),
         members.y,
         classifier.predict_proba(nonmembers.pixels()),
@@ -119,7 +119,7 @@ class CalibrationPlan:
         log_metrics(
             {
                 f"{keys.METRIC_CALIBRATION_BA_PREFIX}{m}": e["balanced_accuracy"]
-                for m, e in thresholds["metrics"].items()
+                for m, e in thresholds["signals"].items()
             }
         )
         log_artifacts_atomically({keys.ARTIFACT_CALIBRATION: thresholds})

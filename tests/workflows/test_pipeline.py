@@ -50,7 +50,7 @@ def test_calibrate_trains_once_then_hits_cache(trained):
     assert not first.cached and second.cached
     assert second.version.version == first.version.version
     assert second.thresholds == first.thresholds
-    assert set(first.thresholds["metrics"]) >= {"correctness", "confidence", "negative_entropy"}
+    assert set(first.thresholds["signals"]) >= {"correctness", "confidence", "negative_entropy"}
     other_k = calibrate(outcome.version.uri, k=80, progress=False)
     assert not other_k.cached and other_k.version.version != first.version.version
 
