@@ -13,6 +13,8 @@ N_CLASSES = 10
 
 def build_network(spec: TrainSpec, n_classes: int = N_CLASSES) -> nn.Module:
     """A freshly initialised network for ``spec`` (seed the RNG first for determinism)."""
+    if spec.arch == "resnet18":
+        return one_channel_resnet18(n_classes)
     if spec.arch == "mlp":
         widths = (IMAGE_SHAPE[0] * IMAGE_SHAPE[1] * IMAGE_SHAPE[2], *spec.hidden)
         layers: list[nn.Module] = [nn.Flatten()]
@@ -32,6 +34,21 @@ def build_network(spec: TrainSpec, n_classes: int = N_CLASSES) -> nn.Module:
         nn.ReLU(),
         nn.Linear(128, n_classes),
     )
+
+
+def one_channel_resnet18(n_classes: int) -> nn.Module:
+    """torchvision's ResNet-18 (the paper's medical architecture), untrained, for small grey images.
+
+    The stem is one-channel and keeps the resolution (3x3 convolution, stride 1, no max
+    pooling): ImageNet's 7x7 stride-2 stem and pooling would shrink a 28x28 image to 7x7
+    before the first block. No pretrained weights (nothing is downloaded).
+    """
+    from torchvision.models import resnet18
+
+    network = resnet18(weights=None, num_classes=n_classes)
+    network.conv1 = nn.Conv2d(IMAGE_SHAPE[0], 64, kernel_size=3, stride=1, padding=1, bias=False)
+    network.maxpool = nn.Identity()
+    return network
 
 
 class ProbabilityModel(nn.Module):

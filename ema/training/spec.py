@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from ema.errors import InputError
 from ema.validation import check_choice, check_finite, check_positive_int
 
-ARCHITECTURES = ("mlp", "cnn")
+ARCHITECTURES = ("mlp", "cnn", "resnet18")
 OPTIMIZERS = ("sgd", "adam")
 
 
@@ -21,8 +21,9 @@ class TrainSpec:
 
     Attributes
     ----------
-    arch : {"mlp", "cnn"}
-        ``"mlp"``: 784 -> hidden -> 10 with ReLU; ``"cnn"``: two conv blocks and a linear head.
+    arch : {"mlp", "cnn", "resnet18"}
+        ``"mlp"``: 784 -> hidden -> 10 with ReLU; ``"cnn"``: two conv blocks and a linear head;
+        ``"resnet18"``: torchvision's ResNet-18 with a one-channel stem (the paper's medical model).
     hidden : tuple of int
         Hidden layer widths of the MLP, (256, 256) in the paper.
     optimizer : {"sgd", "adam"}

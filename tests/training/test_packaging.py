@@ -36,7 +36,14 @@ def _logged(spec, images):
     return model, version
 
 
-@pytest.mark.parametrize("spec", [TrainSpec(arch="mlp", hidden=(32,), epochs=2), TrainSpec(arch="cnn", epochs=1)])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        TrainSpec(arch="mlp", hidden=(32,), epochs=2),
+        TrainSpec(arch="cnn", epochs=1),
+        TrainSpec(arch="resnet18", epochs=1, batch_size=32),
+    ],
+)
 def test_logged_model_predicts_exactly_what_the_trained_model_does(store, images, spec):
     model, version = _logged(spec, images)
     loaded = mlflow.pyfunc.load_model(version.uri)

@@ -43,7 +43,7 @@ def test_fit_learns_a_small_set(tiny, arch):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"arch": "rnn"}, r"arch in \('mlp', 'cnn'\), got 'rnn'"),
+        ({"arch": "rnn"}, r"arch in \('mlp', 'cnn', 'resnet18'\), got 'rnn'"),
         ({"epochs": 0}, "epochs to be a positive integer, got 0"),
         ({"lr": float("nan")}, "lr to be a finite number > 0, got nan"),
         ({"lr": 0.0}, "lr to be a finite number > 0, got 0.0"),
@@ -108,3 +108,19 @@ def test_recipe_refuses_unknown_framework_and_fields(tmp_path):
     )
     with pytest.raises(InputError, match="invalid parameters for sklearn.svm.SVC"):
         load_recipe(tmp_path / "r.json").build()
+
+
+def test_resnet18_has_a_one_channel_stem_and_keeps_28x28_resolution():
+    import torch
+
+    from ema.training.architectures import ProbabilityModel
+
+    torch.manual_seed(0)
+    model = ProbabilityModel(TrainSpec(arch="resnet18"), n_classes=2).eval()
+    network = model.network
+    assert network.conv1.in_channels == 1 and network.conv1.stride == (1, 1)
+    assert isinstance(network.maxpool, torch.nn.Identity)
+    with torch.inference_mode():
+        proba = model(torch.rand(3, 1, 28, 28))
+    assert proba.shape == (3, 2)
+    np.testing.assert_allclose(proba.sum(dim=1).numpy(), 1.0, rtol=1e-6)
