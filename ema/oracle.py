@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import numpy as np
 from scipy.special import softmax
 
-from ema.data.arrays import to_pixels
+from ema.data.arrays import MODEL_INPUT_SHAPE, to_pixels
 from ema.errors import EMAError, InputError
 from ema.inputs import InputTransform
 from ema.signals import ROW_SUM_TOLERANCE, check_probabilities
@@ -33,7 +33,7 @@ ACCESS_LABEL_ONLY = "label-only"
 #: Images per call to the model.
 DEFAULT_BATCH_SIZE = 4096
 #: The shape our own models declare: (batch, channel, height, width).
-IMAGE_INPUT_SHAPE = (-1, 1, 28, 28)
+IMAGE_INPUT_SHAPE = MODEL_INPUT_SHAPE
 #: Seconds one scoring through a server (one ``predict`` call: every batch, retry and wait) may take by default.
 DEFAULT_TIMEOUT = 600.0
 #: Seconds one request (connect, send, the whole reply) may take by default; it is retried when it runs out.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Collection
 from typing import TypeVar
 
@@ -53,6 +54,31 @@ def check_finite(name: str, value: object, *, minimum: float | None = None, open
         bound = "" if minimum is None else f" {'>' if open_minimum else '>='} {minimum:g}"
         raise InputError(f"expected {name} to be a finite number{bound}, got {value!r}")
     return number
+
+
+#: Registered model names: letters, digits, ``.``, ``_``, ``-``; no path separators, quotes or spaces.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: Aliases as MLflow accepts them, minus the names it reserves (``latest``, ``v<N>``).
+ALIAS = re.compile(r"(?!latest$)(?!v\d+$)[A-Za-z_][A-Za-z0-9_-]{0,127}")
+
+
+def check_model_name(name: str, value: object) -> str:
+    """``value`` if it can name a registered model (and sit in a ``models:/`` URI and a registry search)."""
+    if not isinstance(value, str) or not MODEL_NAME.fullmatch(value) or ".." in value:
+        raise InputError(
+            f"expected {name} of letters, digits, '.', '_' or '-' (no '/', '..', quotes or spaces), got {value!r}"
+        )
+    return value
+
+
+def check_alias(name: str, value: object) -> str:
+    """``value`` if it can be a registered model's alias (``latest`` and ``v1``, ``v2``, ... are reserved)."""
+    if not isinstance(value, str) or not ALIAS.fullmatch(value):
+        raise InputError(
+            f"expected {name} of letters, digits, '_' or '-', starting with a letter, not 'latest' or 'v<N>', "
+            f"got {value!r}"
+        )
+    return value
 
 
 def short_hash(payload: object) -> str:

@@ -6,6 +6,8 @@ from ema.workflows.audit import AuditConfig, SuppliedCalibration
 from ema.workflows.audit import audit as audit_workflow
 from ema.workflows.options import (
     CALIBRATION_MODEL_NAME,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TIMEOUT,
     EMA_TESTS,
     METHODS,
     METRIC_N_QUERY,
@@ -89,6 +91,20 @@ from ema_cli.options import (
     "reference_file",
     type=click.Path(dir_okay=False),
     help="With --method calibrated: .npz of data the target never saw (default: the calibration set).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="With --model-url: seconds the whole scoring may take (wall time), then the run fails.",
+)
+@click.option(
+    "--request-timeout",
+    type=float,
+    default=DEFAULT_REQUEST_TIMEOUT,
+    show_default=True,
+    help="With --model-url: seconds one scoring request may take (wall time, retried up to 3 times).",
 )
 @click.option(
     "--calibration-name",

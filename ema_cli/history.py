@@ -12,10 +12,16 @@ from ema_cli.options import workflow_command
 @click.option("--model", "model_name", required=True, help="Registered model name.")
 @click.option("--query", help="Only audits of this query set.")
 @click.option("--verdict", type=click.Choice(VERDICTS), help="Only audits with this verdict.")
+@click.option(
+    "--all",
+    "include_all",
+    is_flag=True,
+    help="Also failed and unfinished audits (a RUNNING one whose process is gone shows as STALE).",
+)
 @workflow_command
-def history(model_name, query, verdict):
-    """List the audits of a model across runs and versions, newest first."""
-    table = audit_history(model_name, query=query, verdict=verdict)
+def history(model_name, query, verdict, include_all):
+    """List the finished audits of a model across runs and versions, newest first."""
+    table = audit_history(model_name, query=query, verdict=verdict, include_all=include_all)
     if table.empty:
         click.echo(f"no audits of {model_name!r} found")
         return

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ema.data.arrays import ArraySet
+from ema.data.arrays import IMAGE_SHAPE, ArraySet
 from ema.errors import InputError
 
 REQUIRED_ARRAYS = ("x", "y", "index")
@@ -40,7 +40,7 @@ def write_set(data: ArraySet, path: Path) -> Path:
     return path
 
 
-def read_set(path: Path, *, image_shape: tuple[int, int] = (28, 28)) -> ArraySet:
+def read_set(path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE) -> ArraySet:
     """Read and validate a query file written by :func:`write_set` or by a user.
 
     Never unpickles: object arrays are refused. Each array's declared shape and dtype

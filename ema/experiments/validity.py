@@ -24,7 +24,9 @@ from ema.auditors import CalibratedAuditor, EMAAuditor, KSRatioAuditor
 from ema.auditors.ema import pvalue_verdict
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.data.arrays import ArraySet
+from ema.errors import InputError
 from ema.training.spec import TrainSpec
+from ema.validation import check_choice, check_open_unit, check_positive_int
 
 KINDS = ("members", "same-domain", "other-domain", "mixture")
 METHODS = ("ema-t", "ema-ks", "ks-ratio", "calibrated")
@@ -44,6 +46,19 @@ class ErrorGridConfig:
     alpha: float = 0.1
     seed: int = 0
     kinds: tuple[str, ...] = KINDS
+
+    def __post_init__(self) -> None:
+        """Refuse a study that could not run, before any target is trained."""
+        if not self.sizes:
+            raise InputError("expected at least one query size, got none")
+        for size in self.sizes:
+            check_positive_int("query size", size)
+        check_positive_int("draws", self.n_draws)
+        if isinstance(self.n_ks_draws, bool) or not isinstance(self.n_ks_draws, int) or self.n_ks_draws < 0:
+            raise InputError(f"expected KS-ratio draws to be a non-negative integer, got {self.n_ks_draws!r}")
+        check_open_unit("alpha", self.alpha)
+        for kind in self.kinds:
+            check_choice("kind", kind, KINDS)
 
 
 @dataclass

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import socket
 
 import pandas as pd
 from mlflow.exceptions import MlflowException
@@ -13,17 +15,31 @@ from ema.tracking import keys
 from ema.tracking.search import quoted
 
 HISTORY_COLUMNS = ("started", "run_id", "version", "query", "method", "rho_ema", "rho_ema_ks", "verdict", "status")
+#: The status shown for a RUNNING run whose process, on this host, no longer exists.
+STALE = "STALE (process gone)"
 
 
 def audit_history(
-    model_name: str, *, query: str | None = None, verdict: str | None = None, max_results: int = 1000
+    model_name: str,
+    *,
+    query: str | None = None,
+    verdict: str | None = None,
+    include_all: bool = False,
+    max_results: int = 1000,
 ) -> pd.DataFrame:
-    """Every audit run of ``model_name`` (all versions, all experiments), newest first."""
+    """The audit runs of ``model_name`` (all versions, all experiments), newest first.
+
+    Only FINISHED audits unless ``include_all``; then FAILED and RUNNING ones too, a RUNNING
+    run whose process is gone marked :data:`STALE`. Runs nested in an audit (a calibration it
+    trained) are not audits and never listed.
+    """
     filters = [f"params.{keys.PARAM_MODEL_NAME} = {quoted('model name', model_name)}"]
     if query is not None:
         filters.append(f"params.{keys.PARAM_QUERY} = {quoted('query', query)}")
     if verdict is not None:
         filters.append(f"tags.{keys.TAG_VERDICT} = {quoted('verdict', verdict)}")
+    if not include_all:
+        filters.append("attributes.status = 'FINISHED'")
     client = MlflowClient()
     runs = client.search_runs(
         [e.experiment_id for e in client.search_experiments()],
@@ -43,11 +59,31 @@ def audit_history(
             "rho_ema": run.data.metrics.get(keys.METRIC_RHO_EMA),
             "rho_ema_ks": run.data.metrics.get(keys.METRIC_RHO_EMA_KS),
             "verdict": run.data.tags.get(keys.TAG_VERDICT, ""),
-            "status": run.info.status,
+            "status": STALE if is_stale(run.info.status, run.data.tags) else run.info.status,
         }
         for run in runs
+        if is_audit(run.data.tags)
     ]
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+
+
+def is_audit(tags: dict[str, str]) -> bool:
+    """An audit run: tagged so, or (runs logged before the tag existed) carrying a verdict."""
+    default = keys.RUN_KIND_AUDIT if keys.TAG_VERDICT in tags else ""
+    return tags.get(keys.TAG_RUN_KIND, default) == keys.RUN_KIND_AUDIT
+
+
+def is_stale(status: str, tags: dict[str, str]) -> bool:
+    """A RUNNING run started by a process of this host that no longer exists (killed, crashed)."""
+    if status != "RUNNING" or tags.get(keys.TAG_HOST) != socket.gethostname() or keys.TAG_PID not in tags:
+        return False
+    try:
+        os.kill(int(tags[keys.TAG_PID]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError):
+        return False
+    return False
 
 
 def compare_runs(run_ids: list[str]) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -36,8 +37,10 @@ def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlf
     """Open a run: nested under the active run if there is one, in the parent's experiment.
 
     An exception inside marks the run FAILED (MLflow's context manager does so) and
-    propagates.
+    propagates. Every run records the process and host that run it, so that a RUNNING run
+    whose process is gone can be told apart (:func:`ema.tracking.history.audit_history`).
     """
+    tags = {**(tags or {}), keys.TAG_PID: str(os.getpid()), keys.TAG_HOST: socket.gethostname()}
     parent = mlflow.active_run()
     if parent is not None:
         run = mlflow.start_run(run_name=run_name, nested=True, experiment_id=parent.info.experiment_id, tags=tags)

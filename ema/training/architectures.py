@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ema.data.arrays import MODEL_INPUT_SHAPE
 from ema.training.spec import TrainSpec
 
-IMAGE_SHAPE = (1, 28, 28)
+IMAGE_SHAPE = MODEL_INPUT_SHAPE[1:]
 N_CLASSES = 10
 
 

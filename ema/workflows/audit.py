@@ -21,14 +21,23 @@ from ema.data.files import read_set
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.errors import InputError
 from ema.inputs import InputTransform
-from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, OUTPUT_KINDS, Oracle, Predictions, PyfuncOracle
+from ema.oracle import (
+    ACCESS_LABEL_ONLY,
+    ACCESS_PROBABILITIES,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    OUTPUT_KINDS,
+    Oracle,
+    Predictions,
+    PyfuncOracle,
+)
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.tracking.registry import set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
-from ema.validation import check_choice, check_open_unit
+from ema.validation import check_choice, check_finite, check_model_name, check_open_unit
 from ema.workflows.cached_models import cached_model, registered_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.target import Target, resolve_target
@@ -109,6 +118,8 @@ class AuditConfig:
         What the model returns, how the calibration model is trained, how inputs are scaled.
     calibration, reference_file
         An already-trained calibration model; the calibrated auditor's reference non-members.
+    timeout, request_timeout
+        Over HTTP: seconds the whole scoring, and one request, may take (wall time).
     """
 
     model_uri: str | None = None
@@ -128,6 +139,8 @@ class AuditConfig:
     transform: InputTransform | None = None
     calibration: SuppliedCalibration | None = None
     reference_file: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
 
     @property
     def query_name(self) -> str:
@@ -152,6 +165,9 @@ class AuditConfig:
         check_choice("corruption", self.corruption, tuple(CORRUPTIONS))
         check_open_unit("alpha", self.alpha)
         check_quality(self.k)
+        check_model_name("calibration name", self.calibration_name)
+        check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
+        check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
         return self
 
     def params(self, target: Target) -> dict[str, object]:
@@ -308,7 +324,7 @@ def audit(
     ``tag_version`` is False (a grid records itself on the version once, for all its cells).
     ``oracle`` replaces the target's own (a grid scores every cell through one).
     """
-    with start_run(f"audit {config.method}") as run:
+    with start_run(f"audit {config.method}", tags={keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT}) as run:
         config.validate()
         request = _resolve(config, oracle, progress)
         target, data = request.target, request.data
@@ -342,7 +358,10 @@ def _resolve(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Audi
         params={**config.params(target), keys.PARAM_QUERY_FINGERPRINT: data.fingerprint},
     )
     log_dataset(data, name=f"query {config.query_name}", context="query")
-    return AuditRequest(config, target, data, oracle or target.oracle(outputs=config.outputs), progress)
+    oracle = oracle or target.oracle(
+        outputs=config.outputs, timeout=config.timeout, request_timeout=config.request_timeout
+    )
+    return AuditRequest(config, target, data, oracle, progress)
 
 
 def _run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[str, AuditResult], dict[str, str]]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import ArraySet
-from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption
+from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality
 from ema.signals import SIGNALS
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register, set_alias
@@ -22,7 +22,7 @@ from ema.tracking.runs import (
     start_run,
 )
 from ema.training.recipes import Recipe, recipe_to_json
-from ema.validation import short_hash
+from ema.validation import check_model_name, short_hash
 from ema.workflows.target import Target, resolve_target
 
 
@@ -186,6 +186,8 @@ def calibrate(
 ) -> CalibrationOutcome:
     """``ema calibrate``: one run that either trains the calibration or records the cache hit it reused."""
     with start_run(f"calibrate k={k} {model_uri}"):
+        check_quality(k)
+        check_model_name("calibration name", model_name)
         target = resolve_target(model_uri, recipe_file=recipe_file)
         set_tags({keys.TAG_RUN_NAME: f"calibrate k={k} {target.label}"})
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=model_name)

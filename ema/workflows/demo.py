@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ema.data.corruption import check_quality
 from ema.data.splits import QUERY_NAMES
 from ema.tracking import keys
 from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, start_run
 from ema.training.spec import TrainSpec
+from ema.validation import check_choice, check_open_unit
 from ema.workflows.audit import AuditConfig, AuditOutcome, audit
 from ema.workflows.calibrate import ensure_calibration
 from ema.workflows.target import resolve_target
@@ -46,6 +48,10 @@ def run_demo(
 ) -> pd.DataFrame:
     """Train and register a target, calibrate, audit each query set; log and return the summary."""
     with start_run("demo"):
+        check_open_unit("alpha", alpha)
+        check_quality(k)
+        for query in queries:
+            check_choice("query set", query, QUERY_NAMES)
         log_params({**spec.to_dict(), keys.PARAM_K: k, keys.PARAM_ALPHA: alpha, keys.PARAM_DATA_SEED: data_seed})
         trained = train_target(spec, data_seed=data_seed, model_name=model_name, progress=progress)
         target = resolve_target(trained.version.uri)

@@ -9,7 +9,7 @@ from ema.data.catalog import SOURCE_NAMES
 from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
 from ema.data.splits import QUERY_NAMES
 from ema.errors import EMAError, InputError
-from ema.oracle import OUTPUT_KINDS
+from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking.keys import (
@@ -32,7 +32,9 @@ __all__ = [
     "DATA_SOURCES",
     "DEFAULT_DATA",
     "DEFAULT_EXPERIMENT",
+    "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_TARGET_URI",
+    "DEFAULT_TIMEOUT",
     "EMA_TESTS",
     "EMAError",
     "InputError",

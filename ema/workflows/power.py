@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from ema.data.corruption import check_quality
 from ema.stats import QuerySizeResult
 from ema.tracking import keys
 from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
+from ema.validation import check_open_unit
 from ema.workflows.audit import fit_calibrated
 from ema.workflows.calibrate import CalibrationPlan
 from ema.workflows.target import resolve_target
@@ -23,6 +25,9 @@ def query_size_for_power(
 ) -> QuerySizeResult:
     """Calibrate the calibrated auditor for the target and solve for the query size; logged as a run."""
     with start_run(f"power {model_uri}"):
+        check_open_unit("power", power)
+        check_open_unit("alpha", alpha)
+        check_quality(k)
         target = resolve_target(model_uri, recipe_file=recipe_file)
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
         oracle = target.oracle(outputs="probabilities")

@@ -10,6 +10,7 @@ from ema.tracking.registry import RegisteredVersion, log_and_register
 from ema.tracking.runs import log_dataset, log_metrics, log_params, start_run
 from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
+from ema.validation import check_alias, check_model_name
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ def train_target(
     splits = load_splits(data, data_seed, data_root)
     train, held_out = splits.train, splits.held_out
     with start_run(f"train {spec.arch} {model_name}") as run:
+        check_model_name("model name", model_name)
+        check_alias("alias", alias)
         log_params({**spec.to_dict(), keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed})
         log_dataset(train, name=f"{data}/train", context="training")
         model = fit(spec, train.pixels(), train.y, progress=progress, desc="train target")

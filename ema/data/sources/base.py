@@ -8,13 +8,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from ema.data.arrays import ArraySet
+from ema.data.arrays import IMAGE_SIZE, ArraySet
 from ema.data.sources.images import resize_images
 from ema.errors import InputError
 from ema.validation import check_choice
 
 #: Side of the square grey images every loader returns by default.
-IMAGE_SIDE = 28
+IMAGE_SIDE = IMAGE_SIZE
 
 
 class ImageSource(ABC):
