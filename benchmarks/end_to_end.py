@@ -126,7 +126,7 @@ def grid_workload(spec) -> Workload:
     n_models = 1 + 2 * len(grid.ks) + len(queries)
 
     def workflow() -> int:
-        return run_grid(GridConfig("benchmark", epochs=spec.epochs), progress=False).n_audited
+        return run_grid(GridConfig(name="benchmark", epochs=spec.epochs), progress=False).n_audited
 
     parts = {
         f"fit target ({len(splits.train):,} images)": fit_all({"target": splits.train}),

@@ -126,7 +126,7 @@ def grid(
     except InputError as exc:
         raise click.UsageError(str(exc)) from exc
     config = GridConfig(
-        name,
+        name=name,
         data=data_name,
         data_root=str(root) if root else None,
         data_seed=data_seed,

@@ -129,7 +129,18 @@ def spec_from_options(
         widths = tuple(int(h) for h in str(hidden).split(",") if h.strip())
     except ValueError as exc:
         raise click.BadParameter(f"expected comma-separated integers, got {hidden!r}", param_hint="--hidden") from exc
-    return TrainSpec(arch, widths, optimizer, lr, momentum, weight_decay, lr_decay, epochs, batch_size, seed)
+    return TrainSpec(
+        arch=arch,
+        hidden=widths,
+        optimizer=optimizer,
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        lr_decay=lr_decay,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+    )
 
 
 def workflow_command(fn: Callable) -> Callable:

@@ -57,7 +57,7 @@ GRID_TARGET_NAME = "ema-grid-target"
 FIG3_PANELS = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GridConfig:
     """What ``ema grid NAME`` is asked to do.
 

@@ -14,7 +14,7 @@ from ema.stats._validation import check_positive_integer, check_unit_interval
 from ema.stats.placement import cutoff_ranks
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QuerySizeResult:
     """The smallest query size at which a member set is told apart from non-members.
 
@@ -118,7 +118,15 @@ def required_query_size(
 
     n_required = _smallest_size(lambda n: best(n)[0] >= power, max_n)
     achieved, metric, level = best(max_n if n_required is None else n_required)
-    return QuerySizeResult(n_required, achieved, float(power), float(alpha), int(n_tests), float(levels[level]), metric)
+    return QuerySizeResult(
+        n_required=n_required,
+        power=achieved,
+        target_power=float(power),
+        alpha=float(alpha),
+        n_tests=int(n_tests),
+        level=float(levels[level]),
+        signal_index=metric,
+    )
 
 
 def _check_power_arguments(

@@ -15,7 +15,7 @@ ARCHITECTURES = ("mlp", "cnn", "resnet18")
 OPTIMIZERS = ("sgd", "adam")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainSpec:
     """A training recipe. Defaults are the paper's MNIST benchmark recipe.
 

@@ -98,7 +98,7 @@ def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: 
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AuditConfig:
     """What an audit is asked to do: built once (by the CLI, a grid or a caller), validated, passed down.
 

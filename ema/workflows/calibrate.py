@@ -65,7 +65,7 @@ def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet) -> EMAAu
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CalibrationPlan:
     """What a calibration is made of, and the registered version it may already have."""
 
@@ -85,7 +85,16 @@ class CalibrationPlan:
         clean = target.splits().calibration
         cache_key = calibration_cache_key(target.recipe, clean, k, cal_seed, corruption)
         cached = find_cached_version(model_name, cache_key)
-        return cls(target, clean, k, cal_seed, cache_key, model_name, cached, corruption)
+        return cls(
+            target=target,
+            clean=clean,
+            k=k,
+            cal_seed=cal_seed,
+            cache_key=cache_key,
+            model_name=model_name,
+            cached=cached,
+            corruption=corruption,
+        )
 
     def params(self) -> dict:
         return {
