@@ -261,7 +261,7 @@ def run_child(
 
 
 STREAMING_NOTE = """\
-What an audit of 100,000 query images holds, and what was changed to get there (issue 6):
+What an audit of 100,000 query images holds, and what was changed to get there:
 
 - The query stays uint8 (78 MB). `Oracle.predict` takes the uint8 images and turns them into
   float32 one batch at a time (13 MB per 4,096 images); the whole set as float32 (314 MB, and
