@@ -17,7 +17,9 @@ import numpy as np
 from ema.data.arrays import IMAGE_SHAPE, ArraySet
 from ema.errors import InputError
 
-REQUIRED_ARRAYS = ("x", "y", "index")
+REQUIRED_ARRAYS = ("x", "y")
+#: Positions in the source; 0..n-1 when a file leaves it out.
+OPTIONAL_ARRAYS = ("index",)
 #: How files start: a zip archive (an .npz; an empty archive), a single .npy array, a pickle.
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 NPY_MAGIC = b"\x93NUMPY"
@@ -60,7 +62,7 @@ def read_set(path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE) -> Array
     height, width = image_shape
     expected = (
         f"{path}: expected an .npz file with arrays x (uint8, N x {height} x {width}), y (int64, N) and "
-        "index (int64, N), as numpy.savez writes"
+        "optionally index (int64, N), as numpy.savez writes"
     )
     with path.open("rb") as handle:
         head = handle.read(len(NPY_MAGIC))
@@ -75,9 +77,10 @@ def read_set(path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE) -> Array
                 raise InputError(
                     f"{path}: expected arrays {list(REQUIRED_ARRAYS)}, missing {missing} (found {sorted(members)})"
                 )
-            declared = {name: _declared_array(archive, members[name], path) for name in REQUIRED_ARRAYS}
+            present = [name for name in (*REQUIRED_ARRAYS, *OPTIONAL_ARRAYS) if name in members]
+            declared = {name: _declared_array(archive, members[name], path) for name in present}
             _check_declared(declared, path, image_shape)
-            arrays = {name: _read_member(archive, members[name]) for name in REQUIRED_ARRAYS}
+            arrays = {name: _read_member(archive, members[name]) for name in present}
     except InputError:
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, RuntimeError) as exc:
@@ -85,7 +88,8 @@ def read_set(path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE) -> Array
         raise InputError(f"{expected}, got a damaged or unreadable archive: {message}") from exc
     if arrays["x"].shape[0] == 0:
         raise InputError(f"{path}: expected at least one image, got an empty query set")
-    return ArraySet(path.stem, arrays["x"], arrays["y"], arrays["index"])
+    index = arrays.get("index", np.arange(len(arrays["y"]), dtype=np.int64))
+    return ArraySet(path.stem, arrays["x"], arrays["y"], index)
 
 
 def _describe_start(head: bytes) -> str:
@@ -93,7 +97,7 @@ def _describe_start(head: bytes) -> str:
     if not head:
         return "an empty file"
     if head.startswith(NPY_MAGIC):
-        return "a .npy file (one array, as numpy.save writes); write the three arrays with numpy.savez"
+        return "a .npy file (one array, as numpy.save writes); write the arrays with numpy.savez"
     if head.startswith(PICKLE_MAGIC):
         return "what looks like a pickle, which is never loaded"
     return f"a file starting with bytes {head!r}, not a zip archive"
@@ -133,7 +137,7 @@ def _check_declared(declared: dict, path: Path, image_shape: tuple[int, int]) ->
         raise InputError(f"{path}: expected `x` of shape (n, {image_shape[0]}, {image_shape[1]}), got {shape}")
     if dtype != np.uint8:
         raise InputError(f"{path}: expected `x` as uint8 images of shape (n, height, width), got {dtype} of {shape}")
-    for name in ("y", "index"):
+    for name in ("y", *(n for n in OPTIONAL_ARRAYS if n in declared)):
         other_shape, other_dtype = declared[name]
         if other_dtype != np.int64 or other_shape != (shape[0],):
             raise InputError(

@@ -100,8 +100,8 @@ class Splits:
         return sets[check_choice("query set", name, QUERY_NAMES)]
 
     def as_dict(self) -> dict[str, ArraySet]:
-        """Every split by file stem: ``train_fold1``.., ``calibration``, ``M6``, ``S``."""
-        out = {f"train_fold{i}": fold for i, fold in enumerate(self.folds, start=1)}
+        """Every split by file stem, named as the queries are: ``M1``..``M5``, ``M6``, ``S``, and ``calibration``."""
+        out = dict(zip(MEMBER_NAMES, self.folds, strict=True))
         out.update(calibration=self.calibration, M6=self.held_out, S=self.other_domain)
         return out
 

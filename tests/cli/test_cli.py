@@ -18,7 +18,7 @@ def test_data_splits_writes_every_split(tmp_path):
     result = invoke("data", "splits", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
     names = sorted(p.stem for p in tmp_path.glob("*.npz"))
-    assert names == sorted(["M6", "S", "calibration", *(f"train_fold{i}" for i in range(1, 6))])
+    assert names == sorted(["M6", "S", "calibration", *(f"M{i}" for i in range(1, 6))])
     with np.load(tmp_path / "M6.npz", allow_pickle=False) as data:
         assert data["x"].shape == (2000, 28, 28) and data["x"].dtype == np.uint8
         assert data["y"].dtype == np.int64 and data["index"].dtype == np.int64

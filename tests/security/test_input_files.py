@@ -15,7 +15,10 @@ from ema.data.arrays import ArraySet
 from ema.data.files import read_set, write_set
 from ema.errors import InputError
 
-EXPECTED = r"expected an \.npz file with arrays x \(uint8, N x 28 x 28\), y \(int64, N\) and index \(int64, N\)"
+EXPECTED = (
+    r"expected an \.npz file with arrays x \(uint8, N x 28 x 28\), y \(int64, N\) "
+    r"and optionally index \(int64, N\)"
+)
 #: 73 GiB of uint8 images, as a hostile 4.8 kB file once declared.
 HUGE_IMAGES = 73 * 2**30 // 784
 
