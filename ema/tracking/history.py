@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import socket
 
@@ -106,3 +107,31 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
         )
         columns[run_id[:8]] = values
     return pd.DataFrame(columns).sort_index().fillna("")
+
+
+TRAIL_COLUMNS = ("version", "time", "query", "method", "verdict", "rho_ema", "rho_ema_ks", "p_removed", "run_id")
+
+
+def version_trail(model_name: str, *, query: str) -> pd.DataFrame:
+    """Every recorded audit of ``query`` on every version of ``model_name``, oldest first.
+
+    Read from the versions' trail tags (``ema.audit.<query>.<time>.<run>``), which each audit
+    adds and none overwrites: which version was audited when, by which method, with what result.
+    """
+    client = MlflowClient()
+    prefix = f"{keys.TAG_AUDIT_PREFIX}{query}."
+    versions = client.search_model_versions(f"name = {quoted('model name', model_name)}")
+    if not versions:
+        raise EMAError(f"registered model {model_name!r} has no versions in this tracking store")
+    rows = [
+        {"version": int(version.version), **_trail_row(json.loads(value))}
+        for version in versions
+        for key, value in (version.tags or {}).items()
+        if key.startswith(prefix)
+    ]
+    table = pd.DataFrame(rows, columns=list(TRAIL_COLUMNS))
+    return table.sort_values(["time", "version"], kind="stable").reset_index(drop=True)
+
+
+def _trail_row(record: dict) -> dict:
+    return {column: record.get(column) for column in TRAIL_COLUMNS if column != "version"}

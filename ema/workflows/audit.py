@@ -35,7 +35,7 @@ from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
-from ema.tracking.registry import set_version_tags
+from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
 from ema.validation import check_choice, check_finite, check_model_name, check_open_unit
 from ema.workflows.cached_models import cached_model, registered_oracle
@@ -82,7 +82,7 @@ def membership_table(query: ArraySet, results: dict[str, AuditResult]) -> pd.Dat
     return pd.DataFrame(columns)
 
 
-def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: str) -> str:
+def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: str, when: time.struct_time) -> str:
     """The audit as a model-version tag value: what was asked, what came out, where to look."""
     return json.dumps(
         {
@@ -92,10 +92,23 @@ def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: 
             **result.metrics,
             "verdict": result.verdict,
             "run_id": run_id,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", when),
         },
         sort_keys=True,
     )
+
+
+def record_on_version(config: AuditConfig, outcome: AuditOutcome, data: ArraySet, version: RegisteredVersion) -> None:
+    """Add the audit to the version's trail: a tag of its own (never overwriting an earlier audit's), and last_audit.
+
+    The trail tag is ``ema.audit.<query>.<UTC time>.<run id prefix>``, so that audits of the
+    same query, even in the same second from two processes, each keep their record.
+    """
+    when = time.gmtime()
+    record = audit_record(outcome.query, data, outcome.primary, outcome.run_id, when)
+    query_key = config.query if config.query is not None else f"file-{data.fingerprint}"
+    trail_key = f"{keys.TAG_AUDIT_PREFIX}{query_key}.{time.strftime('%Y%m%dT%H%M%SZ', when)}.{outcome.run_id[:8]}"
+    set_version_tags(version, {trail_key: record, keys.TAG_LAST_AUDIT: record})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -330,7 +343,6 @@ def audit(
         target, data = request.target, request.data
         predictions = request.oracle.predict(data.x)
         results, tags = _run_methods(request, predictions)
-        primary = results[METHOD_PLANS[config.method][0]]
         _log_results(config, results, tags, predictions)
         log_artifacts_atomically(
             {
@@ -338,13 +350,12 @@ def audit(
                 keys.ARTIFACT_MEMBERSHIP: membership_table(data, results),
             }
         )
-    if tag_version and target.version is not None:
-        record = audit_record(config.query_name, data, primary, run.info.run_id)
-        query_key = config.query if config.query is not None else f"file-{data.fingerprint}"
-        set_version_tags(target.version, {f"{keys.TAG_AUDIT_PREFIX}{query_key}": record, keys.TAG_LAST_AUDIT: record})
-    return AuditOutcome(
+    outcome = AuditOutcome(
         run.info.run_id, config.query_name, config.method, expected_verdict(config), predictions.access, results
     )
+    if tag_version and target.version is not None:
+        record_on_version(config, outcome, data, target.version)
+    return outcome
 
 
 def _resolve(config: AuditConfig, oracle: Oracle | None, progress: bool) -> AuditRequest:

@@ -86,7 +86,9 @@ def test_audit_tags_model_version_with_history(foreign):
     _, recipe = foreign
     outcome = audit(AuditConfig(model_uri="models:/foreign-proba/1", query="S", recipe_file=recipe), progress=False)
     tags = MlflowClient().get_model_version("foreign-proba", "1").tags
-    record = json.loads(tags[f"{keys.TAG_AUDIT_PREFIX}S"])
+    trail = [key for key in tags if key.startswith(f"{keys.TAG_AUDIT_PREFIX}S.")]
+    assert len(trail) == 1 and trail[0].endswith(f".{outcome.run_id[:8]}")
+    record = json.loads(tags[trail[0]])
     assert record["run_id"] == outcome.run_id
     assert record["verdict"] == outcome.primary.verdict
     assert record["rho_ema"] == pytest.approx(outcome.primary.metrics["rho_ema"])

@@ -9,14 +9,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError, InputError
 from ema.oracle import Oracle
 from ema.tracking import keys
 from ema.training.recipes import recipe_from_json
+from ema.training.spec import TrainSpec
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.calibrate import calibrate
+from ema.workflows.history import version_trail
+from ema.workflows.train import train_target
+from ema_cli.cli import main
 from tests.workflows.conftest import QUICK_SPEC
 
 
@@ -230,3 +235,20 @@ def test_power_reports_a_query_size(trained):
     result = query_size_for_power(outcome.version.uri, progress=False)
     assert result.n_required is not None and result.n_required >= 1
     assert result.power >= 0.9
+
+
+def test_audit_trail_keeps_every_audit_and_compare_lines_up_versions(trained):
+    _, outcome = trained
+    second = train_target(TrainSpec(epochs=2, hidden=(16,)), alias="second", progress=False).version
+    runs = [
+        audit(AuditConfig(model_uri=uri, query="M6"), progress=False).run_id
+        for uri in (outcome.version.uri, outcome.version.uri, second.uri)
+    ]
+    trail = version_trail(outcome.version.name, query="M6")
+    mine = trail[trail["run_id"].isin(runs)]
+    assert sorted(mine["version"]) == sorted([int(outcome.version.version)] * 2 + [int(second.version)])
+    assert mine["verdict"].isin(["memorized", "not_memorized"]).all()
+    shown = CliRunner().invoke(main, ["compare", "--model", outcome.version.name, "--query", "M6"])
+    assert shown.exit_code == 0 and all(run in shown.output for run in runs)
+    refused = CliRunner().invoke(main, ["compare", "--model", outcome.version.name])
+    assert refused.exit_code != 0 and "give either RUN_ID... or both --model NAME and --query Q" in refused.output
