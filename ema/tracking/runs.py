@@ -15,10 +15,12 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ema.data.arrays import ArraySet
-from ema.tracking import keys
+from ema.errors import EMAError
+from ema.tracking import keys, store
 
 
 def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
@@ -26,10 +28,27 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
 
     Under ``mlflow run`` the project's run already exists (``MLFLOW_RUN_ID``): its
     experiment is kept, so that nested runs land beside their parent.
+
+    Safe when several commands start at once: a sqlite store is created and migrated, and
+    the experiment created, by one process at a time under a lock beside the database
+    (:func:`ema.tracking.store.opened`).
+
+    Raises
+    ------
+    EMAError
+        If the store cannot be used (a corrupt database, an unsupported URI scheme), or the
+        experiment cannot be set (e.g. it was deleted), as one line.
     """
-    mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI)
-    if not os.environ.get("MLFLOW_RUN_ID") and mlflow.active_run() is None:
-        mlflow.set_experiment(experiment)
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI
+    mlflow.set_tracking_uri(uri)
+    with store.opened(uri):
+        if os.environ.get("MLFLOW_RUN_ID") or mlflow.active_run() is not None:
+            return
+        try:
+            store.retry_busy(lambda: mlflow.set_experiment(experiment), what=f"experiment {experiment!r} in {uri}")
+        except MlflowException as exc:
+            message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise EMAError(f"could not use experiment {experiment!r} in {uri}: {message}") from exc
 
 
 @contextmanager
