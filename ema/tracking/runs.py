@@ -165,9 +165,26 @@ def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]
         mlflow.log_artifacts(tmp)
 
 
+class MissingArtifact(EMAError):
+    """A run's artifact cannot be read back: deleted from the artifact store, its run gone, or not JSON."""
+
+
 def read_json_artifact(run_id: str, name: str) -> dict:
-    """A JSON artifact of a finished run (read once per process: a finished run's artifacts do not change)."""
-    return json.loads(_artifact_text(mlflow.get_tracking_uri(), run_id, name))
+    """A JSON artifact of a finished run (read once per process: a finished run's artifacts do not change).
+
+    Raises
+    ------
+    MissingArtifact
+        If the artifact (or its run) is gone from the store, or does not hold a JSON object.
+    """
+    try:
+        content = json.loads(_artifact_text(mlflow.get_tracking_uri(), run_id, name))
+    except (MlflowException, OSError, ValueError) as exc:
+        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MissingArtifact(f"{name} of run {run_id} cannot be read: {message}") from exc
+    if not isinstance(content, dict):
+        raise MissingArtifact(f"{name} of run {run_id} holds a JSON {type(content).__name__}, expected an object")
+    return content
 
 
 @functools.lru_cache(maxsize=64)
