@@ -43,6 +43,7 @@ from ema.tracking.runs import (
     set_tags,
     start_run,
 )
+from ema.tracking.single_flight import single_flight
 from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
 from ema.validation import check_open_unit, short_hash
@@ -145,7 +146,10 @@ class GridOutcome:
 def ensure_target(
     recipe: TrainSpec, *, data: str, data_seed: int, data_root: str | None, progress: bool
 ) -> tuple[RegisteredVersion, bool]:
-    """The grid target for (recipe, data): the cached registered version, or a newly trained one."""
+    """The grid target for (recipe, data): the cached registered version, or a newly trained one.
+
+    Grids started at once with the same recipe and data train it once; the others wait and reuse it.
+    """
     splits = load_splits(data, data_seed, data_root)
     cache_key = short_hash(
         {
@@ -156,14 +160,18 @@ def ensure_target(
             "train": splits.train.fingerprint,
         }
     )
-    version = find_cached_version(GRID_TARGET_NAME, cache_key)
-    if version is not None:
-        return version, True
-    trained = train_target(
-        recipe, data=data, data_seed=data_seed, data_root=data_root, model_name=GRID_TARGET_NAME, progress=progress
+
+    def build() -> RegisteredVersion:
+        trained = train_target(
+            recipe, data=data, data_seed=data_seed, data_root=data_root, model_name=GRID_TARGET_NAME, progress=progress
+        )
+        set_version_tags(trained.version, {keys.TAG_CACHE_KEY: cache_key})
+        return trained.version
+
+    version, built = single_flight(
+        GRID_TARGET_NAME, cache_key, find=lambda: find_cached_version(GRID_TARGET_NAME, cache_key), build=build
     )
-    set_version_tags(trained.version, {keys.TAG_CACHE_KEY: cache_key})
-    return trained.version, False
+    return version, not built
 
 
 def subsample(data: ArraySet, size: int, *, seed: int, query: str) -> ArraySet:

@@ -24,6 +24,8 @@ TAG_AUDIT_PREFIX = "ema.audit."
 TAG_LAST_AUDIT = "ema.last_audit"
 #: On a version a grid audited: ``ema.last_grid.<grid>`` = JSON of the grid's parent run (cells do not tag it).
 TAG_LAST_GRID_PREFIX = "ema.last_grid."
+#: On a registered model: ``ema.claim.<cache key>`` = the lease of the process building that cache entry.
+TAG_CLAIM_PREFIX = "ema.claim."
 
 # Run tags.
 TAG_RUN_NAME = "mlflow.runName"

@@ -69,8 +69,8 @@ def resolve_version(model_uri: str) -> RegisteredVersion:
         raise EMAError(f"registered model {name!r} has no {what}; known aliases: {known}") from exc
 
 
-def log_and_register(package: ModelPackage, *, name: str, alias: str, tags: dict[str, str]) -> RegisteredVersion:
-    """Log a packaged model in the active run, register it under ``name`` and point ``alias`` at it.
+def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tags: dict[str, str]) -> RegisteredVersion:
+    """Log a packaged model in the active run, register it under ``name`` and point ``alias`` at it (unless None).
 
     The signature is inferred from the package's example input and output; pip requirements
     are explicit, which skips MLflow's slow requirement inference.
@@ -118,17 +118,19 @@ def set_version_tags(version: RegisteredVersion, tags: dict[str, str]) -> None:
         client.set_model_version_tag(version.name, version.version, key, value)
 
 
-def register(model_uri: str, *, name: str, alias: str, tags: dict[str, str]) -> RegisteredVersion:
-    """Register ``model_uri`` under ``name``, point ``alias`` at it and tag the version."""
+def register(model_uri: str, *, name: str, alias: str | None, tags: dict[str, str]) -> RegisteredVersion:
+    """Register ``model_uri`` under ``name``, tag the version and point ``alias`` at it (no alias when None)."""
     version = mlflow.register_model(model_uri, name, tags=tags)
-    MlflowClient().set_registered_model_alias(name, alias, version.version)
+    if alias is not None:
+        MlflowClient().set_registered_model_alias(name, alias, version.version)
     return RegisteredVersion.from_entity(MlflowClient().get_model_version(name, version.version))
 
 
 def find_cached_version(name: str, cache_key: str) -> RegisteredVersion | None:
     """The newest version of ``name`` tagged with ``cache_key``, or None (also when ``name`` is not registered).
 
-    Asked of the registry every time: a version deleted since is not found.
+    Asked of the registry every time: a version deleted since is not found. Concurrent
+    builders of the same key are kept to one by :func:`ema.tracking.single_flight.single_flight`.
     """
     found = MlflowClient().search_model_versions(f"name = '{name}' and tags.`{keys.TAG_CACHE_KEY}` = '{cache_key}'")
     if not found:

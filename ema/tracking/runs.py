@@ -15,10 +15,12 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ema.data.arrays import ArraySet
-from ema.tracking import keys
+from ema.errors import EMAError
+from ema.tracking import keys, store
 
 
 def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
@@ -26,10 +28,27 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
 
     Under ``mlflow run`` the project's run already exists (``MLFLOW_RUN_ID``): its
     experiment is kept, so that nested runs land beside their parent.
+
+    Safe when several commands start at once: a sqlite store is created and migrated, and
+    the experiment created, by one process at a time under a lock beside the database
+    (:func:`ema.tracking.store.opened`).
+
+    Raises
+    ------
+    EMAError
+        If the store cannot be used (a corrupt database, an unsupported URI scheme), or the
+        experiment cannot be set (e.g. it was deleted), as one line.
     """
-    mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI)
-    if not os.environ.get("MLFLOW_RUN_ID") and mlflow.active_run() is None:
-        mlflow.set_experiment(experiment)
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI
+    mlflow.set_tracking_uri(uri)
+    with store.opened(uri):
+        if os.environ.get("MLFLOW_RUN_ID") or mlflow.active_run() is not None:
+            return
+        try:
+            store.retry_busy(lambda: mlflow.set_experiment(experiment), what=f"experiment {experiment!r} in {uri}")
+        except MlflowException as exc:
+            message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise EMAError(f"could not use experiment {experiment!r} in {uri}: {message}") from exc
 
 
 @contextmanager
@@ -146,9 +165,26 @@ def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]
         mlflow.log_artifacts(tmp)
 
 
+class MissingArtifact(EMAError):
+    """A run's artifact cannot be read back: deleted from the artifact store, its run gone, or not JSON."""
+
+
 def read_json_artifact(run_id: str, name: str) -> dict:
-    """A JSON artifact of a finished run (read once per process: a finished run's artifacts do not change)."""
-    return json.loads(_artifact_text(mlflow.get_tracking_uri(), run_id, name))
+    """A JSON artifact of a finished run (read once per process: a finished run's artifacts do not change).
+
+    Raises
+    ------
+    MissingArtifact
+        If the artifact (or its run) is gone from the store, or does not hold a JSON object.
+    """
+    try:
+        content = json.loads(_artifact_text(mlflow.get_tracking_uri(), run_id, name))
+    except (MlflowException, OSError, ValueError) as exc:
+        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MissingArtifact(f"{name} of run {run_id} cannot be read: {message}") from exc
+    if not isinstance(content, dict):
+        raise MissingArtifact(f"{name} of run {run_id} holds a JSON {type(content).__name__}, expected an object")
+    return content
 
 
 @functools.lru_cache(maxsize=64)

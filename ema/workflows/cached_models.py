@@ -10,6 +10,7 @@ from ema.oracle import Oracle, PyfuncOracle
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register
 from ema.tracking.runs import start_run, tracking_uri
+from ema.tracking.single_flight import single_flight
 from ema.training.recipes import recipe_to_json
 from ema.validation import short_hash
 from ema.workflows.target import Target
@@ -25,22 +26,25 @@ def model_cache_key(target: Target, role: str, data: ArraySet) -> str:
 def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = True) -> tuple[Oracle, bool]:
     """A model trained on ``data`` with the target's recipe, as an oracle; trained only on a cache miss.
 
+    Processes that miss the same model at once train it once, the others wait and reuse it.
+    The version is registered without an alias: these models are found by their cache key,
+    and an audit moves no alias.
+
     Returns the oracle and whether the registry already held the model.
     """
     name = ROLE_MODEL_NAMES[role]
     cache_key = model_cache_key(target, role, data)
-    version = find_cached_version(name, cache_key)
-    cached = version is not None
-    if not cached:
+
+    def build() -> RegisteredVersion:
         with start_run(f"train {role} {data.name} for {target.label}"):
             classifier = target.recipe.fit(data.pixels(), data.y, progress=progress)
             from ema.training.packaging import package_classifier  # torch: only when a model is logged
 
             with package_classifier(classifier, data.pixels()) as package:
-                version = log_and_register(
+                return log_and_register(
                     package,
                     name=name,
-                    alias=role,
+                    alias=None,
                     tags={
                         keys.TAG_ROLE: role,
                         keys.TAG_CACHE_KEY: cache_key,
@@ -48,7 +52,9 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
                         keys.TAG_DATA_FINGERPRINT: data.fingerprint,
                     },
                 )
-    return registered_oracle(version, target.recipe.transform), cached
+
+    version, built = single_flight(name, cache_key, find=lambda: find_cached_version(name, cache_key), build=build)
+    return registered_oracle(version, target.recipe.transform), not built
 
 
 def registered_oracle(version: RegisteredVersion, transform: InputTransform) -> Oracle:

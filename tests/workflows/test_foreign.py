@@ -68,7 +68,9 @@ def test_foreign_sklearn_model_training_fold_memorized_held_out_not(foreign):
     assert member.primary.verdict == "memorized"
     assert held_out.primary.verdict == "not_memorized"
     assert member.access == "probabilities"
-    calibration = MlflowClient().get_model_version_by_alias(keys.CALIBRATION_MODEL_NAME, keys.CALIBRATION_ALIAS)
+    used = MlflowClient().get_run(member.run_id).data.tags[keys.TAG_CALIBRATION_VERSION]  # audits move no alias
+    name, version = used.removeprefix("models:/").split("/")
+    calibration = MlflowClient().get_model_version(name, version)
     assert json.loads(calibration.tags[keys.TAG_RECIPE])["estimator"] == RECIPE["estimator"]
 
 
