@@ -233,7 +233,7 @@ class AuditRequest:
             }
         outcome = ensure_plan(self.calibration_plan, progress=self.progress)
         return outcome.thresholds, {
-            keys.TAG_CACHE: "hit" if outcome.cached else "miss",
+            keys.TAG_CACHE: outcome.cache,
             keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
         }
 
@@ -306,7 +306,7 @@ def fit_calibrated(
         nonmembers.y,
     )
     tags = {
-        keys.TAG_CACHE: "hit" if outcome.cached else "miss",
+        keys.TAG_CACHE: outcome.cache,
         keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
         keys.TAG_REFERENCE: reference_file or "calibration set (clean), scored on the target",
     }
