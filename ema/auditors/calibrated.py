@@ -1,23 +1,17 @@
 """The calibrated auditor: two exact-style hypothesis tests, an "inconclusive" outcome and a retained fraction.
 
 The paper's EMA asks one question (is the query set like members?) through a t-test whose
-p-value depends on the count of unflagged samples, not their share. This auditor asks two:
+p-value depends on the count of unflagged samples, not their share. This auditor asks two,
+both on the low tail of the membership scores, where members rarely land (the tests are in
+:mod:`ema.auditors.tail_tests`):
 
 * H0 "removed": the query set behaves like data the target never saw. Tested against
   reference non-members scored ON THE TARGET (through the oracle), so no assumption links a
-  calibration model to the target. Membership shows in the low tail: a well-trained
-  classifier is as confident on most non-members as on members, but members rarely land
-  among the least confident scores. For each metric and each cut-off (the reference's 1%,
-  5%, 10%, 25% and 50% order statistics by default) the number of query samples at or below
-  the cut-off is compared with its exact placement law (beta-binomial: exact for any score
-  distribution, no reference sample spent on choosing cut-offs). A memorized query set puts
-  FEWER samples in the tail. Holm's correction over signals x cut-offs gives ``p_removed``.
-* H0 "retained": the query set behaves like the target's members. Members of the target
-  cannot be observed, so their tail share is measured on the calibration model (its training
-  half against its held-out half) at the same non-member quantile level, and transferred
-  (the transfer assumption, recorded in every result). A removed query set puts MORE samples
-  in the tail than members would; beta-binomial tests that account for the finite
-  calibration and reference samples, Holm-corrected, give ``p_retained``.
+  calibration model to the target; Holm-corrected over signals x cut-offs: ``p_removed``.
+* H0 "retained": the query set behaves like the target's members. Their tail share is
+  measured on the calibration model (its training half against its held-out half) and
+  transferred (the transfer assumption, recorded in every result; see
+  :mod:`ema.auditors.transfer`); Holm-corrected: ``p_retained``.
 
 Verdict at ``alpha``: ``memorized`` when H0 removed is rejected and H0 retained is not;
 ``not_memorized`` when H0 retained is rejected and H0 removed is not; ``inconclusive``
@@ -28,23 +22,27 @@ shares F_q = pi F_mem + (1 - pi) F_non at every cut-off, so pi is estimated on t
 metric with all cut-offs pooled, with an interval that carries the query, reference and
 calibration sample sizes (transfer assumption). A lower bound needs the target only:
 pi >= sup_c (F_ref(c) - F_q(c)), with finite-sample margins.
-
-The transfer assumption is the weak point: a calibration model that overfits more than the
-target (e.g. trained on far fewer samples) understates how often the target's members fall
-in the tail, so H0 "retained" is rejected for real members and the interval moves down.
-``to_dict()["diagnostics"]`` records the accuracies that reveal such a mismatch.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from ema.auditors.calibrated_checks import check_calibration_arrays, check_quantile_levels
+from ema.auditors.calibrated_record import ASSUMPTIONS, audit_record
 from ema.auditors.ema import check_alpha
-from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.auditors.result import AuditResult
+from ema.auditors.tail_tests import (
+    HypothesisTests,
+    QueryTails,
+    count_query_tails,
+    decide_verdict,
+    run_tail_tests,
+)
+from ema.auditors.transfer import DEFAULT_TRANSFER_TOLERANCE, check_transfer
 from ema.errors import InputError
 from ema.signals import check_probabilities, check_signal_names, compute_scores
 from ema.stats import (
@@ -54,12 +52,7 @@ from ema.stats import (
     MemberTailRates,
     QuerySizeResult,
     RetainedFraction,
-    adjust_pvalues,
-    expected_cutoff_levels,
     member_tail_curve,
-    member_tail_pvalues,
-    order_statistic_level_variance,
-    placement_pvalues,
     retained_fraction_interval,
     retained_lower_bound,
     stratified_cutoffs,
@@ -69,109 +62,8 @@ from ema.thresholds import THRESHOLD_MODES
 
 #: Continuous signals by default: correctness is binary and carries no tail.
 CALIBRATED_SIGNALS: tuple[str, ...] = ("confidence", "negative_entropy", "modified_entropy")
-#: Largest |target reference accuracy - calibration non-member accuracy| at which member
-#: behaviour is transferred from the calibration model; beyond it H0 "retained" is not tested
-#: and the retained interval falls back to [target-only lower bound, 1].
-DEFAULT_TRANSFER_TOLERANCE = 0.02
 #: Quantile levels of the reference cut-offs.
 DEFAULT_TAIL_LEVELS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5)
-
-#: What each reported number relies on; copied into every result's ``thresholds["assumptions"]``.
-ASSUMPTIONS: dict[str, str] = {
-    "p_removed": (
-        "target only: exact placement tests of the query against reference data the target never saw, "
-        "scored through the oracle; assumes the query, if removed, is distributed like the reference "
-        "(same domain and class mix; per class in per-class mode)"
-    ),
-    "p_retained": (
-        "transfer: the target's members sit in the target's non-member low tail as the calibration model's "
-        "members sit in its own (equal member share at equal non-member quantile level); a calibration model "
-        "that overfits more than the target makes this test reject too often"
-    ),
-    "retained_fraction": "transfer: member tail share from the calibration model (mixture F_q = pi F_mem + "
-    "(1 - pi) F_non)",
-    "retained_ci_low": "transfer: member tail share from the calibration model",
-    "retained_ci_high": "transfer: member tail share from the calibration model",
-    "retained_lower_bound_target_only": (
-        "target only: pi >= sup_c (F_ref(c) - F_query(c)) with Dvoretzky-Kiefer-Wolfowitz-Massart margins; "
-        "no calibration model; assumes the non-removed part is distributed like the reference"
-    ),
-}
-
-
-def _check_levels(quantiles: Sequence[float]) -> np.ndarray:
-    levels = np.asarray(quantiles, dtype=np.float64)
-    if (
-        levels.ndim != 1
-        or levels.size == 0
-        or not np.isfinite(levels).all()
-        or np.any((levels <= 0) | (levels >= 1))
-        or np.any(np.diff(levels) <= 0)
-    ):
-        raise InputError(
-            f"expected `quantiles` to be increasing levels in (0, 1), e.g. (0.01, 0.05, 0.1), got {list(quantiles)}"
-        )
-    return levels
-
-
-def _check_calibration_arrays(**pairs: tuple[np.ndarray, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each (probabilities, labels) pair checked, in the order given, all over the same classes."""
-    arrays = {name: check_probabilities(proba, labels) for name, (proba, labels) in pairs.items()}
-    n_classes = {name: proba.shape[1] for name, (proba, _) in arrays.items()}
-    if len(set(n_classes.values())) != 1:
-        raise InputError(f"expected the same number of classes in every input, got {n_classes}")
-    return arrays
-
-
-@dataclass(frozen=True)
-class _QueryTails:
-    """A query's tail counts against the calibrated cut-offs, and the non-member share expected there.
-
-    ``strata`` (n_query,) is each sample's stratum (0 in global mode); ``stratum_sizes`` and
-    ``weights`` (n_strata,) count and share the query per stratum; ``counts`` (n_signals,
-    n_levels) are the samples at or below each metric's cut-offs; ``nonmember_rate`` and
-    ``nonmember_variance`` (n_levels,) are the expected reference level of each cut-off and its spread.
-    """
-
-    n: int
-    strata: np.ndarray
-    stratum_sizes: np.ndarray
-    weights: np.ndarray
-    counts: np.ndarray
-    nonmember_rate: np.ndarray
-    nonmember_variance: np.ndarray
-
-
-@dataclass(frozen=True)
-class _HypothesisTests:
-    """The single tests of both hypotheses, (n_signals, n_levels) each, and the family-wise p-values."""
-
-    member_rate: np.ndarray
-    p_removed: np.ndarray
-    p_retained: np.ndarray
-    adjusted_removed: np.ndarray
-    adjusted_retained: np.ndarray
-    p_removed_family: float
-    p_retained_family: float
-
-
-def decide_verdict(p_removed: float, p_retained: float, alpha: float) -> str:
-    """The verdict from the two family-wise p-values.
-
-    ``memorized`` when H0 "removed" is rejected (``p_removed <= alpha``) and H0 "retained"
-    is not; ``not_memorized`` in the mirror case; ``inconclusive`` when neither or both are.
-
-    Examples
-    --------
-    >>> decide_verdict(0.01, 0.5, 0.1), decide_verdict(0.5, 0.01, 0.1), decide_verdict(0.5, 0.5, 0.1)
-    ('memorized', 'not_memorized', 'inconclusive')
-    """
-    removed_rejected, retained_rejected = p_removed <= alpha, p_retained <= alpha
-    if removed_rejected and not retained_rejected:
-        return MEMORIZED
-    if retained_rejected and not removed_rejected:
-        return NOT_MEMORIZED
-    return INCONCLUSIVE
 
 
 class CalibratedAuditor:
@@ -265,7 +157,7 @@ class CalibratedAuditor:
             raise InputError(f"expected threshold_mode in {THRESHOLD_MODES}, got {self.threshold_mode!r}")
         if not (isinstance(self.n_draws, (int, np.integer)) and self.n_draws >= 100):
             raise InputError(f"expected n_draws to be an integer >= 100, got {self.n_draws!r}")
-        return _check_levels(self.quantiles)
+        return check_quantile_levels(self.quantiles)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "cutoffs_"):
@@ -311,7 +203,7 @@ class CalibratedAuditor:
             compared with the whole reference) or from the calibration non-members.
         """
         levels = self._check_config()
-        arrays = _check_calibration_arrays(
+        arrays = check_calibration_arrays(
             reference=(reference_proba, reference_labels),
             member=(member_proba, member_labels),
             nonmember=(nonmember_proba, nonmember_labels),
@@ -374,19 +266,10 @@ class CalibratedAuditor:
 
     def _fit_transfer_guard(self, arrays: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         """Accuracies that reveal a calibration model unlike the target, and whether transfer is trusted."""
-        # Transfer diagnostics: a calibration model should generalise like the target
-        # (similar held-out accuracy, not a much larger train/held-out gap).
-        self.diagnostics_ = {
-            f"{name}_accuracy": float((proba.argmax(axis=1) == labels).mean())
-            for name, (proba, labels) in zip(
-                ("target_reference", "calibration_member", "calibration_nonmember"), arrays.values()
-            )
-        }
-        # The guard: transfer is trusted only when the calibration model generalises like the target.
-        self.transfer_gap_ = (
-            self.diagnostics_["target_reference_accuracy"] - self.diagnostics_["calibration_nonmember_accuracy"]
+        check = check_transfer(
+            arrays["reference"], arrays["member"], arrays["nonmember"], tolerance=self.transfer_tolerance
         )
-        self.transfer_ok_ = bool(abs(self.transfer_gap_) <= self.transfer_tolerance)
+        self.diagnostics_, self.transfer_gap_, self.transfer_ok_ = check.diagnostics, check.gap, check.trusted
 
     # ------------------------------------------------------------------ audit
     def audit(self, query_proba: np.ndarray, query_labels: np.ndarray) -> AuditResult:
@@ -420,9 +303,6 @@ class CalibratedAuditor:
         scores = compute_scores(proba, labels, self.signals)
         tails = self._count_tails(scores, labels)
         tests = self._test_hypotheses(tails)
-        fraction = self._estimate_retained_fraction(tails)
-        lower_bound = self._bound_retained_fraction(scores)
-        interval = (fraction.low, fraction.high) if self.transfer_ok_ else (float(lower_bound), 1.0)
         flags = {m: scores[m] > self.cutoffs_[m][tails.strata, -1] for m in self.signals}
         membership = flags[self.signals[0]].astype(np.int8)
         return AuditResult(
@@ -433,17 +313,13 @@ class CalibratedAuditor:
             metrics={
                 "p_removed": tests.p_removed_family,
                 "p_retained": tests.p_retained_family,
-                "retained_fraction": fraction.estimate,
-                "retained_ci_low": interval[0],
-                "retained_ci_high": interval[1],
-                "transfer_gap": float(self.transfer_gap_),
-                "retained_lower_bound_target_only": float(lower_bound),
+                **self._retained_fraction_metrics(scores, tails),
                 "n_query": float(tails.n),
                 "flag_rate": float(membership.mean()),
             },
             verdict=decide_verdict(tests.p_removed_family, tests.p_retained_family, self.alpha),
             alpha=float(self.alpha),
-            thresholds=self._audit_record(levels, tails, tests),
+            thresholds={**self.to_dict(), **audit_record(self.signals, levels, tails, tests)},
         )
 
     def _check_query(self, query_proba: np.ndarray, query_labels: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -462,67 +338,39 @@ class CalibratedAuditor:
             )
         return levels, proba, labels
 
-    def _count_tails(self, scores: dict[str, np.ndarray], labels: np.ndarray) -> _QueryTails:
+    def _count_tails(self, scores: dict[str, np.ndarray], labels: np.ndarray) -> QueryTails:
         """The query's samples at or below each cut-off (of their stratum), and the non-member share expected there."""
-        n = int(labels.size)
-        n_strata = self.stratum_reference_sizes_.size
-        strata = labels if n_strata > 1 else np.zeros(n, dtype=np.int64)
-        stratum_sizes = np.bincount(strata, minlength=n_strata)
-        weights = stratum_sizes / n
-        return _QueryTails(
-            n=n,
-            strata=strata,
-            stratum_sizes=stratum_sizes,
-            weights=weights,
-            counts=np.stack([(scores[m][:, None] <= self.cutoffs_[m][strata]).sum(axis=0) for m in self.signals]),
-            nonmember_rate=expected_cutoff_levels(self.ranks_, self.stratum_reference_sizes_, weights),
-            nonmember_variance=(weights**2)
-            @ order_statistic_level_variance(self.ranks_, self.stratum_reference_sizes_[:, None]),
-        )
+        scores_in_order, cutoffs_in_order = [scores[m] for m in self.signals], [self.cutoffs_[m] for m in self.signals]
+        return count_query_tails(scores_in_order, labels, cutoffs_in_order, self.ranks_, self.stratum_reference_sizes_)
 
-    def _test_hypotheses(self, tails: _QueryTails) -> _HypothesisTests:
+    def _test_hypotheses(self, tails: QueryTails) -> HypothesisTests:
         """Every single test of H0 "removed" and H0 "retained", corrected over the family."""
-        p_removed = self._removed_pvalues(tails)
-        member_rate, p_retained = self._retained_pvalues(tails)
-        adjusted_removed = adjust_pvalues(p_removed, self.correction)
-        adjusted_retained = adjust_pvalues(p_retained, self.correction)
-        return _HypothesisTests(
-            member_rate=member_rate,
-            p_removed=p_removed,
-            p_retained=p_retained,
-            adjusted_removed=adjusted_removed,
-            adjusted_retained=adjusted_retained,
-            p_removed_family=float(adjusted_removed.min()),
-            # Member behaviour that cannot be transferred leaves H0 "retained" untested, so the
-            # auditor never calls a set removed on that evidence.
-            p_retained_family=float(adjusted_retained.min()) if self.transfer_ok_ else 1.0,
+        return run_tail_tests(
+            tails,
+            ranks=self.ranks_,
+            reference_sizes=self.stratum_reference_sizes_,
+            member_curves=[self.member_curves_[m] for m in self.signals],
+            correction=self.correction,
+            transfer_trusted=self.transfer_ok_,
         )
 
-    def _removed_pvalues(self, tails: _QueryTails) -> np.ndarray:
-        """Exact placement p-values of H0 "removed", (n_signals, n_levels): a memorized query has FEWER in the tail."""
-        n_signals, n_levels = tails.counts.shape
-        return placement_pvalues(
-            tails.counts.ravel(),
-            tails.stratum_sizes,
-            np.tile(self.ranks_.T, (n_signals, 1)),
-            self.stratum_reference_sizes_,
-            alternative="less",
-        ).reshape(n_signals, n_levels)
+    def _retained_fraction_metrics(self, scores: dict[str, np.ndarray], tails: QueryTails) -> dict[str, float]:
+        """The retained fraction, its interval, the transfer gap behind it and the target-only lower bound.
 
-    def _retained_pvalues(self, tails: _QueryTails) -> tuple[np.ndarray, np.ndarray]:
-        """Members' tail share at the query's cut-off levels and the p-values of H0 "retained", (n_signals, n_levels).
-
-        A removed query puts MORE samples in the tail than members would.
+        Member behaviour that cannot be transferred leaves the interval at [target-only lower bound, 1].
         """
-        member_rates = [self.member_curves_[m].rates(tails.nonmember_rate) for m in self.signals]
-        member_rate = np.stack([r.rate for r in member_rates])
-        member_variance = np.stack([r.variance for r in member_rates])
-        slope = np.stack([r.slope for r in member_rates])
-        null_variance = member_variance + slope**2 * tails.nonmember_variance[None, :]
-        p_retained = member_tail_pvalues(tails.counts.ravel(), tails.n, member_rate.ravel(), null_variance.ravel())
-        return member_rate, p_retained.reshape(member_rate.shape)
+        fraction = self._estimate_retained_fraction(tails)
+        lower_bound = float(self._bound_retained_fraction(scores))
+        low, high = (fraction.low, fraction.high) if self.transfer_ok_ else (lower_bound, 1.0)
+        return {
+            "retained_fraction": fraction.estimate,
+            "retained_ci_low": low,
+            "retained_ci_high": high,
+            "transfer_gap": float(self.transfer_gap_),
+            "retained_lower_bound_target_only": lower_bound,
+        }
 
-    def _estimate_retained_fraction(self, tails: _QueryTails) -> RetainedFraction:
+    def _estimate_retained_fraction(self, tails: QueryTails) -> RetainedFraction:
         """The retained fraction with its interval, on the first metric (transfer assumption)."""
         # All cut-offs pooled with fixed weights: nothing is picked after seeing the data, which
         # would bias the estimate.
@@ -546,34 +394,6 @@ class CalibratedAuditor:
             retained_lower_bound(scores[m], self.reference_scores_[m], confidence_level=bound_level).low
             for m in self.signals
         )
-
-    def _audit_record(self, levels: np.ndarray, tails: _QueryTails, tests: _HypothesisTests) -> dict:
-        """The result's ``thresholds``: the calibration, every single test and how the estimate pools them."""
-        single_tests = [
-            {
-                "metric": metric,
-                "level": float(levels[k]),
-                "count": int(tails.counts[i, k]),
-                "nonmember_share": float(tails.nonmember_rate[k]),
-                "member_share": float(tests.member_rate[i, k]),
-                "p_removed": float(tests.p_removed[i, k]),
-                "p_removed_adjusted": float(tests.adjusted_removed[i, k]),
-                "p_retained": float(tests.p_retained[i, k]),
-                "p_retained_adjusted": float(tests.adjusted_retained[i, k]),
-            }
-            for i, metric in enumerate(self.signals)
-            for k in range(levels.size)
-        ]
-        return {
-            **self.to_dict(),
-            "tests": single_tests,
-            "estimate": {
-                "metric": self.signals[0],
-                "levels": levels.tolist(),
-                "pooling": "equal weights over the cut-offs: pi = sum(F_non - F_q) / sum(F_non - F_mem)",
-            },
-            "membership": f"{self.signals[0]} above its cut-off at level {levels[-1]:g} (outside the non-member tail)",
-        }
 
     # ------------------------------------------------------------------ power and export
     def required_query_size(self, *, power: float = 0.9, max_n: int = 100_000) -> QuerySizeResult:

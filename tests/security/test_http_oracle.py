@@ -141,7 +141,7 @@ def test_http_oracle_refuses_bad_reply_with_one_line(server, name):
 
 
 def test_http_oracle_refuses_a_reply_too_large_for_the_batch(server, monkeypatch):
-    monkeypatch.setattr("ema.oracle.REPLY_BYTES_ALLOWANCE", 0)
+    monkeypatch.setattr("ema.oracle.scoring_server.REPLY_BYTES_ALLOWANCE", 0)
     url, _ = server(lambda handler, n: handler.reply(b"[" + b" " * (1 << 20) + b"]"))
     with pytest.raises(EMAError, match=r"sent a reply larger than 196608 bytes for a batch of 3 images"):
         HttpOracle(url).predict(IMAGES)
