@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import re
 from collections.abc import Collection
 from typing import TypeVar
@@ -33,7 +34,7 @@ def check_choice(name: str, value: T, choices: Collection[T]) -> T:
 
 def check_positive_int(name: str, value: object) -> int:
     """``value`` as an int if it is a whole number of at least 1 (a bool is not)."""
-    whole = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    whole = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     if not whole or value != int(value) or value < 1:
         raise InputError(f"expected {name} to be a positive integer, got {value!r}")
     return int(value)
@@ -41,14 +42,14 @@ def check_positive_int(name: str, value: object) -> int:
 
 def check_open_unit(name: str, value: object) -> float:
     """``value`` as a float if it lies strictly between 0 and 1 (NaN does not)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < float(value) < 1.0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < float(value) < 1.0:
         raise InputError(f"expected {name} in (0, 1), got {value!r}")
     return float(value)
 
 
 def check_finite(name: str, value: object, *, minimum: float | None = None, open_minimum: bool = False) -> float:
     """``value`` as a float if it is finite and at least (or, open, above) ``minimum``."""
-    number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
     below = minimum is not None and (number <= minimum if open_minimum else number < minimum)
     if not math.isfinite(number) or below:
         bound = "" if minimum is None else f" {'>' if open_minimum else '>='} {minimum:g}"

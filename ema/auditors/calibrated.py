@@ -59,6 +59,7 @@ from ema.stats import (
 )
 from ema.stats import required_query_size as _required_query_size
 from ema.thresholds import THRESHOLD_MODES
+from ema.validation import check_choice
 
 #: Continuous signals by default: correctness is binary and carries no tail.
 CALIBRATED_SIGNALS: tuple[str, ...] = ("confidence", "negative_entropy", "modified_entropy")
@@ -149,12 +150,10 @@ class CalibratedAuditor:
     def _check_config(self) -> np.ndarray:
         check_signal_names(self.signals)
         check_alpha(self.alpha)
-        if self.correction not in CORRECTIONS:
-            raise InputError(f"expected correction in {CORRECTIONS}, got {self.correction!r}")
+        check_choice("correction", self.correction, CORRECTIONS)
         if not 0.0 < self.confidence_level < 1.0:
             raise InputError(f"expected confidence_level in (0, 1), got {self.confidence_level}")
-        if self.threshold_mode not in THRESHOLD_MODES:
-            raise InputError(f"expected threshold_mode in {THRESHOLD_MODES}, got {self.threshold_mode!r}")
+        check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
         if not (isinstance(self.n_draws, (int, np.integer)) and self.n_draws >= 100):
             raise InputError(f"expected n_draws to be an integer >= 100, got {self.n_draws!r}")
         return check_quantile_levels(self.quantiles)

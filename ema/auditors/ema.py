@@ -11,6 +11,7 @@ from ema.errors import InputError
 from ema.signals import PAPER_SIGNALS, check_probabilities, check_signal_names, compute_scores
 from ema.stats import EMA_TESTS, ema_pvalue
 from ema.thresholds import THRESHOLD_MODES, select_class_thresholds, select_threshold
+from ema.validation import check_choice
 
 
 def pvalue_verdict(rho: float | np.ndarray, alpha: float) -> np.ndarray:
@@ -67,10 +68,8 @@ class EMAAuditor:
     def _check_config(self) -> None:
         check_signal_names(self.signals)
         check_alpha(self.alpha)
-        if self.threshold_mode not in THRESHOLD_MODES:
-            raise InputError(f"expected threshold_mode in {THRESHOLD_MODES}, got {self.threshold_mode!r}")
-        if self.test not in EMA_TESTS:
-            raise InputError(f"expected test in {EMA_TESTS}, got {self.test!r}")
+        check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
+        check_choice("test", self.test, EMA_TESTS)
 
     def calibrate(
         self,

@@ -8,6 +8,7 @@ from ema.data.arrays import MODEL_INPUT_SHAPE, to_pixels
 from ema.errors import InputError
 from ema.inputs import InputTransform
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, numeric_outputs
+from ema.validation import check_choice, check_positive_int
 
 #: Images per call to the model.
 DEFAULT_BATCH_SIZE = 4096
@@ -38,10 +39,8 @@ class Oracle:
         transform: InputTransform = InputTransform(),
         input_shape: tuple[int, ...] | None = None,
     ) -> None:
-        if outputs not in OUTPUT_KINDS:
-            raise InputError(f"expected outputs in {OUTPUT_KINDS}, got {outputs!r}")
-        if batch_size < 1:
-            raise InputError(f"expected batch_size >= 1, got {batch_size}")
+        check_choice("outputs", outputs, OUTPUT_KINDS)
+        check_positive_int("batch_size", batch_size)
         self.outputs, self.batch_size, self.transform, self.input_shape = outputs, batch_size, transform, input_shape
 
     #: How errors name the model.

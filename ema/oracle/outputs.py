@@ -9,6 +9,7 @@ from scipy.special import softmax
 
 from ema.errors import InputError
 from ema.signals import ROW_SUM_TOLERANCE, check_probabilities
+from ema.validation import check_choice
 
 #: What a model may return. ``auto`` accepts probabilities and labels, and refuses logits with advice.
 OUTPUT_KINDS = ("auto", "probabilities", "logits", "labels")
@@ -64,8 +65,7 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto") -> Predictions:
     InputError
         If the outputs are not of the declared or detected kind.
     """
-    if kind not in OUTPUT_KINDS:
-        raise InputError(f"expected outputs in {OUTPUT_KINDS}, got {kind!r}")
+    check_choice("outputs", kind, OUTPUT_KINDS)
     outputs = np.asarray(outputs)
     if outputs.ndim == 0 or len(outputs) == 0:
         raise InputError(f"expected model outputs for at least one sample, got shape {outputs.shape}")

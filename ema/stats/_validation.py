@@ -49,10 +49,3 @@ def check_paired_strata(
     first = check_strata(names[0], strata[0], sizes[0])
     second = check_strata(names[1], strata[1], sizes[1])
     return first, second, int(max(first.max(), second.max())) + 1
-
-
-def check_positive_integer(name: str, value: int) -> int:
-    """Refuse anything but an integer >= 1 (a sample size)."""
-    if not (isinstance(value, (int, np.integer)) and value >= 1):
-        raise InputError(f"expected `{name}` to be a positive integer, got {value!r}")
-    return int(value)

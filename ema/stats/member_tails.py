@@ -18,10 +18,10 @@ from ema.stats._dirichlet import nested_dirichlet
 from ema.stats._results import TailTestResult
 from ema.stats._validation import (
     check_paired_strata,
-    check_positive_integer,
     check_score_vector,
     check_unit_interval,
 )
+from ema.validation import check_positive_int
 
 #: Pseudo-count added to each side of a share estimated from counts (the Jeffreys prior
 #: Beta(1/2, 1/2)): a share estimated from zero observed samples stays above an impossible 0.
@@ -268,7 +268,7 @@ def member_tail_test(count: int, n: int, null_share: float, null_variance: float
     >>> bool(np.isclose(res.pvalue, stats.binomtest(12, 100, 0.05, alternative="greater").pvalue))
     True
     """
-    check_positive_integer("n", n)
+    check_positive_int("n", n)
     if not (isinstance(count, (int, np.integer)) and 0 <= count <= n):
         raise InputError(f"expected `count` to be an integer in 0..{n}, got {count!r}")
     check_unit_interval("null_share", null_share)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ema.errors import InputError
+from ema.validation import check_choice
 
 #: Family-wise corrections for testing several signals and cut-offs at once.
 CORRECTIONS = ("holm", "bonferroni")
@@ -30,8 +31,7 @@ def adjust_pvalues(pvalues: np.ndarray, method: str = "holm") -> np.ndarray:
     >>> adjust_pvalues([0.01, 0.04, 0.03], "holm").round(2).tolist()
     [0.03, 0.06, 0.06]
     """
-    if method not in CORRECTIONS:
-        raise InputError(f"expected `method` in {CORRECTIONS}, got {method!r}")
+    check_choice("method", method, CORRECTIONS)
     pvalues = np.asarray(pvalues, dtype=np.float64)
     if pvalues.size == 0 or not np.isfinite(pvalues).all() or np.any((pvalues < 0) | (pvalues > 1)):
         raise InputError(f"expected a non-empty array of p-values in [0, 1], got {pvalues.tolist()}")

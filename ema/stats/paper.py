@@ -14,6 +14,7 @@ import numpy as np
 from scipy import stats
 
 from ema.errors import InputError
+from ema.validation import check_choice
 
 #: The two-sample tests of the paper: Student's t (main results) and Kolmogorov-Smirnov (ablation).
 EMA_TESTS = ("t", "ks")
@@ -90,8 +91,7 @@ def ema_pvalue(flags: np.ndarray, test: Literal["t", "ks"] = "t") -> EMATestResu
     0.2
     """
     flags = check_flags(flags)
-    if test not in EMA_TESTS:
-        raise InputError(f"expected test in {EMA_TESTS}, got {test!r}")
+    check_choice("test", test, EMA_TESTS)
     if flags.all():
         return EMATestResult(statistic=0.0, pvalue=1.0, test=test, n=flags.size)
     ones = np.ones_like(flags)

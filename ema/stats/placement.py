@@ -17,6 +17,7 @@ from ema.errors import InputError
 from ema.stats._beta_binomial import betabinom_pmf, tail_probability
 from ema.stats._results import TAIL_ALTERNATIVES, TailTestResult
 from ema.stats._validation import check_paired_strata, check_score_vector, check_unit_interval
+from ema.validation import check_choice
 
 
 def cutoff_ranks(n_reference: int | np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -104,9 +105,7 @@ def stratified_cutoffs(
 
 
 def _check_alternative(alternative: str) -> str:
-    if alternative not in TAIL_ALTERNATIVES:
-        raise InputError(f"expected `alternative` in {TAIL_ALTERNATIVES}, got {alternative!r}")
-    return alternative
+    return check_choice("alternative", alternative, TAIL_ALTERNATIVES)
 
 
 def placement_pvalues(

@@ -10,8 +10,9 @@ from scipy import stats
 
 from ema.errors import InputError
 from ema.stats._beta_binomial import betabinom_pmf
-from ema.stats._validation import check_positive_integer, check_unit_interval
+from ema.stats._validation import check_unit_interval
 from ema.stats.placement import cutoff_ranks
+from ema.validation import check_positive_int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,8 +153,8 @@ def _check_power_arguments(
         raise InputError(
             f"expected levels in (0, 1) and member rates in [0, 1], got {levels.tolist()} and {member_rates.tolist()}"
         )
-    check_positive_integer("n_reference", n_reference)
-    check_positive_integer("max_n", max_n)
+    check_positive_int("n_reference", n_reference)
+    check_positive_int("max_n", max_n)
     n_tests = member_rates.size if n_tests is None else n_tests
     if not (isinstance(n_tests, (int, np.integer)) and n_tests >= member_rates.size):
         raise InputError(

@@ -9,9 +9,10 @@ import numpy as np
 from ema.errors import InputError
 from ema.stats._dirichlet import nested_dirichlet
 from ema.stats._results import ConfidenceInterval
-from ema.stats._validation import check_positive_integer, check_score_vector, check_unit_interval
+from ema.stats._validation import check_score_vector, check_unit_interval
 from ema.stats.member_tails import MemberTailCurve
 from ema.stats.placement import expected_cutoff_levels
+from ema.validation import check_positive_int
 
 #: Monte Carlo draws for the retained-fraction interval.
 DEFAULT_INTERVAL_DRAWS = 4000
@@ -219,7 +220,7 @@ def _check_interval_arguments(
     n_draws: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The arguments of :func:`retained_fraction_interval` checked; counts, ranks, sizes and weights as arrays."""
-    check_positive_integer("n", n)
+    check_positive_int("n", n)
     counts = np.atleast_1d(np.asarray(counts))
     if (
         counts.ndim != 1

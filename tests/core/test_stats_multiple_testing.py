@@ -17,7 +17,7 @@ def test_adjust_pvalues_holm_and_bonferroni():
 
 
 def test_adjust_pvalues_rejects_bad_input():
-    with pytest.raises(InputError, match="expected `method` in"):
+    with pytest.raises(InputError, match="expected method in"):
         adjust_pvalues([0.1], "bh")
     with pytest.raises(InputError, match=r"p-values in \[0, 1\]"):
         adjust_pvalues([0.1, 1.2])
