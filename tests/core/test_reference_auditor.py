@@ -1,0 +1,393 @@
+"""ReferenceAuditor and its statistics on synthetic probability matrices: validity, power, ties, shift, gates.
+
+The synthetic "target" gives the true class a probability drawn from a Beta law, higher for
+members than for non-members, and spreads the rest over the other classes.
+"""
+
+import numpy as np
+import pytest
+from scipy import optimize, special
+
+from ema.auditors import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, CalibratedAuditor
+from ema.auditors._reference_stats import (
+    class_mix_pvalue,
+    mixture_profile_loglik,
+    removal_test,
+    resampled_power,
+    retained_fraction,
+    retention_test,
+)
+from ema.auditors.reference import ReferenceAuditor, decide_reference_verdict, reference_gate_warnings
+from ema.errors import InputError
+
+N_CLASSES = 10
+ALPHA = 0.1
+#: Monte Carlo slack over alpha for rates measured on N_DRAWS draws (3 standard errors at 0.1).
+MC_SLACK = 0.12
+N_DRAWS = 60
+#: A target that separates members from non-members well, and one that barely does.
+STRONG = {"member": (30.0, 0.5), "nonmember": (2.0, 1.0)}
+WEAK = {"member": (6.0, 0.35), "nonmember": (4.0, 0.5)}
+N_MEMBERS, N_NONMEMBERS = 2000, 1000
+
+
+def make_proba(rng, n, law, n_classes=N_CLASSES, dtype=np.float64):
+    """(n, n_classes) probabilities and labels: true class ~ Beta(law), the rest spread at random."""
+    labels = rng.integers(0, n_classes, n)
+    rows = np.arange(n)
+    true_class = rng.beta(*law, n)
+    others = rng.gamma(1.0, size=(n, n_classes))
+    others[rows, labels] = 0.0
+    proba = others / others.sum(axis=1, keepdims=True) * (1.0 - true_class)[:, None]
+    proba[rows, labels] = true_class
+    return proba.astype(dtype), labels
+
+
+def calibrated(laws, seed=0, **config):
+    rng = np.random.default_rng(seed)
+    members = make_proba(rng, N_MEMBERS, laws["member"])
+    nonmembers = make_proba(rng, N_NONMEMBERS, laws["nonmember"])
+    return ReferenceAuditor(**config).calibrate(*members, *nonmembers)
+
+
+@pytest.fixture(scope="module")
+def strong():
+    return calibrated(STRONG, n_permutations=1000, n_power_resamples=100)
+
+
+@pytest.fixture(scope="module")
+def weak():
+    return calibrated(WEAK, n_permutations=1000, n_power_resamples=100)
+
+
+# --------------------------------------------------------------------------- API
+def test_calibrate_returns_self_and_sets_fitted_attributes(strong):
+    assert strong.n_classes_ == N_CLASSES
+    assert strong.member_counts_.sum() == N_MEMBERS and strong.nonmember_counts_.sum() == N_NONMEMBERS
+    assert strong.weights_.shape == (len(strong.levels) + 1,)
+    assert strong.weights_[0] < 0 < strong.weights_[-1]
+    assert set(strong.diagnostics_) == {
+        "member_accuracy",
+        "reference_accuracy",
+        "auc",
+        "balanced_accuracy",
+        "nonmember_flag_rate",
+    }
+    assert strong.warnings_ == []
+
+
+def test_audit_before_calibrate_refuses():
+    with pytest.raises(InputError, match="not calibrated yet: call calibrate"):
+        ReferenceAuditor().audit(np.full((2, 2), 0.5), np.array([0, 1]))
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"metric": "correctness"}, "expected a continuous metric"),
+        ({"metric": "nope"}, "expected distinct metric names"),
+        ({"alpha": 1.5}, "expected alpha in"),
+        ({"margin": 0.0}, "expected margin in"),
+        ({"confidence_level": 1.0}, "expected confidence_level in"),
+        ({"n_permutations": 10}, "expected n_permutations to be an integer >= 100"),
+        ({"n_power_resamples": 5}, "expected n_power_resamples to be an integer >= 100"),
+        ({"levels": (0.5, 0.2)}, "expected bin levels strictly increasing"),
+    ],
+)
+def test_calibrate_invalid_config_raises(config, message):
+    rng = np.random.default_rng(0)
+    with pytest.raises(InputError, match=message):
+        ReferenceAuditor(**config).calibrate(*make_proba(rng, 50, (5, 1)), *make_proba(rng, 50, (2, 1)))
+
+
+def test_calibrate_class_count_mismatch_raises():
+    rng = np.random.default_rng(0)
+    with pytest.raises(InputError, match="over the same classes, got 10 and 3 columns"):
+        ReferenceAuditor().calibrate(*make_proba(rng, 50, (5, 1)), *make_proba(rng, 50, (2, 1), n_classes=3))
+
+
+def test_audit_class_count_mismatch_raises(strong):
+    rng = np.random.default_rng(0)
+    with pytest.raises(InputError, match="calibrated 10 classes, got 3 columns"):
+        strong.audit(*make_proba(rng, 20, (2, 1), n_classes=3))
+
+
+def test_audit_metrics_and_warnings_location(strong):
+    result = strong.audit(*make_proba(np.random.default_rng(1), 200, STRONG["nonmember"]))
+    assert {
+        "p_removed",
+        "p_retained",
+        "p_too_forgotten",
+        "retained_fraction",
+        "retained_ci_low",
+        "retained_ci_high",
+        "power_retained",
+        "min_detectable_fraction",
+        "p_class_mix",
+        "p_mixture_fit",
+        "n_query",
+    } <= set(result.metrics)
+    assert result.method == "reference"
+    assert result.thresholds["warnings"] == []
+    assert (
+        result.metrics["retained_ci_low"] <= result.metrics["retained_fraction"] <= result.metrics["retained_ci_high"]
+    )
+    assert result.membership.shape == (200,)
+
+
+def test_audit_is_reproducible_under_random_state(weak):
+    query = make_proba(np.random.default_rng(2), 100, WEAK["member"])
+    assert weak.audit(*query).metrics == weak.audit(*query).metrics
+
+
+def test_decide_reference_verdict_rules():
+    assert decide_reference_verdict(0.05, 1.0, alpha=0.1, margin=0.1) == MEMORIZED
+    assert decide_reference_verdict(0.5, 0.1, alpha=0.1, margin=0.1) == NOT_MEMORIZED
+    assert decide_reference_verdict(0.5, 0.11, alpha=0.1, margin=0.1) == INCONCLUSIVE
+
+
+# --------------------------------------------------------------------------- verdicts
+def test_audit_strong_target_gives_both_verdicts(strong):
+    rng = np.random.default_rng(3)
+    assert strong.audit(*make_proba(rng, 200, STRONG["member"])).verdict == MEMORIZED
+    removed = strong.audit(*make_proba(rng, 200, STRONG["nonmember"]))
+    assert removed.verdict == NOT_MEMORIZED
+    assert removed.metrics["retained_ci_high"] <= 0.1
+
+
+def test_audit_error_rates_within_alpha(weak):
+    rng = np.random.default_rng(4)
+    members = [weak.audit(*make_proba(rng, 50, WEAK["member"])).verdict for _ in range(N_DRAWS)]
+    nonmembers = [weak.audit(*make_proba(rng, 50, WEAK["nonmember"])).verdict for _ in range(N_DRAWS)]
+    assert members.count(NOT_MEMORIZED) == 0
+    assert nonmembers.count(MEMORIZED) / N_DRAWS <= ALPHA + MC_SLACK
+
+
+def test_audit_power_is_stated_and_grows_with_size(weak):
+    small = weak.audit(*make_proba(np.random.default_rng(5), 5, WEAK["member"])).metrics
+    large = weak.audit(*make_proba(np.random.default_rng(5), 1000, WEAK["member"])).metrics
+    assert 0.0 <= small["power_retained"] < large["power_retained"] <= 1.0
+    assert np.isnan(small["min_detectable_fraction"])
+    assert 0.0 < large["min_detectable_fraction"] <= 1.0
+
+
+def test_audit_probabilities_tied_at_one_do_not_crash():
+    """Float32 saturation: every row one-hot, so every score ties; the auditor answers, and warns."""
+    rng = np.random.default_rng(6)
+    labels = rng.integers(0, N_CLASSES, 600)
+    one_hot = np.eye(N_CLASSES, dtype=np.float32)[labels]
+    auditor = ReferenceAuditor(n_permutations=200, n_power_resamples=100).calibrate(
+        one_hot[:300], labels[:300], one_hot[300:], labels[300:]
+    )
+    result = auditor.audit(one_hot[:50], labels[:50])
+    assert result.verdict == INCONCLUSIVE
+    assert any("barely separate" in warning for warning in result.thresholds["warnings"])
+
+
+def test_audit_partly_tied_probabilities_resolve_through_log_odds():
+    """Half the outputs round to 1.0 in float32; log-odds still orders them, the verdict still comes out."""
+    rng = np.random.default_rng(7)
+    members = make_proba(rng, 2000, (60.0, 0.02), dtype=np.float32)
+    nonmembers = make_proba(rng, 1000, (3.0, 1.0), dtype=np.float32)
+    assert (members[0].max(axis=1) == 1.0).mean() > 0.3
+    auditor = ReferenceAuditor(n_permutations=500, n_power_resamples=100).calibrate(*members, *nonmembers)
+    assert auditor.audit(*make_proba(rng, 100, (60.0, 0.02), dtype=np.float32)).verdict == MEMORIZED
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.xfail(
+    strict=True,
+    raises=InputError,
+    reason=(
+        "issue 12 item 7, fix in ema/stats.py member_tail_pvalues/_beta_moments: null_variance from "
+        "CalibratedAuditor.audit exceeds null_share*(1-null_share) when cut-offs tie at 1.0; cap it"
+    ),
+)
+def test_calibrated_auditor_probabilities_tied_at_one_crash():
+    """Reproduces the crash of today's CalibratedAuditor: negative Beta parameters, then NaN p-values."""
+    rng = np.random.default_rng(0)
+
+    def tied(n, tied_share):
+        labels = rng.integers(0, N_CLASSES, n)
+        confidence = np.where(rng.random(n) < tied_share, 1.0, rng.uniform(0.5, 0.999, n))
+        proba = np.repeat(((1.0 - confidence) / (N_CLASSES - 1))[:, None], N_CLASSES, axis=1)
+        proba[np.arange(n), labels] = confidence
+        return proba.astype(np.float32), labels
+
+    reference, members, nonmembers, query = tied(500, 0.7), tied(250, 0.95), tied(250, 0.6), tied(50, 0.7)
+    CalibratedAuditor().calibrate(*reference, *members, *nonmembers).audit(*query)
+
+
+# --------------------------------------------------------------------------- shift and gates
+def test_audit_other_domain_warns_and_stays_not_memorized(strong):
+    rng = np.random.default_rng(8)
+    result = strong.audit(*make_proba(rng, 200, (1.0, 8.0)))  # confidently wrong: another domain
+    assert result.verdict == NOT_MEMORIZED
+    warnings = " ".join(result.thresholds["warnings"])
+    assert "fit no mix of members and non-members" in warnings
+    assert "less member-like than never-seen data" in warnings
+    assert result.metrics["p_too_forgotten"] <= ALPHA
+
+
+def test_audit_class_mix_shift_warns(strong):
+    proba, labels = make_proba(np.random.default_rng(9), 200, STRONG["nonmember"], n_classes=N_CLASSES)
+    keep = labels < 3
+    result = strong.audit(proba[keep], labels[keep])
+    assert any("class mix differs" in warning for warning in result.thresholds["warnings"])
+
+
+def test_calibrate_chance_level_reference_warns():
+    rng = np.random.default_rng(10)
+    members = make_proba(rng, 500, STRONG["member"])
+    uniform = np.full((500, N_CLASSES), 1.0 / N_CLASSES)
+    uniform[:, 0] += 1e-3
+    uniform /= uniform.sum(axis=1, keepdims=True)
+    auditor = ReferenceAuditor(n_permutations=200, n_power_resamples=100).calibrate(
+        *members, uniform, rng.integers(0, N_CLASSES, 500)
+    )
+    assert any("near chance" in warning for warning in auditor.warnings_)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"reference_accuracy": 0.148}, "near chance (0.100)"),
+        ({"reference_accuracy": 0.6, "member_accuracy": 0.98}, "far below its accuracy on members"),
+        ({"reference_accuracy": 0.9, "balanced_accuracy": 0.53, "auc": 0.54}, "barely separate"),
+        ({"reference_accuracy": 0.9, "nonmember_flag_rate": 0.97}, "flagged at a rate of 0.970 >= 0.95"),
+    ],
+)
+def test_reference_gate_warnings_each_gate(kwargs, expected):
+    warnings = reference_gate_warnings(n_classes=N_CLASSES, **kwargs)
+    assert len(warnings) == 1 and expected in warnings[0]
+
+
+def test_reference_gate_warnings_none_when_healthy():
+    assert (
+        reference_gate_warnings(
+            n_classes=N_CLASSES,
+            reference_accuracy=0.93,
+            member_accuracy=0.98,
+            balanced_accuracy=0.6,
+            auc=0.58,
+            nonmember_flag_rate=0.8,
+        )
+        == []
+    )
+
+
+def test_class_mix_pvalue_detects_a_skewed_mix():
+    rng = np.random.default_rng(11)
+    reference = rng.integers(0, N_CLASSES, 1000)
+    assert class_mix_pvalue(rng.integers(0, N_CLASSES, 300), reference, N_CLASSES) > 0.001
+    assert class_mix_pvalue(np.zeros(300, dtype=np.int64), reference, N_CLASSES) < 1e-6
+    assert class_mix_pvalue(np.zeros(5, dtype=np.int64), np.zeros(9, dtype=np.int64), N_CLASSES) == 1.0
+
+
+# --------------------------------------------------------------------------- statistics
+def test_removal_test_level_under_h0():
+    rng = np.random.default_rng(12)
+    members = rng.normal(1.0, 1.0, 2000)
+    rejections = [
+        removal_test(rng.normal(size=20), rng.normal(size=300), members, n_permutations=500, random_state=rng)[
+            "greater"
+        ].pvalue
+        <= ALPHA
+        for _ in range(200)
+    ]
+    assert np.mean(rejections) <= ALPHA + 0.05
+
+
+def test_removal_test_heavy_ties_are_valid():
+    rng = np.random.default_rng(13)
+    members = np.where(rng.random(2000) < 0.8, 1.0, rng.random(2000))
+    draw = lambda n: np.where(rng.random(n) < 0.6, 1.0, rng.random(n))  # noqa: E731
+    pvalues = [
+        removal_test(draw(30), draw(300), members, n_permutations=500, random_state=rng)["greater"].pvalue
+        for _ in range(200)
+    ]
+    assert np.mean(np.array(pvalues) <= ALPHA) <= ALPHA + 0.05
+
+
+def test_retention_test_level_under_h0_and_power():
+    rng = np.random.default_rng(14)
+    nonmembers = rng.normal(size=1000)
+    members = rng.normal(1.0, 1.0, 2000)
+    under_h0 = [
+        retention_test(rng.normal(1.0, 1.0, 20), members, nonmembers, n_permutations=500, random_state=rng)[
+            "less"
+        ].pvalue
+        <= ALPHA
+        for _ in range(200)
+    ]
+    assert np.mean(under_h0) <= ALPHA + 0.05
+    removed = retention_test(rng.normal(size=100), members, nonmembers, random_state=0)["less"]
+    assert removed.pvalue < 0.01 and removed.alternative == "less" and removed.n == 100
+
+
+def test_removal_test_invalid_input_raises():
+    with pytest.raises(InputError, match="expected `query_scores` to be a non-empty 1-d array"):
+        removal_test(np.array([]), np.ones(3), np.ones(3))
+    with pytest.raises(InputError, match="expected `alternative` in"):
+        removal_test(np.ones(3), np.ones(3), np.ones(3), alternatives=("two-sided",))
+
+
+def test_mixture_profile_loglik_matches_direct_maximisation():
+    query, member, nonmember = np.array([5.0, 20, 25]), np.array([10.0, 40, 150]), np.array([40.0, 30, 30])
+    fraction = 0.3
+
+    def negative(params):
+        p = special.softmax(np.r_[0.0, params[:2]])
+        q = special.softmax(np.r_[0.0, params[2:]])
+        mix = fraction * p + (1 - fraction) * q
+        return -(member @ np.log(p) + nonmember @ np.log(q) + query @ np.log(mix))
+
+    direct = -optimize.minimize(
+        negative, np.zeros(4), method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000}
+    ).fun
+    assert mixture_profile_loglik(query, member, nonmember, np.array([fraction]))[0] == pytest.approx(direct, abs=1e-4)
+
+
+def test_retained_fraction_covers_the_truth():
+    rng = np.random.default_rng(15)
+    member_share = np.array([0.01, 0.04, 0.15, 0.3, 0.5])
+    nonmember_share = np.array([0.1, 0.15, 0.25, 0.25, 0.25])
+    covered = []
+    for _ in range(100):
+        members = rng.multinomial(2000, member_share)
+        nonmembers = rng.multinomial(1000, nonmember_share)
+        query = rng.multinomial(500, 0.5 * member_share + 0.5 * nonmember_share)
+        result = retained_fraction(query, members, nonmembers, confidence_level=0.9)
+        covered.append(result.low <= 0.5 <= result.high)
+    assert np.mean(covered) >= 0.9 - 0.08
+
+
+def test_retained_fraction_invalid_counts_raise():
+    with pytest.raises(InputError, match="expected three count vectors over the same >= 2 bins"):
+        retained_fraction(np.array([1, 2]), np.array([1, 2, 3]), np.array([1, 2]))
+    with pytest.raises(InputError, match="non-negative integer counts"):
+        retained_fraction(np.array([0, 0]), np.array([1, 2]), np.array([1, 2]))
+
+
+def test_resampled_power_matches_fresh_member_queries():
+    rng = np.random.default_rng(16)
+    members, nonmembers = rng.normal(0.4, 1.0, 3000), rng.normal(size=1000)
+    stated = resampled_power(members, nonmembers, 30, n_resamples=150, random_state=0)
+    measured = np.mean(
+        [
+            removal_test(rng.normal(0.4, 1.0, 30), nonmembers, members, n_permutations=500, random_state=rng)[
+                "greater"
+            ].pvalue
+            <= ALPHA
+            for _ in range(150)
+        ]
+    )
+    assert stated.power_retained == pytest.approx(measured, abs=0.12)
+    larger = resampled_power(members, nonmembers, 300, n_resamples=150, random_state=0)
+    assert larger.power_retained > stated.power_retained
+    assert 0.0 < larger.min_detectable_fraction <= 1.0
+
+
+def test_resampled_power_invalid_size_raises():
+    with pytest.raises(InputError, match="expected `n_query` to be a positive integer, got 0"):
+        resampled_power(np.ones(10), np.ones(10), 0)
