@@ -9,16 +9,10 @@ import pytest
 from scipy import optimize, special
 
 from ema.auditors import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, CalibratedAuditor
-from ema.auditors._reference_stats import (
-    class_mix_pvalue,
-    mixture_profile_loglik,
-    removal_test,
-    resampled_power,
-    retained_fraction,
-    retention_test,
-)
 from ema.auditors.reference import ReferenceAuditor, decide_reference_verdict, reference_gate_warnings
 from ema.errors import InputError
+from ema.stats.binned_tests import class_mix_pvalue, removal_test, retention_test
+from ema.stats.mixture import mixture_profile_loglik, resampled_power, retained_fraction
 
 N_CLASSES = 10
 ALPHA = 0.1
@@ -84,8 +78,8 @@ def test_audit_before_calibrate_refuses():
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"metric": "correctness"}, "expected a continuous metric"),
-        ({"metric": "nope"}, "expected distinct metric names"),
+        ({"signal": "correctness"}, "expected a continuous signal"),
+        ({"signal": "nope"}, "expected distinct signal names"),
         ({"alpha": 1.5}, "expected alpha in"),
         ({"margin": 0.0}, "expected margin in"),
         ({"confidence_level": 1.0}, "expected confidence_level in"),
@@ -326,7 +320,7 @@ def test_retention_test_level_under_h0_and_power():
 
 
 def test_removal_test_invalid_input_raises():
-    with pytest.raises(InputError, match="expected `query_scores` to be a non-empty 1-d array"):
+    with pytest.raises(InputError, match="expected `query_scores` to be a non-empty 1-D array"):
         removal_test(np.array([]), np.ones(3), np.ones(3))
     with pytest.raises(InputError, match="expected `alternative` in"):
         removal_test(np.ones(3), np.ones(3), np.ones(3), alternatives=("two-sided",))
