@@ -322,7 +322,7 @@ def test_retention_test_level_under_h0_and_power():
 def test_removal_test_invalid_input_raises():
     with pytest.raises(InputError, match="expected `query_scores` to be a non-empty 1-D array"):
         removal_test(np.array([]), np.ones(3), np.ones(3))
-    with pytest.raises(InputError, match="expected `alternative` in"):
+    with pytest.raises(InputError, match="expected alternative in"):
         removal_test(np.ones(3), np.ones(3), np.ones(3), alternatives=("two-sided",))
 
 
