@@ -210,6 +210,10 @@ def member_tail_curve(
     )
 
 
+#: Largest variance of a Beta null share, as a share of its ceiling mean (1 - mean).
+MAX_VARIANCE_SHARE = 0.99
+
+
 def _beta_moments(mean: np.ndarray, variance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Beta(a, b) parameters with the given mean and variance (variance < mean (1 - mean))."""
     mean = np.asarray(mean, dtype=np.float64)
@@ -225,8 +229,11 @@ def member_tail_pvalues(counts: np.ndarray, n: int, null_share: np.ndarray, null
     """
     counts = np.asarray(counts, dtype=np.int64)
     null_share = np.asarray(null_share, dtype=np.float64)
-    null_variance = np.asarray(null_variance, dtype=np.float64)
-    exact = null_variance <= 0
+    ceiling = null_share * (1.0 - null_share)
+    # A Beta law needs variance < mean (1 - mean): tied scores (outputs saturated at 1.0) can push the
+    # estimated variance past it, and a share of exactly 0 or 1 has none to spare: cap, or go binomial.
+    null_variance = np.minimum(np.asarray(null_variance, dtype=np.float64), MAX_VARIANCE_SHARE * ceiling)
+    exact = (null_variance <= 0) | (ceiling <= 0)
     pvalues = np.asarray(stats.binom.sf(counts - 1, n, null_share), dtype=np.float64)
     if (~exact).any():
         a, b = _beta_moments(null_share[~exact], null_variance[~exact])
