@@ -6,6 +6,7 @@ from ema.workflows.audit import AuditConfig, SuppliedCalibration
 from ema.workflows.audit import audit as audit_workflow
 from ema.workflows.options import (
     CALIBRATION_MODEL_NAME,
+    DEFAULT_MARGIN,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TIMEOUT,
     EMA_TESTS,
@@ -44,8 +45,8 @@ from ema_cli.options import (
     default="ema",
     show_default=True,
     help=(
-        "ema (the paper), ks-ratio (Liu & Tsaftaris), both (one run), calibrated (error-controlled, may "
-        "say inconclusive)."
+        "ema (the paper), ks-ratio (Liu & Tsaftaris), both (ema and ks-ratio in one run), calibrated "
+        "(tests removed and retained, may say inconclusive), ema+calibrated (both, EMA's verdict)."
     ),
 )
 @click.option(
@@ -91,6 +92,27 @@ from ema_cli.options import (
     "reference_file",
     type=click.Path(dir_okay=False),
     help="With --method calibrated: .npz of data the target never saw (default: the calibration set).",
+)
+@click.option(
+    "--members",
+    "members_file",
+    type=click.Path(dir_okay=False),
+    help=(
+        "With --method calibrated: .npz of samples the target was trained on (default: a workbench target's "
+        "other training folds; none known: transfer from the calibration model)."
+    ),
+)
+@click.option(
+    "--margin",
+    type=float,
+    default=DEFAULT_MARGIN,
+    show_default=True,
+    help="With --method calibrated: not_memorized only if the retained share's upper bound is at most this.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A warned audit gets the verdict inconclusive and the command exits non-zero.",
 )
 @click.option(
     "--timeout",
@@ -146,3 +168,10 @@ def audit(
     for method, result in outcome.results.items():
         numbers = " ".join(f"{k} {v:.4g}" for k, v in result.metrics.items() if k != METRIC_N_QUERY)
         click.echo(f"  {method}: {numbers} -> {result.verdict}")
+    for warning in outcome.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if config.strict and outcome.warnings:
+        raise click.ClickException(
+            f"--strict: the audit carries {len(outcome.warnings)} warning(s), so its verdict is inconclusive "
+            f"(run {outcome.run_id})"
+        )

@@ -1,46 +1,34 @@
-"""Audit a query set against a model reached only as a black box."""
+"""Audit a query set against a model reached only as a black box: one run, its metrics, tags and artifacts.
+
+``AuditConfig``, ``SuppliedCalibration`` and the method names are defined in
+:mod:`ema.workflows.audit_request`, the auditors' runners in :mod:`ema.workflows.audit_methods`;
+they are re-exported here, the audit's public face.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
-from functools import cached_property
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ema.auditors.calibrated import CalibratedAuditor
-from ema.auditors.ema import EMAAuditor
-from ema.auditors.ks_ratio import KSRatioAuditor
-from ema.auditors.result import AuditResult
+from ema.auditors.result import INCONCLUSIVE, AuditResult
 from ema.data.arrays import ArraySet
-from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
-from ema.data.files import read_set
 from ema.data.splits import EXPECTED_VERDICTS
-from ema.errors import InputError
-from ema.inputs import InputTransform
 from ema.oracle import (
-    ACCESS_LABEL_ONLY,
-    ACCESS_PROBABILITIES,
-    DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_TIMEOUT,
-    OUTPUT_KINDS,
     Oracle,
     Predictions,
-    PyfuncOracle,
 )
-from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
-from ema.stats import EMA_TESTS
-from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
-from ema.validation import check_choice, check_finite, check_model_name, check_open_unit
-from ema.workflows.cached_models import cached_model, registered_oracle
-from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
-from ema.workflows.target import Target, resolve_target
+from ema.workflows.audit_gates import audit_warnings
+from ema.workflows.audit_methods import RUNNERS, fit_calibrated
+from ema.workflows.audit_request import METHOD_PLANS, METHODS, AuditConfig, AuditRequest, SuppliedCalibration
+from ema.workflows.target import resolve_target
 
 
 @dataclass(frozen=True)
@@ -53,24 +41,12 @@ class AuditOutcome:
     expected_verdict: str | None
     access: str
     results: dict[str, AuditResult]
+    warnings: tuple[str, ...] = ()
 
     @property
     def primary(self) -> AuditResult:
         """The result whose verdict is the run's."""
         return self.results[METHOD_PLANS[self.method][0]]
-
-
-@dataclass(frozen=True)
-class SuppliedCalibration:
-    """An already-trained calibration model and the calibration samples it was / was not trained on."""
-
-    model_uri: str
-    members_file: str
-    nonmembers_file: str
-
-    def thresholds(self, transform: InputTransform) -> dict:
-        oracle = PyfuncOracle(self.model_uri, transform=transform)
-        return fit_thresholds(oracle, read_set(self.members_file), read_set(self.nonmembers_file)).to_dict()
 
 
 def membership_table(query: ArraySet, results: dict[str, AuditResult]) -> pd.DataFrame:
@@ -111,221 +87,6 @@ def record_on_version(config: AuditConfig, outcome: AuditOutcome, data: ArraySet
     set_version_tags(version, {trail_key: record, keys.TAG_LAST_AUDIT: record})
 
 
-@dataclass(frozen=True, kw_only=True)
-class AuditConfig:
-    """What an audit is asked to do: built once (by the CLI, a grid or a caller), validated, passed down.
-
-    Attributes
-    ----------
-    model_uri, model_url
-        The target: a pyfunc URI (``models:/NAME@ALIAS``, ``runs:/...``, a path) and/or a
-        scoring server's ``/invocations`` URL (predictions then come from the server).
-    query, query_file
-        Exactly one: a named query set of the target's splits, or an ``.npz`` file.
-    method, test, alpha, threshold_mode
-        Which auditors run (:data:`METHODS`), EMA's test, the significance level and the
-        threshold granularity.
-    k, cal_seed, corruption, calibration_name
-        The calibration plan: quality k, seed, corruption protocol, registered name.
-    outputs, recipe_file, transform
-        What the model returns, how the calibration model is trained, how inputs are scaled.
-    calibration, reference_file
-        An already-trained calibration model; the calibrated auditor's reference non-members.
-    timeout, request_timeout
-        Over HTTP: seconds the whole scoring, and one request, may take (wall time).
-    """
-
-    model_uri: str | None = None
-    model_url: str | None = None
-    query: str | None = None
-    query_file: str | None = None
-    method: str = "ema"
-    test: str = "t"
-    alpha: float = 0.1
-    threshold_mode: str = "global"
-    k: int = 100
-    cal_seed: int = 0
-    corruption: str = DEFAULT_CORRUPTION
-    calibration_name: str = keys.CALIBRATION_MODEL_NAME
-    outputs: str = "auto"
-    recipe_file: str | None = None
-    transform: InputTransform | None = None
-    calibration: SuppliedCalibration | None = None
-    reference_file: str | None = None
-    timeout: float = DEFAULT_TIMEOUT
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
-
-    @property
-    def query_name(self) -> str:
-        """The name runs and records use: the named set, or the query file's name."""
-        return self.query if self.query is not None else Path(self.query_file).name
-
-    def validate(self) -> AuditConfig:
-        """Check every option before any work; returns ``self``."""
-        if (self.query is None) == (self.query_file is None):
-            raise InputError(
-                f"expected exactly one of a query name or a query file, got query={self.query!r}, "
-                f"query_file={self.query_file!r}"
-            )
-        if self.model_uri is None and self.model_url is None:
-            raise InputError(
-                "expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither"
-            )
-        check_choice("method", self.method, METHODS)
-        check_choice("test", self.test, EMA_TESTS)
-        check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
-        check_choice("outputs", self.outputs, OUTPUT_KINDS)
-        check_choice("corruption", self.corruption, tuple(CORRUPTIONS))
-        check_open_unit("alpha", self.alpha)
-        check_quality(self.k)
-        check_model_name("calibration name", self.calibration_name)
-        check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
-        check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
-        return self
-
-    def params(self, target: Target) -> dict[str, object]:
-        """The run's params: the options, and the target as resolved."""
-        return {
-            keys.PARAM_METHOD: self.method,
-            keys.PARAM_TEST: self.test,
-            keys.PARAM_ALPHA: self.alpha,
-            keys.PARAM_QUERY: self.query_name,
-            keys.PARAM_K: self.k,
-            keys.PARAM_CAL_SEED: self.cal_seed,
-            keys.PARAM_CORRUPTION: self.corruption,
-            keys.PARAM_MODEL_URI: target.model_uri or "",
-            keys.PARAM_MODEL_URL: target.model_url or "",
-            keys.PARAM_MODEL_NAME: target.version.name if target.version else "",
-            keys.PARAM_MODEL_VERSION: target.version.version if target.version else "",
-            keys.PARAM_THRESHOLD_MODE: self.threshold_mode,
-            keys.PARAM_OUTPUTS: self.outputs,
-        }
-
-
-@dataclass(frozen=True)
-class AuditRequest:
-    """One audit's configuration with what it resolved to: the target, the query data, the oracle."""
-
-    config: AuditConfig
-    target: Target
-    data: ArraySet
-    oracle: Oracle
-    progress: bool
-
-    @cached_property
-    def calibration_plan(self) -> CalibrationPlan:
-        """Made once per audit: every method of the audit shares it."""
-        return CalibrationPlan.for_target(
-            self.target,
-            k=self.config.k,
-            cal_seed=self.config.cal_seed,
-            model_name=self.config.calibration_name,
-            corruption=self.config.corruption,
-        )
-
-    def thresholds(self) -> tuple[dict, dict[str, str]]:
-        """EMA's thresholds and the tags saying where they came from."""
-        supplied = self.config.calibration
-        if supplied is not None:
-            return supplied.thresholds(self.target.recipe.transform), {
-                keys.TAG_CACHE: "supplied",
-                keys.TAG_CALIBRATION_VERSION: supplied.model_uri,
-            }
-        outcome = ensure_plan(self.calibration_plan, progress=self.progress)
-        return outcome.thresholds, {
-            keys.TAG_CACHE: outcome.cache,
-            keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
-        }
-
-
-def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
-    """The paper's auditor; correctness alone when the model returns labels only."""
-    thresholds, tags = request.thresholds()
-    predictions = predictions.with_classes(int(thresholds["n_classes"]))
-    signals = LABEL_ONLY_SIGNALS if predictions.access == ACCESS_LABEL_ONLY else PAPER_SIGNALS
-    config = request.config
-    auditor = EMAAuditor.from_dict(
-        thresholds, signals=signals, threshold_mode=config.threshold_mode, test=config.test, alpha=config.alpha
-    )
-    return auditor.audit(predictions.proba, request.data.y), tags
-
-
-def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
-    """Liu & Tsaftaris: compare the target with models trained on the query set and on the calibration set."""
-    _require_probabilities("ks-ratio", predictions)
-    calibration_set = request.calibration_plan.corrupted()
-    query_model, query_cached = cached_model(request.target, "query-model", request.data, progress=request.progress)
-    calset_model, calset_cached = cached_model(
-        request.target, "calset-model", calibration_set, progress=request.progress
-    )
-    images = request.data.x
-    auditor = KSRatioAuditor().calibrate(query_model.predict_proba(images), calset_model.predict_proba(images))
-    tags = {
-        keys.TAG_KS_RATIO_CACHE: f"query-model {'hit' if query_cached else 'miss'}, calset-model "
-        f"{'hit' if calset_cached else 'miss'}"
-    }
-    return auditor.audit(predictions.proba, request.data.y), tags
-
-
-def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
-    """The calibrated auditor: reference non-members scored on the target, member behaviour from f_cal."""
-    _require_probabilities("calibrated", predictions)
-    auditor, tags = fit_calibrated(
-        request.target,
-        request.oracle,
-        request.calibration_plan,
-        alpha=request.config.alpha,
-        threshold_mode=request.config.threshold_mode,
-        reference_file=request.config.reference_file,
-        progress=request.progress,
-    )
-    return auditor.audit(predictions.proba, request.data.y), tags
-
-
-def fit_calibrated(
-    target: Target,
-    oracle: Oracle,
-    plan: CalibrationPlan,
-    *,
-    alpha: float = 0.1,
-    threshold_mode: str = "global",
-    reference_file: str | None = None,
-    progress: bool = True,
-) -> tuple[CalibratedAuditor, dict[str, str]]:
-    """Score the reference through the target and the calibration halves through f_cal, and calibrate."""
-    reference = read_set(reference_file) if reference_file else target.splits().calibration
-    outcome = ensure_plan(plan, progress=progress)
-    calibration_model = registered_oracle(outcome.version, target.recipe.transform)
-    members, nonmembers = plan.halves()
-    auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
-        oracle.predict_proba(reference.x),
-        reference.y,
-        calibration_model.predict_proba(members.x),
-        members.y,
-        calibration_model.predict_proba(nonmembers.x),
-        nonmembers.y,
-    )
-    tags = {
-        keys.TAG_CACHE: outcome.cache,
-        keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
-        keys.TAG_REFERENCE: reference_file or "calibration set (clean), scored on the target",
-    }
-    return auditor, tags
-
-
-def _require_probabilities(method: str, predictions: Predictions) -> None:
-    if predictions.access != ACCESS_PROBABILITIES:
-        raise InputError(
-            f"method {method!r} needs class probabilities, got a {predictions.access} model; use --method ema"
-        )
-
-
-RUNNERS = {"ema": run_ema, "ks-ratio": run_ks_ratio, "calibrated": run_calibrated}
-#: What each --method runs; the first result gives the run's verdict.
-METHOD_PLANS = {"ema": ("ema",), "ks-ratio": ("ks-ratio",), "both": ("ema", "ks-ratio"), "calibrated": ("calibrated",)}
-METHODS = tuple(METHOD_PLANS)
-
-
 def audit(
     config: AuditConfig, *, oracle: Oracle | None = None, tag_version: bool = True, progress: bool = True
 ) -> AuditOutcome:
@@ -343,6 +104,11 @@ def audit(
         target, data = request.target, request.data
         predictions = request.oracle.predict(data.x)
         results, tags = _run_methods(request, predictions)
+        warnings = audit_warnings(request, results)
+        if config.strict and warnings:
+            results = _inconclusive(results, METHOD_PLANS[config.method][0])
+            tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
+        tags[keys.TAG_WARNINGS] = json.dumps(warnings)
         _log_results(config, results, tags, predictions)
         log_artifacts_atomically(
             {
@@ -351,7 +117,13 @@ def audit(
             }
         )
     outcome = AuditOutcome(
-        run.info.run_id, config.query_name, config.method, expected_verdict(config), predictions.access, results
+        run.info.run_id,
+        config.query_name,
+        config.method,
+        expected_verdict(config),
+        predictions.access,
+        results,
+        tuple(warnings),
     )
     if tag_version and target.version is not None:
         record_on_version(config, outcome, data, target.version)
@@ -402,6 +174,11 @@ def _log_results(
     )
 
 
+def _inconclusive(results: dict[str, AuditResult], method: str) -> dict[str, AuditResult]:
+    """``results`` with the verdict of ``method`` set to inconclusive (``--strict`` on a warned audit)."""
+    return {**results, method: dataclasses.replace(results[method], verdict=INCONCLUSIVE)}
+
+
 def expected_verdict(config: AuditConfig) -> str | None:
     """What a correct auditor says about a named query set of our splits (None for files)."""
     return EXPECTED_VERDICTS.get(config.query) if config.query is not None else None
@@ -413,3 +190,14 @@ def merged_metrics(results: dict[str, AuditResult]) -> dict[str, float]:
     for result in results.values():
         merged.update({k: v for k, v in result.metrics.items() if k not in merged and np.isfinite(v)})
     return merged
+
+
+__all__ = [
+    "METHODS",
+    "AuditConfig",
+    "AuditOutcome",
+    "SuppliedCalibration",
+    "audit",
+    "fit_calibrated",
+    "merged_metrics",
+]

@@ -4,6 +4,7 @@ The CLI imports workflows (and experiments) only; these names are defined in the
 named in the imports and re-exported here unchanged.
 """
 
+from ema.auditors.reference import DEFAULT_MARGIN
 from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
 from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
@@ -32,6 +33,7 @@ __all__ = [
     "DATA_SOURCES",
     "DEFAULT_DATA",
     "DEFAULT_EXPERIMENT",
+    "DEFAULT_MARGIN",
     "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_TARGET_URI",
     "DEFAULT_TIMEOUT",

@@ -18,6 +18,7 @@ from ema.tracking import keys
 from ema.training.recipes import recipe_from_json
 from ema.training.spec import TrainSpec
 from ema.workflows.audit import AuditConfig, audit
+from ema.workflows.audit_methods import ROUTE_MEMBER_REFERENCE, ROUTE_TRANSFER
 from ema.workflows.calibrate import calibrate
 from ema.workflows.history import version_trail
 from ema.workflows.train import train_target
@@ -213,19 +214,51 @@ def test_audit_both_methods_log_rho_ema_and_rho_ks_in_one_run(trained):
     assert run_of(again.run_id).data.tags["ema.ks_ratio_cache"] == "query-model hit, calset-model hit"
 
 
-def test_audit_calibrated_logs_both_p_values_and_retained_fraction(trained):
+def test_audit_calibrated_tests_both_directions_against_the_target_s_own_members(trained):
     _, outcome = trained
-    result = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated"), progress=False)
-    metrics = run_of(result.run_id).data.metrics
-    assert {"p_removed", "p_retained", "retained_fraction", "retained_ci_low", "retained_ci_high"} <= set(metrics)
-    assert 0 <= metrics["retained_ci_low"] <= metrics["retained_ci_high"] <= 1
+    member = audit(AuditConfig(model_uri=outcome.version.uri, query="M1", method="calibrated"), progress=False)
+    other = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated"), progress=False)
+    metrics, tags = run_of(member.run_id).data.metrics, run_of(member.run_id).data.tags
+    stated = {"p_removed", "p_retained", "retained_fraction", "retained_ci_low", "retained_ci_high"}
+    assert stated | {"power_retained", "min_detectable_fraction", "p_too_forgotten"} <= set(metrics)
+    assert tags[keys.TAG_CALIBRATED_ROUTE] == ROUTE_MEMBER_REFERENCE
+    assert (
+        tags[keys.TAG_MEMBER_REFERENCE].startswith("training data of")
+        and "4000 samples" in tags[keys.TAG_MEMBER_REFERENCE]
+    )
+    assert member.primary.verdict == "memorized" and metrics["power_retained"] > 0.9
+    assert other.primary.verdict == "not_memorized"
+    assert json.loads(run_of(other.run_id).data.tags[keys.TAG_WARNINGS]) == list(other.warnings)
+    assert any("another domain" in w for w in other.warnings)
+
+
+def test_audit_calibrated_without_known_members_falls_back_to_transfer(trained):
+    _, outcome = trained
+    version = MlflowClient().get_model_version(outcome.version.name, outcome.version.version)
+    MlflowClient().set_model_version_tag(version.name, version.version, keys.TAG_ROLE, "unknown")
+    try:
+        result = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated"), progress=False)
+    finally:
+        MlflowClient().set_model_version_tag(version.name, version.version, keys.TAG_ROLE, "target")
+    tags = run_of(result.run_id).data.tags
+    assert tags[keys.TAG_CALIBRATED_ROUTE] == ROUTE_TRANSFER and tags[keys.TAG_MEMBER_REFERENCE] == "none known"
     diagnostics = result.primary.thresholds["diagnostics"]
-    assert metrics["transfer_gap"] == pytest.approx(diagnostics["transfer_gap"])
-    # the other-domain set is never called memorized; "removed" needs a trusted transfer
-    if diagnostics["transfer_trusted"]:
-        assert result.primary.verdict == "not_memorized"
-    else:
-        assert result.primary.verdict == "inconclusive" and metrics["p_retained"] == 1.0
+    if not diagnostics["transfer_trusted"]:
+        assert result.primary.verdict == "inconclusive"
+        assert any("generalises unlike the target" in w for w in result.warnings)
+
+
+def test_a_wrongly_scaled_target_is_warned_about_and_strict_makes_it_inconclusive(trained):
+    _, outcome = trained
+    args = ["audit", "--model", outcome.version.uri, "--query", "M1", "--normalize", "0.9,0.05", "--no-progress"]
+    warned = CliRunner().invoke(main, args)
+    assert warned.exit_code == 0 and "warning: target accuracy on the non-member reference" in warned.output
+    assert "near chance" in warned.output or "far below its recorded held-out accuracy" in warned.output
+    strict = CliRunner().invoke(main, [*args, "--strict"])
+    assert strict.exit_code != 0 and "--strict: the audit carries" in strict.output
+    run_id = strict.output.split("(run ")[-1].split(")")[0]
+    tags = run_of(run_id).data.tags
+    assert tags[keys.TAG_VERDICT] == "inconclusive" and keys.TAG_STRICT in tags
 
 
 def test_power_reports_a_query_size(trained):
