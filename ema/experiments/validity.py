@@ -1,15 +1,17 @@
 """`ema grid errors`: how often each auditor errs, on many seeded query sets of known membership.
 
-Two targets (the paper's overfitting recipe and one that generalises) are trained and
-registered; every pool of candidate query samples is scored ONCE through the target's
-oracle; then many seeded query sets are drawn from the pools and audited from those
-scores. EMA (t and KS) and the calibrated auditor are pure computations on the scores;
-the KS-ratio baseline must train a model on every drawn query set, so it gets fewer
-draws (``n_ks_draws``).
+Three targets (the paper's overfitting recipe and one that generalises on the embedded MNIST,
+and the paper's recipe on Fashion-MNIST at the paper's sizes) are trained and registered;
+every pool of candidate query samples is scored ONCE through the target's oracle; then many
+seeded query sets are drawn from the pools and audited from those scores. EMA (t and KS),
+the calibrated auditor (against the member reference scored on the target, as ``ema audit
+--method calibrated`` runs it) and its transfer route (member behaviour from the calibration
+model) are pure computations on the scores; the KS-ratio baseline must train a model on every
+drawn query set, so it gets fewer draws (``n_ks_draws``).
 
-Query kinds: ``members`` (drawn from the target's training folds), ``same-domain``
-(held-out MNIST, M6), ``other-domain`` (scikit-learn digits), ``mixture`` (half members,
-half held-out: truth "partly removed", retained fraction 0.5).
+Query kinds: ``members`` (drawn from fold M1; the member reference is folds M2..M5, so a
+query's samples are never in it), ``same-domain`` (held-out M6), ``other-domain`` (the
+target's S set), ``mixture`` (half M1, half M6: truth "partly removed", retained fraction 0.5).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ema.auditors import CalibratedAuditor, EMAAuditor, KSRatioAuditor
+from ema.auditors import KSRatioAuditor
 from ema.auditors.ema import pvalue_verdict
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.data.arrays import ArraySet
@@ -29,12 +31,25 @@ from ema.training.spec import TrainSpec
 from ema.validation import check_choice, check_open_unit, check_positive_int
 
 KINDS = ("members", "same-domain", "other-domain", "mixture")
-METHODS = ("ema-t", "ema-ks", "ks-ratio", "calibrated")
+METHODS = ("ema-t", "ema-ks", "ks-ratio", "calibrated", "transfer")
+#: Methods whose results carry a retained-fraction interval.
+INTERVAL_METHODS = ("calibrated", "transfer")
 #: The verdict that is an error for each kind; a mixture is partly retained, so neither verdict is wrong outright.
 WRONG_VERDICT = {"members": NOT_MEMORIZED, "same-domain": MEMORIZED, "other-domain": MEMORIZED}
-TARGET_RECIPES = {
-    "overfit (paper recipe)": TrainSpec(),
-    "generalising (5 epochs, weight decay 1e-3)": TrainSpec(epochs=5, weight_decay=1e-3),
+
+
+@dataclass(frozen=True)
+class StudyTarget:
+    """A target of the study: its recipe and the data source of its splits."""
+
+    spec: TrainSpec
+    data: str = "mnist-embedded"
+
+
+TARGETS = {
+    "overfit (paper recipe)": StudyTarget(TrainSpec()),
+    "generalising (5 epochs, weight decay 1e-3)": StudyTarget(TrainSpec(epochs=5, weight_decay=1e-3)),
+    "Fashion-MNIST (paper recipe, paper sizes)": StudyTarget(TrainSpec(), data="fashion"),
 }
 
 
@@ -94,8 +109,7 @@ def true_retained_fraction(kind: str, size: int) -> float:
 
 def audit_draws(
     pools: ScoredPools,
-    ema: EMAAuditor,
-    calibrated: CalibratedAuditor,
+    auditors: dict,
     ks_models,
     config: ErrorGridConfig,
     *,
@@ -103,6 +117,7 @@ def audit_draws(
 ) -> pd.DataFrame:
     """One row per (kind, size, draw, method): the verdict, and the retained-fraction interval where given.
 
+    ``auditors`` maps ``ema``, ``calibrated`` and ``transfer`` to calibrated auditors.
     ``ks_models`` is ``(fit_query_model, calset_model_proba_fn)``: a function training f_Dq on a
     drawn query set and returning its probabilities on it, and f_Dcal's probability function.
     """
@@ -114,12 +129,11 @@ def audit_draws(
         truth = true_retained_fraction(kind, size)
         for draw in range(config.n_draws):
             proba, labels, images = draw_query(pools, kind, size, rng)
-            ema_result = ema.audit(proba, labels)
-            calibrated_result = calibrated.audit(proba, labels)
+            results = {name: auditor.audit(proba, labels) for name, auditor in auditors.items()}
             verdicts = {
-                "ema-t": ema_result.verdict,
-                "ema-ks": str(pvalue_verdict(ema_result.metrics["rho_ema_ks"], config.alpha)),
-                "calibrated": calibrated_result.verdict,
+                "ema-t": results["ema"].verdict,
+                "ema-ks": str(pvalue_verdict(results["ema"].metrics["rho_ema_ks"], config.alpha)),
+                **{method: results[method].verdict for method in INTERVAL_METHODS},
             }
             if draw < config.n_ks_draws:
                 pixels = images.pixels()
@@ -127,8 +141,8 @@ def audit_draws(
                 verdicts["ks-ratio"] = ks.verdict
             for method, verdict in verdicts.items():
                 row = {"kind": kind, "size": size, "draw": draw, "method": method, "verdict": verdict, "truth": truth}
-                if method == "calibrated":
-                    metrics = calibrated_result.metrics
+                if method in INTERVAL_METHODS:
+                    metrics = results[method].metrics
                     row.update(
                         retained=metrics["retained_fraction"],
                         ci_low=metrics["retained_ci_low"],

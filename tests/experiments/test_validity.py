@@ -102,3 +102,19 @@ def test_rates_table_and_plot(tmp_path):
     assert table.startswith("### t") and "| members" in table and "err 0.50" in table
     picture = plot_error_rates(summary, alpha=0.1)
     assert picture.startswith(b"\x89PNG") and len(picture) > 5_000
+
+
+def test_run_error_grid_end_to_end_on_a_tiny_target(store):
+    from ema.experiments.validity import ErrorGridConfig, StudyTarget
+    from ema.experiments.validity_study import run_error_grid
+    from ema.tracking.runs import configure
+    from ema.training.spec import TrainSpec
+
+    configure()
+    config = ErrorGridConfig(sizes=(20,), n_draws=2, n_ks_draws=1, kinds=("members", "same-domain", "mixture"))
+    summary = run_error_grid(config, targets={"tiny": StudyTarget(TrainSpec(epochs=2, hidden=(16,)))}, progress=False)
+    assert set(summary["method"]) == {"ema-t", "ema-ks", "ks-ratio", "calibrated", "transfer"}
+    assert (summary.loc[summary["method"] == "ks-ratio", "n"] == 1).all()
+    assert (summary.loc[summary["method"] == "calibrated", "n"] == 2).all()
+    mixture = summary[(summary["method"] == "calibrated") & (summary["kind"] == "mixture")]
+    assert mixture["covered"].between(0, 1).all() and mixture["width"].between(0, 1).all()
