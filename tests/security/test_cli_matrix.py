@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 from ema.tracking import keys
 from ema.tracking.history import STALE, audit_history
 from ema_cli.cli import main
+from tests.security.test_http_oracle import server, trickle  # noqa: F401 - a scoring server that trickles
 from tests.workflows.conftest import trained  # noqa: F401 - the module's store with a registered target
 
 TRAIN = ["train", "--epochs", "1", "--hidden", "16", "--no-progress"]
@@ -113,3 +114,17 @@ def test_history_lists_finished_audits_and_marks_stale_runs(trained):  # noqa: F
     assert everything.set_index("run_id").loc[killed.info.run_id, "status"] == STALE
     shown = CliRunner().invoke(main, ["history", "--model", name, "--all"])
     assert shown.exit_code == 0 and "STALE" in shown.output
+
+
+def test_a_trickling_scoring_server_is_given_up_on_the_wall_clock(trained, server):  # noqa: F811
+    _, outcome = trained
+    url, _ = server(trickle)
+    client = MlflowClient()
+    registry, runs = registry_state(client), all_runs(client)
+    args = ["audit", "--model", outcome.version.uri, "--model-url", url, "--query", "M6", "--timeout", "1"]
+    result = CliRunner().invoke(main, [*args, "--request-timeout", "30", "--no-progress"])
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert result.exit_code != 0 and len(errors) == 1 and "raise it with --timeout" in errors[0], result.output
+    new = [run for run_id, run in all_runs(client).items() if run_id not in runs]
+    assert [run.info.status for run in new] == ["FAILED"]
+    assert client.list_artifacts(new[0].info.run_id) == [] and registry_state(client) == registry
