@@ -157,6 +157,7 @@ def audit(
         raise click.UsageError("--calibration-model needs --calibration-members and --calibration-nonmembers")
     config = AuditConfig(
         model_uri=model_uri,
+        model_url=model_url,
         query=query,
         query_file=query_file,
         transform=transform_from_options(input_scale, normalize),
