@@ -21,9 +21,20 @@ from ema.workflows.audit import AuditConfig, SuppliedCalibration, audit
 from ema.workflows.target import transform_from_options
 
 #: Evaluator config keys that are AuditConfig fields of the same name (see `ema audit --help`).
-SAME_NAME = ("method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs", "calibration_name")
+SAME_NAME = (
+    "method",
+    "test",
+    "alpha",
+    "k",
+    "cal_seed",
+    "threshold_mode",
+    "outputs",
+    "calibration_name",
+    "margin",
+    "strict",
+)
 #: Evaluator config keys named as `ema audit`'s options -> AuditConfig fields.
-RENAMED = {"recipe": "recipe_file", "reference": "reference_file"}
+RENAMED = {"recipe": "recipe_file", "reference": "reference_file", "members": "members_file"}
 #: The three keys of an already-trained calibration model: all or none.
 CALIBRATION_KEYS = ("calibration_model", "calibration_members", "calibration_nonmembers")
 #: Keys read here: input representation, where to keep the query file, progress bars.
@@ -63,7 +74,8 @@ class EMAEvaluator(AuditEvaluator):
 
     Evaluator config (``evaluator_config={"ema": {...}}``), every key optional:
     ``method``, ``test``, ``alpha``, ``k``, ``cal_seed``, ``threshold_mode``, ``outputs``,
-    ``calibration_name``, ``recipe``, ``reference``, ``input_scale``, ``normalize``, and
+    ``calibration_name``, ``recipe``, ``reference``, ``members``, ``margin``, ``strict``,
+    ``input_scale``, ``normalize``, and
     ``calibration_model`` with ``calibration_members`` and ``calibration_nonmembers``:
     as the `ema audit` options of the same names. ``model_uri``: the registered version to
     audit when the loaded model's cannot be told. ``query_file``: where to keep the table

@@ -143,3 +143,26 @@ def test_is_pvalue_names_the_paper_and_the_p_metrics():
         False,
         False,
     ]
+
+
+def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_assumptions():
+    from ema.auditors.reference import ReferenceAuditor
+
+    rng = np.random.default_rng(3)
+
+    def proba(n, confidence):
+        labels = rng.integers(0, 10, n)
+        top = np.clip(rng.normal(confidence, 0.05, n), 0.11, 0.999)
+        out = np.repeat(((1 - top) / 9)[:, None], 10, axis=1)
+        out[np.arange(n), labels] = top
+        return out, labels
+
+    auditor = ReferenceAuditor(n_permutations=199, n_power_resamples=100, random_state=0)
+    auditor.calibrate(*proba(400, 0.95), *proba(400, 0.8))
+    result = auditor.audit(*proba(60, 0.95))
+    report = render(results={"reference": result})
+    power = report.html.split('id="power"')[1].split("</section>")[0]
+    assert "power_retained" in power and "min_detectable_fraction" in power
+    assert "p_removed" in report.html.split('id="pvalues"')[1].split("</section>")[0]
+    assert "exchangeable with the non-member reference" in report.html  # its assumptions
+    assert list(report.figures) == ["reference_scores.png"]

@@ -80,6 +80,7 @@ def test_evaluate_with_the_ema_evaluator_logs_the_audit_on_the_run(trained, ema_
     assert AUDIT_ARTIFACTS <= artifact_paths(client, child.info.run_id)
     report = result.artifacts[keys.ARTIFACT_REPORT].content
     assert "Verdict: " in report and "rho_ema" in report and "<img " in report
+    assert "beside the references (" in report and "non-members (reference)" in report
     version = client.get_model_version("ema-target", "1")
     assert child.info.run_id in version.tags[keys.TAG_LAST_AUDIT]  # the version's audit trail records it
 
@@ -145,3 +146,33 @@ def test_pyproject_declares_the_ema_evaluator_entry_point():
     assert loaded is EMAEvaluator and issubclass(loaded, ModelEvaluator)
     assert loaded.can_evaluate(model_type="classifier", evaluator_config={})
     assert not loaded.can_evaluate(model_type="regressor", evaluator_config={})
+
+
+def test_audit_config_maps_every_evaluator_key_as_ema_audit_names_it():
+    from ema.inputs import InputTransform
+    from ema.workflows.evaluation import audit_config
+
+    config = audit_config(
+        "models:/m/1",
+        "q.npz",
+        {
+            "method": "calibrated",
+            "alpha": 0.05,
+            "members": "members.npz",
+            "reference": "reference.npz",
+            "recipe": "recipe.yaml",
+            "margin": 0.2,
+            "strict": True,
+            "input_scale": 255.0,
+            "calibration_model": "models:/cal/1",
+            "calibration_members": "in.npz",
+            "calibration_nonmembers": "out.npz",
+        },
+    )
+    assert (config.members_file, config.reference_file, config.recipe_file) == (
+        "members.npz",
+        "reference.npz",
+        "recipe.yaml",
+    )
+    assert config.strict and config.margin == 0.2 and config.transform == InputTransform(scale=255.0)
+    assert config.calibration.model_uri == "models:/cal/1" and config.query_file == "q.npz"
