@@ -29,8 +29,17 @@ from ema.data.splits import QUERY_NAMES, Splits
 from ema.errors import InputError
 from ema.experiments.grids import Cell, Grid, check_data, get_grid, member_query
 from ema.experiments.resume import CELL_METRICS, CellKey, CellResult, finished_cells
-from ema.experiments.tables import CELL_COLUMNS, RenderedTable, build_tables, tables_html, tables_markdown
+from ema.experiments.tables import (
+    CELL_COLUMNS,
+    TABLES_STYLE,
+    RenderedTable,
+    build_tables,
+    tables_fragment,
+    tables_html,
+    tables_markdown,
+)
 from ema.oracle import Oracle
+from ema.reports.grid import render_grid_report
 from ema.signals import PAPER_SIGNALS, compute_scores
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, find_cached_version, set_version_tags
@@ -344,6 +353,13 @@ def run_grid(config: GridConfig, *, progress: bool = True) -> GridOutcome:
                 keys.ARTIFACT_CELLS: cells,
                 keys.ARTIFACT_GRID_CONFIG: {**settings, **_plan(config), "config_hash": fingerprint},
                 **pictures,
+                keys.ARTIFACT_REPORT: render_grid_report(
+                    title,
+                    tables_html=tables_fragment(tables, alpha=config.alpha, labels=config.grid.label_map),
+                    tables_style=TABLES_STYLE,
+                    figures=pictures,
+                    notes={"cells": len(cells), "audited now": n_audited, "reused": n_reused},
+                ),
             }
         )
     _record_on_version(target, config.name, parent.info.run_id, fingerprint, len(cells))

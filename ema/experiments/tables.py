@@ -259,15 +259,23 @@ def tables_markdown(
     return "\n\n".join(blocks) + "\n"
 
 
+#: CSS of the tables' HTML (:func:`tables_fragment`).
+TABLES_STYLE = (
+    "table.ema-grid{border-collapse:collapse;margin-bottom:1em}.ema-grid th,.ema-grid "
+    "td{border:1px solid #999;padding:2px 8px;text-align:right}"
+)
+
+
+def tables_fragment(tables: list[RenderedTable], *, alpha: float, labels: dict[str, str] | None = None) -> str:
+    """All tables as escaped HTML to place in a page (with :data:`TABLES_STYLE`): titles, tables, legend."""
+    body = "".join(f"<h2>{html.escape(t.spec.title)}</h2>{to_html(t.values, t.marks, labels=labels)}" for t in tables)
+    return f"{body}<p>{html.escape(legend(alpha))}</p>"
+
+
 def tables_html(tables: list[RenderedTable], *, title: str, alpha: float, labels: dict[str, str] | None = None) -> str:
     """All tables as one standalone HTML page."""
-    body = "".join(f"<h2>{html.escape(t.spec.title)}</h2>{to_html(t.values, t.marks, labels=labels)}" for t in tables)
-    style = (
-        "table.ema-grid{border-collapse:collapse;margin-bottom:1em}.ema-grid th,.ema-grid "
-        "td{border:1px solid #999;padding:2px 8px;text-align:right}"
-    )
     return (
         f"<!DOCTYPE html><html><head><meta "
-        f'charset="utf-8"><title>{html.escape(title)}</title><style>{style}</style></head>'
-        f"<body><h1>{html.escape(title)}</h1>{body}<p>{html.escape(legend(alpha))}</p></body></html>\n"
+        f'charset="utf-8"><title>{html.escape(title)}</title><style>{TABLES_STYLE}</style></head>'
+        f"<body><h1>{html.escape(title)}</h1>{tables_fragment(tables, alpha=alpha, labels=labels)}</body></html>\n"
     )

@@ -122,3 +122,6 @@ ARTIFACT_FIG3 = "fig3_ks_outputs.png"
 ARTIFACT_ERROR_RATES_PNG = "error_rates.png"
 ARTIFACT_ERROR_RATES_CSV = "error_rates.csv"
 ARTIFACT_ERROR_RATES_MD = "error_rates.md"
+#: The run's page for people (audits and grid parents), and the folder of its figures as PNG files.
+ARTIFACT_REPORT = "report.html"
+ARTIFACT_FIGURES_DIR = "figures"

@@ -154,6 +154,7 @@ def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]
     with tempfile.TemporaryDirectory() as tmp:
         for name, content in files.items():
             path = Path(tmp) / name
+            path.parent.mkdir(parents=True, exist_ok=True)  # names may hold a folder: figures/x.png
             if isinstance(content, pd.DataFrame):
                 content.to_csv(path, index=False)
             elif isinstance(content, dict):

@@ -28,6 +28,7 @@ from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, 
 from ema.workflows.audit_gates import audit_warnings
 from ema.workflows.audit_methods import RUNNERS, fit_calibrated
 from ema.workflows.audit_request import METHOD_PLANS, METHODS, AuditConfig, AuditRequest, SuppliedCalibration
+from ema.workflows.reporting import report_artifacts
 from ema.workflows.target import resolve_target
 
 
@@ -114,6 +115,8 @@ def audit(
             {
                 keys.ARTIFACT_CALIBRATION: {m: r.thresholds for m, r in results.items()},
                 keys.ARTIFACT_MEMBERSHIP: membership_table(data, results),
+                # report.html and figures/*.png (ema.workflows.reporting)
+                **report_artifacts(request, results, tags, warnings, run.info.run_id),
             }
         )
     outcome = AuditOutcome(

@@ -16,6 +16,7 @@ from ema.tracking.keys import (
     ARTIFACT_FIG2,
     ARTIFACT_FIG3,
     ARTIFACT_GRID_CONFIG,
+    ARTIFACT_REPORT,
     ARTIFACT_TABLES_HTML,
     ARTIFACT_TABLES_MD,
     TAG_GRID,
@@ -30,6 +31,7 @@ PARENT_ARTIFACTS = {
     ARTIFACT_FIG2,
     ARTIFACT_FIG3,
     ARTIFACT_GRID_CONFIG,
+    ARTIFACT_REPORT,
 }
 
 
@@ -104,6 +106,11 @@ def test_grid_benchmark_resumes_an_interrupted_grid_then_reuses_every_finished_c
     with open(client.download_artifacts(parent.info.run_id, ARTIFACT_TABLES_MD)) as handle:
         markdown = handle.read()
     assert "| k | M1 | M6 |" in markdown and markdown.count("| 100 |") == 2
+    with open(client.download_artifacts(parent.info.run_id, ARTIFACT_REPORT)) as handle:
+        report = handle.read()
+    assert "Table 2(a)" in report and "data:image/png;base64," in report
+    assert report.count("<img ") == 2  # Fig. 2 and Fig. 3, inline
+    assert ARTIFACT_REPORT in {a.path for a in client.list_artifacts(child.info.run_id)}  # each cell's own report
 
     again = invoke(*args)
     assert "(0 audited, 2 reused)" in again.output

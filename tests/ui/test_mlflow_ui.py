@@ -151,3 +151,45 @@ def test_compare_page_shows_rho_of_both_audits(two_audits, ui_server, tmp_path):
     keep = os.environ.get("EMA_SCREENSHOT_DIR")
     if keep:
         shutil.copy(screenshot, Path(keep) / "mlflow-compare.png")
+
+
+def test_audit_report_renders_with_verdict_pvalues_and_figures(two_audits, ui_server, tmp_path):
+    """report.html, as the tracking server serves it, rendered by Chromium; and shown in the UI's artifact view."""
+    from mlflow.tracking import MlflowClient
+
+    from ema.reports.audit import VERDICT_WORDS
+    from ema.reports.page import number
+
+    _, runs = two_audits
+    run = runs[0]
+    page = tmp_path / "report.html"
+    page.write_bytes(
+        requests.get(f"{ui_server}/get-artifact?path=report.html&run_uuid={run.run_id}", timeout=30).content
+    )
+    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "profile-report")
+    assert f"Verdict: {VERDICT_WORDS[run.primary.verdict][0]}" in dom
+    pvalues = dom.split('id="pvalues"')[1].split("</section>")[0]
+    for metric in ("rho_ema", "rho_ema_ks"):
+        assert metric in pvalues and number(run.primary.metrics[metric]) in pvalues, metric
+    assert dom.count("<img ") >= 1 and 'src="data:image/png;base64,' in dom
+    assert "non-members (reference)" in dom  # the query's scores are drawn beside a reference's
+    assert "figures/ema_scores.png" in {a.path for a in MlflowClient().list_artifacts(run.run_id, "figures")}
+
+    experiment = MlflowClient().get_run(run.run_id).info.experiment_id
+    view = f"{ui_server}/#/experiments/{experiment}/runs/{run.run_id}/artifacts/report.html"
+    ui_dom = chromium("--virtual-time-budget=30000", "--dump-dom", view, profile=tmp_path / "profile-view")
+    assert "mlflow-html-iframe" in ui_dom  # the artifact view shows the page as HTML, not as text
+    shots = {"audit-report.png": page.as_uri(), "mlflow-artifact-report.png": view}
+    for name, url in shots.items():
+        chromium(
+            "--virtual-time-budget=30000",
+            "--window-size=1400,2400",
+            f"--screenshot={tmp_path / name}",
+            url,
+            profile=tmp_path / f"profile-{name}",
+        )
+        assert (tmp_path / name).stat().st_size > 10_000
+    keep = os.environ.get("EMA_SCREENSHOT_DIR")
+    if keep:
+        for name in shots:
+            shutil.copy(tmp_path / name, Path(keep) / name)

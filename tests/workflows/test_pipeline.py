@@ -109,7 +109,12 @@ def test_audit_members_and_non_members(trained):
     assert run.data.tags[keys.TAG_EXPECTED_VERDICT] == "memorized"
     assert run.data.metrics[keys.METRIC_RHO_EMA] == pytest.approx(member.primary.metrics["rho_ema"])
     assert run.data.metrics[keys.METRIC_N_QUERY] == 1000
-    assert artifacts_of(member.run_id) == {keys.ARTIFACT_CALIBRATION, keys.ARTIFACT_MEMBERSHIP}
+    assert artifacts_of(member.run_id) == {
+        keys.ARTIFACT_CALIBRATION,
+        keys.ARTIFACT_MEMBERSHIP,
+        keys.ARTIFACT_REPORT,
+        keys.ARTIFACT_FIGURES_DIR,
+    }
 
 
 def test_audit_membership_artifact_matches_result(trained, tmp_path):
