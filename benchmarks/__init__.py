@@ -1,4 +1,4 @@
-"""Performance measurements of the EMA workbench (issue 6), with their recorded results.
+"""Performance measurements of the EMA workbench, with their recorded results.
 
 Run ``python -m benchmarks`` (all measurements), ``python -m benchmarks --quick`` (a fast
 pass) or ``python -m benchmarks --only thresholds,scoring``. Each measurement is a module
@@ -15,7 +15,7 @@ Row keys (see :data:`benchmarks._common.ROW_KEYS`):
 ``ratio``, ``ratio_label``
     How the two compare, and how the ratio is formed (e.g. ``loop / ours``).
 ``goal``, ``met``
-    The target of issue 6 and whether this run reached it (``None``: no goal for the row).
+    The performance goal and whether this run reached it (``None``: no goal for the row).
 ``repeats``, ``note``
     How many repeats the medians are over, and anything the reader must know (extrapolated
     figures, fallbacks used because a feature did not exist yet).

@@ -128,7 +128,7 @@ def markdown(rows: list[dict], info: dict[str, str], args: argparse.Namespace, e
     if args.omp_wait_policy != "passive":
         command += f" --omp-wait-policy {args.omp_wait_policy}"
     out = [
-        "# Benchmark results (issue 6)",
+        "# Benchmark results",
         "",
         f"Written by `{command}` on {info['date']}. Do not edit by hand: rerun the command.",
         "Every figure is a median over the repeats shown, and every ratio is against a baseline measured",

@@ -64,14 +64,14 @@ def _scorer(models: dict, jobs: list[tuple[str, object]]) -> Callable[[], None]:
 
 def demo_workload(spec) -> Workload:
     """The demo: train, calibrate, audit the seven query sets."""
-    from ema.data.corruption import corrupt
+    from ema.data.corruption import noise_and_rotation
     from ema.data.splits import QUERY_NAMES, make_splits
     from ema.training.fit import fit
     from ema.workflows.calibrate import calibration_halves
     from ema.workflows.demo import run_demo
 
     splits = make_splits(0)
-    members, nonmembers = calibration_halves(corrupt(splits.calibration, 100, 0), 0)
+    members, nonmembers = calibration_halves(noise_and_rotation(splits.calibration, 100, 0), 0)
     models: dict = {}
     jobs = [("target", s) for s in (splits.train, splits.held_out, *(splits.query(q) for q in QUERY_NAMES))]
     jobs += [("calibration", members), ("calibration", nonmembers)]
@@ -97,7 +97,7 @@ def grid_workload(spec) -> Workload:
     from ema.data.corruption import apply_corruption
     from ema.data.splits import QUERY_NAMES, make_splits
     from ema.experiments.grids import get_grid
-    from ema.experiments.runner import _panel_ks, run_grid
+    from ema.experiments.runner import GridConfig, _panel_ks, run_grid
     from ema.training.fit import fit
     from ema.workflows.calibrate import calibration_halves
 
@@ -126,7 +126,7 @@ def grid_workload(spec) -> Workload:
     n_models = 1 + 2 * len(grid.ks) + len(queries)
 
     def workflow() -> int:
-        return run_grid("benchmark", epochs=spec.epochs, progress=False).n_audited
+        return run_grid(GridConfig(name="benchmark", epochs=spec.epochs), progress=False).n_audited
 
     parts = {
         f"fit target ({len(splits.train):,} images)": fit_all({"target": splits.train}),

@@ -89,14 +89,14 @@ def _setup(directory: Path, n: int, epochs: int) -> dict:
     from ema.data.files import write_set
     from ema.tracking.runs import configure
     from ema.training.spec import TrainSpec
-    from ema.workflows.audit import audit
+    from ema.workflows.audit import AuditConfig, audit
     from ema.workflows.train import train_target
 
     configure()
     trained = train_target(TrainSpec(epochs=epochs), progress=False)
     uri = f"models:/{trained.version.name}/{trained.version.version}"
-    first = audit(uri, query="M6", progress=False)
-    (directory / "thresholds.json").write_text(json.dumps(first.result.thresholds))
+    first = audit(AuditConfig(model_uri=uri, query="M6"), progress=False)
+    (directory / "calibration.json").write_text(json.dumps(first.primary.thresholds))
     write_set(_tiled_query(n), directory / "query.npz")
     return {"uri": uri}
 
@@ -201,7 +201,7 @@ def _child(mode: str, directory: Path, uri: str | None, n: int, batch: int, epoc
         out["rss_before_audit"] = _rss_now()
     elif mode == "library":
         oracle = PyfuncOracle(uri, batch_size=batch)
-        auditor = EMAAuditor.from_dict(json.loads((directory / "thresholds.json").read_text()))
+        auditor = EMAAuditor.from_dict(json.loads((directory / "calibration.json").read_text()))
         out["rss_before_audit"] = _rss_now()
         if trace:
             tracemalloc.start()
@@ -261,7 +261,7 @@ def run_child(
 
 
 STREAMING_NOTE = """\
-What an audit of 100,000 query images holds, and what was changed to get there (issue 6):
+What an audit of 100,000 query images holds, and what was changed to get there:
 
 - The query stays uint8 (78 MB). `Oracle.predict` takes the uint8 images and turns them into
   float32 one batch at a time (13 MB per 4,096 images); the whole set as float32 (314 MB, and

@@ -4,7 +4,7 @@ For the paper's MLP and the small CNN (untrained weights: the cost does not depe
 them), at batch sizes 256 and 4096, on 10,000 embedded MNIST images:
 
 - raw torch: ``ProbabilityModel`` forward under ``torch.inference_mode`` (the baseline);
-- pyfunc: the same model logged with :func:`ema.tracking.registry.log_and_register_torch_model`
+- pyfunc: the same model logged with :func:`ema.training.packaging.package_torch_model`
   into a temporary sqlite store, scored through :class:`ema.oracle.PyfuncOracle`
   (including its float32 cast and output validation, as an audit uses it);
 - HTTP: a real ``mlflow models serve --env-manager local`` process on the same machine,
@@ -102,8 +102,9 @@ def measure(
     import torch
 
     from ema.oracle import PyfuncOracle
-    from ema.tracking.registry import log_and_register_torch_model
-    from ema.training.models import ProbabilityModel
+    from ema.tracking.registry import log_and_register
+    from ema.training.architectures import ProbabilityModel
+    from ema.training.packaging import package_torch_model
     from ema.training.spec import TrainSpec
 
     pixels = load_images(n_images)
@@ -114,10 +115,8 @@ def measure(
             torch.manual_seed(0)
             model = ProbabilityModel(TrainSpec(arch=arch)).eval()
             progress(f"scoring: logging the {arch} model")
-            with mlflow.start_run(run_name=f"bench scoring {arch}"):
-                version = log_and_register_torch_model(
-                    model, pixels[:2], name=f"bench-{arch}", alias="bench", tags={"ema.role": "benchmark"}
-                )
+            with mlflow.start_run(run_name=f"bench scoring {arch}"), package_torch_model(model, pixels[:2]) as package:
+                version = log_and_register(package, name=f"bench-{arch}", alias="bench", tags={"ema.role": "benchmark"})
             load_seconds, _, _ = median_time(lambda v=version: PyfuncOracle(v.uri), 3)
             # Three interleaved repeats even with --quick: single timings on a shared machine scatter by 2-10x.
             repeats = 3 if arch == "cnn" else config.cheap_repeats()

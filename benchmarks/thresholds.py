@@ -26,7 +26,7 @@ FULL_LOOP_MAX = 20_000
 SUBSET_CANDIDATES = (2_000, 500)
 #: Share of samples whose score is saturated at one common value (ties, as confidence = 1.0 gives).
 TIED_SHARE = 0.1
-#: Goals of issue 6.
+#: The performance goals.
 SPEEDUP_GOAL_AT = 100_000
 SPEEDUP_GOAL = 100.0
 BIG_SECONDS_GOAL = 1.0

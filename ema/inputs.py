@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,10 @@ class InputTransform:
     std: float = 1.0
 
     def __post_init__(self) -> None:
+        values = {"scale": self.scale, "mean": self.mean, "std": self.std}
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InputError(f"expected input {name} as a finite number, got {value!r} ({type(value).__name__})")
         if self.scale <= 0 or self.std <= 0:
             raise InputError(f"expected input scale > 0 and std > 0, got scale={self.scale}, std={self.std}")
 

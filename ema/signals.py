@@ -1,4 +1,4 @@
-"""Membership metrics on class-probability matrices (Song & Mittal 2020).
+"""membership signals on class-probability matrices (Song & Mittal 2020).
 
 Every metric takes probabilities of shape (n_samples, n_classes) and labels of shape
 (n_samples,) and returns one score per sample, higher meaning more member-like.
@@ -105,33 +105,33 @@ def modified_entropy_score(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (1.0 - p_true) * log_p[rows, labels] + others.sum(axis=1)
 
 
-MetricFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+SignalFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
-#: The metrics by name. The paper uses the first three.
-METRICS: dict[str, MetricFn] = {
+#: The signals by name. The paper uses the first three (it calls them metrics).
+SIGNALS: dict[str, SignalFn] = {
     "correctness": correctness_score,
     "confidence": confidence_score,
     "negative_entropy": negative_entropy_score,
     "modified_entropy": modified_entropy_score,
     "log_odds": log_odds_score,
 }
-PAPER_METRICS: tuple[str, ...] = ("correctness", "confidence", "negative_entropy")
+PAPER_SIGNALS: tuple[str, ...] = ("correctness", "confidence", "negative_entropy")
 #: What a label-only oracle allows.
-LABEL_ONLY_METRICS: tuple[str, ...] = ("correctness",)
+LABEL_ONLY_SIGNALS: tuple[str, ...] = ("correctness",)
 
 
-def check_metric_names(metrics: Sequence[str]) -> tuple[str, ...]:
-    """Return ``metrics`` as a tuple, refusing unknown or repeated names."""
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown or not metrics or len(set(metrics)) != len(metrics):
-        raise InputError(f"expected distinct metric names from {sorted(METRICS)}, got {list(metrics)}")
-    return tuple(metrics)
+def check_signal_names(signals: Sequence[str]) -> tuple[str, ...]:
+    """Return ``signals`` as a tuple, refusing unknown or repeated names."""
+    unknown = [m for m in signals if m not in SIGNALS]
+    if unknown or not signals or len(set(signals)) != len(signals):
+        raise InputError(f"expected distinct signal names from {sorted(SIGNALS)}, got {list(signals)}")
+    return tuple(signals)
 
 
 def compute_scores(
-    proba: np.ndarray, labels: np.ndarray, metrics: Sequence[str] = PAPER_METRICS
+    proba: np.ndarray, labels: np.ndarray, signals: Sequence[str] = PAPER_SIGNALS
 ) -> dict[str, np.ndarray]:
-    """Validate inputs once and compute every named metric.
+    """Validate inputs once and compute every named signal.
 
     Parameters
     ----------
@@ -139,13 +139,13 @@ def compute_scores(
         Class probabilities from the model.
     labels : ndarray of shape (n_samples,)
         True labels, integers in 0..n_classes-1.
-    metrics : sequence of str
-        Names from :data:`METRICS`.
+    signals : sequence of str
+        Names from :data:`SIGNALS`.
 
     Returns
     -------
     dict of str to ndarray of shape (n_samples,)
     """
-    names = check_metric_names(metrics)
+    names = check_signal_names(signals)
     proba, labels = check_probabilities(proba, labels)
-    return {name: METRICS[name](proba, labels) for name in names}
+    return {name: SIGNALS[name](proba, labels) for name in names}

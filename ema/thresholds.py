@@ -19,6 +19,7 @@ import numpy as np
 from sklearn.metrics import roc_curve
 
 from ema.errors import InputError
+from ema.stats._validation import check_score_vector
 
 THRESHOLD_MODES = ("global", "per-class")
 
@@ -31,15 +32,6 @@ class ThresholdResult:
     balanced_accuracy: float
     tpr: float
     fpr: float
-
-
-def _check_scores(name: str, scores: np.ndarray) -> np.ndarray:
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 1 or scores.size == 0:
-        raise InputError(f"expected `{name}` to be a non-empty 1-D array of scores, got shape {scores.shape}")
-    if not np.isfinite(scores).all():
-        raise InputError(f"expected finite `{name}`, got NaN or inf")
-    return scores
 
 
 def _sweep(member_scores: np.ndarray, nonmember_scores: np.ndarray) -> ThresholdResult:
@@ -75,9 +67,11 @@ def select_threshold(member_scores: np.ndarray, nonmember_scores: np.ndarray) ->
     Examples
     --------
     >>> select_threshold(np.array([0.9, 0.8, 0.7]), np.array([0.2, 0.75])).threshold
-    0.7
+    0.8
     """
-    return _sweep(_check_scores("member_scores", member_scores), _check_scores("nonmember_scores", nonmember_scores))
+    return _sweep(
+        check_score_vector("member_scores", member_scores), check_score_vector("nonmember_scores", nonmember_scores)
+    )
 
 
 def select_class_thresholds(
@@ -94,8 +88,8 @@ def select_class_thresholds(
     -------
     ndarray of shape (n_classes,)
     """
-    member_scores = _check_scores("member_scores", member_scores)
-    nonmember_scores = _check_scores("nonmember_scores", nonmember_scores)
+    member_scores = check_score_vector("member_scores", member_scores)
+    nonmember_scores = check_score_vector("nonmember_scores", nonmember_scores)
     member_labels, nonmember_labels = np.asarray(member_labels), np.asarray(nonmember_labels)
     if member_labels.shape != member_scores.shape or nonmember_labels.shape != nonmember_scores.shape:
         raise InputError(

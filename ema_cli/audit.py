@@ -2,13 +2,20 @@
 
 import click
 
-from ema.data.splits import QUERY_NAMES
-from ema.oracle import OUTPUT_KINDS
-from ema.stats import EMA_TESTS
-from ema.thresholds import THRESHOLD_MODES
-from ema.tracking import keys
-from ema.workflows.audit import METHODS, SuppliedCalibration
+from ema.workflows.audit import AuditConfig, SuppliedCalibration
 from ema.workflows.audit import audit as audit_workflow
+from ema.workflows.options import (
+    CALIBRATION_MODEL_NAME,
+    DEFAULT_MARGIN,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    EMA_TESTS,
+    METHODS,
+    METRIC_N_QUERY,
+    OUTPUT_KINDS,
+    QUERY_NAMES,
+    THRESHOLD_MODES,
+)
 from ema.workflows.target import transform_from_options
 from ema_cli.options import (
     alpha_option,
@@ -38,8 +45,8 @@ from ema_cli.options import (
     default="ema",
     show_default=True,
     help=(
-        "ema (the paper), ks-ratio (Liu & Tsaftaris), both (one run), calibrated (error-controlled, may "
-        "say inconclusive)."
+        "ema (the paper), ks-ratio (Liu & Tsaftaris), both (ema and ks-ratio in one run), calibrated "
+        "(tests removed and retained, may say inconclusive), ema+calibrated (both, EMA's verdict)."
     ),
 )
 @click.option(
@@ -87,8 +94,43 @@ from ema_cli.options import (
     help="With --method calibrated: .npz of data the target never saw (default: the calibration set).",
 )
 @click.option(
+    "--members",
+    "members_file",
+    type=click.Path(dir_okay=False),
+    help=(
+        "With --method calibrated: .npz of samples the target was trained on (default: a workbench target's "
+        "other training folds; none known: transfer from the calibration model)."
+    ),
+)
+@click.option(
+    "--margin",
+    type=float,
+    default=DEFAULT_MARGIN,
+    show_default=True,
+    help="With --method calibrated: not_memorized only if the retained share's upper bound is at most this.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A warned audit gets the verdict inconclusive and the command exits non-zero.",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="With --model-url: seconds the whole scoring may take (wall time), then the run fails.",
+)
+@click.option(
+    "--request-timeout",
+    type=float,
+    default=DEFAULT_REQUEST_TIMEOUT,
+    show_default=True,
+    help="With --model-url: seconds one scoring request may take (wall time, retried up to 3 times).",
+)
+@click.option(
     "--calibration-name",
-    default=keys.CALIBRATION_MODEL_NAME,
+    default=CALIBRATION_MODEL_NAME,
     show_default=True,
     help="Registered name of calibration models.",
 )
@@ -104,6 +146,7 @@ def audit(
     calibration_model,
     calibration_members,
     calibration_nonmembers,
+    progress,
     **options,
 ):
     """Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags."""
@@ -112,8 +155,8 @@ def audit(
     supplied = (calibration_model, calibration_members, calibration_nonmembers)
     if any(supplied) and not all(supplied):
         raise click.UsageError("--calibration-model needs --calibration-members and --calibration-nonmembers")
-    outcome = audit_workflow(
-        model_uri,
+    config = AuditConfig(
+        model_uri=model_uri,
         model_url=model_url,
         query=query,
         query_file=query_file,
@@ -121,7 +164,15 @@ def audit(
         calibration=SuppliedCalibration(*supplied) if all(supplied) else None,
         **options,
     )
-    click.echo(f"{outcome.query}: |D_q|={outcome.result.n_query} ({outcome.access}; run {outcome.run_id})")
+    outcome = audit_workflow(config, progress=progress)
+    click.echo(f"{outcome.query}: |D_q|={outcome.primary.n_query} ({outcome.access}; run {outcome.run_id})")
     for method, result in outcome.results.items():
-        numbers = " ".join(f"{k} {v:.4g}" for k, v in result.metrics.items() if k != keys.METRIC_N_QUERY)
+        numbers = " ".join(f"{k} {v:.4g}" for k, v in result.metrics.items() if k != METRIC_N_QUERY)
         click.echo(f"  {method}: {numbers} -> {result.verdict}")
+    for warning in outcome.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if config.strict and outcome.warnings:
+        raise click.ClickException(
+            f"--strict: the audit carries {len(outcome.warnings)} warning(s), so its verdict is inconclusive "
+            f"(run {outcome.run_id})"
+        )

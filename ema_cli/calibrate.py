@@ -2,8 +2,8 @@
 
 import click
 
-from ema.tracking import keys
 from ema.workflows.calibrate import calibrate as calibrate_workflow
+from ema.workflows.options import CALIBRATION_MODEL_NAME
 from ema_cli.options import cal_seed_option, k_option, model_option, progress_option, recipe_option, workflow_command
 
 
@@ -14,7 +14,7 @@ from ema_cli.options import cal_seed_option, k_option, model_option, progress_op
 @recipe_option
 @click.option(
     "--calibration-name",
-    default=keys.CALIBRATION_MODEL_NAME,
+    default=CALIBRATION_MODEL_NAME,
     show_default=True,
     help="Registered name of calibration models.",
 )
@@ -27,7 +27,7 @@ def calibrate(model_uri, k, cal_seed, recipe_file, calibration_name, progress):
     )
     how = "reused cached" if outcome.cached else "trained and registered"
     click.echo(f"{how} calibration model {outcome.version.uri}")
-    for metric, entry in outcome.thresholds["metrics"].items():
+    for signal, entry in outcome.thresholds["signals"].items():
         click.echo(
-            f"  {metric:<17} threshold {entry['global']:.6g}  balanced accuracy {entry['balanced_accuracy']:.4f}"
+            f"  {signal:<17} threshold {entry['global']:.6g}  balanced accuracy {entry['balanced_accuracy']:.4f}"
         )

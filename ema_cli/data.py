@@ -4,10 +4,8 @@ from pathlib import Path
 
 import click
 
-from ema.data.catalog import SOURCE_NAMES, describe_source
-from ema.data.files import write_set
-from ema.errors import EMAError
-from ema.workflows.sources import load_splits
+from ema.workflows.data import describe_source, export_splits
+from ema.workflows.options import SOURCE_NAMES, EMAError
 from ema_cli.options import data_option, data_seed_option, root_option
 
 
@@ -51,9 +49,7 @@ def show(name, root):
 def splits(out_dir, data_name, root, data_seed):
     """Write each split (train folds, calibration, M6, S) as .npz with arrays x, y, index."""
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for name, arrays in load_splits(data_name, data_seed, root).as_dict().items():
-            path = write_set(arrays, out_dir / f"{name}.npz")
+        for path, arrays in export_splits(out_dir, data_name, data_seed, root).items():
             click.echo(f"{path}  {len(arrays)} images, fingerprint {arrays.fingerprint}")
     except (EMAError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc

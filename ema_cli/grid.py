@@ -2,13 +2,12 @@
 
 import click
 
-from ema.errors import InputError
-from ema.experiments.error_plots import rates_table
-from ema.experiments.errors import ErrorGridConfig
 from ema.experiments.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
-from ema.experiments.runner import run_grid
-from ema.workflows.errors import run_error_grid
-from ema.workflows.sources import DATA_SOURCES
+from ema.experiments.runner import GridConfig, run_grid
+from ema.experiments.validity import ErrorGridConfig
+from ema.experiments.validity_plots import rates_table
+from ema.experiments.validity_study import run_error_grid
+from ema.workflows.options import DATA_SOURCES, InputError
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
@@ -18,12 +17,16 @@ from ema_cli.options import (
     workflow_command,
 )
 
-#: The validity study (issue: an auditor that controls its errors) runs under `ema grid` too.
-ERRORS_GRID = "errors"
+#: The validity study runs under `ema grid` too.
+VALIDITY_GRID = "errors"
+#: Options only the validity study reads, and options only the paper's grids read.
+VALIDITY_ONLY = ("n_draws", "n_ks_draws")
+PAPER_GRIDS_ONLY = ("data_name", "root", "data_seed", "model_uri", "ks", "queries", "epochs")
+DEFAULTS = ErrorGridConfig()
 
 
 @click.command("grid")
-@click.argument("name", type=click.Choice((*GRID_NAMES, ERRORS_GRID)))
+@click.argument("name", type=click.Choice((*GRID_NAMES, VALIDITY_GRID)))
 @click.option(
     "--data",
     "data_name",
@@ -74,17 +77,17 @@ ERRORS_GRID = "errors"
     "--draws",
     "n_draws",
     type=click.IntRange(min=1),
-    default=200,
+    default=DEFAULTS.n_draws,
     show_default=True,
-    help="errors: seeded query sets per kind and size.",
+    help="errors only: seeded query sets per kind and size.",
 )
 @click.option(
     "--ks-draws",
     "n_ks_draws",
     type=click.IntRange(min=0),
-    default=2,
+    default=DEFAULTS.n_ks_draws,
     show_default=True,
-    help="errors: how many of them the KS ratio audits (it trains a model per draw).",
+    help="errors only: how many of them the KS ratio audits (it trains a model per draw).",
 )
 @progress_option
 @workflow_command
@@ -110,7 +113,8 @@ def grid(
     ``errors`` is the validity study (docs/VALIDITY.md): two targets on the embedded data,
     --draws seeded query sets per kind and size, every auditor's error rates.
     """
-    if name == ERRORS_GRID:
+    refuse_ignored(VALIDITY_ONLY if name != VALIDITY_GRID else PAPER_GRIDS_ONLY, name)
+    if name == VALIDITY_GRID:
         config = ErrorGridConfig(
             alpha=alpha, seed=sample_seed, n_draws=n_draws, n_ks_draws=n_ks_draws, **error_sizes(sizes)
         )
@@ -121,8 +125,8 @@ def grid(
         narrowed = {"ks": parse_ks(ks, spec), "queries": parse_queries(queries), "sizes": parse_sizes(sizes, spec)}
     except InputError as exc:
         raise click.UsageError(str(exc)) from exc
-    outcome = run_grid(
-        name,
+    config = GridConfig(
+        name=name,
         data=data_name,
         data_root=str(root) if root else None,
         data_seed=data_seed,
@@ -131,9 +135,9 @@ def grid(
         cal_seed=cal_seed,
         alpha=alpha,
         sample_seed=sample_seed,
-        progress=progress,
         **narrowed,
     )
+    outcome = run_grid(config, progress=progress)
     click.echo(outcome.markdown)
     click.echo(
         f"parent run {outcome.run_id}; target {outcome.target_uri}; {len(outcome.cells)} cells "
@@ -141,13 +145,28 @@ def grid(
     )
 
 
+def refuse_ignored(names: tuple[str, ...], grid_name: str) -> None:
+    """A usage error naming every option given on the command line that grid ``grid_name`` does not read."""
+    context = click.get_current_context()
+    given = [
+        next(p.opts[0] for p in context.command.params if p.name == name)
+        for name in names
+        if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if given:
+        raise click.UsageError(f"grid {grid_name!r} does not use {', '.join(given)}; leave them out")
+
+
 def error_sizes(text: str) -> dict:
-    """``--sizes`` for the errors grid: ``all`` keeps the default sizes, else comma-separated integers."""
+    """``--sizes`` for the errors grid: ``all`` keeps the default sizes, else comma-separated positive integers."""
     if text.strip().lower() == "all":
         return {}
     try:
-        return {"sizes": tuple(int(v) for v in text.split(","))}
+        sizes = tuple(int(v) for v in text.split(","))
     except ValueError as exc:
         raise click.BadParameter(
             f"expected comma-separated integers or 'all', got {text!r}", param_hint="--sizes"
         ) from exc
+    if min(sizes) < 1:
+        raise click.BadParameter(f"expected sizes of at least 1, got {text!r}", param_hint="--sizes")
+    return {"sizes": sizes}

@@ -3,21 +3,25 @@
 import click
 import pandas as pd
 
-from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
-from ema.tracking.history import audit_history, compare_runs
+from ema.workflows.history import audit_history, compare_runs, version_trail
+from ema.workflows.options import VERDICTS
 from ema_cli.options import workflow_command
 
 
 @click.command("history")
 @click.option("--model", "model_name", required=True, help="Registered model name.")
 @click.option("--query", help="Only audits of this query set.")
+@click.option("--verdict", type=click.Choice(VERDICTS), help="Only audits with this verdict.")
 @click.option(
-    "--verdict", type=click.Choice([MEMORIZED, NOT_MEMORIZED, "inconclusive"]), help="Only audits with this verdict."
+    "--all",
+    "include_all",
+    is_flag=True,
+    help="Also failed and unfinished audits (a RUNNING one whose process is gone shows as STALE).",
 )
 @workflow_command
-def history(model_name, query, verdict):
-    """List the audits of a model across runs and versions, newest first."""
-    table = audit_history(model_name, query=query, verdict=verdict)
+def history(model_name, query, verdict, include_all):
+    """List the finished audits of a model across runs and versions, newest first."""
+    table = audit_history(model_name, query=query, verdict=verdict, include_all=include_all)
     if table.empty:
         click.echo(f"no audits of {model_name!r} found")
         return
@@ -26,9 +30,17 @@ def history(model_name, query, verdict):
 
 
 @click.command("compare")
-@click.argument("run_ids", nargs=-1, required=True)
+@click.argument("run_ids", nargs=-1)
+@click.option("--model", "model_name", help="With --query: every version of this registered model, side by side.")
+@click.option("--query", help="With --model: the query set (or file-<fingerprint>) whose audits to line up.")
 @workflow_command
-def compare(run_ids):
-    """Print audit runs side by side: params, metrics, verdict."""
+def compare(run_ids, model_name, query):
+    """Audit runs side by side (RUN_ID...), or every version's audits of one query (--model NAME --query Q)."""
+    if bool(run_ids) == bool(model_name or query) or bool(model_name) != bool(query):
+        raise click.UsageError("give either RUN_ID... or both --model NAME and --query Q")
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 60):
-        click.echo(compare_runs(list(run_ids)).to_string())
+        if run_ids:
+            click.echo(compare_runs(list(run_ids)).to_string())
+            return
+        trail = version_trail(model_name, query=query)
+        click.echo(trail.to_string(index=False) if len(trail) else f"no audits of {query!r} on {model_name!r} found")

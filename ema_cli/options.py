@@ -8,11 +8,17 @@ from pathlib import Path
 
 import click
 
-from ema.errors import EMAError
-from ema.tracking import keys
-from ema.tracking.runs import configure
-from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
-from ema.workflows.sources import DATA_SOURCES, DEFAULT_DATA
+from ema.workflows.options import (
+    ARCHITECTURES,
+    DATA_SOURCES,
+    DEFAULT_DATA,
+    DEFAULT_EXPERIMENT,
+    DEFAULT_TARGET_URI,
+    OPTIMIZERS,
+    EMAError,
+    TrainSpec,
+    configure,
+)
 
 DEFAULTS = TrainSpec()
 
@@ -28,7 +34,7 @@ def _compose(*decorators: Callable) -> Callable:
 
 experiment_option = click.option(
     "--experiment-name",
-    default=keys.DEFAULT_EXPERIMENT,
+    default=DEFAULT_EXPERIMENT,
     show_default=True,
     help="MLflow experiment for the runs (ignored under `mlflow run`, which picks its own).",
 )
@@ -53,7 +59,7 @@ alpha_option = click.option(
 model_option = click.option(
     "--model",
     "model_uri",
-    default=f"models:/{keys.TARGET_MODEL_NAME}@{keys.TARGET_ALIAS}",
+    default=DEFAULT_TARGET_URI,
     show_default=True,
     help="The model: models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN/PATH or a local path.",
 )
@@ -123,7 +129,18 @@ def spec_from_options(
         widths = tuple(int(h) for h in str(hidden).split(",") if h.strip())
     except ValueError as exc:
         raise click.BadParameter(f"expected comma-separated integers, got {hidden!r}", param_hint="--hidden") from exc
-    return TrainSpec(arch, widths, optimizer, lr, momentum, weight_decay, lr_decay, epochs, batch_size, seed)
+    return TrainSpec(
+        arch=arch,
+        hidden=widths,
+        optimizer=optimizer,
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        lr_decay=lr_decay,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+    )
 
 
 def workflow_command(fn: Callable) -> Callable:

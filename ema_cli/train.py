@@ -2,7 +2,7 @@
 
 import click
 
-from ema.tracking import keys
+from ema.workflows.options import TARGET_ALIAS, TARGET_MODEL_NAME
 from ema.workflows.train import train_target
 from ema_cli.options import (
     data_option,
@@ -20,8 +20,8 @@ from ema_cli.options import (
 @data_option
 @root_option
 @data_seed_option
-@click.option("--model-name", default=keys.TARGET_MODEL_NAME, show_default=True, help="Registered model name.")
-@click.option("--alias", default=keys.TARGET_ALIAS, show_default=True, help="Alias set on the new version.")
+@click.option("--model-name", default=TARGET_MODEL_NAME, show_default=True, help="Registered model name.")
+@click.option("--alias", default=TARGET_ALIAS, show_default=True, help="Alias set on the new version.")
 @progress_option
 @workflow_command
 def train(data_name, root, data_seed, model_name, alias, progress, **spec_options):

@@ -1,23 +1,17 @@
 """The calibrated auditor: two exact-style hypothesis tests, an "inconclusive" outcome and a retained fraction.
 
 The paper's EMA asks one question (is the query set like members?) through a t-test whose
-p-value depends on the count of unflagged samples, not their share. This auditor asks two:
+p-value depends on the count of unflagged samples, not their share. This auditor asks two,
+both on the low tail of the membership scores, where members rarely land (the tests are in
+:mod:`ema.auditors.tail_tests`):
 
 * H0 "removed": the query set behaves like data the target never saw. Tested against
   reference non-members scored ON THE TARGET (through the oracle), so no assumption links a
-  calibration model to the target. Membership shows in the low tail: a well-trained
-  classifier is as confident on most non-members as on members, but members rarely land
-  among the least confident scores. For each metric and each cut-off (the reference's 1%,
-  5%, 10%, 25% and 50% order statistics by default) the number of query samples at or below
-  the cut-off is compared with its exact placement law (beta-binomial: exact for any score
-  distribution, no reference sample spent on choosing cut-offs). A memorized query set puts
-  FEWER samples in the tail. Holm's correction over metrics x cut-offs gives ``p_removed``.
-* H0 "retained": the query set behaves like the target's members. Members of the target
-  cannot be observed, so their tail share is measured on the calibration model (its training
-  half against its held-out half) at the same non-member quantile level, and transferred
-  (the transfer assumption, recorded in every result). A removed query set puts MORE samples
-  in the tail than members would; beta-binomial tests that account for the finite
-  calibration and reference samples, Holm-corrected, give ``p_retained``.
+  calibration model to the target; Holm-corrected over signals x cut-offs: ``p_removed``.
+* H0 "retained": the query set behaves like the target's members. Their tail share is
+  measured on the calibration model (its training half against its held-out half) and
+  transferred (the transfer assumption, recorded in every result; see
+  :mod:`ema.auditors.transfer`); Holm-corrected: ``p_retained``.
 
 Verdict at ``alpha``: ``memorized`` when H0 removed is rejected and H0 retained is not;
 ``not_memorized`` when H0 retained is rejected and H0 removed is not; ``inconclusive``
@@ -28,11 +22,6 @@ shares F_q = pi F_mem + (1 - pi) F_non at every cut-off, so pi is estimated on t
 metric with all cut-offs pooled, with an interval that carries the query, reference and
 calibration sample sizes (transfer assumption). A lower bound needs the target only:
 pi >= sup_c (F_ref(c) - F_q(c)), with finite-sample margins.
-
-The transfer assumption is the weak point: a calibration model that overfits more than the
-target (e.g. trained on far fewer samples) understates how often the target's members fall
-in the tail, so H0 "retained" is rejected for real members and the interval moves down.
-``to_dict()["diagnostics"]`` records the accuracies that reveal such a mismatch.
 """
 
 from __future__ import annotations
@@ -42,92 +31,40 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ema.auditors.calibrated_checks import check_calibration_arrays, check_quantile_levels
+from ema.auditors.calibrated_record import ASSUMPTIONS, audit_record
 from ema.auditors.ema import check_alpha
-from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.auditors.result import AuditResult
+from ema.auditors.tail_tests import (
+    HypothesisTests,
+    QueryTails,
+    count_query_tails,
+    decide_verdict,
+    run_tail_tests,
+)
+from ema.auditors.transfer import DEFAULT_TRANSFER_TOLERANCE, check_transfer
 from ema.errors import InputError
-from ema.signals import check_metric_names, check_probabilities, compute_scores
+from ema.signals import check_probabilities, check_signal_names, compute_scores
 from ema.stats import (
     CORRECTIONS,
     DEFAULT_INTERVAL_DRAWS,
     MemberTailCurve,
     MemberTailRates,
     QuerySizeResult,
-    adjust_pvalues,
-    cutoff_ranks,
+    RetainedFraction,
     member_tail_curve,
-    member_tail_pvalues,
-    order_statistic_level_variance,
-    placement_pvalues,
     retained_fraction_interval,
     retained_lower_bound,
+    stratified_cutoffs,
 )
 from ema.stats import required_query_size as _required_query_size
 from ema.thresholds import THRESHOLD_MODES
+from ema.validation import check_choice
 
-#: Continuous metrics by default: correctness is binary and carries no tail.
-CALIBRATED_METRICS: tuple[str, ...] = ("confidence", "negative_entropy", "modified_entropy")
-#: Largest |target reference accuracy - calibration non-member accuracy| at which member
-#: behaviour is transferred from the calibration model; beyond it H0 "retained" is not tested
-#: and the retained interval falls back to [target-only lower bound, 1].
-DEFAULT_TRANSFER_TOLERANCE = 0.02
+#: Continuous signals by default: correctness is binary and carries no tail.
+CALIBRATED_SIGNALS: tuple[str, ...] = ("confidence", "negative_entropy", "modified_entropy")
 #: Quantile levels of the reference cut-offs.
 DEFAULT_TAIL_LEVELS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5)
-
-#: What each reported number relies on; copied into every result's ``thresholds["assumptions"]``.
-ASSUMPTIONS: dict[str, str] = {
-    "p_removed": (
-        "target only: exact placement tests of the query against reference data the target never saw, "
-        "scored through the oracle; assumes the query, if removed, is distributed like the reference "
-        "(same domain and class mix; per class in per-class mode)"
-    ),
-    "p_retained": (
-        "transfer: the target's members sit in the target's non-member low tail as the calibration model's "
-        "members sit in its own (equal member share at equal non-member quantile level); a calibration model "
-        "that overfits more than the target makes this test reject too often"
-    ),
-    "retained_fraction": "transfer: member tail share from the calibration model (mixture F_q = pi F_mem + "
-    "(1 - pi) F_non)",
-    "retained_ci_low": "transfer: member tail share from the calibration model",
-    "retained_ci_high": "transfer: member tail share from the calibration model",
-    "retained_lower_bound_target_only": (
-        "target only: pi >= sup_c (F_ref(c) - F_query(c)) with Dvoretzky-Kiefer-Wolfowitz-Massart margins; "
-        "no calibration model; assumes the non-removed part is distributed like the reference"
-    ),
-}
-
-
-def _check_levels(quantiles: Sequence[float]) -> np.ndarray:
-    levels = np.asarray(quantiles, dtype=np.float64)
-    if (
-        levels.ndim != 1
-        or levels.size == 0
-        or not np.isfinite(levels).all()
-        or np.any((levels <= 0) | (levels >= 1))
-        or np.any(np.diff(levels) <= 0)
-    ):
-        raise InputError(
-            f"expected `quantiles` to be increasing levels in (0, 1), e.g. (0.01, 0.05, 0.1), got {list(quantiles)}"
-        )
-    return levels
-
-
-def decide_verdict(p_removed: float, p_retained: float, alpha: float) -> str:
-    """The verdict from the two family-wise p-values.
-
-    ``memorized`` when H0 "removed" is rejected (``p_removed <= alpha``) and H0 "retained"
-    is not; ``not_memorized`` in the mirror case; ``inconclusive`` when neither or both are.
-
-    Examples
-    --------
-    >>> decide_verdict(0.01, 0.5, 0.1), decide_verdict(0.5, 0.01, 0.1), decide_verdict(0.5, 0.5, 0.1)
-    ('memorized', 'not_memorized', 'inconclusive')
-    """
-    removed_rejected, retained_rejected = p_removed <= alpha, p_retained <= alpha
-    if removed_rejected and not retained_rejected:
-        return MEMORIZED
-    if retained_rejected and not removed_rejected:
-        return NOT_MEMORIZED
-    return INCONCLUSIVE
 
 
 class CalibratedAuditor:
@@ -135,13 +72,13 @@ class CalibratedAuditor:
 
     Parameters
     ----------
-    metrics : sequence of str
-        Membership metrics from :data:`ema.signals.METRICS`; confidence, negative entropy and
+    signals : sequence of str
+        membership signals from :data:`ema.signals.SIGNALS`; confidence, negative entropy and
         modified entropy (Song & Mittal 2020) by default.
     quantiles : sequence of float
         Increasing quantile levels of the reference cut-offs; the tail tests run at each.
     alpha : float
-        Significance level of both tests (family-wise over metrics x cut-offs).
+        Significance level of both tests (family-wise over signals x cut-offs).
     correction : {"holm", "bonferroni"}
         Family-wise correction. Holm and Bonferroni reject the family at the same p-value
         (the smallest adjusted one); Holm rejects more individual tests.
@@ -188,7 +125,7 @@ class CalibratedAuditor:
 
     def __init__(
         self,
-        metrics: Sequence[str] = CALIBRATED_METRICS,
+        signals: Sequence[str] = CALIBRATED_SIGNALS,
         *,
         quantiles: Sequence[float] = DEFAULT_TAIL_LEVELS,
         alpha: float = 0.1,
@@ -199,7 +136,7 @@ class CalibratedAuditor:
         n_draws: int = DEFAULT_INTERVAL_DRAWS,
         transfer_tolerance: float = DEFAULT_TRANSFER_TOLERANCE,
     ) -> None:
-        self.metrics = tuple(metrics)
+        self.signals = tuple(signals)
         self.transfer_tolerance = transfer_tolerance
         self.quantiles = tuple(quantiles)
         self.alpha = alpha
@@ -211,17 +148,15 @@ class CalibratedAuditor:
 
     # ------------------------------------------------------------------ validation
     def _check_config(self) -> np.ndarray:
-        check_metric_names(self.metrics)
+        check_signal_names(self.signals)
         check_alpha(self.alpha)
-        if self.correction not in CORRECTIONS:
-            raise InputError(f"expected correction in {CORRECTIONS}, got {self.correction!r}")
+        check_choice("correction", self.correction, CORRECTIONS)
         if not 0.0 < self.confidence_level < 1.0:
             raise InputError(f"expected confidence_level in (0, 1), got {self.confidence_level}")
-        if self.threshold_mode not in THRESHOLD_MODES:
-            raise InputError(f"expected threshold_mode in {THRESHOLD_MODES}, got {self.threshold_mode!r}")
+        check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
         if not (isinstance(self.n_draws, (int, np.integer)) and self.n_draws >= 100):
             raise InputError(f"expected n_draws to be an integer >= 100, got {self.n_draws!r}")
-        return _check_levels(self.quantiles)
+        return check_quantile_levels(self.quantiles)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "cutoffs_"):
@@ -267,74 +202,73 @@ class CalibratedAuditor:
             compared with the whole reference) or from the calibration non-members.
         """
         levels = self._check_config()
-        arrays = {
-            "reference": check_probabilities(reference_proba, reference_labels),
-            "member": check_probabilities(member_proba, member_labels),
-            "nonmember": check_probabilities(nonmember_proba, nonmember_labels),
-        }
-        n_classes = {name: proba.shape[1] for name, (proba, _) in arrays.items()}
-        if len(set(n_classes.values())) != 1:
-            raise InputError(f"expected the same number of classes in every input, got {n_classes}")
-        scores = {name: compute_scores(proba, labels, self.metrics) for name, (proba, labels) in arrays.items()}
-        reference_labels = arrays["reference"][1]
+        arrays = check_calibration_arrays(
+            reference=(reference_proba, reference_labels),
+            member=(member_proba, member_labels),
+            nonmember=(nonmember_proba, nonmember_labels),
+        )
+        scores = {name: compute_scores(proba, labels, self.signals) for name, (proba, labels) in arrays.items()}
         self.n_classes_ = int(arrays["reference"][0].shape[1])
-        per_class = self.threshold_mode == "per-class"
+        self._fit_reference_cutoffs(scores["reference"], arrays["reference"][1], levels)
+        self._fit_member_curves(
+            scores["member"], arrays["member"][1], scores["nonmember"], arrays["nonmember"][1], levels
+        )
+        self._fit_transfer_guard(arrays)
+        self.levels_ = levels
+        self.n_members_ = int(arrays["member"][1].size)
+        self.n_nonmembers_ = int(arrays["nonmember"][1].size)
+        return self
 
-        n_reference = int(reference_labels.size)
-        strata = reference_labels if per_class else np.zeros(n_reference, dtype=np.int64)
+    def _fit_reference_cutoffs(self, scores: dict[str, np.ndarray], labels: np.ndarray, levels: np.ndarray) -> None:
+        """Each metric's cut-offs at the reference's quantile ``levels`` (per class in per-class mode)."""
+        per_class = self.threshold_mode == "per-class"
+        n_reference = int(labels.size)
+        strata = labels if per_class else np.zeros(n_reference, dtype=np.int64)
         n_strata = self.n_classes_ if per_class else 1
-        stratum_sizes = np.bincount(strata, minlength=n_strata)
-        fallback = np.flatnonzero(stratum_sizes == 0)
+        cuts = {m: stratified_cutoffs(scores[m], strata, levels, n_strata=n_strata) for m in self.signals}
+        # Ranks and reference sizes depend on the strata alone: the same for every metric.
+        first = cuts[self.signals[0]]
+        fallback = np.flatnonzero(~first.has_reference)
         if fallback.size:
             warnings.warn(
                 f"classes {fallback.tolist()} have no reference samples; their query samples are compared with "
                 "the whole reference",
-                stacklevel=2,
+                stacklevel=3,
             )
-        stratum_reference = np.where(stratum_sizes > 0, stratum_sizes, n_reference)
-        ranks = cutoff_ranks(stratum_reference[:, None], levels[None, :])  # (n_strata, n_levels)
+        self.cutoffs_: dict[str, np.ndarray] = {m: cut.cutoffs for m, cut in cuts.items()}
+        self.reference_scores_: dict[str, np.ndarray] = {m: np.sort(scores[m]) for m in self.signals}
+        self.n_reference_ = n_reference
+        self.stratum_reference_sizes_ = first.reference_sizes
+        self.reference_fallback_classes_ = fallback
+        self.ranks_ = first.ranks
 
-        self.cutoffs_: dict[str, np.ndarray] = {}
-        self.reference_scores_: dict[str, np.ndarray] = {}
+    def _fit_member_curves(
+        self,
+        member_scores: dict[str, np.ndarray],
+        member_labels: np.ndarray,
+        nonmember_scores: dict[str, np.ndarray],
+        nonmember_labels: np.ndarray,
+        levels: np.ndarray,
+    ) -> None:
+        """The calibration model's member tail curve of each metric (pooled over classes in per-class mode)."""
+        per_class = self.threshold_mode == "per-class"
         self.member_curves_: dict[str, MemberTailCurve] = {}
         self.member_rates_: dict[str, MemberTailRates] = {}
-        for metric in self.metrics:  # a handful of metrics
-            reference = scores["reference"][metric]
-            self.reference_scores_[metric] = np.sort(reference)
-            # Order statistics per stratum: sort by (stratum, score) and index each stratum's block.
-            ordered = reference[np.lexsort((reference, strata))]
-            starts = np.concatenate([[0], np.cumsum(stratum_sizes)[:-1]])
-            stratum_cutoffs = ordered[np.minimum(starts[:, None] + ranks - 1, n_reference - 1)]
-            global_cutoffs = self.reference_scores_[metric][cutoff_ranks(n_reference, levels) - 1]
-            self.cutoffs_[metric] = np.where((stratum_sizes > 0)[:, None], stratum_cutoffs, global_cutoffs[None, :])
-            self.member_curves_[metric] = member_tail_curve(
-                scores["member"][metric],
-                scores["nonmember"][metric],
-                member_strata=arrays["member"][1] if per_class else None,
-                nonmember_strata=arrays["nonmember"][1] if per_class else None,
+        for signal in self.signals:  # a handful of signals
+            self.member_curves_[signal] = member_tail_curve(
+                member_scores[signal],
+                nonmember_scores[signal],
+                member_strata=member_labels if per_class else None,
+                nonmember_strata=nonmember_labels if per_class else None,
             )
-            self.member_rates_[metric] = self.member_curves_[metric].rates(levels)
-        # Transfer diagnostics: a calibration model should generalise like the target
-        # (similar held-out accuracy, not a much larger train/held-out gap).
-        self.diagnostics_ = {
-            f"{name}_accuracy": float((proba.argmax(axis=1) == labels).mean())
-            for name, (proba, labels) in zip(
-                ("target_reference", "calibration_member", "calibration_nonmember"), arrays.values()
-            )
-        }
-        # The guard: transfer is trusted only when the calibration model generalises like the target.
-        self.transfer_gap_ = (
-            self.diagnostics_["target_reference_accuracy"] - self.diagnostics_["calibration_nonmember_accuracy"]
+            self.member_rates_[signal] = self.member_curves_[signal].rates(levels)
+
+    def _fit_transfer_guard(self, arrays: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Accuracies that reveal a calibration model unlike the target, and whether transfer is trusted."""
+        check = check_transfer(
+            arrays["reference"], arrays["member"], arrays["nonmember"], tolerance=self.transfer_tolerance
         )
-        self.transfer_ok_ = bool(abs(self.transfer_gap_) <= self.transfer_tolerance)
-        self.levels_ = levels
-        self.n_reference_ = n_reference
-        self.n_members_ = int(arrays["member"][1].size)
-        self.n_nonmembers_ = int(arrays["nonmember"][1].size)
-        self.stratum_reference_sizes_ = stratum_reference
-        self.reference_fallback_classes_ = fallback
-        self.ranks_ = ranks
-        return self
+        self.diagnostics_, self.transfer_gap_, self.transfer_ok_ = check.diagnostics, check.gap, check.trusted
 
     # ------------------------------------------------------------------ audit
     def audit(self, query_proba: np.ndarray, query_labels: np.ndarray) -> AuditResult:
@@ -364,6 +298,31 @@ class CalibratedAuditor:
         InputError
             If not calibrated, or on invalid probabilities or labels.
         """
+        levels, proba, labels = self._check_query(query_proba, query_labels)
+        scores = compute_scores(proba, labels, self.signals)
+        tails = self._count_tails(scores, labels)
+        tests = self._test_hypotheses(tails)
+        flags = {m: scores[m] > self.cutoffs_[m][tails.strata, -1] for m in self.signals}
+        membership = flags[self.signals[0]].astype(np.int8)
+        return AuditResult(
+            method=self.method,
+            scores=scores,
+            flags=flags,
+            membership=membership,
+            metrics={
+                "p_removed": tests.p_removed_family,
+                "p_retained": tests.p_retained_family,
+                **self._retained_fraction_metrics(scores, tails),
+                "n_query": float(tails.n),
+                "flag_rate": float(membership.mean()),
+            },
+            verdict=decide_verdict(tests.p_removed_family, tests.p_retained_family, self.alpha),
+            alpha=float(self.alpha),
+            thresholds={**self.to_dict(), **audit_record(self.signals, levels, tails, tests)},
+        )
+
+    def _check_query(self, query_proba: np.ndarray, query_labels: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Refuse an uncalibrated auditor, changed quantiles and invalid query arrays; return levels, proba, labels."""
         self._check_fitted()
         levels = self._check_config()
         if levels.shape != self.levels_.shape or not np.allclose(levels, self.levels_):
@@ -376,113 +335,63 @@ class CalibratedAuditor:
             raise InputError(
                 f"expected probabilities over the calibrated {self.n_classes_} classes, got {proba.shape[1]} columns"
             )
-        scores = compute_scores(proba, labels, self.metrics)
-        n = int(labels.size)
-        n_strata = self.stratum_reference_sizes_.size
-        strata = labels if n_strata > 1 else np.zeros(n, dtype=np.int64)
-        stratum_sizes = np.bincount(strata, minlength=n_strata)
-        weights = stratum_sizes / n
-        # The query's expected non-member share below each cut-off, and its spread.
-        nonmember_rate = weights @ (self.ranks_ / (self.stratum_reference_sizes_[:, None] + 1.0))
-        nonmember_variance = (weights**2) @ order_statistic_level_variance(
-            self.ranks_, self.stratum_reference_sizes_[:, None]
+        return levels, proba, labels
+
+    def _count_tails(self, scores: dict[str, np.ndarray], labels: np.ndarray) -> QueryTails:
+        """The query's samples at or below each cut-off (of their stratum), and the non-member share expected there."""
+        scores_in_order, cutoffs_in_order = [scores[m] for m in self.signals], [self.cutoffs_[m] for m in self.signals]
+        return count_query_tails(scores_in_order, labels, cutoffs_in_order, self.ranks_, self.stratum_reference_sizes_)
+
+    def _test_hypotheses(self, tails: QueryTails) -> HypothesisTests:
+        """Every single test of H0 "removed" and H0 "retained", corrected over the family."""
+        return run_tail_tests(
+            tails,
+            ranks=self.ranks_,
+            reference_sizes=self.stratum_reference_sizes_,
+            member_curves=[self.member_curves_[m] for m in self.signals],
+            correction=self.correction,
+            transfer_trusted=self.transfer_ok_,
         )
 
-        n_metrics, n_levels = len(self.metrics), levels.size
-        # Query samples at or below each metric's cut-offs (of their stratum): (n_metrics, n_levels).
-        counts = np.stack([(scores[m][:, None] <= self.cutoffs_[m][strata]).sum(axis=0) for m in self.metrics])
-        member_rates = [self.member_curves_[m].rates(nonmember_rate) for m in self.metrics]
-        member_rate = np.stack([r.rate for r in member_rates])
-        member_variance = np.stack([r.variance for r in member_rates])
-        slope = np.stack([r.slope for r in member_rates])
-        p_removed = placement_pvalues(
-            counts.ravel(),
-            stratum_sizes,
-            np.tile(self.ranks_.T, (n_metrics, 1)),
-            self.stratum_reference_sizes_,
-            alternative="less",
-        ).reshape(n_metrics, n_levels)
-        null_variance = member_variance + slope**2 * nonmember_variance[None, :]
-        p_retained = member_tail_pvalues(counts.ravel(), n, member_rate.ravel(), null_variance.ravel()).reshape(
-            n_metrics, n_levels
-        )
-        adjusted_removed = adjust_pvalues(p_removed, self.correction)
-        adjusted_retained = adjust_pvalues(p_retained, self.correction)
-        p_removed_family, p_retained_family = float(adjusted_removed.min()), float(adjusted_retained.min())
-        if not self.transfer_ok_:
-            # Member behaviour cannot be transferred: H0 "retained" is not tested, so the auditor
-            # never calls a set removed on that evidence.
-            p_retained_family = 1.0
-        verdict = decide_verdict(p_removed_family, p_retained_family, self.alpha)
+    def _retained_fraction_metrics(self, scores: dict[str, np.ndarray], tails: QueryTails) -> dict[str, float]:
+        """The retained fraction, its interval, the transfer gap behind it and the target-only lower bound.
 
-        # Retained fraction on the first metric, all cut-offs pooled with fixed weights: nothing
-        # is picked after seeing the data, which would bias the estimate.
-        fraction = retained_fraction_interval(
-            counts[0],
-            n,
+        Member behaviour that cannot be transferred leaves the interval at [target-only lower bound, 1].
+        """
+        fraction = self._estimate_retained_fraction(tails)
+        lower_bound = float(self._bound_retained_fraction(scores))
+        low, high = (fraction.low, fraction.high) if self.transfer_ok_ else (lower_bound, 1.0)
+        return {
+            "retained_fraction": fraction.estimate,
+            "retained_ci_low": low,
+            "retained_ci_high": high,
+            "transfer_gap": float(self.transfer_gap_),
+            "retained_lower_bound_target_only": lower_bound,
+        }
+
+    def _estimate_retained_fraction(self, tails: QueryTails) -> RetainedFraction:
+        """The retained fraction with its interval, on the first metric (transfer assumption)."""
+        # All cut-offs pooled with fixed weights: nothing is picked after seeing the data, which
+        # would bias the estimate.
+        return retained_fraction_interval(
+            tails.counts[0],
+            tails.n,
             reference_ranks=self.ranks_,
             reference_sizes=self.stratum_reference_sizes_,
-            member_curve=self.member_curves_[self.metrics[0]],
-            stratum_weights=weights,
+            member_curve=self.member_curves_[self.signals[0]],
+            stratum_weights=tails.weights,
             confidence_level=self.confidence_level,
             n_draws=int(self.n_draws),
             random_state=self.random_state,
         )
-        # Target-only bound: each metric's bound at a Bonferroni-split level, so their maximum
-        # holds at confidence_level.
-        bound_level = 1.0 - (1.0 - self.confidence_level) / n_metrics
-        lower_bound = max(
-            retained_lower_bound(scores[m], self.reference_scores_[m], confidence_level=bound_level).low
-            for m in self.metrics
-        )
-        interval = (fraction.low, fraction.high) if self.transfer_ok_ else (float(lower_bound), 1.0)
 
-        flags = {m: scores[m] > self.cutoffs_[m][strata, -1] for m in self.metrics}
-        membership = flags[self.metrics[0]].astype(np.int8)
-        tests = [
-            {
-                "metric": metric,
-                "level": float(levels[k]),
-                "count": int(counts[i, k]),
-                "nonmember_share": float(nonmember_rate[k]),
-                "member_share": float(member_rate[i, k]),
-                "p_removed": float(p_removed[i, k]),
-                "p_removed_adjusted": float(adjusted_removed[i, k]),
-                "p_retained": float(p_retained[i, k]),
-                "p_retained_adjusted": float(adjusted_retained[i, k]),
-            }
-            for i, metric in enumerate(self.metrics)
-            for k in range(n_levels)
-        ]
-        thresholds = {
-            **self.to_dict(),
-            "tests": tests,
-            "estimate": {
-                "metric": self.metrics[0],
-                "levels": levels.tolist(),
-                "pooling": "equal weights over the cut-offs: pi = sum(F_non - F_q) / sum(F_non - F_mem)",
-            },
-            "membership": f"{self.metrics[0]} above its cut-off at level {levels[-1]:g} (outside the non-member tail)",
-        }
-        return AuditResult(
-            method=self.method,
-            scores=scores,
-            flags=flags,
-            membership=membership,
-            metrics={
-                "p_removed": p_removed_family,
-                "p_retained": p_retained_family,
-                "retained_fraction": fraction.estimate,
-                "retained_ci_low": interval[0],
-                "retained_ci_high": interval[1],
-                "transfer_gap": float(self.transfer_gap_),
-                "retained_lower_bound_target_only": float(lower_bound),
-                "n_query": float(n),
-                "flag_rate": float(membership.mean()),
-            },
-            verdict=verdict,
-            alpha=float(self.alpha),
-            thresholds=thresholds,
+    def _bound_retained_fraction(self, scores: dict[str, np.ndarray]) -> float:
+        """The target-only lower bound on the retained fraction, the best over the signals."""
+        # Each metric's bound at a Bonferroni-split level, so their maximum holds at confidence_level.
+        bound_level = 1.0 - (1.0 - self.confidence_level) / len(self.signals)
+        return max(
+            retained_lower_bound(scores[m], self.reference_scores_[m], confidence_level=bound_level).low
+            for m in self.signals
         )
 
     # ------------------------------------------------------------------ power and export
@@ -494,7 +403,7 @@ class CalibratedAuditor:
         cut-offs are approximated by global ones.
         """
         self._check_fitted()
-        rates = np.stack([self.member_rates_[m].rate for m in self.metrics])
+        rates = np.stack([self.member_rates_[m].rate for m in self.signals])
         return _required_query_size(
             rates, self.levels_, self.n_reference_, alpha=self.alpha, power=power, n_tests=int(rates.size), max_n=max_n
         )
@@ -515,12 +424,12 @@ class CalibratedAuditor:
             "n_members": self.n_members_,
             "n_nonmembers": self.n_nonmembers_,
             "reference_fallback_classes": self.reference_fallback_classes_.tolist(),
-            "metrics": {
+            "signals": {
                 m: {
                     "cutoffs": self.cutoffs_[m].tolist() if per_class else self.cutoffs_[m][0].tolist(),
                     "member_tail_rates": self.member_rates_[m].rate.tolist(),
                 }
-                for m in self.metrics
+                for m in self.signals
             },
             "diagnostics": {
                 **self.diagnostics_,

@@ -8,9 +8,20 @@ import numpy as np
 
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
-from ema.signals import PAPER_METRICS, check_metric_names, check_probabilities, compute_scores
+from ema.signals import PAPER_SIGNALS, check_probabilities, check_signal_names, compute_scores
 from ema.stats import EMA_TESTS, ema_pvalue
 from ema.thresholds import THRESHOLD_MODES, select_class_thresholds, select_threshold
+from ema.validation import check_choice
+
+
+def pvalue_verdict(rho: float | np.ndarray, alpha: float) -> np.ndarray:
+    """EMA's rule, elementwise: rho <= alpha is ``not_memorized``, else ``memorized``; NaN gives ``""``.
+
+    >>> pvalue_verdict(np.array([0.05, 0.5, np.nan]), 0.1).tolist()
+    ['not_memorized', 'memorized', '']
+    """
+    rho = np.asarray(rho, dtype=float)
+    return np.where(np.isnan(rho), "", np.where(rho <= alpha, NOT_MEMORIZED, MEMORIZED))
 
 
 def check_alpha(alpha: float) -> float:
@@ -29,8 +40,8 @@ class EMAAuditor:
 
     Parameters
     ----------
-    metrics : sequence of str
-        Membership metrics to ensemble; the paper's three by default.
+    signals : sequence of str
+        membership signals to ensemble; the paper's three by default.
     threshold_mode : {"global", "per-class"}
         One threshold per metric, or one per metric and class.
     test : {"t", "ks"}
@@ -43,24 +54,22 @@ class EMAAuditor:
 
     def __init__(
         self,
-        metrics: Sequence[str] = PAPER_METRICS,
+        signals: Sequence[str] = PAPER_SIGNALS,
         *,
         threshold_mode: str = "global",
         test: str = "t",
         alpha: float = 0.1,
     ) -> None:
-        self.metrics = tuple(metrics)
+        self.signals = tuple(signals)
         self.threshold_mode = threshold_mode
         self.test = test
         self.alpha = alpha
 
     def _check_config(self) -> None:
-        check_metric_names(self.metrics)
+        check_signal_names(self.signals)
         check_alpha(self.alpha)
-        if self.threshold_mode not in THRESHOLD_MODES:
-            raise InputError(f"expected threshold_mode in {THRESHOLD_MODES}, got {self.threshold_mode!r}")
-        if self.test not in EMA_TESTS:
-            raise InputError(f"expected test in {EMA_TESTS}, got {self.test!r}")
+        check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
+        check_choice("test", self.test, EMA_TESTS)
 
     def calibrate(
         self,
@@ -83,10 +92,10 @@ class EMAAuditor:
                 f"expected members and non-members with the same number of classes, got "
                 f"{member_proba.shape[1]} and {nonmember_proba.shape[1]}"
             )
-        members = compute_scores(member_proba, member_labels, self.metrics)
-        nonmembers = compute_scores(nonmember_proba, nonmember_labels, self.metrics)
+        members = compute_scores(member_proba, member_labels, self.signals)
+        nonmembers = compute_scores(nonmember_proba, nonmember_labels, self.signals)
         self.n_classes_ = int(member_proba.shape[1])
-        results = {m: select_threshold(members[m], nonmembers[m]) for m in self.metrics}
+        results = {m: select_threshold(members[m], nonmembers[m]) for m in self.signals}
         self.thresholds_ = {m: r.threshold for m, r in results.items()}
         self.calibration_ = {
             m: {"balanced_accuracy": r.balanced_accuracy, "tpr": r.tpr, "fpr": r.fpr} for m, r in results.items()
@@ -95,7 +104,7 @@ class EMAAuditor:
             m: select_class_thresholds(
                 members[m], member_labels, nonmembers[m], nonmember_labels, n_classes=self.n_classes_
             )
-            for m in self.metrics
+            for m in self.signals
         }
         return self
 
@@ -105,13 +114,13 @@ class EMAAuditor:
         return {
             "method": self.method,
             "n_classes": self.n_classes_,
-            "metrics": {
+            "signals": {
                 m: {
                     "global": self.thresholds_[m],
                     "per_class": self.class_thresholds_[m].tolist(),
                     **self.calibration_[m],
                 }
-                for m in self.metrics
+                for m in self.signals
             },
         }
 
@@ -119,14 +128,14 @@ class EMAAuditor:
     def from_dict(cls, data: dict, **config) -> EMAAuditor:
         """Rebuild a calibrated auditor from :meth:`to_dict` output (no refitting)."""
         try:
-            entries = data["metrics"]
-            auditor = cls(metrics=config.pop("metrics", tuple(entries)), **config)
+            entries = data["signals"]
+            auditor = cls(signals=config.pop("signals", tuple(entries)), **config)
             auditor._check_config()
             auditor.n_classes_ = int(data["n_classes"])
-            auditor.thresholds_ = {m: float(entries[m]["global"]) for m in auditor.metrics}
-            auditor.class_thresholds_ = {m: np.asarray(entries[m]["per_class"], float) for m in auditor.metrics}
+            auditor.thresholds_ = {m: float(entries[m]["global"]) for m in auditor.signals}
+            auditor.class_thresholds_ = {m: np.asarray(entries[m]["per_class"], float) for m in auditor.signals}
             auditor.calibration_ = {
-                m: {k: entries[m][k] for k in ("balanced_accuracy", "tpr", "fpr")} for m in auditor.metrics
+                m: {k: entries[m][k] for k in ("balanced_accuracy", "tpr", "fpr")} for m in auditor.signals
             }
         except (KeyError, TypeError) as exc:
             raise InputError(
@@ -138,9 +147,9 @@ class EMAAuditor:
         if not hasattr(self, "thresholds_"):
             raise InputError("this EMAAuditor is not calibrated yet: call calibrate() first")
 
-    def _metric_thresholds(self, labels: np.ndarray) -> dict[str, np.ndarray | float]:
+    def _signal_thresholds(self, labels: np.ndarray) -> dict[str, np.ndarray | float]:
         if self.threshold_mode == "per-class":
-            return {m: self.class_thresholds_[m][labels] for m in self.metrics}
+            return {m: self.class_thresholds_[m][labels] for m in self.signals}
         return dict(self.thresholds_)
 
     def audit(self, proba: np.ndarray, labels: np.ndarray) -> AuditResult:
@@ -161,11 +170,11 @@ class EMAAuditor:
                 f"expected probabilities over the calibration model's {self.n_classes_} classes, "
                 f"got {proba.shape[1]} columns"
             )
-        scores = compute_scores(proba, labels, self.metrics)
-        limits = self._metric_thresholds(labels)
-        flags = {m: scores[m] >= limits[m] for m in self.metrics}
+        scores = compute_scores(proba, labels, self.signals)
+        limits = self._signal_thresholds(labels)
+        flags = {m: scores[m] >= limits[m] for m in self.signals}
         membership = np.logical_or.reduce(list(flags.values())).astype(np.int8)
-        rho_t, rho_ks = ema_pvalue(membership, "t"), ema_pvalue(membership, "ks")
+        rho_t, rho_ks = ema_pvalue(membership, "t").pvalue, ema_pvalue(membership, "ks").pvalue
         rho = rho_t if self.test == "t" else rho_ks
         return AuditResult(
             method=self.method,
@@ -178,7 +187,7 @@ class EMAAuditor:
                 "flag_rate": float(membership.mean()),
                 "n_query": float(membership.size),
             },
-            verdict=NOT_MEMORIZED if rho <= self.alpha else MEMORIZED,
+            verdict=str(pvalue_verdict(rho, self.alpha)),
             alpha=self.alpha,
             thresholds={"mode": self.threshold_mode, **self.to_dict()},
         )

@@ -33,6 +33,40 @@ def ks_statistic(first_proba: np.ndarray, second_proba: np.ndarray) -> float:
     return float(stats.ks_2samp(first_proba.ravel(), second_proba.ravel(), method="asymp").statistic)
 
 
+def _ks_ratio(ks_target: float, ks_calibration: float) -> float:
+    """rho_KS, or inf or nan with a warning when KS(f_Dcal, f_Dq) is 0 (see the Notes of :class:`KSRatioAuditor`)."""
+    if ks_calibration > 0:
+        return ks_target / ks_calibration
+    if ks_target > 0:
+        warnings.warn(
+            "KS(f_Dcal, f_Dq) = 0: the calibration and query models agree on D_q; rho_KS is reported as inf",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return float("inf")
+    warnings.warn(
+        "KS(f_Dcal, f_Dq) = KS(f_D, f_Dq) = 0: all three models agree on D_q; rho_KS is undefined (nan) "
+        "and the verdict inconclusive",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return float("nan")
+
+
+#: rho_KS at or above this means "not memorized" (forgotten), as in Liu & Tsaftaris.
+RATIO_THRESHOLD = 1.0
+
+
+def ratio_verdict(rho: float | np.ndarray, threshold: float = RATIO_THRESHOLD) -> np.ndarray:
+    """The KS ratio's rule, elementwise: rho >= threshold (inf included) is ``not_memorized``; NaN gives ``""``.
+
+    >>> ratio_verdict(np.array([0.8, 1.0, np.inf, np.nan])).tolist()
+    ['memorized', 'not_memorized', 'not_memorized', '']
+    """
+    rho = np.asarray(rho, dtype=float)
+    return np.where(np.isnan(rho), "", np.where(rho >= threshold, NOT_MEMORIZED, MEMORIZED))
+
+
 class KSRatioAuditor:
     """Liu & Tsaftaris's KS-ratio audit.
 
@@ -60,7 +94,7 @@ class KSRatioAuditor:
 
     method = "ks-ratio"
 
-    def __init__(self, *, threshold: float = 1.0) -> None:
+    def __init__(self, *, threshold: float = RATIO_THRESHOLD) -> None:
         self.threshold = threshold
 
     def _check_config(self) -> None:
@@ -138,27 +172,8 @@ class KSRatioAuditor:
             )
         ks_target = ks_statistic(target_proba, self.query_model_proba_)
         ks_calibration = self.ks_calibration_
-        if ks_calibration > 0:
-            rho = ks_target / ks_calibration
-        elif ks_target > 0:
-            warnings.warn(
-                "KS(f_Dcal, f_Dq) = 0: the calibration and query models agree on D_q; rho_KS is reported as inf",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            rho = float("inf")
-        else:
-            warnings.warn(
-                "KS(f_Dcal, f_Dq) = KS(f_D, f_Dq) = 0: all three models agree on D_q; rho_KS is undefined (nan) "
-                "and the verdict inconclusive",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            rho = float("nan")
-        if np.isnan(rho):
-            verdict = INCONCLUSIVE
-        else:
-            verdict = NOT_MEMORIZED if rho >= self.threshold else MEMORIZED
+        rho = _ks_ratio(ks_target, ks_calibration)
+        verdict = str(ratio_verdict(rho, self.threshold)) or INCONCLUSIVE
 
         to_query_model = 0.5 * np.abs(target_proba - self.query_model_proba_).sum(axis=1)
         to_calibration_model = 0.5 * np.abs(target_proba - self.calibration_model_proba_).sum(axis=1)

@@ -9,7 +9,7 @@ assumption that another model's members behave like the target's.
 * H0 "retained": the query is exchangeable with the member reference.
 
 Both are exact permutation tests of one statistic, the sum of the query samples' binned
-member / non-member log-likelihood ratio (see :mod:`ema.auditors._reference_stats`). The
+member / non-member log-likelihood ratio (see :mod:`ema.stats.binned_tests`). The
 retained share pi (F_q = pi F_mem + (1 - pi) F_non) gets a profile-likelihood interval that
 carries both references' sampling error.
 
@@ -29,31 +29,28 @@ from dataclasses import asdict
 import numpy as np
 from scipy import stats
 
-from ema.auditors._reference_stats import (
+from ema.auditors.ema import check_alpha
+from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.errors import InputError
+from ema.signals import SIGNALS, check_probabilities, check_signal_names
+from ema.stats.binned_tests import (
     DEFAULT_BIN_LEVELS,
     DEFAULT_N_PERMUTATIONS,
-    DEFAULT_POWER_RESAMPLES,
-    DetectionPower,
     bin_counts,
     check_levels,
     class_mix_pvalue,
     log_likelihood_ratio,
     quantile_edges,
     removal_test,
-    resampled_power,
-    retained_fraction,
     retention_test,
 )
-from ema.auditors.ema import check_alpha
-from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
-from ema.errors import InputError
-from ema.signals import METRICS, check_metric_names, check_probabilities
+from ema.stats.mixture import DEFAULT_POWER_RESAMPLES, DetectionPower, resampled_power, retained_fraction
 from ema.thresholds import select_threshold
 
 #: The default score: the true-class log-odds, which keeps resolving outputs that round to 1.0.
-DEFAULT_METRIC = "log_odds"
+DEFAULT_SIGNAL = "log_odds"
 #: Binary scores carry no ranking within a class of outcome; refused as the auditor's score.
-BINARY_METRICS = ("correctness",)
+BINARY_SIGNALS = ("correctness",)
 #: Largest retained share a ``not_memorized`` verdict allows (its upper confidence bound).
 DEFAULT_MARGIN = 0.1
 #: Power that defines the minimum detectable fraction.
@@ -175,8 +172,8 @@ class ReferenceAuditor:
 
     Parameters
     ----------
-    metric : str
-        A continuous membership metric from :data:`ema.signals.METRICS`; ``"log_odds"`` by default
+    signal : str
+        A continuous membership signal from :data:`ema.signals.SIGNALS`; ``"log_odds"`` by default
         (rank-equivalent to the confidence, but it still separates outputs tied at 1.0 in float32).
     alpha : float
         Level of the tests; ``memorized`` means p_removed <= alpha.
@@ -229,7 +226,7 @@ class ReferenceAuditor:
 
     def __init__(
         self,
-        metric: str = DEFAULT_METRIC,
+        signal: str = DEFAULT_SIGNAL,
         *,
         alpha: float = 0.1,
         margin: float = DEFAULT_MARGIN,
@@ -241,7 +238,7 @@ class ReferenceAuditor:
         n_power_resamples: int = DEFAULT_POWER_RESAMPLES,
         random_state: int | None = 0,
     ) -> None:
-        self.metric = metric
+        self.signal = signal
         self.alpha = alpha
         self.margin = margin
         self.confidence_level = confidence_level
@@ -254,9 +251,9 @@ class ReferenceAuditor:
 
     # ------------------------------------------------------------------ validation
     def _check_config(self) -> np.ndarray:
-        check_metric_names([self.metric])
-        if self.metric in BINARY_METRICS:
-            raise InputError(f"expected a continuous metric, not one of {BINARY_METRICS}, got {self.metric!r}")
+        check_signal_names([self.signal])
+        if self.signal in BINARY_SIGNALS:
+            raise InputError(f"expected a continuous signal, not one of {BINARY_SIGNALS}, got {self.signal!r}")
         check_alpha(self.alpha)
         for name in ("margin", "confidence_level", "power", "shift_alpha"):
             value = getattr(self, name)
@@ -310,7 +307,7 @@ class ReferenceAuditor:
                 f"expected member and non-member references over the same classes, got {member_proba.shape[1]} and "
                 f"{nonmember_proba.shape[1]} columns"
             )
-        score = METRICS[self.metric]
+        score = SIGNALS[self.signal]
         members, nonmembers = score(member_proba, member_labels), score(nonmember_proba, nonmember_labels)
         self.n_classes_ = int(member_proba.shape[1])
         self.member_scores_, self.nonmember_scores_ = members, nonmembers
@@ -367,7 +364,7 @@ class ReferenceAuditor:
             ``power_retained``, ``min_detectable_fraction`` (NaN when not reached),
             ``p_class_mix``, ``p_mixture_fit``, ``n_query``, ``flag_rate``.
             ``thresholds["warnings"]``: list of str, the calibration gates plus this query's
-            shift checks (``[]`` when none). ``flags[metric]``: the sample's bin has a positive
+            shift checks (``[]`` when none). ``flags[signal]``: the sample's bin has a positive
             log-likelihood ratio (descriptive only; the verdict comes from the tests).
 
         Raises
@@ -387,7 +384,7 @@ class ReferenceAuditor:
             raise InputError(
                 f"expected probabilities over the calibrated {self.n_classes_} classes, got {proba.shape[1]} columns"
             )
-        scores = METRICS[self.metric](proba, labels)
+        scores = SIGNALS[self.signal](proba, labels)
         n = int(labels.size)
         rng = np.random.default_rng(self.random_state)
         options = {"levels": levels, "n_permutations": int(self.n_permutations), "random_state": rng}
@@ -404,8 +401,8 @@ class ReferenceAuditor:
         p_class_mix = class_mix_pvalue(labels, self.nonmember_labels_, self.n_classes_)
         warnings = list(self.warnings_) + self._shift_warnings(removed["less"].pvalue, p_class_mix, fraction.fit_pvalue)
         verdict = decide_reference_verdict(p_removed, fraction.high, alpha=self.alpha, margin=self.margin)
-        flags = {self.metric: self.weights_[np.searchsorted(self.edges_, scores, side="left")] > 0}
-        membership = flags[self.metric].astype(np.int8)
+        flags = {self.signal: self.weights_[np.searchsorted(self.edges_, scores, side="left")] > 0}
+        membership = flags[self.signal].astype(np.int8)
         thresholds = {
             **self.to_dict(),
             "warnings": warnings,
@@ -418,7 +415,7 @@ class ReferenceAuditor:
         }
         return AuditResult(
             method=self.method,
-            scores={self.metric: scores},
+            scores={self.signal: scores},
             flags=flags,
             membership=membership,
             metrics={
@@ -465,7 +462,7 @@ class ReferenceAuditor:
         self._check_fitted()
         return {
             "method": self.method,
-            "metric": self.metric,
+            "signal": self.signal,
             "alpha": float(self.alpha),
             "margin": float(self.margin),
             "confidence_level": float(self.confidence_level),

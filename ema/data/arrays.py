@@ -10,6 +10,12 @@ import numpy as np
 
 from ema.errors import InputError
 
+#: Images are square, IMAGE_SIZE pixels a side: (n, 28, 28) uint8 as stored, (n, 1, 28, 28) as models take them.
+IMAGE_SIZE = 28
+IMAGE_SHAPE = (IMAGE_SIZE, IMAGE_SIZE)
+#: What our models' signatures declare: any batch of one-channel images.
+MODEL_INPUT_SHAPE = (-1, 1, *IMAGE_SHAPE)
+
 #: Number of hex digits of the sha256 kept in a fingerprint.
 FINGERPRINT_LENGTH = 16
 

@@ -11,6 +11,7 @@ from ema.data.arrays import ArraySet
 from ema.data.embedded import load_digits_28, load_mnist_embedded
 from ema.data.sources import LOADERS, open_source
 from ema.errors import InputError
+from ema.validation import check_choice
 
 DIGIT_CLASSES = tuple(str(digit) for digit in range(10))
 #: Sets that ship with the package or scikit-learn: one split, no root.
@@ -96,8 +97,7 @@ def describe_source(name: str, root: str | Path | None = None) -> SourceDescript
             raise InputError(f"{name}: expected no root (its images ship with the package or scikit-learn), got {root}")
         summary = summarize(BUILTIN_SETS[name](), BUILTIN_SPLIT, len(DIGIT_CLASSES))
         return SourceDescription(name, None, DIGIT_CLASSES, (summary,))
-    if name not in LOADERS:
-        raise InputError(f"expected a data source from {list(SOURCE_NAMES)}, got {name!r}")
+    check_choice("data source", name, SOURCE_NAMES)
     source = open_source(name, root)
     summaries = tuple(summarize(source.load(split), split, len(source.classes)) for split in source.splits)
     return SourceDescription(name, str(source.root), source.classes, summaries)

@@ -13,6 +13,7 @@ from scipy import ndimage
 
 from ema.data.arrays import ArraySet
 from ema.errors import InputError
+from ema.validation import check_choice
 
 #: Standard deviation of the Gaussian noise, in units of the 0-255 pixel range.
 NOISE_STD = 0.3
@@ -46,7 +47,7 @@ def check_quality(k: int) -> None:
         raise InputError(f"expected calibration quality k in 0..100 (percent clean), got {k}")
 
 
-def corrupt(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
+def noise_and_rotation(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     """The set at calibration quality ``k`` (percent clean).
 
     Parameters
@@ -71,7 +72,7 @@ def corrupt(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     return ArraySet(f"{data.name}@k{k}", x, data.y, data.index)
 
 
-def add_noise(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
+def noise_only(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     """The set at the medical protocol's quality ``k``: (100 - k)% of the images get Gaussian noise."""
     check_quality(k)
     rng = np.random.default_rng(seed)
@@ -83,12 +84,10 @@ def add_noise(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
 
 
 #: Calibration corruption protocols by name.
-CORRUPTIONS = {"noise+rotation": corrupt, "noise": add_noise}
+CORRUPTIONS = {"noise+rotation": noise_and_rotation, "noise": noise_only}
 DEFAULT_CORRUPTION = "noise+rotation"
 
 
 def apply_corruption(name: str, data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     """The set at quality ``k`` under the named protocol."""
-    if name not in CORRUPTIONS:
-        raise InputError(f"expected a corruption in {sorted(CORRUPTIONS)}, got {name!r}")
-    return CORRUPTIONS[name](data, k, seed)
+    return CORRUPTIONS[check_choice("corruption", name, CORRUPTIONS)](data, k, seed)

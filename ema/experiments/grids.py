@@ -25,6 +25,7 @@ from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.errors import InputError
 from ema.experiments.tables import FULL, RULE_KS_RATIO, RULE_PVALUE, TableSpec, size_label
 from ema.training.spec import TrainSpec
+from ema.validation import check_choice
 
 #: Calibration quality as in the benchmark: half of the corrupted images noised, half rotated.
 CORRUPTION_PAPER = "noise+rotation"
@@ -41,7 +42,7 @@ QUERY_SIZES: tuple[int | None, ...] = (None, 500, 200, 50, 20, 5)
 #: The paper's benchmark recipe (MLP (256, 256), SGD, lr 0.05, 50 epochs).
 BENCHMARK_RECIPE = TrainSpec()
 #: The paper's medical recipe (Adam, lr 2e-5, weight decay 1e-7, 30 epochs) on our small CNN:
-#: ResNet-18 is not available here (see ``ema.training.models``).
+#: ResNet-18 is not available here (see ``ema.training.architectures``).
 MEDICAL_RECIPE = TrainSpec(arch="cnn", optimizer="adam", lr=2e-5, momentum=0.0, weight_decay=1e-7, epochs=30)
 #: The paper's names of the medical query sets.
 MEDICAL_LABELS = {**{f"M{i}": f"C{i}" for i in range(1, 6)}, "M6": "C6", "S": "R"}
@@ -76,7 +77,7 @@ class Cell:
         return size_label(self.size)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Grid:
     """A grid of the paper.
 
@@ -229,48 +230,48 @@ GRIDS: dict[str, Grid] = {
     grid.name: grid
     for grid in (
         Grid(
-            "benchmark",
-            "Table 2: EMA vs the KS ratio of Liu & Tsaftaris on the benchmark",
-            PAPER_KS,
-            ("both",),
-            None,
-            (None,),
-            CORRUPTION_PAPER,
-            BENCHMARK_RECIPE,
-            "mnist-embedded",
+            name="benchmark",
+            description="Table 2: EMA vs the KS ratio of Liu & Tsaftaris on the benchmark",
+            ks=PAPER_KS,
+            full_methods=("both",),
+            sized_method=None,
+            sizes=(None,),
+            corruption=CORRUPTION_PAPER,
+            recipe=BENCHMARK_RECIPE,
+            default_data="mnist-embedded",
         ),
         Grid(
-            "ks-vs-t",
-            "Table 4 (a, b): EMA with the KS test vs the t-test on the benchmark",
-            PAPER_KS,
-            ("ema",),
-            None,
-            (None,),
-            CORRUPTION_PAPER,
-            BENCHMARK_RECIPE,
-            "mnist-embedded",
+            name="ks-vs-t",
+            description="Table 4 (a, b): EMA with the KS test vs the t-test on the benchmark",
+            ks=PAPER_KS,
+            full_methods=("ema",),
+            sized_method=None,
+            sizes=(None,),
+            corruption=CORRUPTION_PAPER,
+            recipe=BENCHMARK_RECIPE,
+            default_data="mnist-embedded",
         ),
         Grid(
-            "query-size",
-            "Table 5: EMA on query sets of different sizes, benchmark",
-            PAPER_KS,
-            ("ema",),
-            "ema",
-            QUERY_SIZES,
-            CORRUPTION_PAPER,
-            BENCHMARK_RECIPE,
-            "mnist-embedded",
+            name="query-size",
+            description="Table 5: EMA on query sets of different sizes, benchmark",
+            ks=PAPER_KS,
+            full_methods=("ema",),
+            sized_method="ema",
+            sizes=QUERY_SIZES,
+            corruption=CORRUPTION_PAPER,
+            recipe=BENCHMARK_RECIPE,
+            default_data="mnist-embedded",
         ),
         Grid(
-            "medical",
-            "Tables 3, 4 (c, d) and 6: chest X-rays, binary labels, noise-only calibration quality",
-            MEDICAL_KS,
-            ("ema", "ks-ratio"),
-            "ema",
-            QUERY_SIZES,
-            CORRUPTION_NOISE,
-            MEDICAL_RECIPE,
-            "pneumoniamnist",
+            name="medical",
+            description="Tables 3, 4 (c, d) and 6: chest X-rays, binary labels, noise-only calibration quality",
+            ks=MEDICAL_KS,
+            full_methods=("ema", "ks-ratio"),
+            sized_method="ema",
+            sizes=QUERY_SIZES,
+            corruption=CORRUPTION_NOISE,
+            recipe=MEDICAL_RECIPE,
+            default_data="pneumoniamnist",
             binary_only=True,
             labels=tuple(MEDICAL_LABELS.items()),
         ),
@@ -280,9 +281,7 @@ GRID_NAMES = tuple(GRIDS)
 
 
 def get_grid(name: str) -> Grid:
-    if name not in GRIDS:
-        raise InputError(f"expected a grid from {list(GRIDS)}, got {name!r}")
-    return GRIDS[name]
+    return GRIDS[check_choice("grid", name, GRIDS)]
 
 
 def parse_ks(text: str | None, grid: Grid) -> tuple[int, ...]:

@@ -17,53 +17,125 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import mlflow
 import numpy as np
 import pandas as pd
-from mlflow.tracking import MlflowClient
 from tqdm.auto import tqdm
 
-from ema.auditors.ema import check_alpha
 from ema.data.arrays import ArraySet
 from ema.data.corruption import apply_corruption
 from ema.data.files import write_set
+from ema.data.presets import load_splits
 from ema.data.splits import QUERY_NAMES, Splits
 from ema.errors import InputError
 from ema.experiments.grids import Cell, Grid, check_data, get_grid, member_query
-from ema.experiments.resume import (
-    CELL_METRICS,
-    PARAM_N_QUERY,
-    TAG_CONFIG,
-    TAG_GRID,
-    CellKey,
-    CellResult,
-    config_hash,
-    finished_cells,
+from ema.experiments.resume import CELL_METRICS, CellKey, CellResult, finished_cells
+from ema.experiments.tables import (
+    CELL_COLUMNS,
+    TABLES_STYLE,
+    RenderedTable,
+    build_tables,
+    tables_fragment,
+    tables_html,
+    tables_markdown,
 )
-from ema.experiments.tables import CELL_COLUMNS, RenderedTable, build_tables, tables_html, tables_markdown
 from ema.oracle import Oracle
-from ema.signals import PAPER_METRICS, compute_scores
+from ema.reports.grid import render_grid_report
+from ema.signals import PAPER_SIGNALS, compute_scores
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, find_cached_version, set_version_tags
-from ema.tracking.runs import log_artifacts_atomically, start_run
+from ema.tracking.runs import (
+    log_artifacts_atomically,
+    log_metrics,
+    log_params,
+    log_params_of,
+    run_metrics,
+    set_tags,
+    start_run,
+)
+from ema.tracking.single_flight import single_flight
 from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
-from ema.workflows.audit import audit, merged_metrics
-from ema.workflows.models import cached_model
-from ema.workflows.sources import load_splits
+from ema.validation import check_open_unit, short_hash
+from ema.workflows.audit import AuditConfig, audit, merged_metrics
+from ema.workflows.cached_models import cached_model
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.train import train_target
 
 #: Registered name of the targets the grids train.
 GRID_TARGET_NAME = "ema-grid-target"
-ARTIFACT_TABLES_MD = "tables.md"
-ARTIFACT_TABLES_HTML = "tables.html"
-ARTIFACT_CELLS = "cells.csv"
-ARTIFACT_CONFIG = "grid.json"
-ARTIFACT_FIG2 = "fig2_signals.png"
-ARTIFACT_FIG3 = "fig3_ks_outputs.png"
 #: Panels of Fig. 3 (the paper shows k = 100, 80, 60).
 FIG3_PANELS = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridConfig:
+    """What ``ema grid NAME`` is asked to do.
+
+    Attributes
+    ----------
+    name : str
+        A grid from :data:`ema.experiments.grids.GRIDS`.
+    data, data_root, data_seed
+        Where the target's splits come from (default: the grid's data). With ``model_uri`` they
+        come from the version's tags, and ``data`` must be None or the same source.
+    model_uri : str, optional
+        A registered target (``models:/NAME@ALIAS``) to audit instead of training the grid's.
+    ks, queries, sizes : tuple, optional
+        Narrow the grid (default: all of the grid's k values, query sets and sizes).
+    epochs : int, optional
+        Train the grid's recipe for this many epochs instead of the paper's.
+    cal_seed, alpha, sample_seed
+        Calibration seed, significance level, seed of the query subsamples.
+    """
+
+    name: str
+    data: str | None = None
+    data_root: str | None = None
+    data_seed: int = 0
+    model_uri: str | None = None
+    ks: tuple[int, ...] | None = None
+    queries: tuple[str, ...] | None = None
+    sizes: tuple[int | None, ...] | None = None
+    epochs: int | None = None
+    cal_seed: int = 0
+    alpha: float = 0.1
+    sample_seed: int = 0
+
+    @property
+    def grid(self) -> Grid:
+        return get_grid(self.name)
+
+    def narrowed(self) -> GridConfig:
+        """The same configuration with every unset k, query set and size filled in from the grid."""
+        grid = self.grid
+        return dataclasses.replace(
+            self,
+            ks=tuple(self.ks or grid.ks),
+            queries=tuple(self.queries or QUERY_NAMES),
+            sizes=tuple(self.sizes or grid.sizes),
+        )
+
+    def validate(self) -> GridConfig:
+        """Check the options before any training; returns ``self``."""
+        check_open_unit("alpha", self.alpha)
+        if self.model_uri is not None and self.epochs is not None:
+            raise InputError("expected either --model (its recipe comes from its version tags) or --epochs, got both")
+        if self.model_uri is None:
+            check_data(self.grid, self.data or self.grid.default_data)
+        return self
+
+    def params(self) -> dict[str, object]:
+        """The parent run's params that describe the plan."""
+        return {
+            keys.PARAM_GRID: self.name,
+            keys.PARAM_ALPHA: self.alpha,
+            keys.PARAM_CAL_SEED: self.cal_seed,
+            keys.PARAM_SAMPLE_SEED: self.sample_seed,
+            keys.PARAM_GRID_KS: ",".join(map(str, self.ks)),
+            keys.PARAM_GRID_QUERIES: ",".join(self.queries),
+            keys.PARAM_GRID_SIZES: ",".join("full" if s is None else str(s) for s in self.sizes),
+            keys.PARAM_CORRUPTION: self.grid.corruption,
+        }
 
 
 @dataclass(frozen=True)
@@ -83,9 +155,12 @@ class GridOutcome:
 def ensure_target(
     recipe: TrainSpec, *, data: str, data_seed: int, data_root: str | None, progress: bool
 ) -> tuple[RegisteredVersion, bool]:
-    """The grid target for (recipe, data): the cached registered version, or a newly trained one."""
+    """The grid target for (recipe, data): the cached registered version, or a newly trained one.
+
+    Grids started at once with the same recipe and data train it once; the others wait and reuse it.
+    """
     splits = load_splits(data, data_seed, data_root)
-    cache_key = config_hash(
+    cache_key = short_hash(
         {
             "recipe": TorchRecipe(recipe).to_dict(),
             "data": data,
@@ -94,14 +169,18 @@ def ensure_target(
             "train": splits.train.fingerprint,
         }
     )
-    version = find_cached_version(GRID_TARGET_NAME, cache_key)
-    if version is not None:
-        return version, True
-    trained = train_target(
-        recipe, data=data, data_seed=data_seed, data_root=data_root, model_name=GRID_TARGET_NAME, progress=progress
+
+    def build() -> RegisteredVersion:
+        trained = train_target(
+            recipe, data=data, data_seed=data_seed, data_root=data_root, model_name=GRID_TARGET_NAME, progress=progress
+        )
+        set_version_tags(trained.version, {keys.TAG_CACHE_KEY: cache_key})
+        return trained.version
+
+    version, built = single_flight(
+        GRID_TARGET_NAME, cache_key, find=lambda: find_cached_version(GRID_TARGET_NAME, cache_key), build=build
     )
-    set_version_tags(trained.version, {keys.TAG_CACHE_KEY: cache_key})
-    return trained.version, False
+    return version, not built
 
 
 def subsample(data: ArraySet, size: int, *, seed: int, query: str) -> ArraySet:
@@ -114,26 +193,10 @@ class CellAuditor:
     """Audits the cells of one grid against one target; query subsamples and calibrations live in ``folder``."""
 
     def __init__(
-        self,
-        grid: Grid,
-        target: Target,
-        oracle: Oracle,
-        splits: Splits,
-        *,
-        cal_seed: int,
-        alpha: float,
-        sample_seed: int,
-        folder: Path,
-        progress: bool,
+        self, config: GridConfig, target: Target, oracle: Oracle, splits: Splits, *, folder: Path, progress: bool
     ) -> None:
-        self.grid, self.target, self.oracle, self.splits = grid, target, oracle, splits
-        self.cal_seed, self.alpha, self.sample_seed, self.folder, self.progress = (
-            cal_seed,
-            alpha,
-            sample_seed,
-            folder,
-            progress,
-        )
+        self.config, self.grid, self.target, self.oracle, self.splits = config, config.grid, target, oracle, splits
+        self.folder, self.progress = folder, progress
 
     def n_query(self, cell: Cell) -> int:
         n = len(self.splits.query(cell.query))
@@ -150,35 +213,34 @@ class CellAuditor:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_set(
-                subsample(self.splits.query(cell.query), cell.size, seed=self.sample_seed, query=cell.query), path
+                subsample(self.splits.query(cell.query), cell.size, seed=self.config.sample_seed, query=cell.query),
+                path,
             )
         return str(path)
 
     def calibration_set(self, k: int) -> ArraySet:
         """The calibration set at quality k, corrupted as the grid's protocol says."""
-        return apply_corruption(self.grid.corruption, self.splits.calibration, k, self.cal_seed)
+        return apply_corruption(self.grid.corruption, self.splits.calibration, k, self.config.cal_seed)
 
     def run(self, cell: Cell) -> CellResult:
         """Audit one cell in a child run; returns its numbers."""
         query_file = self.query_file(cell)
         named = {"query": cell.query} if query_file is None else {"query_file": query_file}
-        outcome = audit(
-            self.target.model_uri,
+        config = AuditConfig(
+            model_uri=self.target.model_uri,
             method=cell.method,
-            alpha=self.alpha,
+            alpha=self.config.alpha,
             k=cell.k,
-            cal_seed=self.cal_seed,
+            cal_seed=self.config.cal_seed,
             corruption=self.grid.corruption,
-            oracle=self.oracle,
-            tag_version=False,
-            progress=self.progress,
             **named,
         )
+        outcome = audit(config, oracle=self.oracle, tag_version=False, progress=self.progress)
         run_id, results = outcome.run_id, outcome.results
-        MlflowClient().log_param(run_id, PARAM_N_QUERY, self.n_query(cell))
+        log_params_of(run_id, {keys.PARAM_N_QUERY: self.n_query(cell)})
         merged = merged_metrics(results)
-        primary = next(iter(results.values()))
-        return CellResult(run_id, {name: float(merged.get(name, np.nan)) for name in CELL_METRICS}, primary.verdict)
+        metrics = {name: float(merged.get(name, np.nan)) for name in CELL_METRICS}
+        return CellResult(run_id, metrics, outcome.primary.verdict)
 
 
 def _cell_row(cell: Cell, n_query: int, result: CellResult, reused: bool) -> dict:
@@ -201,18 +263,20 @@ def _panel_ks(ks: tuple[int, ...]) -> list[int]:
     return [ks[int(i)] for i in np.unique(np.round(np.linspace(0, len(ks) - 1, FIG3_PANELS)).astype(int))]
 
 
-def draw_figures(grid: Grid, auditor: CellAuditor, ks, queries, sizes) -> dict[str, bytes]:
+def draw_figures(auditor: CellAuditor) -> dict[str, bytes]:
     """Fig. 2 always; Fig. 3 when the grid audited the KS ratio on whole query sets."""
     from ema.experiments import figures  # matplotlib: imported when a grid draws, not when the CLI starts
 
+    grid, config = auditor.grid, auditor.config
+    queries, sizes, ks = config.queries, config.sizes, config.ks
     labels = grid.label_map
     member = member_query(queries)
     scores = {}
     for name in (member, "M6", "S"):
         data = auditor.splits.query(name)
-        scores[labels.get(name, name)] = compute_scores(auditor.oracle.predict_proba(data.x), data.y, PAPER_METRICS)
+        scores[labels.get(name, name)] = compute_scores(auditor.oracle.predict_proba(data.x), data.y, PAPER_SIGNALS)
     out = {
-        ARTIFACT_FIG2: figures.signal_distributions(
+        keys.ARTIFACT_FIG2: figures.signal_distributions(
             scores, title=f"Fig. 2: the target's membership metrics ({auditor.target.label})"
         )
     }
@@ -227,7 +291,7 @@ def draw_figures(grid: Grid, auditor: CellAuditor, ks, queries, sizes) -> dict[s
             )
             panels.append(figures.KSPanel(k, target_proba, calset_model.predict_proba(data.x), query_proba, data.y))
         label = labels.get(member, member)
-        out[ARTIFACT_FIG3] = figures.ks_output_distributions(
+        out[keys.ARTIFACT_FIG3] = figures.ks_output_distributions(
             panels, query_label=label, title=f"Fig. 3: outputs behind rho_KS on {label} (a member set)"
         )
     return out
@@ -236,148 +300,45 @@ def draw_figures(grid: Grid, auditor: CellAuditor, ks, queries, sizes) -> dict[s
 def _target_metrics(version: RegisteredVersion | None) -> dict[str, float]:
     if version is None or not version.run_id:
         return {}
-    metrics = MlflowClient().get_run(version.run_id).data.metrics
+    metrics = run_metrics(version.run_id)
     return {
         f"target_{m}": metrics[m] for m in (keys.METRIC_TRAIN_ACCURACY, keys.METRIC_HELD_OUT_ACCURACY) if m in metrics
     }
 
 
-def run_grid(
-    name: str,
-    *,
-    data: str | None = None,
-    data_root: str | None = None,
-    data_seed: int = 0,
-    model_uri: str | None = None,
-    ks: tuple[int, ...] | None = None,
-    queries: tuple[str, ...] | None = None,
-    sizes: tuple[int | None, ...] | None = None,
-    epochs: int | None = None,
-    cal_seed: int = 0,
-    alpha: float = 0.1,
-    sample_seed: int = 0,
-    progress: bool = True,
-) -> GridOutcome:
-    """Run grid ``name`` as one parent run; reuse finished cells; log tables, cells and figures on the parent.
-
-    Parameters
-    ----------
-    name : str
-        A grid from :data:`ema.experiments.grids.GRIDS`.
-    data, data_root, data_seed
-        Where the target's splits come from (default: the grid's data). With ``model_uri`` they
-        come from the version's tags, and ``data`` must be None or the same source.
-    model_uri : str, optional
-        A registered target (``models:/NAME@ALIAS``) to audit instead of training the grid's.
-    ks, queries, sizes : tuple, optional
-        Narrow the grid (default: all of the grid's k values, query sets and sizes).
-    epochs : int, optional
-        Train the grid's recipe for this many epochs instead of the paper's.
-    cal_seed, alpha, sample_seed
-        Calibration seed, significance level, seed of the query subsamples.
+def run_grid(config: GridConfig, *, progress: bool = True) -> GridOutcome:
+    """Run the grid as one parent run; reuse finished cells; log tables, cells and figures on the parent.
 
     Raises
     ------
     InputError
         On an unknown grid, a data source the grid does not fit, or ``model_uri`` with ``epochs`` or other data.
     """
-    grid = get_grid(name)
-    ks, queries, sizes = tuple(ks or grid.ks), tuple(queries or QUERY_NAMES), tuple(sizes or grid.sizes)
+    config = config.narrowed()
     started = time.monotonic()
-    with start_run(f"grid {name}") as parent:
-        check_alpha(alpha)
-        if model_uri is not None and epochs is not None:
-            raise InputError("expected either --model (its recipe comes from its version tags) or --epochs, got both")
-        mlflow.log_params(
-            {
-                "grid": name,
-                keys.PARAM_ALPHA: alpha,
-                keys.PARAM_CAL_SEED: cal_seed,
-                "sample_seed": sample_seed,
-                "grid_ks": ",".join(map(str, ks)),
-                "grid_queries": ",".join(queries),
-                "grid_sizes": ",".join("full" if s is None else str(s) for s in sizes),
-                "corruption": grid.corruption,
-            }
-        )
-        if model_uri is None:
-            data = data or grid.default_data
-            check_data(grid, data)
-            recipe = dataclasses.replace(grid.recipe, epochs=epochs) if epochs else grid.recipe
-            mlflow.log_params(
-                {keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed, "arch": recipe.arch, "epochs": recipe.epochs}
-            )
-            version, _ = ensure_target(recipe, data=data, data_seed=data_seed, data_root=data_root, progress=progress)
-            model_uri = version.uri
-        target = resolve_target(model_uri)
-        if data is not None and data != target.data:
-            raise InputError(
-                f"expected --data {target.data} (the data {target.model_uri} was trained on) or none, got {data!r}"
-            )
-        check_data(grid, target.data)
-        mlflow.log_params(
-            {
-                "target_uri": target.model_uri,
-                keys.PARAM_DATA: target.data,
-                keys.PARAM_DATA_SEED: target.data_seed,
-                keys.PARAM_RECIPE: recipe_to_json(target.recipe)[:500],
-            }
-        )
-        config = {
-            "target": target.model_uri,
-            "data": target.data,
-            "data_seed": target.data_seed,
-            "data_root": target.data_root,
-            "cal_seed": cal_seed,
-            "alpha": alpha,
-            "sample_seed": sample_seed,
-            "corruption": grid.corruption,
-            "threshold_mode": "global",
-        }
-        fingerprint = config_hash(config)
-        mlflow.set_tags({TAG_GRID: name, TAG_CONFIG: fingerprint})
+    with start_run(f"grid {config.name}") as parent:
+        config.validate()
+        log_params(config.params())
+        target = _grid_target(config, progress)
+        settings = _cell_settings(config, target)
+        fingerprint = short_hash(settings)
+        set_tags({keys.TAG_GRID: config.name, keys.TAG_GRID_CONFIG: fingerprint})
         done = finished_cells(fingerprint, parent.info.experiment_id, exclude_parent=parent.info.run_id)
-        splits = target.splits()
-        planned = grid.cells(ks, queries, sizes)
-        rows, now, n_audited, n_reused = [], {}, 0, 0
         with tempfile.TemporaryDirectory() as tmp:
-            auditor = CellAuditor(
-                grid,
-                target,
-                target.oracle(),
-                splits,
-                cal_seed=cal_seed,
-                alpha=alpha,
-                sample_seed=sample_seed,
-                folder=Path(tmp),
-                progress=progress,
-            )
-            bar = tqdm(planned, desc=f"grid {name}", unit="cell", disable=not progress)
-            for cell in bar:
-                key = auditor.key(cell)
-                if key in now:
-                    result, reused = now[key], False
-                elif key in done:
-                    result, reused = done[key], True
-                    n_reused += 1
-                else:
-                    result, reused = auditor.run(cell), False
-                    n_audited += 1
-                now[key] = result
-                rows.append(_cell_row(cell, key.n_query, result, reused))
-                bar.set_postfix(audited=n_audited, reused=n_reused)
-            pictures = draw_figures(grid, auditor, ks, queries, sizes)
-        cells = pd.DataFrame(rows, columns=list(CELL_COLUMNS))
-        tables = build_tables(cells, grid.tables(sizes), ks=ks, queries=queries, alpha=alpha)
-        title = f"ema grid {name}: {grid.description} ({target.data}, {target.label})"
-        markdown = tables_markdown(tables, title=title, alpha=alpha, labels=grid.label_map)
-        wall = time.monotonic() - started
-        mlflow.log_metrics(
+            auditor = CellAuditor(config, target, target.oracle(), target.splits(), folder=Path(tmp), progress=progress)
+            cells, n_audited, n_reused = _audit_cells(auditor, done, progress)
+            pictures = draw_figures(auditor)
+        tables = build_tables(
+            cells, config.grid.tables(config.sizes), ks=config.ks, queries=config.queries, alpha=config.alpha
+        )
+        title = f"ema grid {config.name}: {config.grid.description} ({target.data}, {target.label})"
+        markdown = tables_markdown(tables, title=title, alpha=config.alpha, labels=config.grid.label_map)
+        log_metrics(
             {
-                "n_cells": float(len(rows)),
-                "n_audited": float(n_audited),
-                "n_reused": float(n_reused),
-                "wall_seconds": wall,
+                keys.METRIC_N_CELLS: float(len(cells)),
+                keys.METRIC_N_AUDITED: float(n_audited),
+                keys.METRIC_N_REUSED: float(n_reused),
+                keys.METRIC_WALL_SECONDS: time.monotonic() - started,
                 **_target_metrics(target.version),
                 **{f"{t.spec.name}_wrongly_removed": float(t.n_wrongly_removed) for t in tables},
                 **{f"{t.spec.name}_wrongly_memorized": float(t.n_wrongly_memorized) for t in tables},
@@ -385,26 +346,113 @@ def run_grid(
         )
         log_artifacts_atomically(
             {
-                ARTIFACT_TABLES_MD: markdown,
-                ARTIFACT_TABLES_HTML: tables_html(tables, title=title, alpha=alpha, labels=grid.label_map),
-                ARTIFACT_CELLS: cells,
-                ARTIFACT_CONFIG: {
-                    **config,
-                    "grid": name,
-                    "config_hash": fingerprint,
-                    "ks": list(ks),
-                    "queries": list(queries),
-                    "sizes": [s for s in sizes],
-                },
+                keys.ARTIFACT_TABLES_MD: markdown,
+                keys.ARTIFACT_TABLES_HTML: tables_html(
+                    tables, title=title, alpha=config.alpha, labels=config.grid.label_map
+                ),
+                keys.ARTIFACT_CELLS: cells,
+                keys.ARTIFACT_GRID_CONFIG: {**settings, **_plan(config), "config_hash": fingerprint},
                 **pictures,
+                keys.ARTIFACT_REPORT: render_grid_report(
+                    title,
+                    tables_html=tables_fragment(tables, alpha=config.alpha, labels=config.grid.label_map),
+                    tables_style=TABLES_STYLE,
+                    figures=pictures,
+                    notes={"cells": len(cells), "audited now": n_audited, "reused": n_reused},
+                ),
             }
         )
-    if target.version is not None:
-        record = {
-            "run_id": parent.info.run_id,
-            "config_hash": fingerprint,
-            "n_cells": len(rows),
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        set_version_tags(target.version, {f"{keys.TAG_LAST_GRID_PREFIX}{name}": json.dumps(record, sort_keys=True)})
+    _record_on_version(target, config.name, parent.info.run_id, fingerprint, len(cells))
+    wall = time.monotonic() - started
     return GridOutcome(parent.info.run_id, target.model_uri, cells, tables, markdown, n_audited, n_reused, wall)
+
+
+def _grid_target(config: GridConfig, progress: bool) -> Target:
+    """The target the cells audit: the given registered model, or the grid's recipe trained (or cached)."""
+    grid, model_uri, data = config.grid, config.model_uri, config.data
+    if model_uri is None:
+        data = data or grid.default_data
+        recipe = dataclasses.replace(grid.recipe, epochs=config.epochs) if config.epochs else grid.recipe
+        log_params(
+            {
+                keys.PARAM_DATA: data,
+                keys.PARAM_DATA_SEED: config.data_seed,
+                keys.PARAM_ARCH: recipe.arch,
+                keys.PARAM_EPOCHS: recipe.epochs,
+            }
+        )
+        version, _ = ensure_target(
+            recipe, data=data, data_seed=config.data_seed, data_root=config.data_root, progress=progress
+        )
+        model_uri = version.uri
+    target = resolve_target(model_uri)
+    if data is not None and data != target.data:
+        raise InputError(
+            f"expected --data {target.data} (the data {target.model_uri} was trained on) or none, got {data!r}"
+        )
+    check_data(grid, target.data)
+    log_params(
+        {
+            keys.PARAM_TARGET_URI: target.model_uri,
+            keys.PARAM_DATA: target.data,
+            keys.PARAM_DATA_SEED: target.data_seed,
+            keys.PARAM_RECIPE: recipe_to_json(target.recipe)[:500],
+        }
+    )
+    return target
+
+
+def _cell_settings(config: GridConfig, target: Target) -> dict:
+    """Everything that decides a cell's numbers apart from the cell itself: hashed, it finds reusable cells."""
+    return {
+        "target": target.model_uri,
+        "data": target.data,
+        "data_seed": target.data_seed,
+        "data_root": target.data_root,
+        "cal_seed": config.cal_seed,
+        "alpha": config.alpha,
+        "sample_seed": config.sample_seed,
+        "corruption": config.grid.corruption,
+        "threshold_mode": "global",
+    }
+
+
+def _plan(config: GridConfig) -> dict:
+    return {"grid": config.name, "ks": list(config.ks), "queries": list(config.queries), "sizes": list(config.sizes)}
+
+
+def _audit_cells(
+    auditor: CellAuditor, done: dict[CellKey, CellResult], progress: bool
+) -> tuple[pd.DataFrame, int, int]:
+    """Every planned cell: audited, or reused from ``done`` or from an earlier cell of this run with the same key."""
+    config = auditor.config
+    rows, now, n_audited, n_reused = [], {}, 0, 0
+    planned = config.grid.cells(config.ks, config.queries, config.sizes)
+    bar = tqdm(planned, desc=f"grid {config.name}", unit="cell", disable=not progress)
+    for cell in bar:
+        key = auditor.key(cell)
+        if key in now:
+            result, reused = now[key], False
+        elif key in done:
+            result, reused = done[key], True
+            n_reused += 1
+        else:
+            result, reused = auditor.run(cell), False
+            n_audited += 1
+        now[key] = result
+        rows.append(_cell_row(cell, key.n_query, result, reused))
+        bar.set_postfix(audited=n_audited, reused=n_reused)
+    return pd.DataFrame(rows, columns=list(CELL_COLUMNS)), n_audited, n_reused
+
+
+def _record_on_version(target: Target, name: str, run_id: str, fingerprint: str, n_cells: int) -> None:
+    """Tag the audited version with the grid (its cells do not tag it)."""
+    if target.version is None:
+        return
+    record = {
+        "run_id": run_id,
+        "config_hash": fingerprint,
+        "n_cells": n_cells,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    set_version_tags(target.version, {f"{keys.TAG_LAST_GRID_PREFIX}{name}": json.dumps(record, sort_keys=True)})

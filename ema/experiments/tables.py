@@ -20,12 +20,14 @@ import html
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
+from ema.auditors.ema import pvalue_verdict
+from ema.auditors.ks_ratio import RATIO_THRESHOLD, ratio_verdict
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
 from ema.data.splits import MEMBER_NAMES
 from ema.errors import InputError
+from ema.validation import check_choice
 
 #: rho is a p-value (EMA): rho <= alpha means "not memorized".
 RULE_PVALUE = "p-value"
@@ -33,7 +35,6 @@ RULE_PVALUE = "p-value"
 RULE_KS_RATIO = "ks-ratio"
 RULES = (RULE_PVALUE, RULE_KS_RATIO)
 #: rho_KS at or above this means "forgotten" (the paper's threshold).
-KS_RATIO_THRESHOLD = 1.0
 
 #: A member set called not memorized: a removal claimed that did not happen (the paper's false positive).
 WRONGLY_REMOVED = "wrongly_removed"
@@ -103,8 +104,7 @@ class TableSpec:
     size: str = FULL
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise InputError(f"expected rule in {RULES}, got {self.rule!r}")
+        check_choice("rule", self.rule, RULES)
 
 
 def size_label(size: int | None) -> str:
@@ -140,11 +140,9 @@ def verdicts(values: pd.DataFrame, rule: str, alpha: float) -> pd.DataFrame:
     ``p-value``: rho <= alpha is not memorized (EMA). ``ks-ratio``: rho >= 1 is not
     memorized (Liu & Tsaftaris; inf counts as >= 1).
     """
-    if rule not in RULES:
-        raise InputError(f"expected rule in {RULES}, got {rule!r}")
+    check_choice("rule", rule, RULES)
     array = values.to_numpy(dtype=float)
-    removed = array <= alpha if rule == RULE_PVALUE else array >= KS_RATIO_THRESHOLD
-    out = np.where(np.isnan(array), "", np.where(removed, NOT_MEMORIZED, MEMORIZED))
+    out = pvalue_verdict(array, alpha) if rule == RULE_PVALUE else ratio_verdict(array)
     return pd.DataFrame(out, index=values.index, columns=values.columns)
 
 
@@ -220,7 +218,7 @@ def to_html(
 def legend(alpha: float) -> str:
     """The rules and colours, in words."""
     return (
-        f"Verdicts: rho_EMA <= {alpha:g} means not memorized; rho_KS >= {KS_RATIO_THRESHOLD:g} means not memorized "
+        f"Verdicts: rho_EMA <= {alpha:g} means not memorized; rho_KS >= {RATIO_THRESHOLD:g} means not memorized "
         f"(forgotten). Red bold: {STYLES[WRONGLY_REMOVED].meaning}. Blue italic: {STYLES[WRONGLY_MEMORIZED].meaning}. "
         f"{MISSING}: not run, or undefined."
     )
@@ -261,15 +259,23 @@ def tables_markdown(
     return "\n\n".join(blocks) + "\n"
 
 
+#: CSS of the tables' HTML (:func:`tables_fragment`).
+TABLES_STYLE = (
+    "table.ema-grid{border-collapse:collapse;margin-bottom:1em}.ema-grid th,.ema-grid "
+    "td{border:1px solid #999;padding:2px 8px;text-align:right}"
+)
+
+
+def tables_fragment(tables: list[RenderedTable], *, alpha: float, labels: dict[str, str] | None = None) -> str:
+    """All tables as escaped HTML to place in a page (with :data:`TABLES_STYLE`): titles, tables, legend."""
+    body = "".join(f"<h2>{html.escape(t.spec.title)}</h2>{to_html(t.values, t.marks, labels=labels)}" for t in tables)
+    return f"{body}<p>{html.escape(legend(alpha))}</p>"
+
+
 def tables_html(tables: list[RenderedTable], *, title: str, alpha: float, labels: dict[str, str] | None = None) -> str:
     """All tables as one standalone HTML page."""
-    body = "".join(f"<h2>{html.escape(t.spec.title)}</h2>{to_html(t.values, t.marks, labels=labels)}" for t in tables)
-    style = (
-        "table.ema-grid{border-collapse:collapse;margin-bottom:1em}.ema-grid th,.ema-grid "
-        "td{border:1px solid #999;padding:2px 8px;text-align:right}"
-    )
     return (
         f"<!DOCTYPE html><html><head><meta "
-        f'charset="utf-8"><title>{html.escape(title)}</title><style>{style}</style></head>'
-        f"<body><h1>{html.escape(title)}</h1>{body}<p>{html.escape(legend(alpha))}</p></body></html>\n"
+        f'charset="utf-8"><title>{html.escape(title)}</title><style>{TABLES_STYLE}</style></head>'
+        f"<body><h1>{html.escape(title)}</h1>{tables_fragment(tables, alpha=alpha, labels=labels)}</body></html>\n"
     )

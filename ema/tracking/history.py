@@ -3,32 +3,44 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import socket
 
 import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ema.errors import EMAError, InputError
+from ema.errors import EMAError
 from ema.tracking import keys
+from ema.tracking.search import quoted
 
 HISTORY_COLUMNS = ("started", "run_id", "version", "query", "method", "rho_ema", "rho_ema_ks", "verdict", "status")
-
-
-def _quoted(name: str, value: str) -> str:
-    if "'" in value:
-        raise InputError(f"expected {name} without single quotes, got {value!r}")
-    return f"'{value}'"
+#: The status shown for a RUNNING run whose process, on this host, no longer exists.
+STALE = "STALE (process gone)"
 
 
 def audit_history(
-    model_name: str, *, query: str | None = None, verdict: str | None = None, max_results: int = 1000
+    model_name: str,
+    *,
+    query: str | None = None,
+    verdict: str | None = None,
+    include_all: bool = False,
+    max_results: int = 1000,
 ) -> pd.DataFrame:
-    """Every audit run of ``model_name`` (all versions, all experiments), newest first."""
-    filters = [f"params.{keys.PARAM_MODEL_NAME} = {_quoted('model name', model_name)}"]
+    """The audit runs of ``model_name`` (all versions, all experiments), newest first.
+
+    Only FINISHED audits unless ``include_all``; then FAILED and RUNNING ones too, a RUNNING
+    run whose process is gone marked :data:`STALE`. Runs nested in an audit (a calibration it
+    trained) are not audits and never listed.
+    """
+    filters = [f"params.{keys.PARAM_MODEL_NAME} = {quoted('model name', model_name)}"]
     if query is not None:
-        filters.append(f"params.{keys.PARAM_QUERY} = {_quoted('query', query)}")
+        filters.append(f"params.{keys.PARAM_QUERY} = {quoted('query', query)}")
     if verdict is not None:
-        filters.append(f"tags.{keys.TAG_VERDICT} = {_quoted('verdict', verdict)}")
+        filters.append(f"tags.{keys.TAG_VERDICT} = {quoted('verdict', verdict)}")
+    if not include_all:
+        filters.append("attributes.status = 'FINISHED'")
     client = MlflowClient()
     runs = client.search_runs(
         [e.experiment_id for e in client.search_experiments()],
@@ -48,11 +60,31 @@ def audit_history(
             "rho_ema": run.data.metrics.get(keys.METRIC_RHO_EMA),
             "rho_ema_ks": run.data.metrics.get(keys.METRIC_RHO_EMA_KS),
             "verdict": run.data.tags.get(keys.TAG_VERDICT, ""),
-            "status": run.info.status,
+            "status": STALE if is_stale(run.info.status, run.data.tags) else run.info.status,
         }
         for run in runs
+        if is_audit(run.data.tags)
     ]
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+
+
+def is_audit(tags: dict[str, str]) -> bool:
+    """An audit run: tagged so, or (runs logged before the tag existed) carrying a verdict."""
+    default = keys.RUN_KIND_AUDIT if keys.TAG_VERDICT in tags else ""
+    return tags.get(keys.TAG_RUN_KIND, default) == keys.RUN_KIND_AUDIT
+
+
+def is_stale(status: str, tags: dict[str, str]) -> bool:
+    """A RUNNING run started by a process of this host that no longer exists (killed, crashed)."""
+    if status != "RUNNING" or tags.get(keys.TAG_HOST) != socket.gethostname() or keys.TAG_PID not in tags:
+        return False
+    try:
+        os.kill(int(tags[keys.TAG_PID]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError):
+        return False
+    return False
 
 
 def compare_runs(run_ids: list[str]) -> pd.DataFrame:
@@ -75,3 +107,31 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
         )
         columns[run_id[:8]] = values
     return pd.DataFrame(columns).sort_index().fillna("")
+
+
+TRAIL_COLUMNS = ("version", "time", "query", "method", "verdict", "rho_ema", "rho_ema_ks", "p_removed", "run_id")
+
+
+def version_trail(model_name: str, *, query: str) -> pd.DataFrame:
+    """Every recorded audit of ``query`` on every version of ``model_name``, oldest first.
+
+    Read from the versions' trail tags (``ema.audit.<query>.<time>.<run>``), which each audit
+    adds and none overwrites: which version was audited when, by which method, with what result.
+    """
+    client = MlflowClient()
+    prefix = f"{keys.TAG_AUDIT_PREFIX}{query}."
+    versions = client.search_model_versions(f"name = {quoted('model name', model_name)}")
+    if not versions:
+        raise EMAError(f"registered model {model_name!r} has no versions in this tracking store")
+    rows = [
+        {"version": int(version.version), **_trail_row(json.loads(value))}
+        for version in versions
+        for key, value in (version.tags or {}).items()
+        if key.startswith(prefix)
+    ]
+    table = pd.DataFrame(rows, columns=list(TRAIL_COLUMNS))
+    return table.sort_values(["time", "version"], kind="stable").reset_index(drop=True)
+
+
+def _trail_row(record: dict) -> dict:
+    return {column: record.get(column) for column in TRAIL_COLUMNS if column != "version"}

@@ -6,15 +6,15 @@ import re
 from dataclasses import dataclass
 
 import mlflow
-import numpy as np
+import mlflow.pyfunc
 from mlflow.entities.model_registry import ModelVersion
 from mlflow.exceptions import MlflowException
-from mlflow.models import ModelSignature
+from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
-from mlflow.types import Schema, TensorSpec
 
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
+from ema.training.model_package import FLAVOR_SKLEARN, ModelPackage
 
 MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
 
@@ -69,72 +69,36 @@ def resolve_version(model_uri: str) -> RegisteredVersion:
         raise EMAError(f"registered model {name!r} has no {what}; known aliases: {known}") from exc
 
 
-def image_signature(n_classes: int) -> ModelSignature:
-    """float32 images (n, 1, 28, 28) in, float32 probabilities (n, n_classes) out."""
-    return ModelSignature(
-        inputs=Schema([TensorSpec(np.dtype(np.float32), (-1, 1, 28, 28))]),
-        outputs=Schema([TensorSpec(np.dtype(np.float32), (-1, n_classes))]),
-    )
+def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tags: dict[str, str]) -> RegisteredVersion:
+    """Log a packaged model in the active run, register it under ``name`` and point ``alias`` at it (unless None).
 
-
-def log_and_register_torch_model(
-    model, input_example: np.ndarray, *, name: str, alias: str, tags: dict[str, str]
-) -> RegisteredVersion:
-    """Log one of our probability-returning torch models in the active run and register it.
-
-    Logged as a pyfunc that rebuilds the network from its spec and a state dict
-    (:mod:`ema.training.packaging`): cheap to save and to load, and no pickled code.
-    Pip requirements are explicit, which skips MLflow's slow requirement inference.
+    The signature is inferred from the package's example input and output; pip requirements
+    are explicit, which skips MLflow's slow requirement inference.
     """
-    import tempfile
-    from pathlib import Path
+    signature = infer_signature(package.input_example, package.output_example)
+    common = {
+        "name": keys.MODEL_ARTIFACT,
+        "signature": signature,
+        "input_example": package.input_example[:2],
+        "pip_requirements": list(package.pip_requirements),
+    }
+    if package.flavor == FLAVOR_SKLEARN:
+        from mlflow import sklearn as mlflow_sklearn  # imports scikit-learn: only when one is logged
 
-    import mlflow.pyfunc
-    import torch
-
-    from ema.training.packaging import MODEL_CODE, WEIGHTS, model_config, save_weights
-
-    with tempfile.TemporaryDirectory() as folder:
+        info = mlflow_sklearn.log_model(
+            package.estimator,
+            pyfunc_predict_fn="predict_proba",
+            serialization_format=mlflow_sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+            **common,
+        )
+    else:
         info = mlflow.pyfunc.log_model(
-            name=keys.MODEL_ARTIFACT,
-            python_model=str(MODEL_CODE),
-            artifacts={WEIGHTS: str(save_weights(model, Path(folder) / "weights.pt"))},
-            model_config=model_config(model),
-            signature=image_signature(model.n_classes),
-            input_example=input_example[:2],
-            pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+            python_model=package.python_model,
+            artifacts=package.artifacts,
+            model_config=package.model_config,
+            **common,
         )
     return register(info.model_uri, name=name, alias=alias, tags=tags)
-
-
-def log_and_register_sklearn_model(
-    estimator, input_example: np.ndarray, *, name: str, alias: str, tags: dict[str, str]
-) -> RegisteredVersion:
-    """Log a scikit-learn classifier whose pyfunc returns ``predict_proba``, and register it."""
-    import mlflow.sklearn
-    import sklearn
-    from mlflow.models import infer_signature
-
-    info = mlflow.sklearn.log_model(
-        estimator,
-        name=keys.MODEL_ARTIFACT,
-        signature=infer_signature(input_example, estimator.predict_proba(input_example)),
-        input_example=input_example[:2],
-        pyfunc_predict_fn="predict_proba",
-        serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
-        pip_requirements=[f"scikit-learn=={sklearn.__version__}"],
-    )
-    return register(info.model_uri, name=name, alias=alias, tags=tags)
-
-
-def log_and_register_classifier(classifier, input_example: np.ndarray, **kwargs) -> RegisteredVersion:
-    """Log and register a calibration model we trained, whichever framework made it."""
-    from ema.training.recipes import SklearnClassifier, flatten
-
-    if isinstance(classifier, SklearnClassifier):
-        example = flatten(classifier.transform.apply(input_example[:2]))
-        return log_and_register_sklearn_model(classifier.estimator, example, **kwargs)
-    return log_and_register_torch_model(classifier.model, classifier.transform.apply(input_example[:2]), **kwargs)
 
 
 def declared_input_shape(model_uri: str) -> tuple[int, ...] | None:
@@ -154,17 +118,19 @@ def set_version_tags(version: RegisteredVersion, tags: dict[str, str]) -> None:
         client.set_model_version_tag(version.name, version.version, key, value)
 
 
-def register(model_uri: str, *, name: str, alias: str, tags: dict[str, str]) -> RegisteredVersion:
-    """Register ``model_uri`` under ``name``, point ``alias`` at it and tag the version."""
+def register(model_uri: str, *, name: str, alias: str | None, tags: dict[str, str]) -> RegisteredVersion:
+    """Register ``model_uri`` under ``name``, tag the version and point ``alias`` at it (no alias when None)."""
     version = mlflow.register_model(model_uri, name, tags=tags)
-    MlflowClient().set_registered_model_alias(name, alias, version.version)
+    if alias is not None:
+        MlflowClient().set_registered_model_alias(name, alias, version.version)
     return RegisteredVersion.from_entity(MlflowClient().get_model_version(name, version.version))
 
 
 def find_cached_version(name: str, cache_key: str) -> RegisteredVersion | None:
     """The newest version of ``name`` tagged with ``cache_key``, or None (also when ``name`` is not registered).
 
-    Asked of the registry every time: a version deleted since is not found.
+    Asked of the registry every time: a version deleted since is not found. Concurrent
+    builders of the same key are kept to one by :func:`ema.tracking.single_flight.single_flight`.
     """
     found = MlflowClient().search_model_versions(f"name = '{name}' and tags.`{keys.TAG_CACHE_KEY}` = '{cache_key}'")
     if not found:

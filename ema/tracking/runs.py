@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -14,10 +15,12 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ema.data.arrays import ArraySet
-from ema.tracking import keys
+from ema.errors import EMAError
+from ema.tracking import keys, store
 
 
 def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
@@ -25,10 +28,27 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
 
     Under ``mlflow run`` the project's run already exists (``MLFLOW_RUN_ID``): its
     experiment is kept, so that nested runs land beside their parent.
+
+    Safe when several commands start at once: a sqlite store is created and migrated, and
+    the experiment created, by one process at a time under a lock beside the database
+    (:func:`ema.tracking.store.opened`).
+
+    Raises
+    ------
+    EMAError
+        If the store cannot be used (a corrupt database, an unsupported URI scheme), or the
+        experiment cannot be set (e.g. it was deleted), as one line.
     """
-    mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI)
-    if not os.environ.get("MLFLOW_RUN_ID") and mlflow.active_run() is None:
-        mlflow.set_experiment(experiment)
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI
+    mlflow.set_tracking_uri(uri)
+    with store.opened(uri):
+        if os.environ.get("MLFLOW_RUN_ID") or mlflow.active_run() is not None:
+            return
+        try:
+            store.retry_busy(lambda: mlflow.set_experiment(experiment), what=f"experiment {experiment!r} in {uri}")
+        except MlflowException as exc:
+            message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise EMAError(f"could not use experiment {experiment!r} in {uri}: {message}") from exc
 
 
 @contextmanager
@@ -36,8 +56,10 @@ def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlf
     """Open a run: nested under the active run if there is one, in the parent's experiment.
 
     An exception inside marks the run FAILED (MLflow's context manager does so) and
-    propagates.
+    propagates. Every run records the process and host that run it, so that a RUNNING run
+    whose process is gone can be told apart (:func:`ema.tracking.history.audit_history`).
     """
+    tags = {**(tags or {}), keys.TAG_PID: str(os.getpid()), keys.TAG_HOST: socket.gethostname()}
     parent = mlflow.active_run()
     if parent is not None:
         run = mlflow.start_run(run_name=run_name, nested=True, experiment_id=parent.info.experiment_id, tags=tags)
@@ -63,7 +85,7 @@ def inherit_params(parent_id: str, child_id: str) -> None:
     own = client.get_run(child_id).data.params
     missing = {k: v for k, v in client.get_run(parent_id).data.params.items() if k not in own}
     if missing:
-        client.log_batch(child_id, params=[Param(k, v) for k, v in missing.items()])
+        log_params_of(child_id, missing)
 
 
 def log_batch(
@@ -80,6 +102,36 @@ def log_batch(
         params=[Param(key, str(value)) for key, value in (params or {}).items()],
         tags=[RunTag(key, str(value)) for key, value in (tags or {}).items()],
     )
+
+
+def log_params(params: dict[str, object]) -> None:
+    """Params of the active run, in one store call."""
+    log_batch(params=params)
+
+
+def log_metrics(metrics: dict[str, float]) -> None:
+    """Metrics of the active run, in one store call."""
+    log_batch(metrics=metrics)
+
+
+def set_tags(tags: dict[str, str]) -> None:
+    """Tags of the active run, in one store call."""
+    log_batch(tags=tags)
+
+
+def log_params_of(run_id: str, params: dict[str, object]) -> None:
+    """Params of a run that is not the active one (a finished child run)."""
+    MlflowClient().log_batch(run_id, params=[Param(key, str(value)) for key, value in params.items()])
+
+
+def run_metrics(run_id: str) -> dict[str, float]:
+    """The latest value of every metric of a run."""
+    return dict(MlflowClient().get_run(run_id).data.metrics)
+
+
+def tracking_uri() -> str:
+    """The store runs are logged to."""
+    return mlflow.get_tracking_uri()
 
 
 def log_dataset(data: ArraySet, *, name: str, context: str) -> None:
@@ -102,6 +154,7 @@ def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]
     with tempfile.TemporaryDirectory() as tmp:
         for name, content in files.items():
             path = Path(tmp) / name
+            path.parent.mkdir(parents=True, exist_ok=True)  # names may hold a folder: figures/x.png
             if isinstance(content, pd.DataFrame):
                 content.to_csv(path, index=False)
             elif isinstance(content, dict):
@@ -113,9 +166,26 @@ def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]
         mlflow.log_artifacts(tmp)
 
 
+class MissingArtifact(EMAError):
+    """A run's artifact cannot be read back: deleted from the artifact store, its run gone, or not JSON."""
+
+
 def read_json_artifact(run_id: str, name: str) -> dict:
-    """A JSON artifact of a finished run (read once per process: a finished run's artifacts do not change)."""
-    return json.loads(_artifact_text(mlflow.get_tracking_uri(), run_id, name))
+    """A JSON artifact of a finished run (read once per process: a finished run's artifacts do not change).
+
+    Raises
+    ------
+    MissingArtifact
+        If the artifact (or its run) is gone from the store, or does not hold a JSON object.
+    """
+    try:
+        content = json.loads(_artifact_text(mlflow.get_tracking_uri(), run_id, name))
+    except (MlflowException, OSError, ValueError) as exc:
+        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MissingArtifact(f"{name} of run {run_id} cannot be read: {message}") from exc
+    if not isinstance(content, dict):
+        raise MissingArtifact(f"{name} of run {run_id} holds a JSON {type(content).__name__}, expected an object")
+    return content
 
 
 @functools.lru_cache(maxsize=64)

@@ -7,7 +7,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ema.training.models import ProbabilityModel
+from ema.errors import EMAError
+from ema.training.architectures import ProbabilityModel
 from ema.training.spec import TrainSpec
 
 #: Rows per forward pass when scoring.
@@ -52,7 +53,7 @@ def fit(
     inputs, targets = to_tensor(pixels), to_tensor(labels, np.int64)
     network.train()
     bar = tqdm(range(spec.epochs), desc=desc, unit="epoch", disable=not progress, leave=False)
-    for _ in bar:
+    for epoch in bar:
         order = torch.randperm(len(targets), generator=generator)
         total = torch.zeros(())
         for batch in order.split(spec.batch_size):
@@ -63,8 +64,20 @@ def fit(
             if scheduler is not None:
                 scheduler.step()
             total += summed.detach()
-        bar.set_postfix(loss=f"{total.item() / len(targets):.4f}")
+        loss = total.item() / len(targets)
+        if not np.isfinite(loss):
+            raise _diverged(spec, f"a loss of {loss} in epoch {epoch + 1} of {spec.epochs}")
+        bar.set_postfix(loss=f"{loss:.4f}")
+    if not all(torch.isfinite(parameter).all() for parameter in network.parameters()):
+        raise _diverged(spec, "non-finite weights after the last step")
     return model.eval()
+
+
+def _diverged(spec: TrainSpec, what: str) -> EMAError:
+    return EMAError(
+        f"training diverged: expected a finite loss and weights, got {what} (lr {spec.lr:g}); "
+        "nothing was registered: lower --lr"
+    )
 
 
 def predict_proba(model: nn.Module, pixels: np.ndarray, batch_size: int = SCORING_BATCH) -> np.ndarray:

@@ -12,20 +12,64 @@ which needs the ``ema`` package where the model is loaded or served.
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow.pyfunc
 import numpy as np
 import torch
 
-from ema.training.fit import to_tensor
-from ema.training.models import ProbabilityModel
+from ema.training.architectures import ProbabilityModel
+from ema.training.fit import predict_proba, to_tensor
+from ema.training.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, ModelPackage
 from ema.training.spec import TrainSpec
 
 #: The file MLflow stores with the model and runs to load it.
 MODEL_CODE = Path(__file__).with_name("pyfunc_code.py")
 #: Artifact key of the state dict.
 WEIGHTS = "weights"
+
+
+@contextmanager
+def package_classifier(classifier, pixels: np.ndarray) -> Iterator[ModelPackage]:
+    """A package of a classifier we trained (torch or scikit-learn), its example being ``pixels[:2]``.
+
+    The torch weights live in a scratch folder for as long as the context is open.
+    """
+    from ema.training.recipes import SklearnClassifier, flatten
+
+    example = classifier.transform.apply(pixels[:2])
+    if isinstance(classifier, SklearnClassifier):
+        import sklearn
+
+        flat = flatten(example)
+        yield ModelPackage(
+            FLAVOR_SKLEARN,
+            flat,
+            classifier.estimator.predict_proba(flat),
+            (f"scikit-learn=={sklearn.__version__}",),
+            estimator=classifier.estimator,
+        )
+        return
+    with package_torch_model(classifier.model, example) as package:
+        yield package
+
+
+@contextmanager
+def package_torch_model(model: ProbabilityModel, example: np.ndarray) -> Iterator[ModelPackage]:
+    """A package of one of our torch models; ``example`` is float32 input as the model takes it."""
+    with tempfile.TemporaryDirectory() as folder:
+        yield ModelPackage(
+            FLAVOR_PYFUNC_CODE,
+            np.ascontiguousarray(example, dtype=np.float32),
+            predict_proba(model, example),
+            (f"torch=={torch.__version__.split('+')[0]}",),
+            python_model=str(MODEL_CODE),
+            artifacts={WEIGHTS: str(save_weights(model, Path(folder) / "weights.pt"))},
+            model_config=model_config(model),
+        )
 
 
 def model_config(model: ProbabilityModel) -> dict:

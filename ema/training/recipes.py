@@ -5,21 +5,33 @@ hyperparameters::
 
     {"framework": "torch", "arch": "mlp", "epochs": 50, "lr": 0.05}
 
-or a scikit-learn estimator by import path with its parameters::
+or a scikit-learn classifier by class name or public import path, with its parameters::
 
     {"framework": "sklearn", "estimator": "sklearn.neural_network.MLPClassifier",
      "params": {"hidden_layer_sizes": [128], "max_iter": 200, "random_state": 0}}
 
 and optionally the input representation the model takes,
 ``"input": {"scale": 1.0, "mean": 0.0, "std": 1.0}`` (pixels in [0, 1] are mapped to
-``(p * scale - mean) / std``). Only estimators under ``sklearn.`` are imported.
+``(p * scale - mean) / std``).
+
+Recipes come from files and from registry tags, written by whoever can write them: they
+are data, checked against an allow-list and never executed. A torch recipe takes only the
+fields of :class:`~ema.training.spec.TrainSpec`, each of its JSON type. A scikit-learn
+recipe names a classifier of scikit-learn's own registry
+(:func:`sklearn.utils.discovery.all_estimators`) that has ``predict_proba``; its
+parameters are names the class's ``get_params()`` knows, with JSON scalars or (nested)
+lists of scalars as values. Nothing else named in a recipe is imported or called; YAML is
+read with ``yaml.safe_load``.
 """
 
 from __future__ import annotations
 
-import importlib
+import inspect
 import json
+import math
+import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -30,7 +42,28 @@ from ema.inputs import InputTransform
 from ema.training.spec import TrainSpec
 
 FRAMEWORKS = ("torch", "sklearn")
-SKLEARN_PREFIX = "sklearn."
+SKLEARN_PACKAGE = "sklearn"
+#: The most a recipe file may hold; a recipe is a few lines.
+MAX_RECIPE_BYTES = 1 << 20
+#: Torch recipe fields and the JSON type each takes ("widths": a non-empty list of integers).
+TORCH_FIELD_TYPES = {
+    "arch": "string",
+    "hidden": "widths",
+    "optimizer": "string",
+    "lr": "number",
+    "momentum": "number",
+    "weight_decay": "number",
+    "lr_decay": "number",
+    "epochs": "integer",
+    "batch_size": "integer",
+    "seed": "integer",
+}
+#: Upper bounds on the sizes a torch recipe may ask for (a tag written by someone else must not exhaust memory).
+TORCH_FIELD_MAXIMA = {"hidden": 1 << 16, "epochs": 100_000, "batch_size": 1 << 20, "seed": (1 << 63) - 1}
+#: The most hidden layers a torch MLP recipe may ask for.
+MAX_HIDDEN_LAYERS = 64
+#: Input representation fields of a recipe's ``"input"`` mapping.
+INPUT_FIELDS = ("scale", "mean", "std")
 
 
 class Classifier(Protocol):
@@ -61,7 +94,24 @@ class TorchRecipe:
 
 @dataclass(frozen=True)
 class SklearnRecipe:
-    """A scikit-learn estimator trained on flattened pixels."""
+    """A scikit-learn classifier trained on flattened pixels.
+
+    Parameters
+    ----------
+    estimator : str
+        A classifier of scikit-learn's registry with ``predict_proba``, by class name
+        (``"LogisticRegression"``) or public import path (``"sklearn.linear_model.LogisticRegression"``).
+    params : dict
+        Constructor parameters the class's ``get_params()`` knows; values are JSON scalars
+        or lists (possibly nested) of scalars.
+    transform : InputTransform
+
+    Raises
+    ------
+    InputError
+        If the estimator is not such a classifier, or a parameter is unknown, of another
+        type, or refused by scikit-learn's own parameter validation.
+    """
 
     estimator: str
     params: dict = field(default_factory=dict)
@@ -69,10 +119,7 @@ class SklearnRecipe:
     framework: str = "sklearn"
 
     def __post_init__(self) -> None:
-        if not self.estimator.startswith(SKLEARN_PREFIX):
-            raise InputError(
-                f"expected a scikit-learn estimator path starting with {SKLEARN_PREFIX!r}, got {self.estimator!r}"
-            )
+        self.build()  # validates the class, the parameter names, types and values; builds nothing that runs
 
     def to_dict(self) -> dict:
         return {
@@ -83,18 +130,30 @@ class SklearnRecipe:
         }
 
     def build(self):
-        module_name, _, class_name = self.estimator.rpartition(".")
+        """An unfitted estimator; only classes of the allow-list are instantiated."""
+        cls = resolve_classifier(self.estimator)
+        params = check_sklearn_params(cls, self.params)
         try:
-            cls = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError) as exc:
-            raise InputError(f"expected an importable scikit-learn estimator, got {self.estimator!r}: {exc}") from exc
-        try:
-            return cls(**self.params)
-        except TypeError as exc:
-            raise InputError(f"invalid parameters for {self.estimator}: {exc}") from exc
+            estimator = cls(**params)
+            validate = getattr(estimator, "_validate_params", None)  # scikit-learn's own checks, as fit runs them
+            if validate is not None:
+                validate()
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"invalid parameters for {self.estimator}: {_one_line(exc)}") from exc
+        if not hasattr(estimator, "predict_proba"):
+            raise InputError(
+                f"expected a classifier with predict_proba, got {self.estimator} with parameters {params} "
+                "that has none: the audit needs class probabilities"
+            )
+        return estimator
 
     def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
-        estimator = self.build().fit(flatten(self.transform.apply(pixels)), labels)
+        try:
+            estimator = self.build().fit(flatten(self.transform.apply(pixels)), labels)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(f"{self.estimator} could not be trained: {_one_line(exc)}") from exc
         return SklearnClassifier(estimator, self.transform)
 
 
@@ -118,45 +177,211 @@ def _transform_dict(transform: InputTransform) -> dict:
     return {"scale": transform.scale, "mean": transform.mean, "std": transform.std}
 
 
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _describe(value: object) -> str:
+    """A short description of a value read from a recipe, for error messages."""
+    text = repr(value)
+    return f"{text[:80]}{'...' if len(text) > 80 else ''} ({type(value).__name__})"
+
+
+@lru_cache(maxsize=1)
+def sklearn_classifiers() -> dict[str, type]:
+    """The allow-list: scikit-learn's registered classifiers, by class name and by each public import path.
+
+    A public path is ``package.Class`` for every package on the way to the class's module
+    whose name has no leading underscore and that exports the class itself
+    (``sklearn.linear_model.LogisticRegression``). Built from scikit-learn's registry; no
+    name read from a recipe is ever imported.
+    """
+    from sklearn.utils.discovery import all_estimators
+
+    allowed = {}
+    for name, cls in all_estimators(type_filter="classifier"):
+        allowed[name] = cls
+        parts = cls.__module__.split(".")
+        for depth in range(1, len(parts) + 1):
+            if parts[depth - 1].startswith("_"):
+                break
+            package = ".".join(parts[:depth])
+            if getattr(sys.modules.get(package), name, None) is cls:
+                allowed[f"{package}.{name}"] = cls
+    return allowed
+
+
+def resolve_classifier(estimator: object) -> type:
+    """The scikit-learn classifier class a recipe names; refuses everything outside :func:`sklearn_classifiers`.
+
+    Raises
+    ------
+    InputError
+        If ``estimator`` is not a string naming a registered scikit-learn classifier.
+    """
+    if not isinstance(estimator, str):
+        raise InputError(
+            "expected 'estimator' as the name or public import path of a scikit-learn classifier, "
+            f"got {_describe(estimator)}"
+        )
+    allowed = sklearn_classifiers()
+    cls = allowed.get(estimator)
+    if cls is None:
+        raise InputError(
+            "expected 'estimator' to name a scikit-learn classifier from sklearn.utils.discovery.all_estimators "
+            f"by class name or public import path (e.g. 'LogisticRegression', "
+            f"'sklearn.linear_model.LogisticRegression'), got {estimator[:120]!r}"
+        )
+    return cls
+
+
+def _check_param_value(name: str, value: object, depth: int = 0) -> object:
+    """A parameter value as JSON scalars and (nested) lists of scalars; anything else is refused."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise InputError(f"expected parameter {name!r} as a finite number, got {value!r}")
+        return value
+    if isinstance(value, list) and depth < 2:
+        return [_check_param_value(name, item, depth + 1) for item in value]
+    raise InputError(
+        f"expected parameter {name!r} as a JSON scalar (number, string, boolean, null) or a list of them, "
+        f"got {_describe(value)}"
+    )
+
+
+def check_sklearn_params(cls: type, params: object) -> dict:
+    """Validated constructor parameters for ``cls``: known names, JSON scalar or list values.
+
+    Raises
+    ------
+    InputError
+        If ``params`` is not a mapping, names a parameter ``cls().get_params()`` does not know,
+        or holds a value that is not a JSON scalar or list of scalars.
+    """
+    if not isinstance(params, dict):
+        raise InputError(f"expected 'params' as a mapping of parameter names to values, got {_describe(params)}")
+    known = sorted(
+        name
+        for name, parameter in inspect.signature(cls).parameters.items()
+        if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+    )  # what get_params() reports, read without building an instance
+    unknown = sorted(str(name) for name in params if name not in known)
+    if unknown:
+        raise InputError(f"unknown parameters {unknown} for {cls.__name__}; expected a subset of {known}")
+    return {name: _check_param_value(name, value) for name, value in params.items()}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_torch_fields(data: dict) -> dict:
+    """Torch recipe fields of their JSON types and within bounds, ready for :class:`TrainSpec`."""
+    unknown = sorted(str(name) for name in data if name not in TORCH_FIELD_TYPES)
+    if unknown:
+        raise InputError(f"unknown training recipe fields {unknown}; expected a subset of {sorted(TORCH_FIELD_TYPES)}")
+    problems = []
+    for name, value in data.items():
+        kind, maximum = TORCH_FIELD_TYPES[name], TORCH_FIELD_MAXIMA.get(name)
+        if kind == "string":
+            ok, expected = isinstance(value, str), "a string"
+        elif kind == "number":
+            ok = _is_number(value) and math.isfinite(value)
+            expected = "a finite number"
+        elif kind == "integer":
+            ok = _is_integer(value) and (maximum is None or value <= maximum)
+            expected = f"an integer <= {maximum}"
+        else:
+            ok = (
+                isinstance(value, list)
+                and 0 < len(value) <= MAX_HIDDEN_LAYERS
+                and all(_is_integer(width) and 1 <= width <= maximum for width in value)
+            )
+            expected = f"a list of 1 to {MAX_HIDDEN_LAYERS} integer widths in 1..{maximum}"
+        if not ok:
+            problems.append(f"{name} as {expected}, got {_describe(value)}")
+    if problems:
+        raise InputError("invalid training recipe: expected " + "; ".join(problems))
+    return data
+
+
+def _transform_from(data: object) -> InputTransform:
+    if not isinstance(data, dict) or any(name not in INPUT_FIELDS for name in data):
+        raise InputError(f"expected 'input' as a mapping with keys among {list(INPUT_FIELDS)}, got {_describe(data)}")
+    return InputTransform(**data)
+
+
 def recipe_from_dict(data: dict) -> Recipe:
-    """Build a recipe from its dictionary form (a recipe file, or a model version's tag)."""
+    """Build a recipe from its dictionary form (a recipe file, or a model version's tag).
+
+    Raises
+    ------
+    InputError
+        If the mapping is not a recipe of a known framework with fields of the expected types,
+        or names a scikit-learn estimator outside the allow-list (see the module's docstring).
+    """
     if not isinstance(data, dict):
         raise InputError(f"expected a recipe as a mapping, got {type(data).__name__}")
+    if not all(isinstance(key, str) for key in data):
+        raise InputError(f"expected a recipe with string keys, got keys {[_describe(key) for key in data]}")
     data = dict(data)
     framework = data.pop("framework", "torch")
-    transform = InputTransform(**data.pop("input", {}))
+    transform = _transform_from(data.pop("input", {}))
     if framework == "torch":
-        return TorchRecipe(TrainSpec.from_dict(data), transform)
+        return TorchRecipe(TrainSpec.from_dict(_check_torch_fields(data)), transform)
     if framework == "sklearn":
         unknown = sorted(set(data) - {"estimator", "params"})
         if unknown or "estimator" not in data:
             raise InputError(
                 f"expected a sklearn recipe with 'estimator' and optional 'params', got keys {sorted(data)}"
             )
-        return SklearnRecipe(data["estimator"], dict(data.get("params", {})), transform)
-    raise InputError(f"expected framework in {FRAMEWORKS}, got {framework!r}")
+        params = data.get("params", {})
+        return SklearnRecipe(data["estimator"], dict(params) if isinstance(params, dict) else params, transform)
+    raise InputError(f"expected framework in {FRAMEWORKS}, got {_describe(framework)}")
 
 
 def recipe_from_json(text: str) -> Recipe:
+    """Build a recipe from JSON text (a recipe file, or a model version's ``ema.recipe`` tag)."""
     try:
-        return recipe_from_dict(json.loads(text))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"expected a recipe as JSON, got {text[:60]!r}: {exc}") from exc
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InputError(f"expected a recipe as JSON, got {text[:60]!r}: {_one_line(exc)}") from exc
+    return recipe_from_dict(data)
 
 
 def load_recipe(path: str | Path) -> Recipe:
-    """Read a recipe file, JSON or YAML (by extension ``.yaml`` / ``.yml``)."""
+    """Read a recipe file, JSON or YAML (by extension ``.yaml`` / ``.yml``; YAML through ``safe_load``).
+
+    Raises
+    ------
+    InputError
+        If the file is missing, too large, not UTF-8 text, not JSON/YAML, or not a valid recipe.
+    """
     import yaml
 
     path = Path(path)
     if not path.is_file():
         raise InputError(f"recipe file {path} does not exist")
-    text = path.read_text()
+    size = path.stat().st_size
+    if size > MAX_RECIPE_BYTES:
+        raise InputError(f"{path}: expected a recipe file of at most {MAX_RECIPE_BYTES} bytes, got {size} bytes")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: expected a recipe as UTF-8 text (JSON or YAML), got bytes: {exc}") from exc
     if path.suffix in (".yaml", ".yml"):
         try:
-            return recipe_from_dict(yaml.safe_load(text))
-        except yaml.YAMLError as exc:
-            raise InputError(f"{path}: expected a YAML recipe: {exc}") from exc
+            data = yaml.safe_load(text)
+        except (yaml.YAMLError, RecursionError) as exc:
+            raise InputError(f"{path}: expected a YAML recipe of plain mappings and values: {_one_line(exc)}") from exc
+        return recipe_from_dict(data)
     return recipe_from_json(text)
 
 

@@ -9,19 +9,21 @@ import json
 from dataclasses import asdict, dataclass, fields
 
 from ema.errors import InputError
+from ema.validation import check_choice, check_finite, check_positive_int
 
-ARCHITECTURES = ("mlp", "cnn")
+ARCHITECTURES = ("mlp", "cnn", "resnet18")
 OPTIMIZERS = ("sgd", "adam")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainSpec:
     """A training recipe. Defaults are the paper's MNIST benchmark recipe.
 
     Attributes
     ----------
-    arch : {"mlp", "cnn"}
-        ``"mlp"``: 784 -> hidden -> 10 with ReLU; ``"cnn"``: two conv blocks and a linear head.
+    arch : {"mlp", "cnn", "resnet18"}
+        ``"mlp"``: 784 -> hidden -> 10 with ReLU; ``"cnn"``: two conv blocks and a linear head;
+        ``"resnet18"``: torchvision's ResNet-18 with a one-channel stem (the paper's medical model).
     hidden : tuple of int
         Hidden layer widths of the MLP, (256, 256) in the paper.
     optimizer : {"sgd", "adam"}
@@ -52,22 +54,21 @@ class TrainSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
-        problems = []
-        if self.arch not in ARCHITECTURES:
-            problems.append(f"arch in {ARCHITECTURES}, got {self.arch!r}")
-        if self.optimizer not in OPTIMIZERS:
-            problems.append(f"optimizer in {OPTIMIZERS}, got {self.optimizer!r}")
-        if not self.hidden or min(self.hidden) < 1:
-            problems.append(f"hidden widths >= 1, got {self.hidden}")
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} >= 1, got {getattr(self, name)}")
-        for name in ("lr", "momentum", "weight_decay", "lr_decay"):
-            if getattr(self, name) < 0:
-                problems.append(f"{name} >= 0, got {getattr(self, name)}")
-        if problems:
-            raise InputError("invalid training recipe: expected " + "; ".join(problems))
+        """Refuse a recipe that could not train: every field checked before any work (NaN and inf included)."""
+        check_choice("arch", self.arch, ARCHITECTURES)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        if isinstance(self.hidden, str | bytes) or not self.hidden:
+            raise InputError(f"expected hidden to be a non-empty list of widths, got {self.hidden!r}")
+        object.__setattr__(self, "hidden", tuple(check_positive_int("hidden width", h) for h in self.hidden))
+        check_finite("lr", self.lr, minimum=0.0, open_minimum=True)
+        if not 0.0 <= check_finite("momentum", self.momentum, minimum=0.0) < 1.0:
+            raise InputError(f"expected momentum in [0, 1), got {self.momentum!r}")
+        check_finite("weight_decay", self.weight_decay, minimum=0.0)
+        check_finite("lr_decay", self.lr_decay, minimum=0.0)
+        check_positive_int("epochs", self.epochs)
+        check_positive_int("batch_size", self.batch_size)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError(f"expected seed to be a non-negative integer, got {self.seed!r}")
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -1,31 +1,64 @@
-"""Train the calibration model f_cal with the target's recipe and pick EMA's thresholds; cached."""
+"""Train the calibration model f_cal with the target's recipe and pick EMA's thresholds; cached.
+
+The cache is the model registry: a calibration version tagged with its cache key (recipe,
+calibration data, k, seed, corruption). Processes that need the same calibration at once
+train it once (:func:`ema.tracking.single_flight.single_flight`); a cached version whose
+``calibration.json`` can no longer be read is trained again, and the run says why.
+
+The ``calibration`` alias is moved only by an explicit ``ema calibrate`` (:func:`calibrate`):
+audits, the demo, power analyses and grids calibrate through :func:`ensure_plan`, which
+registers without an alias, so a setting that relies on ``@calibration`` never sees it move
+under it because someone audited with another k.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass
 
-import mlflow
 import numpy as np
 
 from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import ArraySet
-from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption
-from ema.signals import METRICS
+from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality
+from ema.signals import SIGNALS
 from ema.tracking import keys
-from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register_classifier, set_alias
-from ema.tracking.runs import log_artifacts_atomically, read_json_artifact, start_run
+from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register, set_alias
+from ema.tracking.runs import (
+    MissingArtifact,
+    log_artifacts_atomically,
+    log_metrics,
+    log_params,
+    read_json_artifact,
+    set_tags,
+    start_run,
+)
+from ema.tracking.single_flight import single_flight
 from ema.training.recipes import Recipe, recipe_to_json
+from ema.validation import check_model_name, short_hash
 from ema.workflows.target import Target, resolve_target
+
+#: Tag values of ``ema.calibration_cache``; a stale cache says ``stale: <why>``.
+CACHE_HIT, CACHE_MISS, CACHE_STALE = "hit", "miss", "stale"
+#: Longest reason kept in a stale tag.
+MAX_REASON = 400
 
 
 @dataclass(frozen=True)
 class CalibrationOutcome:
+    """A calibration version, its thresholds (``calibration.json``), and how the cache answered.
+
+    ``cache`` is ``hit``, ``miss``, or ``stale: <reason>`` when a cached version was found
+    but could not be used, and was trained again.
+    """
+
     version: RegisteredVersion
     thresholds: dict
     cached: bool
+    cache: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.cache:
+            object.__setattr__(self, "cache", CACHE_HIT if self.cached else CACHE_MISS)
 
 
 def calibration_halves(calibration: ArraySet, seed: int) -> tuple[ArraySet, ArraySet]:
@@ -39,22 +72,20 @@ def calibration_cache_key(
     recipe: Recipe, calibration: ArraySet, k: int, cal_seed: int, corruption: str = DEFAULT_CORRUPTION
 ) -> str:
     """Same recipe, same clean calibration data, same quality k, seed and corruption: same calibration model."""
-    payload = json.dumps(
+    return short_hash(
         {
             "recipe": recipe.to_dict(),
             "data": calibration.fingerprint,
             "k": k,
             "cal_seed": cal_seed,
             "corruption": corruption,
-        },
-        sort_keys=True,
+        }
     )
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet) -> EMAAuditor:
     """Fit every metric's thresholds on a calibration model's members and non-members."""
-    return EMAAuditor(metrics=tuple(METRICS)).calibrate(
+    return EMAAuditor(signals=tuple(SIGNALS)).calibrate(
         classifier.predict_proba(members.pixels()),
         members.y,
         classifier.predict_proba(nonmembers.pixels()),
@@ -62,7 +93,7 @@ def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet) -> EMAAu
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CalibrationPlan:
     """What a calibration is made of, and the registered version it may already have."""
 
@@ -82,7 +113,16 @@ class CalibrationPlan:
         clean = target.splits().calibration
         cache_key = calibration_cache_key(target.recipe, clean, k, cal_seed, corruption)
         cached = find_cached_version(model_name, cache_key)
-        return cls(target, clean, k, cal_seed, cache_key, model_name, cached, corruption)
+        return cls(
+            target=target,
+            clean=clean,
+            k=k,
+            cal_seed=cal_seed,
+            cache_key=cache_key,
+            model_name=model_name,
+            cached=cached,
+            corruption=corruption,
+        )
 
     def params(self) -> dict:
         return {
@@ -94,9 +134,23 @@ class CalibrationPlan:
         }
 
     def reuse(self) -> CalibrationOutcome:
-        return CalibrationOutcome(
-            self.cached, read_json_artifact(self.cached.run_id, keys.ARTIFACT_THRESHOLDS), cached=True
-        )
+        """The plan's cached version with its thresholds; raises MissingArtifact if they cannot be read."""
+        return self.load(self.cached)
+
+    def load(self, version: RegisteredVersion) -> CalibrationOutcome:
+        """A registered calibration with its thresholds.
+
+        Raises
+        ------
+        MissingArtifact
+            If the version's run or its ``calibration.json`` is gone, or holds no thresholds.
+        """
+        if version.run_id is None:
+            raise MissingArtifact(f"version {version.version} of {version.name} has no run holding its thresholds")
+        thresholds = read_json_artifact(version.run_id, keys.ARTIFACT_CALIBRATION)
+        if not isinstance(thresholds.get("signals"), dict):
+            raise MissingArtifact(f"{keys.ARTIFACT_CALIBRATION} of run {version.run_id} holds no thresholds")
+        return CalibrationOutcome(version, thresholds, cached=True)
 
     def halves(self) -> tuple[ArraySet, ArraySet]:
         """f_cal's training half (members) and held-out half (non-members), at quality k."""
@@ -106,32 +160,47 @@ class CalibrationPlan:
         """The whole calibration set at quality k under the plan's corruption protocol."""
         return apply_corruption(self.corruption, self.clean, self.k, self.cal_seed)
 
-    def train(self, *, progress: bool) -> CalibrationOutcome:
-        """Train f_cal, fit thresholds and register the model, logging into the active run."""
-        mlflow.log_params(self.params())
-        mlflow.set_tag(keys.TAG_CACHE, "miss")
+    def train(self, *, progress: bool, alias: str | None = None, cache: str = CACHE_MISS) -> CalibrationOutcome:
+        """Train f_cal, fit thresholds and register the model, logging into the active run.
+
+        Parameters
+        ----------
+        alias
+            The alias to point at the new version; None (audits) leaves every alias where it is.
+        cache
+            Why it is trained, for the run's ``ema.calibration_cache`` tag: ``miss`` or ``stale: <reason>``.
+        """
+        log_params(self.params())
+        set_tags({keys.TAG_CACHE: cache})
         members, nonmembers = self.halves()
         classifier = self.target.recipe.fit(members.pixels(), members.y, progress=progress)
         thresholds = fit_thresholds(classifier, members, nonmembers).to_dict()
-        mlflow.log_metrics({f"calibration_ba_{m}": e["balanced_accuracy"] for m, e in thresholds["metrics"].items()})
-        log_artifacts_atomically({keys.ARTIFACT_THRESHOLDS: thresholds})
-        version = log_and_register_classifier(
-            classifier,
-            members.pixels()[:2],
-            name=self.model_name,
-            alias=keys.CALIBRATION_ALIAS,
-            tags={
-                keys.TAG_ROLE: "calibration",
-                keys.TAG_CACHE_KEY: self.cache_key,
-                keys.TAG_RECIPE: recipe_to_json(self.target.recipe),
-                keys.TAG_CALIBRATION_K: str(self.k),
-                keys.TAG_CALIBRATION_SEED: str(self.cal_seed),
-                keys.TAG_CORRUPTION: self.corruption,
-                keys.TAG_DATA_FINGERPRINT: self.clean.fingerprint,
-            },
+        log_metrics(
+            {
+                f"{keys.METRIC_CALIBRATION_BA_PREFIX}{m}": e["balanced_accuracy"]
+                for m, e in thresholds["signals"].items()
+            }
         )
-        mlflow.set_tag(keys.TAG_CALIBRATION_VERSION, version.uri)
-        return CalibrationOutcome(version, thresholds, cached=False)
+        log_artifacts_atomically({keys.ARTIFACT_CALIBRATION: thresholds})
+        from ema.training.packaging import package_classifier  # torch: only when a model is logged
+
+        with package_classifier(classifier, members.pixels()) as package:
+            version = log_and_register(
+                package,
+                name=self.model_name,
+                alias=alias,
+                tags={
+                    keys.TAG_ROLE: "calibration",
+                    keys.TAG_CACHE_KEY: self.cache_key,
+                    keys.TAG_RECIPE: recipe_to_json(self.target.recipe),
+                    keys.TAG_CALIBRATION_K: str(self.k),
+                    keys.TAG_CALIBRATION_SEED: str(self.cal_seed),
+                    keys.TAG_CORRUPTION: self.corruption,
+                    keys.TAG_DATA_FINGERPRINT: self.clean.fingerprint,
+                },
+            )
+        set_tags({keys.TAG_CALIBRATION_VERSION: version.uri})
+        return CalibrationOutcome(version, thresholds, cached=False, cache=cache)
 
     @property
     def run_name(self) -> str:
@@ -152,17 +221,49 @@ def ensure_calibration(
     )
 
 
+class _CacheLookup:
+    """Finds a plan's cached calibration for :func:`single_flight`, remembering why a found one was unusable."""
+
+    def __init__(self, plan: CalibrationPlan) -> None:
+        self.plan, self.stale, self._asked = plan, "", False
+
+    def find(self) -> CalibrationOutcome | None:
+        """The usable cached calibration, or None; the first look reuses the plan's own lookup."""
+        version = self.plan.cached if not self._asked else None
+        if version is None:
+            version = find_cached_version(self.plan.model_name, self.plan.cache_key)
+        self._asked = True
+        if version is None:
+            return None
+        try:
+            return self.plan.load(version)
+        except MissingArtifact as exc:
+            reason = f"{CACHE_STALE}: version {version.version} of {version.name}: {exc}"
+            self.stale = reason[:MAX_REASON]
+            return None
+
+    @property
+    def why_train(self) -> str:
+        return self.stale or CACHE_MISS
+
+
 def ensure_plan(plan: CalibrationPlan, *, progress: bool = True) -> CalibrationOutcome:
     """Reuse the plan's cached calibration, or train it in a run of its own.
 
     A plan made before its calibration was trained (by an earlier call with the same plan)
-    looks the registry up again rather than training a second copy.
+    looks the registry up again rather than training a second copy; processes that miss
+    the same calibration at once train it once, the others wait and reuse it. A cached
+    version whose thresholds cannot be read is trained again (run tag
+    ``ema.calibration_cache`` = ``stale: <reason>``). Moves no alias.
     """
-    cached = plan.cached or find_cached_version(plan.model_name, plan.cache_key)
-    if cached is not None:
-        return dataclasses.replace(plan, cached=cached).reuse()
-    with start_run(plan.run_name):
-        return plan.train(progress=progress)
+    lookup = _CacheLookup(plan)
+
+    def build() -> CalibrationOutcome:
+        with start_run(plan.run_name):
+            return plan.train(progress=progress, cache=lookup.why_train)
+
+    outcome, _ = single_flight(plan.model_name, plan.cache_key, find=lookup.find, build=build)
+    return outcome
 
 
 def calibrate(
@@ -174,16 +275,27 @@ def calibrate(
     recipe_file: str | None = None,
     progress: bool = True,
 ) -> CalibrationOutcome:
-    """``ema calibrate``: one run that either trains the calibration or records the cache hit it reused."""
+    """``ema calibrate``: one run that either trains the calibration or records the cache hit it reused.
+
+    The one place that moves the ``calibration`` alias: to the version it trained or reused.
+    """
     with start_run(f"calibrate k={k} {model_uri}"):
+        check_quality(k)
+        check_model_name("calibration name", model_name)
         target = resolve_target(model_uri, recipe_file=recipe_file)
-        mlflow.set_tag("mlflow.runName", f"calibrate k={k} {target.label}")
+        set_tags({keys.TAG_RUN_NAME: f"calibrate k={k} {target.label}"})
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=model_name)
-        if plan.cached is None:
-            return plan.train(progress=progress)
-        outcome = plan.reuse()
-        mlflow.log_params(plan.params())
-        mlflow.set_tags({keys.TAG_CACHE: "hit", keys.TAG_CALIBRATION_VERSION: outcome.version.uri})
-        log_artifacts_atomically({keys.ARTIFACT_THRESHOLDS: outcome.thresholds})
+        lookup = _CacheLookup(plan)
+        outcome, built = single_flight(
+            plan.model_name,
+            plan.cache_key,
+            find=lookup.find,
+            build=lambda: plan.train(progress=progress, alias=keys.CALIBRATION_ALIAS, cache=lookup.why_train),
+        )
+        if built:
+            return outcome
+        log_params(plan.params())
+        set_tags({keys.TAG_CACHE: CACHE_HIT, keys.TAG_CALIBRATION_VERSION: outcome.version.uri})
+        log_artifacts_atomically({keys.ARTIFACT_CALIBRATION: outcome.thresholds})
         set_alias(outcome.version, keys.CALIBRATION_ALIAS)
         return outcome

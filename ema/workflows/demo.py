@@ -2,35 +2,55 @@
 
 from __future__ import annotations
 
-import mlflow
 import pandas as pd
 
+from ema.data.corruption import check_quality
 from ema.data.splits import QUERY_NAMES
 from ema.tracking import keys
-from ema.tracking.runs import log_artifacts_atomically, start_run
+from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, start_run
 from ema.training.spec import TrainSpec
-from ema.workflows.audit import AuditOutcome, audit
+from ema.validation import check_choice, check_open_unit
+from ema.workflows.audit import AuditConfig, AuditOutcome, audit
 from ema.workflows.calibrate import ensure_calibration
 from ema.workflows.target import resolve_target
 from ema.workflows.train import train_target
 
-SUMMARY_COLUMNS = ("query", "n_query", "flag_rate", "rho_ema", "rho_ema_ks", "verdict", "expected")
+SUMMARY_COLUMNS = (
+    "query",
+    "n_query",
+    "flag_rate",
+    "rho_ema",
+    "rho_ema_ks",
+    "verdict",
+    "calibrated",
+    "retained",
+    "warnings",
+    "expected",
+)
+#: The demo's audits: EMA, whose verdict the run carries, and the calibrated auditor beside it.
+DEMO_METHOD = "ema+calibrated"
 
 
 def summary_table(outcomes: list[AuditOutcome]) -> pd.DataFrame:
-    """One row per audit: query set, |D_q|, flag rate, both p-values, verdict, expected verdict."""
-    rows = [
-        {
-            "query": o.query,
-            "n_query": o.result.n_query,
-            "flag_rate": round(o.result.flag_rate, 4),
-            "rho_ema": round(o.result.metrics[keys.METRIC_RHO_EMA], 4),
-            "rho_ema_ks": round(o.result.metrics[keys.METRIC_RHO_EMA_KS], 4),
-            "verdict": o.result.verdict,
-            "expected": o.expected_verdict or "",
-        }
-        for o in outcomes
-    ]
+    """One row per audit: |D_q|, EMA's flag rate, p-values and verdict; the calibrated verdict and retained share."""
+    rows = []
+    for o in outcomes:
+        ema, calibrated = o.results["ema"], o.results["calibrated"]
+        low, high = calibrated.metrics["retained_ci_low"], calibrated.metrics["retained_ci_high"]
+        rows.append(
+            {
+                "query": o.query,
+                "n_query": ema.n_query,
+                "flag_rate": round(ema.flag_rate, 4),
+                "rho_ema": round(ema.metrics[keys.METRIC_RHO_EMA], 4),
+                "rho_ema_ks": round(ema.metrics[keys.METRIC_RHO_EMA_KS], 4),
+                "verdict": ema.verdict,
+                "calibrated": calibrated.verdict,
+                "retained": f"[{low:.2f}, {high:.2f}]",
+                "warnings": len(o.warnings),
+                "expected": o.expected_verdict or "",
+            }
+        )
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
@@ -47,17 +67,32 @@ def run_demo(
 ) -> pd.DataFrame:
     """Train and register a target, calibrate, audit each query set; log and return the summary."""
     with start_run("demo"):
-        mlflow.log_params({**spec.to_dict(), keys.PARAM_K: k, keys.PARAM_ALPHA: alpha, keys.PARAM_DATA_SEED: data_seed})
+        check_open_unit("alpha", alpha)
+        check_quality(k)
+        for query in queries:
+            check_choice("query set", query, QUERY_NAMES)
+        log_params({**spec.to_dict(), keys.PARAM_K: k, keys.PARAM_ALPHA: alpha, keys.PARAM_DATA_SEED: data_seed})
         trained = train_target(spec, data_seed=data_seed, model_name=model_name, progress=progress)
         target = resolve_target(trained.version.uri)
         ensure_calibration(target, k=k, cal_seed=cal_seed, progress=progress)
         oracle = target.oracle()
         outcomes = [
-            audit(trained.version.uri, query=q, alpha=alpha, k=k, cal_seed=cal_seed, oracle=oracle, progress=progress)
+            audit(
+                AuditConfig(
+                    model_uri=trained.version.uri, query=q, method=DEMO_METHOD, alpha=alpha, k=k, cal_seed=cal_seed
+                ),
+                oracle=oracle,
+                progress=progress,
+            )
             for q in queries
         ]
         table = summary_table(outcomes)
-        mlflow.log_metric("n_correct_verdicts", float((table["verdict"] == table["expected"]).sum()))
+        log_metrics(
+            {
+                keys.METRIC_N_CORRECT_VERDICTS: float((table["verdict"] == table["expected"]).sum()),
+                keys.METRIC_N_CORRECT_CALIBRATED: float((table["calibrated"] == table["expected"]).sum()),
+            }
+        )
         log_artifacts_atomically(
             {keys.ARTIFACT_SUMMARY: table, keys.ARTIFACT_SUMMARY_TXT: table.to_string(index=False)}
         )

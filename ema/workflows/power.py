@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import mlflow
-
+from ema.data.corruption import check_quality
 from ema.stats import QuerySizeResult
 from ema.tracking import keys
-from ema.tracking.runs import start_run
+from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
+from ema.validation import check_open_unit
 from ema.workflows.audit import fit_calibrated
 from ema.workflows.calibrate import CalibrationPlan
 from ema.workflows.target import resolve_target
@@ -25,6 +25,9 @@ def query_size_for_power(
 ) -> QuerySizeResult:
     """Calibrate the calibrated auditor for the target and solve for the query size; logged as a run."""
     with start_run(f"power {model_uri}"):
+        check_open_unit("power", power)
+        check_open_unit("alpha", alpha)
+        check_quality(k)
         target = resolve_target(model_uri, recipe_file=recipe_file)
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
         oracle = target.oracle(outputs="probabilities")
@@ -32,7 +35,15 @@ def query_size_for_power(
             target, oracle, plan, alpha=alpha, reference_file=reference_file, progress=progress
         )
         result = auditor.required_query_size(power=power)
-        mlflow.log_params({"power": power, "alpha": alpha, "k": k, "cal_seed": cal_seed, "model_uri": target.model_uri})
-        mlflow.set_tags(tags)
-        mlflow.log_metrics({"n_required": float(result.n_required or -1), "power_reached": result.power})
+        log_params(
+            {
+                keys.PARAM_POWER: power,
+                keys.PARAM_ALPHA: alpha,
+                keys.PARAM_K: k,
+                keys.PARAM_CAL_SEED: cal_seed,
+                keys.PARAM_MODEL_URI: target.model_uri,
+            }
+        )
+        set_tags(tags)
+        log_metrics({keys.METRIC_N_REQUIRED: float(result.n_required or -1), keys.METRIC_POWER_REACHED: result.power})
     return result

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
+from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
 from ema.errors import EMAError, InputError
 from ema.inputs import InputTransform
@@ -14,7 +15,6 @@ from ema.oracle import HttpOracle, Oracle, PyfuncOracle
 from ema.tracking import keys
 from ema.tracking.registry import MODELS_URI, RegisteredVersion, declared_input_shape, resolve_version
 from ema.training.recipes import Recipe, load_recipe, recipe_from_json
-from ema.workflows.sources import DEFAULT_DATA, load_splits
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,18 @@ class Target:
             )
         return read_set(query_file) if query_file is not None else self.splits().query(query)
 
-    def oracle(self, *, outputs: str = "auto", batch_size: int | None = None) -> Oracle:
-        """Black-box access: HTTP when a URL is given, else the pyfunc loaded in-process."""
+    def oracle(
+        self,
+        *,
+        outputs: str = "auto",
+        batch_size: int | None = None,
+        timeout: float | None = None,
+        request_timeout: float | None = None,
+    ) -> Oracle:
+        """Black-box access: HTTP when a URL is given, else the pyfunc loaded in-process.
+
+        ``timeout`` and ``request_timeout`` (seconds; None keeps HttpOracle's defaults) bound scoring over HTTP.
+        """
         options = {"outputs": outputs, "transform": self.recipe.transform}
         if batch_size:
             options["batch_size"] = batch_size
@@ -70,7 +80,8 @@ class Target:
                 shape = declared_input_shape(self.model_uri)
                 if shape is not None:
                     options["input_shape"] = shape
-            return HttpOracle(self.model_url, **options)
+            limits = {"timeout": timeout, "request_timeout": request_timeout}
+            return HttpOracle(self.model_url, **options, **{k: v for k, v in limits.items() if v is not None})
         return PyfuncOracle(self.model_uri, **options)
 
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import mlflow
-
+from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.tracking import keys
-from ema.tracking.registry import RegisteredVersion, log_and_register_torch_model
-from ema.tracking.runs import log_dataset, start_run
+from ema.tracking.registry import RegisteredVersion, log_and_register
+from ema.tracking.runs import log_dataset, log_metrics, log_params, start_run
 from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
-from ema.workflows.sources import DEFAULT_DATA, load_splits
+from ema.validation import check_alias, check_model_name
 
 
 @dataclass(frozen=True)
@@ -42,24 +41,28 @@ def train_target(
     splits = load_splits(data, data_seed, data_root)
     train, held_out = splits.train, splits.held_out
     with start_run(f"train {spec.arch} {model_name}") as run:
-        mlflow.log_params({**spec.to_dict(), keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed})
+        check_model_name("model name", model_name)
+        check_alias("alias", alias)
+        log_params({**spec.to_dict(), keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed})
         log_dataset(train, name=f"{data}/train", context="training")
         model = fit(spec, train.pixels(), train.y, progress=progress, desc="train target")
         train_acc = float((predict_proba(model, train.pixels()).argmax(1) == train.y).mean())
         held_acc = float((predict_proba(model, held_out.pixels()).argmax(1) == held_out.y).mean())
-        mlflow.log_metrics({keys.METRIC_TRAIN_ACCURACY: train_acc, keys.METRIC_HELD_OUT_ACCURACY: held_acc})
-        version = log_and_register_torch_model(
-            model,
-            train.pixels()[:2],
-            name=model_name,
-            alias=alias,
-            tags={
-                keys.TAG_ROLE: "target",
-                keys.TAG_RECIPE: recipe_to_json(TorchRecipe(spec)),
-                keys.TAG_DATA_SOURCE: data,
-                keys.TAG_DATA_SEED: str(data_seed),
-                **({keys.TAG_DATA_ROOT: str(data_root)} if data_root else {}),
-                keys.TAG_DATA_FINGERPRINT: train.fingerprint,
-            },
-        )
+        log_metrics({keys.METRIC_TRAIN_ACCURACY: train_acc, keys.METRIC_HELD_OUT_ACCURACY: held_acc})
+        from ema.training.packaging import package_torch_model  # torch: only when a model is logged
+
+        with package_torch_model(model, train.pixels()[:2]) as package:
+            version = log_and_register(
+                package,
+                name=model_name,
+                alias=alias,
+                tags={
+                    keys.TAG_ROLE: "target",
+                    keys.TAG_RECIPE: recipe_to_json(TorchRecipe(spec)),
+                    keys.TAG_DATA_SOURCE: data,
+                    keys.TAG_DATA_SEED: str(data_seed),
+                    **({keys.TAG_DATA_ROOT: str(data_root)} if data_root else {}),
+                    keys.TAG_DATA_FINGERPRINT: train.fingerprint,
+                },
+            )
     return TrainOutcome(run.info.run_id, version, train_acc, held_acc)

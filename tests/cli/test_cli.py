@@ -18,7 +18,7 @@ def test_data_splits_writes_every_split(tmp_path):
     result = invoke("data", "splits", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
     names = sorted(p.stem for p in tmp_path.glob("*.npz"))
-    assert names == sorted(["M6", "S", "calibration", *(f"train_fold{i}" for i in range(1, 6))])
+    assert names == sorted(["M6", "S", "calibration", *(f"M{i}" for i in range(1, 6))])
     with np.load(tmp_path / "M6.npz", allow_pickle=False) as data:
         assert data["x"].shape == (2000, 28, 28) and data["x"].dtype == np.uint8
         assert data["y"].dtype == np.int64 and data["index"].dtype == np.int64
@@ -61,3 +61,69 @@ def test_train_rejects_zero_epochs(store):
 @pytest.mark.parametrize("command", ["train", "calibrate", "audit", "demo", "data"])
 def test_help_of_every_command(command):
     assert invoke(command, "--help").exit_code == 0
+
+
+def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
+    import dataclasses
+
+    import ema_cli.audit as command
+    from ema.workflows.audit import AuditConfig
+    from ema.workflows.options import EMAError
+
+    seen = {}
+
+    def capture(config, progress):
+        seen["config"] = config
+        raise EMAError("captured")
+
+    monkeypatch.setattr(command, "audit_workflow", capture)
+    monkeypatch.setattr("ema_cli.options.configure", lambda name: None)
+    given = {
+        "--model": "models:/m@a",
+        "--model-url": "http://127.0.0.1:1/invocations",
+        "--query": "M1",
+        "--method": "calibrated",
+        "--test": "ks",
+        "--alpha": "0.05",
+        "--k": "60",
+        "--cal-seed": "3",
+        "--threshold-mode": "per-class",
+        "--outputs": "logits",
+        "--recipe": "r.json",
+        "--reference": "ref.npz",
+        "--members": "members.npz",
+        "--margin": "0.2",
+        "--timeout": "9",
+        "--request-timeout": "4",
+        "--calibration-name": "cal",
+    }
+    result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
+    assert "captured" in result.output
+    config = seen["config"]
+    assert (config.model_uri, config.model_url, config.query, config.method, config.test) == (
+        "models:/m@a",
+        "http://127.0.0.1:1/invocations",
+        "M1",
+        "calibrated",
+        "ks",
+    )
+    assert (config.alpha, config.k, config.cal_seed, config.threshold_mode, config.outputs) == (
+        0.05,
+        60,
+        3,
+        "per-class",
+        "logits",
+    )
+    assert (config.recipe_file, config.reference_file, config.members_file, config.calibration_name) == (
+        "r.json",
+        "ref.npz",
+        "members.npz",
+        "cal",
+    )
+    assert (config.margin, config.timeout, config.request_timeout, config.strict) == (0.2, 9.0, 4.0, True)
+    unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
+        "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
+        "recipe_file", "reference_file", "members_file", "margin", "timeout", "request_timeout", "strict",
+        "calibration_name",
+    }  # fmt: skip
+    assert unset == {"query_file", "transform", "calibration", "corruption"}

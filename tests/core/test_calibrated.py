@@ -160,7 +160,7 @@ def test_calibrated_auditor_result_contents():
     assert {"p_removed", "p_retained", "retained_lower_bound_target_only", "retained_ci_high"} <= set(ASSUMPTIONS)
     assert "transfer" in ASSUMPTIONS["p_retained"] and "target only" in ASSUMPTIONS["p_removed"]
     assert len(thresholds["tests"]) == 3 * 5
-    assert len(thresholds["metrics"]["confidence"]["cutoffs"]) == 5
+    assert len(thresholds["signals"]["confidence"]["cutoffs"]) == 5
     # Holm: the family p-value is the smallest adjusted one.
     assert result.metrics["p_removed"] == pytest.approx(min(t["p_removed_adjusted"] for t in thresholds["tests"]))
     assert set(thresholds["diagnostics"]) == {
@@ -201,7 +201,7 @@ def test_calibrated_auditor_per_class_mode():
     assert auditor.audit(*make_proba(rng, 1000, MEMBER_LAW)).verdict == MEMORIZED
     result = auditor.audit(*make_proba(rng, 1000, NONMEMBER_LAW))
     assert result.verdict == NOT_MEMORIZED
-    assert np.asarray(result.thresholds["metrics"]["confidence"]["cutoffs"]).shape == (N_CLASSES, 5)
+    assert np.asarray(result.thresholds["signals"]["confidence"]["cutoffs"]).shape == (N_CLASSES, 5)
 
 
 def test_calibrated_auditor_per_class_warns_on_class_missing_from_reference():
@@ -212,6 +212,10 @@ def test_calibrated_auditor_per_class_warns_on_class_missing_from_reference():
     auditor = CalibratedAuditor(threshold_mode="per-class")
     with pytest.warns(UserWarning, match=r"classes \[3\] have no reference samples"):
         auditor.calibrate(reference_proba[keep], reference_labels[keep], *members, *nonmembers)
+    # The missing class is compared with the whole reference: its cut-offs are the global ones.
+    global_auditor = CalibratedAuditor().calibrate(reference_proba[keep], reference_labels[keep], *members, *nonmembers)
+    np.testing.assert_array_equal(auditor.cutoffs_["confidence"][3], global_auditor.cutoffs_["confidence"][0])
+    assert auditor.stratum_reference_sizes_[3] == keep.sum()
     assert auditor.audit(*make_proba(rng, 200, NONMEMBER_LAW)).verdict in VERDICTS
 
 
@@ -259,7 +263,7 @@ def test_calibrated_auditor_audit_before_calibrate_refused():
         ({"correction": "bh"}, "expected correction in"),
         ({"threshold_mode": "per-sample"}, "expected threshold_mode in"),
         ({"confidence_level": 1.0}, r"expected confidence_level in \(0, 1\)"),
-        ({"metrics": ("confidence", "loss")}, "expected distinct metric names"),
+        ({"signals": ("confidence", "loss")}, "expected distinct signal names"),
         ({"n_draws": 10}, "n_draws to be an integer >= 100"),
     ],
 )

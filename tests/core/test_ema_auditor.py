@@ -36,10 +36,10 @@ def test_ema_auditor_membership_is_any_metric_flag(calibrated):
     rng = np.random.default_rng(2)
     labels = rng.integers(0, 3, 50)
     result = calibrated.audit(peaked(labels, rng.uniform(0.34, 1.0, 50)), labels)
-    expected = np.logical_or.reduce([result.flags[m] for m in calibrated.metrics])
+    expected = np.logical_or.reduce([result.flags[m] for m in calibrated.signals])
     np.testing.assert_array_equal(result.membership, expected)
     assert result.flag_rate == pytest.approx(expected.mean())
-    assert set(result.sample_columns()) == {*calibrated.metrics, *(f"flag_{m}" for m in calibrated.metrics), "M"}
+    assert set(result.sample_columns()) == {*calibrated.signals, *(f"flag_{m}" for m in calibrated.signals), "M"}
 
 
 def test_ema_auditor_round_trips_through_dict(calibrated):

@@ -1,10 +1,21 @@
 """The auditing core imports neither torch, mlflow nor click (DESIGN.md, "Lines that must hold")."""
 
+import importlib.util
+import pkgutil
 import subprocess
 import sys
 
-CORE_MODULES = ("ema.signals", "ema.thresholds", "ema.stats", "ema.auditors")
+#: Every module of the ema.stats package, found without importing it.
+STATS_MODULES = tuple(
+    f"ema.stats.{module.name}"
+    for module in pkgutil.iter_modules(importlib.util.find_spec("ema.stats").submodule_search_locations)
+)
+CORE_MODULES = ("ema.signals", "ema.thresholds", "ema.stats", *STATS_MODULES, "ema.auditors")
 FORBIDDEN = ("torch", "mlflow", "click")
+
+
+def test_core_modules_cover_the_stats_package():
+    assert {"ema.stats.paper", "ema.stats.placement", "ema.stats.power"} <= set(STATS_MODULES)
 
 
 def test_core_imports_no_framework_tracking_or_cli():

@@ -3,7 +3,7 @@ import pytest
 
 from ema.errors import InputError
 from ema.signals import (
-    METRICS,
+    SIGNALS,
     check_probabilities,
     compute_scores,
     confidence_score,
@@ -44,7 +44,7 @@ def test_modified_entropy_score_matches_song_mittal_definition():
     np.testing.assert_allclose(modified_entropy_score(PROBA[:2], LABELS[:2]), expected)
 
 
-@pytest.mark.parametrize("name", sorted(METRICS))
+@pytest.mark.parametrize("name", sorted(SIGNALS))
 def test_metrics_rank_a_confident_correct_sample_above_a_wrong_one(name):
     proba = np.array([[0.98, 0.01, 0.01], [0.2, 0.5, 0.3]])
     scores = compute_scores(proba, np.array([0, 0]), [name])[name]
@@ -72,6 +72,6 @@ def test_check_probabilities_rejects_labels_outside_classes():
         check_probabilities(PROBA, np.array([0, 5, 1]))
 
 
-def test_compute_scores_rejects_unknown_metric():
-    with pytest.raises(InputError, match="metric names"):
+def test_compute_scores_rejects_unknown_signal():
+    with pytest.raises(InputError, match="signal names"):
         compute_scores(PROBA, LABELS, ["loss"])

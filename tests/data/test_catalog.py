@@ -28,7 +28,7 @@ def test_describe_source_builtin_has_one_split_and_no_root(tmp_path):
 
 
 def test_describe_source_rejects_unknown_name():
-    with pytest.raises(InputError, match="expected a data source from .*, got 'usps'"):
+    with pytest.raises(InputError, match="expected data source in .*, got 'usps'"):
         describe_source("usps")
     assert "svhn" in SOURCE_NAMES and "mnist-embedded" in SOURCE_NAMES
 
@@ -52,5 +52,6 @@ def test_data_splits_draws_from_a_given_source(tmp_path, make_pneumoniamnist_roo
         main, ["data", "splits", "--data", "pneumoniamnist", "--root", str(root), "--out", str(tmp_path / "out")]
     )
     assert result.exit_code == 0, result.output
-    assert sorted(p.stem for p in (tmp_path / "out").glob("*.npz"))[:2] == ["M6", "S"]
-    assert "train_fold1.npz  20 images" in result.output
+    written = sorted(p.stem for p in (tmp_path / "out").glob("*.npz"))
+    assert written == ["M1", "M2", "M3", "M4", "M5", "M6", "S", "calibration"]
+    assert "M1.npz  20 images" in result.output

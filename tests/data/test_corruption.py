@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from ema.data.arrays import ArraySet
-from ema.data.corruption import corrupt, rotate_images
+from ema.data.corruption import noise_and_rotation, rotate_images
 from ema.errors import InputError
 
 
@@ -15,19 +15,19 @@ def blank_set(n: int = 100) -> ArraySet:
 @pytest.mark.parametrize(("k", "expected_changed"), [(100, 0), (80, 20), (50, 50)])
 def test_corrupt_changes_100_minus_k_percent(k, expected_changed):
     data = blank_set()
-    changed = (corrupt(data, k, seed=0).x != data.x).any(axis=(1, 2)).sum()
+    changed = (noise_and_rotation(data, k, seed=0).x != data.x).any(axis=(1, 2)).sum()
     assert changed == expected_changed
 
 
 def test_corrupt_is_deterministic_under_seed_and_varies_with_it():
     data = blank_set()
-    np.testing.assert_array_equal(corrupt(data, 60, seed=3).x, corrupt(data, 60, seed=3).x)
-    assert (corrupt(data, 60, seed=3).x != corrupt(data, 60, seed=4).x).any()
+    np.testing.assert_array_equal(noise_and_rotation(data, 60, seed=3).x, noise_and_rotation(data, 60, seed=3).x)
+    assert (noise_and_rotation(data, 60, seed=3).x != noise_and_rotation(data, 60, seed=4).x).any()
 
 
 def test_corrupt_keeps_labels_and_indices():
     data = blank_set()
-    out = corrupt(data, 50, seed=0)
+    out = noise_and_rotation(data, 50, seed=0)
     np.testing.assert_array_equal(out.y, data.y)
     np.testing.assert_array_equal(out.index, data.index)
 
@@ -51,14 +51,14 @@ def test_rotate_images_quarter_turn_matches_rot90():
 
 def test_corrupt_rejects_k_out_of_range():
     with pytest.raises(InputError, match=r"k in 0..100.*got 120"):
-        corrupt(blank_set(), 120)
+        noise_and_rotation(blank_set(), 120)
 
 
 def test_apply_corruption_by_name():
-    from ema.data.corruption import add_noise, apply_corruption
+    from ema.data.corruption import apply_corruption, noise_only
 
     data = blank_set()
-    np.testing.assert_array_equal(apply_corruption("noise", data, 60, 1).x, add_noise(data, 60, 1).x)
-    np.testing.assert_array_equal(apply_corruption("noise+rotation", data, 60, 1).x, corrupt(data, 60, 1).x)
-    with pytest.raises(InputError, match=r"corruption in \['noise', 'noise\+rotation'\], got 'blur'"):
+    np.testing.assert_array_equal(apply_corruption("noise", data, 60, 1).x, noise_only(data, 60, 1).x)
+    np.testing.assert_array_equal(apply_corruption("noise+rotation", data, 60, 1).x, noise_and_rotation(data, 60, 1).x)
+    with pytest.raises(InputError, match=r"expected corruption in .*, got .blur."):
         apply_corruption("blur", data, 60)

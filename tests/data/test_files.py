@@ -26,7 +26,7 @@ def test_write_then_read_round_trips(tmp_path):
 
 def test_read_set_lists_missing_arrays(tmp_path):
     np.savez(tmp_path / "bad.npz", x=sample_set().x)
-    with pytest.raises(InputError, match=r"missing \['y', 'index'\]"):
+    with pytest.raises(InputError, match=r"missing \['y'\]"):
         read_set(tmp_path / "bad.npz")
 
 
@@ -67,3 +67,10 @@ def test_read_set_rejects_non_npz(tmp_path):
 def test_read_set_missing_file(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         read_set(tmp_path / "nope.npz")
+
+
+def test_read_set_numbers_samples_when_index_is_left_out(tmp_path):
+    np.savez(tmp_path / "plain.npz", x=np.zeros((3, 28, 28), np.uint8), y=np.arange(3, dtype=np.int64))
+    data = read_set(tmp_path / "plain.npz")
+    np.testing.assert_array_equal(data.index, np.arange(3))
+    assert data.name == "plain"

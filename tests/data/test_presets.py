@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 from ema.data.embedded import load_mnist_embedded
-from ema.data.presets import PRESETS, preset_splits, split_plan
+from ema.data.presets import DATA_SOURCES, PRESETS, load_splits, preset_splits, split_plan
 from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, SplitSizes, make_splits
 from ema.errors import InputError
-from ema.workflows.sources import DATA_SOURCES, load_splits
 
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 
@@ -42,7 +41,7 @@ def test_embedded_preset_refuses_a_root(tmp_path):
 
 
 def test_unknown_preset_is_refused():
-    with pytest.raises(InputError, match="expected a data source from .*, got 'usps'"):
+    with pytest.raises(InputError, match="expected data source in .*, got 'usps'"):
         load_splits("usps")
 
 

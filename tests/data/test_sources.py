@@ -253,7 +253,7 @@ def test_pneumoniamnist_refuses_pickled_objects(tmp_path):
 
 @pytest.mark.parametrize("name", sorted(LOADERS))
 def test_every_loader_refuses_an_unknown_split(tmp_path, name):
-    with pytest.raises(InputError, match=f"{name}: expected a split from .*, got 'extra'"):
+    with pytest.raises(InputError, match=f"expected {name} split in .*, got 'extra'"):
         open_source(name, tmp_path).load("extra")
 
 
@@ -264,7 +264,7 @@ def test_open_source_needs_a_root_unless_the_source_has_a_default():
 
 
 def test_open_source_rejects_unknown_name():
-    with pytest.raises(InputError, match="expected a data source from .*, got 'usps'"):
+    with pytest.raises(InputError, match="expected data source in .*, got 'usps'"):
         open_source("usps")
 
 

@@ -90,7 +90,7 @@ def test_split_sizes_scale_down_and_count_in_domain():
 
 
 def test_load_splits_reads_a_source_once_and_hands_out_read_only_arrays():
-    from ema.workflows.sources import load_splits
+    from ema.data.presets import load_splits
 
     first, again = load_splits("mnist-embedded", 0), load_splits("mnist-embedded", 0)
     assert again is first

@@ -9,19 +9,30 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from ema.experiments.resume import TAG_CONFIG, TAG_GRID
-from ema.experiments.runner import (
+from ema.experiments.runner import CellAuditor
+from ema.tracking import keys
+from ema.tracking.keys import (
     ARTIFACT_CELLS,
     ARTIFACT_FIG2,
     ARTIFACT_FIG3,
+    ARTIFACT_GRID_CONFIG,
+    ARTIFACT_REPORT,
     ARTIFACT_TABLES_HTML,
     ARTIFACT_TABLES_MD,
-    CellAuditor,
+    TAG_GRID,
+    TAG_GRID_CONFIG,
 )
-from ema.tracking import keys
 from ema_cli.cli import main
 
-PARENT_ARTIFACTS = {ARTIFACT_TABLES_MD, ARTIFACT_TABLES_HTML, ARTIFACT_CELLS, ARTIFACT_FIG2, ARTIFACT_FIG3, "grid.json"}
+PARENT_ARTIFACTS = {
+    ARTIFACT_TABLES_MD,
+    ARTIFACT_TABLES_HTML,
+    ARTIFACT_CELLS,
+    ARTIFACT_FIG2,
+    ARTIFACT_FIG3,
+    ARTIFACT_GRID_CONFIG,
+    ARTIFACT_REPORT,
+}
 
 
 def invoke(*args: str):
@@ -79,7 +90,9 @@ def test_grid_benchmark_resumes_an_interrupted_grid_then_reuses_every_finished_c
     )
     _, parents = grid_parents(client, "benchmark")
     parent = parents[1]
-    assert parent.info.status == "FINISHED" and parent.data.tags[TAG_CONFIG] == interrupted.data.tags[TAG_CONFIG]
+    assert (
+        parent.info.status == "FINISHED" and parent.data.tags[TAG_GRID_CONFIG] == interrupted.data.tags[TAG_GRID_CONFIG]
+    )
     assert parent.data.params["grid_ks"] == "100" and parent.data.params["epochs"] == "2"
     assert PARENT_ARTIFACTS <= {a.path for a in client.list_artifacts(parent.info.run_id)}
     (child,) = audit_children(client, experiment.experiment_id, parent.info.run_id)
@@ -93,6 +106,11 @@ def test_grid_benchmark_resumes_an_interrupted_grid_then_reuses_every_finished_c
     with open(client.download_artifacts(parent.info.run_id, ARTIFACT_TABLES_MD)) as handle:
         markdown = handle.read()
     assert "| k | M1 | M6 |" in markdown and markdown.count("| 100 |") == 2
+    with open(client.download_artifacts(parent.info.run_id, ARTIFACT_REPORT)) as handle:
+        report = handle.read()
+    assert "Table 2(a)" in report and "data:image/png;base64," in report
+    assert report.count("<img ") == 2  # Fig. 2 and Fig. 3, inline
+    assert ARTIFACT_REPORT in {a.path for a in client.list_artifacts(child.info.run_id)}  # each cell's own report
 
     again = invoke(*args)
     assert "(0 audited, 2 reused)" in again.output

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ema.data.arrays import ArraySet
-from ema.data.corruption import add_noise
+from ema.data.corruption import noise_only
 from ema.data.splits import QUERY_NAMES
 from ema.errors import InputError
 from ema.experiments.grids import (
@@ -77,7 +77,7 @@ def test_parse_sizes_refuses_sizes_on_grids_without_them_and_bad_values():
 
 
 def test_get_grid_and_check_data_refuse_mismatches():
-    with pytest.raises(InputError, match="expected a grid from"):
+    with pytest.raises(InputError, match="expected grid in"):
         get_grid("table7")
     with pytest.raises(InputError, match="binary chest X-ray source"):
         check_data(get_grid("medical"), "mnist-embedded")
@@ -97,14 +97,14 @@ def _images(n: int) -> ArraySet:
     return ArraySet("c", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), np.arange(n) % 2, np.arange(n))
 
 
-def test_add_noise_noises_exactly_the_share_100_minus_k_and_nothing_else():
+def test_noise_only_noises_exactly_the_share_100_minus_k_and_nothing_else():
     data = _images(200)
-    assert np.array_equal(add_noise(data, 100, 0).x, data.x)
-    changed = (add_noise(data, 60, 0).x != data.x).reshape(200, -1).any(axis=1)
+    assert np.array_equal(noise_only(data, 100, 0).x, data.x)
+    changed = (noise_only(data, 60, 0).x != data.x).reshape(200, -1).any(axis=1)
     assert changed.sum() == 80
-    assert np.array_equal(add_noise(data, 60, 0).x, add_noise(data, 60, 0).x)
+    assert np.array_equal(noise_only(data, 60, 0).x, noise_only(data, 60, 0).x)
     with pytest.raises(InputError, match="0..100"):
-        add_noise(data, 120)
+        noise_only(data, 120)
 
 
 def test_subsample_is_seeded_sized_and_named_after_its_query_set():

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from mlflow.exceptions import MlflowException
 
-from ema.tracking.registry import log_and_register_torch_model
+from ema.tracking.registry import log_and_register
 from ema.training.fit import fit, predict_proba
-from ema.training.packaging import WEIGHTS
+from ema.training.packaging import WEIGHTS, package_torch_model
 from ema.training.spec import TrainSpec
 
 
@@ -31,12 +31,19 @@ def _logged(spec, images):
     pixels, labels = images
     model = fit(spec, pixels, labels, progress=False)
     mlflow.set_experiment("packaging")
-    with mlflow.start_run():
-        version = log_and_register_torch_model(model, pixels[:2], name="packed", alias="now", tags={})
+    with mlflow.start_run(), package_torch_model(model, pixels[:2]) as package:
+        version = log_and_register(package, name="packed", alias="now", tags={})
     return model, version
 
 
-@pytest.mark.parametrize("spec", [TrainSpec(arch="mlp", hidden=(32,), epochs=2), TrainSpec(arch="cnn", epochs=1)])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        TrainSpec(arch="mlp", hidden=(32,), epochs=2),
+        TrainSpec(arch="cnn", epochs=1),
+        TrainSpec(arch="resnet18", epochs=1, batch_size=32),
+    ],
+)
 def test_logged_model_predicts_exactly_what_the_trained_model_does(store, images, spec):
     model, version = _logged(spec, images)
     loaded = mlflow.pyfunc.load_model(version.uri)

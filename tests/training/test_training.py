@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from ema.errors import InputError
+from ema.errors import EMAError, InputError
 from ema.inputs import InputTransform
 from ema.training.fit import fit, predict_proba
 from ema.training.recipes import (
@@ -40,9 +40,31 @@ def test_fit_learns_a_small_set(tiny, arch):
     assert (predict_proba(model, pixels).argmax(1) == labels).mean() > 0.9
 
 
-def test_train_spec_refuses_bad_values():
-    with pytest.raises(InputError, match=r"arch in \('mlp', 'cnn'\), got 'rnn'.*epochs >= 1, got 0"):
-        TrainSpec(arch="rnn", epochs=0)
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"arch": "rnn"}, r"arch in \('mlp', 'cnn', 'resnet18'\), got 'rnn'"),
+        ({"epochs": 0}, "epochs to be a positive integer, got 0"),
+        ({"lr": float("nan")}, "lr to be a finite number > 0, got nan"),
+        ({"lr": 0.0}, "lr to be a finite number > 0, got 0.0"),
+        ({"momentum": float("nan")}, "momentum to be a finite number >= 0, got nan"),
+        ({"momentum": 1.0}, r"momentum in \[0, 1\), got 1.0"),
+        ({"weight_decay": float("inf")}, "weight_decay to be a finite number >= 0, got inf"),
+        ({"lr_decay": -1.0}, "lr_decay to be a finite number >= 0, got -1.0"),
+        ({"hidden": ()}, "hidden to be a non-empty list"),
+        ({"batch_size": 2.5}, "batch_size to be a positive integer, got 2.5"),
+        ({"seed": -3}, "seed to be a non-negative integer, got -3"),
+    ],
+)
+def test_train_spec_refuses_bad_values(options, message):
+    with pytest.raises(InputError, match=message):
+        TrainSpec(**options)
+
+
+def test_fit_stops_on_a_diverging_loss(tiny):
+    pixels, labels = tiny
+    with pytest.raises(EMAError, match=r"training diverged: .* got a loss of nan in epoch \d of 3 \(lr 1e\+30\)"):
+        fit(TrainSpec(hidden=(16,), epochs=3, lr=1e30), pixels, labels, progress=False)
 
 
 def test_train_spec_round_trips_json():
@@ -72,7 +94,7 @@ def test_sklearn_recipe_fits_flattened_pixels(tiny):
 
 
 def test_recipe_refuses_non_sklearn_import_path():
-    with pytest.raises(InputError, match="starting with 'sklearn.'"):
+    with pytest.raises(InputError, match="expected 'estimator' to name a scikit-learn classifier.*got 'os.system'"):
         recipe_from_dict({"framework": "sklearn", "estimator": "os.system"})
 
 
@@ -84,5 +106,21 @@ def test_recipe_refuses_unknown_framework_and_fields(tmp_path):
     (tmp_path / "r.json").write_text(
         json.dumps({"framework": "sklearn", "estimator": "sklearn.svm.SVC", "params": {"nope": 1}})
     )
-    with pytest.raises(InputError, match="invalid parameters for sklearn.svm.SVC"):
-        load_recipe(tmp_path / "r.json").build()
+    with pytest.raises(InputError, match=r"unknown parameters \['nope'\] for SVC"):
+        load_recipe(tmp_path / "r.json")
+
+
+def test_resnet18_has_a_one_channel_stem_and_keeps_28x28_resolution():
+    import torch
+
+    from ema.training.architectures import ProbabilityModel
+
+    torch.manual_seed(0)
+    model = ProbabilityModel(TrainSpec(arch="resnet18"), n_classes=2).eval()
+    network = model.network
+    assert network.conv1.in_channels == 1 and network.conv1.stride == (1, 1)
+    assert isinstance(network.maxpool, torch.nn.Identity)
+    with torch.inference_mode():
+        proba = model(torch.rand(3, 1, 28, 28))
+    assert proba.shape == (3, 2)
+    np.testing.assert_allclose(proba.sum(dim=1).numpy(), 1.0, rtol=1e-6)

@@ -17,10 +17,10 @@ import requests
 
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
+from ema.data.presets import load_splits
 from ema.tracking.runs import configure
 from ema.training.spec import TrainSpec
-from ema.workflows.audit import audit
-from ema.workflows.sources import load_splits
+from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.train import train_target
 from tests.workflows.test_serving import free_port
 
@@ -66,7 +66,7 @@ def two_audits(tmp_path_factory, template_db):
     runs = []
     for epochs in (20, 30):
         version = train_target(TrainSpec(epochs=epochs), progress=False).version
-        runs.append(audit(version.uri, query_file=str(query_file), progress=False))
+        runs.append(audit(AuditConfig(model_uri=version.uri, query_file=str(query_file)), progress=False))
     return directory, runs
 
 
@@ -128,15 +128,15 @@ def compare_url(base: str, runs) -> str:
 
 def test_compare_page_shows_rho_of_both_audits(two_audits, ui_server, tmp_path):
     directory, runs = two_audits
-    values = [run.result.metrics["rho_ema"] for run in runs]
+    values = [run.primary.metrics["rho_ema"] for run in runs]
     assert all(0 < v < 1 for v in values) and values[0] != values[1], values
     url = compare_url(ui_server, runs)
     dom = chromium("--virtual-time-budget=30000", "--dump-dom", url, profile=tmp_path / "profile-dom")
     assert "rho_ema" in dom and "rho_ema_ks" in dom
     for run in runs:
-        assert run.run_id in dom or run.result.verdict in dom
+        assert run.run_id in dom or run.primary.verdict in dom
         for metric in ("rho_ema", "rho_ema_ks"):
-            value = run.result.metrics[metric]
+            value = run.primary.metrics[metric]
             shown = {f"{value:.{digits}g}" for digits in range(3, 8)} | {str(round(value, 4)), str(value)}
             assert any(text in dom for text in shown), (metric, value)
     screenshot = tmp_path / "compare.png"
@@ -151,3 +151,45 @@ def test_compare_page_shows_rho_of_both_audits(two_audits, ui_server, tmp_path):
     keep = os.environ.get("EMA_SCREENSHOT_DIR")
     if keep:
         shutil.copy(screenshot, Path(keep) / "mlflow-compare.png")
+
+
+def test_audit_report_renders_with_verdict_pvalues_and_figures(two_audits, ui_server, tmp_path):
+    """report.html, as the tracking server serves it, rendered by Chromium; and shown in the UI's artifact view."""
+    from mlflow.tracking import MlflowClient
+
+    from ema.reports.audit import VERDICT_WORDS
+    from ema.reports.page import number
+
+    _, runs = two_audits
+    run = runs[0]
+    page = tmp_path / "report.html"
+    page.write_bytes(
+        requests.get(f"{ui_server}/get-artifact?path=report.html&run_uuid={run.run_id}", timeout=30).content
+    )
+    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "profile-report")
+    assert f"Verdict: {VERDICT_WORDS[run.primary.verdict][0]}" in dom
+    pvalues = dom.split('id="pvalues"')[1].split("</section>")[0]
+    for metric in ("rho_ema", "rho_ema_ks"):
+        assert metric in pvalues and number(run.primary.metrics[metric]) in pvalues, metric
+    assert dom.count("<img ") >= 1 and 'src="data:image/png;base64,' in dom
+    assert "non-members (reference)" in dom  # the query's scores are drawn beside a reference's
+    assert "figures/ema_scores.png" in {a.path for a in MlflowClient().list_artifacts(run.run_id, "figures")}
+
+    experiment = MlflowClient().get_run(run.run_id).info.experiment_id
+    view = f"{ui_server}/#/experiments/{experiment}/runs/{run.run_id}/artifacts/report.html"
+    ui_dom = chromium("--virtual-time-budget=30000", "--dump-dom", view, profile=tmp_path / "profile-view")
+    assert "mlflow-html-iframe" in ui_dom  # the artifact view shows the page as HTML, not as text
+    shots = {"audit-report.png": page.as_uri(), "mlflow-artifact-report.png": view}
+    for name, url in shots.items():
+        chromium(
+            "--virtual-time-budget=30000",
+            "--window-size=1400,2400",
+            f"--screenshot={tmp_path / name}",
+            url,
+            profile=tmp_path / f"profile-{name}",
+        )
+        assert (tmp_path / name).stat().st_size > 10_000
+    keep = os.environ.get("EMA_SCREENSHOT_DIR")
+    if keep:
+        for name in shots:
+            shutil.copy(tmp_path / name, Path(keep) / name)

@@ -12,11 +12,11 @@ from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 from sklearn.neural_network import MLPClassifier
 
+from ema.data.presets import load_splits
 from ema.errors import EMAError
 from ema.tracking import keys
 from ema.tracking.runs import configure
-from ema.workflows.audit import audit
-from ema.workflows.sources import load_splits
+from ema.workflows.audit import AuditConfig, audit
 from tests.conftest import open_store
 
 RECIPE = {
@@ -58,25 +58,27 @@ def foreign(tmp_path_factory, template_db):
 
 def test_foreign_model_without_recipe_is_refused(foreign):
     with pytest.raises(EMAError, match="pass --recipe FILE"):
-        audit("models:/foreign-proba/1", query="M1", progress=False)
+        audit(AuditConfig(model_uri="models:/foreign-proba/1", query="M1"), progress=False)
 
 
 def test_foreign_sklearn_model_training_fold_memorized_held_out_not(foreign):
     _, recipe = foreign
-    member = audit("models:/foreign-proba/1", query="M1", recipe_file=recipe, progress=False)
-    held_out = audit("models:/foreign-proba/1", query="M6", recipe_file=recipe, progress=False)
-    assert member.result.verdict == "memorized"
-    assert held_out.result.verdict == "not_memorized"
+    member = audit(AuditConfig(model_uri="models:/foreign-proba/1", query="M1", recipe_file=recipe), progress=False)
+    held_out = audit(AuditConfig(model_uri="models:/foreign-proba/1", query="M6", recipe_file=recipe), progress=False)
+    assert member.primary.verdict == "memorized"
+    assert held_out.primary.verdict == "not_memorized"
     assert member.access == "probabilities"
-    calibration = MlflowClient().get_model_version_by_alias(keys.CALIBRATION_MODEL_NAME, keys.CALIBRATION_ALIAS)
+    used = MlflowClient().get_run(member.run_id).data.tags[keys.TAG_CALIBRATION_VERSION]  # audits move no alias
+    name, version = used.removeprefix("models:/").split("/")
+    calibration = MlflowClient().get_model_version(name, version)
     assert json.loads(calibration.tags[keys.TAG_RECIPE])["estimator"] == RECIPE["estimator"]
 
 
 def test_label_only_model_is_audited_on_correctness_alone(foreign):
     _, recipe = foreign
-    outcome = audit("models:/foreign-labels/1", query="M6", recipe_file=recipe, progress=False)
+    outcome = audit(AuditConfig(model_uri="models:/foreign-labels/1", query="M6", recipe_file=recipe), progress=False)
     assert outcome.access == "label-only"
-    assert set(outcome.result.scores) == {"correctness"}
+    assert set(outcome.primary.scores) == {"correctness"}
     run = MlflowClient().get_run(outcome.run_id)
     assert run.data.tags[keys.TAG_ACCESS] == "label-only"
     assert "labels" in run.data.tags[keys.TAG_OUTPUTS_DETECTED]
@@ -84,12 +86,14 @@ def test_label_only_model_is_audited_on_correctness_alone(foreign):
 
 def test_audit_tags_model_version_with_history(foreign):
     _, recipe = foreign
-    outcome = audit("models:/foreign-proba/1", query="S", recipe_file=recipe, progress=False)
+    outcome = audit(AuditConfig(model_uri="models:/foreign-proba/1", query="S", recipe_file=recipe), progress=False)
     tags = MlflowClient().get_model_version("foreign-proba", "1").tags
-    record = json.loads(tags[f"{keys.TAG_AUDIT_PREFIX}S"])
+    trail = [key for key in tags if key.startswith(f"{keys.TAG_AUDIT_PREFIX}S.")]
+    assert len(trail) == 1 and trail[0].endswith(f".{outcome.run_id[:8]}")
+    record = json.loads(tags[trail[0]])
     assert record["run_id"] == outcome.run_id
-    assert record["verdict"] == outcome.result.verdict
-    assert record["rho_ema"] == pytest.approx(outcome.result.metrics["rho_ema"])
+    assert record["verdict"] == outcome.primary.verdict
+    assert record["rho_ema"] == pytest.approx(outcome.primary.metrics["rho_ema"])
     assert json.loads(tags[keys.TAG_LAST_AUDIT])["query"] == "S"
 
 
@@ -99,8 +103,8 @@ def test_history_lists_audits_newest_first_and_filters(foreign):
     from ema_cli.cli import main
 
     _, recipe = foreign
-    first = audit("models:/foreign-proba/1", query="M6", recipe_file=recipe, progress=False)
-    second = audit("models:/foreign-proba/1", query="M1", recipe_file=recipe, progress=False)
+    first = audit(AuditConfig(model_uri="models:/foreign-proba/1", query="M6", recipe_file=recipe), progress=False)
+    second = audit(AuditConfig(model_uri="models:/foreign-proba/1", query="M1", recipe_file=recipe), progress=False)
     result = CliRunner().invoke(main, ["history", "--model", "foreign-proba"])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if first.run_id in line or second.run_id in line]

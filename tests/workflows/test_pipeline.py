@@ -9,14 +9,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError, InputError
 from ema.oracle import Oracle
 from ema.tracking import keys
 from ema.training.recipes import recipe_from_json
-from ema.workflows.audit import audit
+from ema.training.spec import TrainSpec
+from ema.workflows.audit import AuditConfig, audit
+from ema.workflows.audit_methods import ROUTE_MEMBER_REFERENCE, ROUTE_TRANSFER
 from ema.workflows.calibrate import calibrate
+from ema.workflows.history import version_trail
+from ema.workflows.train import train_target
+from ema_cli.cli import main
 from tests.workflows.conftest import QUICK_SPEC
 
 
@@ -50,7 +56,7 @@ def test_calibrate_trains_once_then_hits_cache(trained):
     assert not first.cached and second.cached
     assert second.version.version == first.version.version
     assert second.thresholds == first.thresholds
-    assert set(first.thresholds["metrics"]) >= {"correctness", "confidence", "negative_entropy"}
+    assert set(first.thresholds["signals"]) >= {"correctness", "confidence", "negative_entropy"}
     other_k = calibrate(outcome.version.uri, k=80, progress=False)
     assert not other_k.cached and other_k.version.version != first.version.version
 
@@ -79,7 +85,7 @@ def test_a_deleted_calibration_version_is_trained_again(trained):
 
 def test_registered_models_are_loaded_once_per_process(trained):
     from ema.inputs import InputTransform
-    from ema.workflows.models import registered_oracle
+    from ema.workflows.cached_models import registered_oracle
 
     _, outcome = trained
     oracle = registered_oracle(outcome.version, InputTransform())
@@ -91,53 +97,58 @@ def test_registered_models_are_loaded_once_per_process(trained):
 
 def test_audit_members_and_non_members(trained):
     _, outcome = trained
-    member = audit(outcome.version.uri, query="M1", progress=False)
-    held_out = audit(outcome.version.uri, query="M6", progress=False)
-    assert member.result.flag_rate > held_out.result.flag_rate
-    assert held_out.result.verdict == "not_memorized"
+    member = audit(AuditConfig(model_uri=outcome.version.uri, query="M1"), progress=False)
+    held_out = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    assert member.primary.flag_rate > held_out.primary.flag_rate
+    assert held_out.primary.verdict == "not_memorized"
     run = run_of(member.run_id)
     assert run.info.status == "FINISHED"
     assert run.data.params[keys.PARAM_QUERY] == "M1"
     assert run.data.params[keys.PARAM_MODEL_URI] == outcome.version.uri
-    assert run.data.tags[keys.TAG_VERDICT] == member.result.verdict
+    assert run.data.tags[keys.TAG_VERDICT] == member.primary.verdict
     assert run.data.tags[keys.TAG_EXPECTED_VERDICT] == "memorized"
-    assert run.data.metrics[keys.METRIC_RHO_EMA] == pytest.approx(member.result.metrics["rho_ema"])
+    assert run.data.metrics[keys.METRIC_RHO_EMA] == pytest.approx(member.primary.metrics["rho_ema"])
     assert run.data.metrics[keys.METRIC_N_QUERY] == 1000
-    assert artifacts_of(member.run_id) == {keys.ARTIFACT_THRESHOLDS, keys.ARTIFACT_MEMBERSHIP}
+    assert artifacts_of(member.run_id) == {
+        keys.ARTIFACT_CALIBRATION,
+        keys.ARTIFACT_MEMBERSHIP,
+        keys.ARTIFACT_REPORT,
+        keys.ARTIFACT_FIGURES_DIR,
+    }
 
 
 def test_audit_membership_artifact_matches_result(trained, tmp_path):
     _, outcome = trained
-    result = audit(outcome.version.uri, query="S", progress=False)
+    result = audit(AuditConfig(model_uri=outcome.version.uri, query="S"), progress=False)
     path = MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_MEMBERSHIP, str(tmp_path))
     table = pd.read_csv(path)
     assert list(table.columns[:2]) == ["index", "label"]
-    np.testing.assert_array_equal(table["M"].to_numpy(), result.result.membership)
+    np.testing.assert_array_equal(table["M"].to_numpy(), result.primary.membership)
     assert {"confidence", "flag_confidence", "negative_entropy", "flag_correctness"} <= set(table.columns)
     thresholds = json.loads(
-        Path(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_THRESHOLDS, str(tmp_path))).read_text()
+        Path(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_CALIBRATION, str(tmp_path))).read_text()
     )
     assert thresholds["ema"]["mode"] == "global"
 
 
 def test_audit_is_deterministic(trained):
     _, outcome = trained
-    first = audit(outcome.version.uri, query="M6", progress=False)
-    second = audit(outcome.version.uri, query="M6", progress=False)
-    assert first.result.metrics == second.result.metrics
-    np.testing.assert_array_equal(first.result.membership, second.result.membership)
+    first = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    second = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    assert first.primary.metrics == second.primary.metrics
+    np.testing.assert_array_equal(first.primary.membership, second.primary.membership)
 
 
 def test_audit_query_file_equals_named_set(trained, tmp_path):
     from ema.data.files import write_set
-    from ema.workflows.sources import load_splits
+    from ema.data.presets import load_splits
 
     _, outcome = trained
     m6 = load_splits().query("M6")
     path = write_set(m6, tmp_path / "m6.npz")
-    from_file = audit(outcome.version.uri, query_file=str(path), progress=False)
-    named = audit(outcome.version.uri, query="M6", progress=False)
-    np.testing.assert_array_equal(from_file.result.membership, named.result.membership)
+    from_file = audit(AuditConfig(model_uri=outcome.version.uri, query_file=str(path)), progress=False)
+    named = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    np.testing.assert_array_equal(from_file.primary.membership, named.primary.membership)
     for run_id in (from_file.run_id, named.run_id):
         run = run_of(run_id)
         (logged,) = run.inputs.dataset_inputs
@@ -150,7 +161,7 @@ def test_audit_query_file_equals_named_set(trained, tmp_path):
     [
         ({"model_uri": "models:/no-such-model@target", "query": "M1"}, EMAError, "'no-such-model' does not exist"),
         ({"model_uri": f"models:/{keys.TARGET_MODEL_NAME}@nope", "query": "M1"}, EMAError, "has no alias 'nope'"),
-        ({"query": "M9"}, InputError, "query set name"),
+        ({"query": "M9"}, InputError, "expected query set in"),
     ],
 )
 def test_audit_bad_input_fails_run_without_artifacts(trained, kwargs, error, message):
@@ -158,7 +169,7 @@ def test_audit_bad_input_fails_run_without_artifacts(trained, kwargs, error, mes
     kwargs = {"model_uri": outcome.version.uri, **kwargs}
     before = {r.info.run_id for r in failed_runs()}
     with pytest.raises(error, match=message):
-        audit(progress=False, **kwargs)
+        audit(AuditConfig(**kwargs), progress=False)
     new = [r for r in failed_runs() if r.info.run_id not in before]
     assert len(new) == 1
     assert artifacts_of(new[0].info.run_id) == set()
@@ -175,7 +186,7 @@ def test_audit_nan_outputs_fail_run_without_artifacts(trained):
     _, outcome = trained
     before = {r.info.run_id for r in failed_runs()}
     with pytest.raises(InputError, match="NaN"):
-        audit(outcome.version.uri, query="M1", oracle=NaNOracle(), progress=False)
+        audit(AuditConfig(model_uri=outcome.version.uri, query="M1"), oracle=NaNOracle(), progress=False)
     new = [r for r in failed_runs() if r.info.run_id not in before]
     assert len(new) == 1 and artifacts_of(new[0].info.run_id) == set()
 
@@ -197,30 +208,62 @@ def test_nested_runs_inherit_parent_params(trained):
 
 def test_audit_both_methods_log_rho_ema_and_rho_ks_in_one_run(trained):
     _, outcome = trained
-    both = audit(outcome.version.uri, query="S", method="both", progress=False)
+    both = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="both"), progress=False)
     run = run_of(both.run_id)
     assert {"rho_ema", "rho_ema_ks", "rho_ks", "ks_target", "ks_calibration"} <= set(run.data.metrics)
     assert run.data.tags["verdict.ema"] == both.results["ema"].verdict
     assert run.data.tags["verdict.ks-ratio"] == both.results["ks-ratio"].verdict
     assert run.data.metrics["rho_ks"] == pytest.approx(both.results["ks-ratio"].metrics["rho_ks"])
-    again = audit(outcome.version.uri, query="S", method="ks-ratio", progress=False)
-    assert again.result.metrics["rho_ks"] == pytest.approx(both.results["ks-ratio"].metrics["rho_ks"])
+    again = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="ks-ratio"), progress=False)
+    assert again.primary.metrics["rho_ks"] == pytest.approx(both.results["ks-ratio"].metrics["rho_ks"])
     assert run_of(again.run_id).data.tags["ema.ks_ratio_cache"] == "query-model hit, calset-model hit"
 
 
-def test_audit_calibrated_logs_both_p_values_and_retained_fraction(trained):
+def test_audit_calibrated_tests_both_directions_against_the_target_s_own_members(trained):
     _, outcome = trained
-    result = audit(outcome.version.uri, query="S", method="calibrated", progress=False)
-    metrics = run_of(result.run_id).data.metrics
-    assert {"p_removed", "p_retained", "retained_fraction", "retained_ci_low", "retained_ci_high"} <= set(metrics)
-    assert 0 <= metrics["retained_ci_low"] <= metrics["retained_ci_high"] <= 1
-    diagnostics = result.result.thresholds["diagnostics"]
-    assert metrics["transfer_gap"] == pytest.approx(diagnostics["transfer_gap"])
-    # the other-domain set is never called memorized; "removed" needs a trusted transfer
-    if diagnostics["transfer_trusted"]:
-        assert result.result.verdict == "not_memorized"
-    else:
-        assert result.result.verdict == "inconclusive" and metrics["p_retained"] == 1.0
+    member = audit(AuditConfig(model_uri=outcome.version.uri, query="M1", method="calibrated"), progress=False)
+    other = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated"), progress=False)
+    metrics, tags = run_of(member.run_id).data.metrics, run_of(member.run_id).data.tags
+    stated = {"p_removed", "p_retained", "retained_fraction", "retained_ci_low", "retained_ci_high"}
+    assert stated | {"power_retained", "min_detectable_fraction", "p_too_forgotten"} <= set(metrics)
+    assert tags[keys.TAG_CALIBRATED_ROUTE] == ROUTE_MEMBER_REFERENCE
+    assert (
+        tags[keys.TAG_MEMBER_REFERENCE].startswith("training data of")
+        and "4000 samples" in tags[keys.TAG_MEMBER_REFERENCE]
+    )
+    assert member.primary.verdict == "memorized" and metrics["power_retained"] > 0.9
+    assert other.primary.verdict == "not_memorized"
+    assert json.loads(run_of(other.run_id).data.tags[keys.TAG_WARNINGS]) == list(other.warnings)
+    assert any("another domain" in w for w in other.warnings)
+
+
+def test_audit_calibrated_without_known_members_falls_back_to_transfer(trained):
+    _, outcome = trained
+    version = MlflowClient().get_model_version(outcome.version.name, outcome.version.version)
+    MlflowClient().set_model_version_tag(version.name, version.version, keys.TAG_ROLE, "unknown")
+    try:
+        result = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated"), progress=False)
+    finally:
+        MlflowClient().set_model_version_tag(version.name, version.version, keys.TAG_ROLE, "target")
+    tags = run_of(result.run_id).data.tags
+    assert tags[keys.TAG_CALIBRATED_ROUTE] == ROUTE_TRANSFER and tags[keys.TAG_MEMBER_REFERENCE] == "none known"
+    diagnostics = result.primary.thresholds["diagnostics"]
+    if not diagnostics["transfer_trusted"]:
+        assert result.primary.verdict == "inconclusive"
+        assert any("generalises unlike the target" in w for w in result.warnings)
+
+
+def test_a_wrongly_scaled_target_is_warned_about_and_strict_makes_it_inconclusive(trained):
+    _, outcome = trained
+    args = ["audit", "--model", outcome.version.uri, "--query", "M1", "--normalize", "0.9,0.05", "--no-progress"]
+    warned = CliRunner().invoke(main, args)
+    assert warned.exit_code == 0 and "warning: target accuracy on the non-member reference" in warned.output
+    assert "near chance" in warned.output or "far below its recorded held-out accuracy" in warned.output
+    strict = CliRunner().invoke(main, [*args, "--strict"])
+    assert strict.exit_code != 0 and "--strict: the audit carries" in strict.output
+    run_id = strict.output.split("(run ")[-1].split(")")[0]
+    tags = run_of(run_id).data.tags
+    assert tags[keys.TAG_VERDICT] == "inconclusive" and keys.TAG_STRICT in tags
 
 
 def test_power_reports_a_query_size(trained):
@@ -230,3 +273,20 @@ def test_power_reports_a_query_size(trained):
     result = query_size_for_power(outcome.version.uri, progress=False)
     assert result.n_required is not None and result.n_required >= 1
     assert result.power >= 0.9
+
+
+def test_audit_trail_keeps_every_audit_and_compare_lines_up_versions(trained):
+    _, outcome = trained
+    second = train_target(TrainSpec(epochs=2, hidden=(16,)), alias="second", progress=False).version
+    runs = [
+        audit(AuditConfig(model_uri=uri, query="M6"), progress=False).run_id
+        for uri in (outcome.version.uri, outcome.version.uri, second.uri)
+    ]
+    trail = version_trail(outcome.version.name, query="M6")
+    mine = trail[trail["run_id"].isin(runs)]
+    assert sorted(mine["version"]) == sorted([int(outcome.version.version)] * 2 + [int(second.version)])
+    assert mine["verdict"].isin(["memorized", "not_memorized"]).all()
+    shown = CliRunner().invoke(main, ["compare", "--model", outcome.version.name, "--query", "M6"])
+    assert shown.exit_code == 0 and all(run in shown.output for run in runs)
+    refused = CliRunner().invoke(main, ["compare", "--model", outcome.version.name])
+    assert refused.exit_code != 0 and "give either RUN_ID... or both --model NAME and --query Q" in refused.output

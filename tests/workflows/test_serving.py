@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from ema.errors import EMAError
 from ema.oracle import HttpOracle
 from ema.tracking import keys
-from ema.workflows.audit import audit
+from ema.workflows.audit import AuditConfig, audit
 
 SERVER_START_TIMEOUT = 120.0
 
@@ -100,12 +100,12 @@ def failed_ids() -> set[str]:
 def test_http_audit_equals_in_process(trained, server):
     _, outcome = trained
     url, _ = server
-    over_http = audit(outcome.version.uri, model_url=url, query="M6", progress=False)
-    in_process = audit(outcome.version.uri, query="M6", progress=False)
-    np.testing.assert_array_equal(over_http.result.membership, in_process.result.membership)
-    assert over_http.result.metrics == in_process.result.metrics
-    for name in in_process.result.scores:
-        np.testing.assert_array_equal(over_http.result.scores[name], in_process.result.scores[name])
+    over_http = audit(AuditConfig(model_uri=outcome.version.uri, model_url=url, query="M6"), progress=False)
+    in_process = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    np.testing.assert_array_equal(over_http.primary.membership, in_process.primary.membership)
+    assert over_http.primary.metrics == in_process.primary.metrics
+    for name in in_process.primary.scores:
+        np.testing.assert_array_equal(over_http.primary.scores[name], in_process.primary.scores[name])
     assert MlflowClient().get_run(over_http.run_id).data.params[keys.PARAM_MODEL_URL] == url
 
 
@@ -140,7 +140,7 @@ def test_http_500_is_retried_then_fails_run_without_artifacts(trained):
     try:
         oracle = HttpOracle(url, retries=2, backoff=0.01)
         with pytest.raises(EMAError, match=r"failed after 3 attempts; last: HTTP 500"):
-            audit(outcome.version.uri, model_url=url, query="M1", oracle=oracle, progress=False)
+            audit(AuditConfig(model_uri=outcome.version.uri, model_url=url, query="M1"), oracle=oracle, progress=False)
     finally:
         httpd.shutdown()
     assert FailingHandler.calls == 3
@@ -153,9 +153,7 @@ def test_http_unreachable_server_fails_run(trained):
     url = f"http://127.0.0.1:{free_port()}/invocations"
     with pytest.raises(EMAError, match="ConnectionError"):
         audit(
-            outcome.version.uri,
-            model_url=url,
-            query="M1",
+            AuditConfig(model_uri=outcome.version.uri, model_url=url, query="M1"),
             oracle=HttpOracle(url, retries=1, backoff=0.01),
             progress=False,
         )
@@ -184,7 +182,7 @@ def test_http_server_stopped_mid_audit_fails_run(trained):
     oracle = StopsServerAfterFirstBatch(url, process, batch_size=500, retries=1, backoff=0.01)
     try:
         with pytest.raises(EMAError, match="failed after 2 attempts"):
-            audit(outcome.version.uri, model_url=url, query="M6", oracle=oracle, progress=False)
+            audit(AuditConfig(model_uri=outcome.version.uri, model_url=url, query="M6"), oracle=oracle, progress=False)
     finally:
         stop(process)
     assert newest_failed_run_artifacts(before) == [set()]

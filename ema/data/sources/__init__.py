@@ -22,7 +22,7 @@ from ema.data.sources.folder import ChestXRay
 from ema.data.sources.idx import MNIST, FashionMNIST, read_idx
 from ema.data.sources.medmnist import PneumoniaMNIST
 from ema.data.sources.svhn import SVHN
-from ema.errors import InputError
+from ema.validation import check_choice
 
 #: Every loader, by the name a user gives.
 LOADERS: dict[str, type[ImageSource]] = {
@@ -32,9 +32,7 @@ LOADERS: dict[str, type[ImageSource]] = {
 
 def open_source(name: str, root: str | Path | None = None, *, image_size: int = IMAGE_SIDE) -> ImageSource:
     """The loader called ``name``, reading under ``root`` (or its default root)."""
-    if name not in LOADERS:
-        raise InputError(f"expected a data source from {list(LOADERS)}, got {name!r}")
-    return LOADERS[name](root, image_size=image_size)
+    return LOADERS[check_choice("data source", name, LOADERS)](root, image_size=image_size)
 
 
 __all__ = [

@@ -8,12 +8,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from ema.data.arrays import ArraySet
+from ema.data.arrays import IMAGE_SIZE, ArraySet
 from ema.data.sources.images import resize_images
 from ema.errors import InputError
+from ema.validation import check_choice
 
 #: Side of the square grey images every loader returns by default.
-IMAGE_SIDE = 28
+IMAGE_SIDE = IMAGE_SIZE
 
 
 class ImageSource(ABC):
@@ -72,8 +73,7 @@ class ImageSource(ABC):
         return all(self._exists(path) for path in self._required(split))
 
     def _check_split(self, split: str) -> None:
-        if split not in self.splits:
-            raise InputError(f"{self.name}: expected a split from {list(self.splits)}, got {split!r}")
+        check_choice(f"{self.name} split", split, self.splits)
 
     def _check_exists(self, split: str) -> None:
         """Refuse a split whose files are not all under ``root``, naming every one expected."""

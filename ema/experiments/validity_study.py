@@ -1,0 +1,107 @@
+"""Wire the validity study: train the targets, score the pools once, audit many seeded draws, log."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from ema.auditors import EMAAuditor
+from ema.auditors.reference import ReferenceAuditor
+from ema.experiments.validity import TARGETS, ErrorGridConfig, ScoredPools, StudyTarget, audit_draws, summarize
+from ema.experiments.validity_plots import plot_error_rates, rates_table
+from ema.signals import PAPER_SIGNALS
+from ema.tracking import keys
+from ema.tracking.runs import log_artifacts_atomically, log_params, start_run
+from ema.workflows.audit import fit_calibrated
+from ema.workflows.cached_models import cached_model
+from ema.workflows.calibrate import CalibrationPlan, ensure_plan
+from ema.workflows.references import nonmember_reference, without_query
+from ema.workflows.target import Target, resolve_target
+from ema.workflows.train import train_target
+
+
+def score_pools(target: Target, oracle) -> ScoredPools:
+    """Member fold M1, held-out M6 and the other-domain set S of the target's splits, scored once on the target."""
+    splits = target.splits()
+    pools = ScoredPools(
+        {"members": splits.query("M1"), "same-domain": splits.held_out, "other-domain": splits.other_domain}
+    )
+    pools.proba = {name: oracle.predict_proba(data.x) for name, data in pools.sets.items()}
+    return pools
+
+
+def reference_auditor(target: Target, oracle, *, alpha: float) -> ReferenceAuditor:
+    """The calibrated auditor as ``ema audit --method calibrated`` runs it: folds M2..M5 and the calibration set."""
+    splits = target.splits()
+    members = without_query(splits.train, splits.query("M1"))
+    nonmembers = nonmember_reference(target).data
+    return ReferenceAuditor(alpha=alpha).calibrate(
+        oracle.predict_proba(members.x), members.y, oracle.predict_proba(nonmembers.x), nonmembers.y
+    )
+
+
+def audit_target(
+    label: str, study: StudyTarget, config: ErrorGridConfig, *, k: int, cal_seed: int, progress: bool
+) -> pd.DataFrame:
+    """Train and register one target, then audit every draw; returns the summary rows of this target."""
+    slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40]
+    trained = train_target(study.spec, data=study.data, model_name=f"ema-errors-{slug}", progress=progress)
+    target = resolve_target(trained.version.uri)
+    oracle = target.oracle(outputs="probabilities")
+    pools = score_pools(target, oracle)
+    plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
+    auditors = {
+        "ema": EMAAuditor.from_dict(
+            ensure_plan(plan, progress=progress).thresholds, signals=PAPER_SIGNALS, alpha=config.alpha
+        ),
+        "calibrated": reference_auditor(target, oracle, alpha=config.alpha),
+        "transfer": fit_calibrated(target, oracle, plan, alpha=config.alpha, progress=progress)[0],
+    }
+    calset_model, _ = cached_model(target, "calset-model", plan.corrupted(), progress=progress)
+
+    def fit_query_model(images):
+        return target.recipe.fit(images.pixels(), images.y, progress=False).predict_proba(images.pixels())
+
+    draws = audit_draws(pools, auditors, (fit_query_model, calset_model.predict_proba), config, progress=progress)
+    return summarize(draws).assign(
+        target=label, train_accuracy=trained.train_accuracy, held_out_accuracy=trained.held_out_accuracy
+    )
+
+
+def run_error_grid(
+    config: ErrorGridConfig = ErrorGridConfig(),
+    *,
+    targets: dict[str, StudyTarget] = TARGETS,
+    k: int = 100,
+    cal_seed: int = 0,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """The validity study as one parent run; logs the summary CSV, a Markdown table and the figure."""
+    with start_run("grid errors"):
+        log_params(
+            {
+                keys.PARAM_GRID: "errors",
+                keys.PARAM_SIZES: ",".join(map(str, config.sizes)),
+                keys.PARAM_N_DRAWS: config.n_draws,
+                keys.PARAM_N_KS_DRAWS: config.n_ks_draws,
+                keys.PARAM_ALPHA: config.alpha,
+                keys.PARAM_SEED: config.seed,
+                keys.PARAM_K: k,
+            }
+        )
+        summary = pd.concat(
+            [
+                audit_target(label, study, config, k=k, cal_seed=cal_seed, progress=progress)
+                for label, study in targets.items()
+            ],
+            ignore_index=True,
+        )
+        log_artifacts_atomically(
+            {
+                keys.ARTIFACT_ERROR_RATES_PNG: plot_error_rates(summary, alpha=config.alpha),
+                keys.ARTIFACT_ERROR_RATES_CSV: summary,
+                keys.ARTIFACT_ERROR_RATES_MD: rates_table(summary),
+            }
+        )
+    return summary

@@ -1,0 +1,59 @@
+"""Black-box access to a model: class probabilities (or labels) for images, and nothing else.
+
+The target is reached only through an oracle; nothing here reads weights or training
+data. Two oracles: an MLflow pyfunc model loaded in-process, and an MLflow scoring server
+over HTTP. Both cast and reshape the inputs to the model's declared shape, score in
+batches, and validate the outputs.
+
+One job per module:
+
+- :mod:`ema.oracle.base`: the :class:`Oracle` (input preparation, batching).
+- :mod:`ema.oracle.outputs`: output kinds, :class:`Predictions`, :func:`interpret_outputs`,
+  :func:`numeric_outputs`.
+- :mod:`ema.oracle.pyfunc`: :class:`PyfuncOracle` (the only module that imports mlflow).
+- :mod:`ema.oracle.scoring_server`: :class:`HttpOracle`, its retries and overall deadline.
+- :mod:`ema.oracle.timed_connection`: one kept-alive HTTP connection with a wall-clock limit per request.
+- :mod:`ema.oracle.wire_format`: the scoring server's JSON (:func:`float32_json`, :func:`parse_reply`).
+"""
+
+from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle
+from ema.oracle.outputs import (
+    ACCESS_LABEL_ONLY,
+    ACCESS_PROBABILITIES,
+    OUTPUT_KINDS,
+    Predictions,
+    interpret_outputs,
+    numeric_outputs,
+)
+from ema.oracle.pyfunc import PyfuncOracle
+from ema.oracle.scoring_server import (
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    MAX_REPLY_BYTES_PER_IMAGE,
+    REPLY_BYTES_ALLOWANCE,
+    HttpOracle,
+    ScoringTimeout,
+)
+from ema.oracle.wire_format import REPLY_SHAPES, float32_json, parse_reply
+
+__all__ = [
+    "ACCESS_LABEL_ONLY",
+    "ACCESS_PROBABILITIES",
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "IMAGE_INPUT_SHAPE",
+    "MAX_REPLY_BYTES_PER_IMAGE",
+    "OUTPUT_KINDS",
+    "REPLY_BYTES_ALLOWANCE",
+    "REPLY_SHAPES",
+    "HttpOracle",
+    "Oracle",
+    "Predictions",
+    "PyfuncOracle",
+    "ScoringTimeout",
+    "float32_json",
+    "interpret_outputs",
+    "numeric_outputs",
+    "parse_reply",
+]

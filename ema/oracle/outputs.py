@@ -1,0 +1,186 @@
+"""What a model returned, turned into validated probabilities: output kinds, numbers only, labels one-hot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import softmax
+
+from ema.errors import InputError
+from ema.signals import ROW_SUM_TOLERANCE, check_probabilities
+from ema.validation import check_choice
+
+#: What a model may return. ``auto`` accepts probabilities and labels, and refuses logits with advice.
+OUTPUT_KINDS = ("auto", "probabilities", "logits", "labels")
+ACCESS_PROBABILITIES = "probabilities"
+ACCESS_LABEL_ONLY = "label-only"
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Validated model outputs.
+
+    Attributes
+    ----------
+    proba : ndarray of shape (n_samples, n_classes)
+        Probabilities; one-hot rows when the model returns only labels.
+    access : {"probabilities", "label-only"}
+    detected : str
+        How the output kind was decided, for the run's tags.
+    """
+
+    proba: np.ndarray
+    access: str
+    detected: str
+
+    def with_classes(self, n_classes: int) -> Predictions:
+        """Label-only predictions one-hot encoded over ``n_classes`` (those of the calibration)."""
+        if self.access != ACCESS_LABEL_ONLY or self.proba.shape[1] == n_classes:
+            return self
+        labels = self.proba.argmax(axis=1)
+        if labels.max() >= n_classes:
+            raise InputError(f"expected labels in 0..{n_classes - 1}, got a label {labels.max()}")
+        return Predictions(np.eye(n_classes)[labels], self.access, self.detected)
+
+
+def _looks_like_labels(outputs: np.ndarray) -> bool:
+    flat = outputs.reshape(len(outputs), -1)
+    return flat.shape[1] == 1 and np.isfinite(flat).all() and np.array_equal(flat, np.rint(flat))
+
+
+def interpret_outputs(outputs: np.ndarray, kind: str = "auto") -> Predictions:
+    """Turn raw model outputs into validated probabilities.
+
+    Parameters
+    ----------
+    outputs : ndarray
+        (n, C) probabilities or logits, or (n,) / (n, 1) integer labels.
+    kind : {"auto", "probabilities", "logits", "labels"}
+        What the outputs are; ``auto`` detects probabilities and labels and refuses
+        anything else, suggesting ``--outputs logits``.
+
+    Raises
+    ------
+    InputError
+        If the outputs are not of the declared or detected kind.
+    """
+    check_choice("outputs", kind, OUTPUT_KINDS)
+    outputs = np.asarray(outputs)
+    if outputs.ndim == 0 or len(outputs) == 0:
+        raise InputError(f"expected model outputs for at least one sample, got shape {outputs.shape}")
+    if kind == "labels" or (kind == "auto" and _looks_like_labels(outputs)):
+        return _labels_to_predictions(
+            outputs, "declared labels" if kind == "labels" else "one integer per sample: labels"
+        )
+    outputs = outputs.astype(np.float64)
+    if outputs.ndim != 2:
+        raise InputError(f"expected model outputs of shape (n_samples, n_classes), got shape {outputs.shape}")
+    if kind == "logits":
+        if not np.isfinite(outputs).all():
+            raise InputError("expected finite logits, got NaN or inf")
+        return Predictions(softmax(outputs, axis=1), ACCESS_PROBABILITIES, "declared logits: softmax applied")
+    detected = (
+        "declared probabilities"
+        if kind == "probabilities"
+        else "rows of non-negative values summing to 1: probabilities"
+    )
+    if kind == "auto" and np.isfinite(outputs).all():
+        sums = outputs.sum(axis=1)
+        if (outputs < 0).any() or np.abs(sums - 1).max() > ROW_SUM_TOLERANCE:
+            raise InputError(
+                "expected class probabilities (rows of non-negative values summing to 1), got rows summing to "
+                f"{sums.min():.4g}..{sums.max():.4g} with values in {outputs.min():.4g}..{outputs.max():.4g}: "
+                "these look like logits; pass --outputs logits to apply softmax"
+            )
+    return Predictions(check_probabilities(outputs)[0], ACCESS_PROBABILITIES, detected)
+
+
+def _labels_to_predictions(outputs: np.ndarray, detected: str) -> Predictions:
+    """One-hot rows over the classes seen so far; :meth:`Predictions.with_classes` widens them to the calibration's."""
+    labels = outputs.reshape(len(outputs), -1)
+    if labels.shape[1] != 1 or not np.array_equal(labels, np.rint(labels)):
+        raise InputError(f"expected one integer label per sample, got outputs of shape {outputs.shape}")
+    labels = labels[:, 0].astype(np.int64)
+    if labels.min() < 0:
+        raise InputError(f"expected non-negative class labels, got values from {labels.min()} to {labels.max()}")
+    return Predictions(np.eye(int(labels.max()) + 1)[labels], ACCESS_LABEL_ONLY, detected)
+
+
+def numeric_outputs(raw: object, source: str = "the model") -> np.ndarray:
+    """A model's raw outputs as a numeric array; strings, objects, ``None`` and ragged lists are refused.
+
+    Accepts what a pyfunc ``predict`` returns: an ndarray, a list, a pandas DataFrame or
+    Series (a single column whose cells are vectors is stacked), or a mapping of equal-length
+    columns.
+
+    Raises
+    ------
+    InputError
+        Naming ``source`` and what came back, when the outputs are not numbers.
+    """
+    if hasattr(raw, "to_dict") and hasattr(raw, "to_numpy"):  # pandas DataFrame or Series
+        raw = raw.to_dict(orient="list") if hasattr(raw, "columns") else raw.to_numpy()
+    if isinstance(raw, dict):
+        raw = stack_columns(raw, source)
+    try:
+        outputs = np.asarray(raw)
+    except (ValueError, TypeError) as exc:
+        raise InputError(
+            f"expected {source} to return numbers (probabilities, logits or labels), got {_describe_outputs(raw)} "
+            f"that do not form an array: {' '.join(str(exc).split())[:200]}"
+        ) from exc
+    if outputs.dtype == bool:
+        return outputs.astype(np.int64)
+    if outputs.dtype.kind in "iuf":
+        return outputs
+    if outputs.dtype == object and outputs.ndim > 0:
+        try:
+            converted = outputs.astype(np.float64)
+        except (ValueError, TypeError):
+            converted = None
+        if converted is not None and all(_is_number(v) for v in outputs.reshape(-1)[:1000]):
+            return converted
+    raise InputError(
+        f"expected {source} to return numbers (probabilities, logits or labels), got {_describe_outputs(outputs)}"
+    )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _describe_outputs(outputs: object) -> str:
+    """What a model returned, in a few words: kind, dtype, shape and a first value."""
+    if not isinstance(outputs, np.ndarray):
+        return f"a {type(outputs).__name__}"
+    kinds = {
+        "U": "strings",
+        "S": "bytes",
+        "O": "Python objects",
+        "c": "complex numbers",
+        "M": "dates",
+        "m": "durations",
+    }
+    kind = kinds.get(outputs.dtype.kind, f"values of dtype {outputs.dtype}")
+    first = repr(outputs.reshape(-1)[0])[:60] if outputs.size else "nothing"
+    return f"{kind} (dtype {outputs.dtype}, shape {outputs.shape}), e.g. {first}"
+
+
+def stack_columns(columns: dict, source: str) -> object:
+    """Columns ``{name: [v, ...]}`` as rows; one column of vectors becomes those vectors.
+
+    Used for a pyfunc's mapping and a scoring server's column reply alike; what is not a
+    mapping of sequences is handed back for :func:`numeric_outputs` to refuse.
+    """
+    values = list(columns.values())
+    if not values or not all(isinstance(v, (list, tuple, np.ndarray)) for v in values):
+        return np.asarray(columns, dtype=object)  # refused by the caller with what came back
+    if len({len(v) for v in values}) != 1:
+        raise InputError(
+            f"expected {source} to return columns of one value per sample, got columns of lengths "
+            f"{ {str(k): len(v) for k, v in columns.items()} }"
+        )
+    if len(values) == 1:
+        return values[0]  # one column: scalars per sample (labels) or a vector per sample (probabilities)
+    return [list(row) for row in zip(*values, strict=True)]

@@ -1,0 +1,195 @@
+"""An MLflow scoring server (``mlflow models serve``) as an oracle: retries, backoff and wall-clock deadlines."""
+
+from __future__ import annotations
+
+import http.client
+import math
+import time
+from urllib.parse import SplitResult, urlsplit
+
+import numpy as np
+
+from ema.errors import EMAError, InputError
+from ema.oracle.base import IMAGE_INPUT_SHAPE, Oracle
+from ema.oracle.outputs import Predictions
+from ema.oracle.timed_connection import RequestExpired, TimedConnection
+from ema.oracle.wire_format import float32_json, parse_reply, server_message
+
+#: Seconds one scoring through a server (one ``predict`` call: every batch, retry and wait) may take by default.
+DEFAULT_TIMEOUT = 600.0
+#: Seconds one request (connect, send, the whole reply) may take by default; it is retried when it runs out.
+DEFAULT_REQUEST_TIMEOUT = 120.0
+#: Reply bytes allowed per image scored (a 1,000-class reply takes about 25 kB an image), plus a fixed allowance.
+MAX_REPLY_BYTES_PER_IMAGE = 1 << 16
+REPLY_BYTES_ALLOWANCE = 1 << 20
+
+
+class ScoringTimeout(EMAError):
+    """A model server did not finish within a wall-clock limit."""
+
+
+class _RetryableFailure(Exception):
+    """One attempt failed in a way worth retrying: what went wrong, and whether the request's time ran out."""
+
+    def __init__(self, problem: str, timed_out: bool) -> None:
+        super().__init__(problem)
+        self.problem, self.timed_out = problem, timed_out
+
+
+class HttpOracle(Oracle):
+    """An MLflow scoring server (``mlflow models serve``) at ``url`` (``http://HOST:PORT/invocations``).
+
+    One kept-alive connection for all batches. Connection errors, request timeouts and
+    5xx answers are retried with exponential backoff; a 4xx answer is not retried and its
+    message is shown. Every limit is wall-clock time, enforced however slowly the server
+    sends its bytes: when one runs out, the connection is shut down. No proxy is used.
+
+    Parameters
+    ----------
+    url : str
+    timeout : float
+        Seconds one scoring (one :meth:`predict` call: all batches, retries and waits) may
+        take; on expiry :class:`ScoringTimeout` is raised. Default 600.
+    request_timeout : float
+        Seconds one request (connect, send, receive the whole reply) may take before it is
+        abandoned and retried. Default 120.
+    retries : int
+        Further attempts after a failed one.
+    backoff : float
+        Seconds before the first retry; doubled after each.
+    **options
+        See :class:`Oracle`. ``input_shape`` defaults to our image models' (-1, 1, 28, 28).
+
+    Raises
+    ------
+    InputError
+        If the URL or a limit is malformed.
+
+    Notes
+    -----
+    Replies are read in every shape MLflow's scoring server writes (see ``REPLY_SHAPES``);
+    anything else, or more than ``MAX_REPLY_BYTES_PER_IMAGE`` bytes per image, is refused.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        retries: int = 3,
+        backoff: float = 0.5,
+        **options,
+    ) -> None:
+        parts, port = _check_url(url)
+        _check_limits(timeout=timeout, request_timeout=request_timeout, retries=retries, backoff=backoff)
+        self.url, self.timeout, self.request_timeout = url, float(timeout), float(request_timeout)
+        self.retries, self.backoff = retries, backoff
+        self.source = f"scoring server {url}"
+        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._connection = TimedConnection(parts.scheme, parts.hostname, port)
+        self._deadline = math.inf
+        super().__init__(**{"input_shape": IMAGE_INPUT_SHAPE, **options})
+
+    def predict(self, pixels: np.ndarray) -> Predictions:
+        """Validated predictions, as :meth:`Oracle.predict`, within ``timeout`` seconds of wall time."""
+        self._deadline = time.monotonic() + self.timeout
+        try:
+            return super().predict(pixels)
+        finally:
+            self._deadline = math.inf
+            self._connection.close()
+
+    def _predict_batch(self, inputs: np.ndarray) -> object:
+        """One batch's predictions, retried with backoff until an attempt succeeds, fails for good or time runs out."""
+        body = float32_json(inputs).encode()
+        most = MAX_REPLY_BYTES_PER_IMAGE * len(inputs) + REPLY_BYTES_ALLOWANCE
+        failure = _RetryableFailure("", timed_out=False)
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self._wait(self.backoff * 2 ** (attempt - 1), failure.problem)
+            try:
+                return parse_reply(self._attempt(body, most, len(inputs), failure.problem), self.source)
+            except _RetryableFailure as exc:
+                failure = exc
+        advice = "; raise it with --request-timeout SECONDS" if failure.timed_out else ""
+        error = ScoringTimeout if failure.timed_out else EMAError
+        raise error(
+            f"scoring server {self.url} failed after {self.retries + 1} attempts; last: {failure.problem}{advice}"
+        )
+
+    def _attempt(self, body: bytes, most: int, n_images: int, problem: str) -> bytes:
+        """One request within what is left of the overall deadline: the reply of a 2xx answer.
+
+        Raises
+        ------
+        _RetryableFailure
+            On a connection error, a request timeout or a 5xx answer.
+        ScoringTimeout
+            When the overall deadline runs out (``problem``, the last attempt's, is named).
+        EMAError
+            On a 4xx answer or a reply larger than ``most`` bytes; neither is retried.
+        """
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._overall_timeout(problem)
+        seconds = min(self.request_timeout, remaining)
+        try:
+            status, reply = self._connection.post(self._path, body, seconds=seconds, most=most)
+        except RequestExpired:
+            if seconds < self.request_timeout:
+                raise self._overall_timeout(problem) from None
+            raise _RetryableFailure(
+                f"no complete reply within the request timeout of {self.request_timeout:g} s", timed_out=True
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise _RetryableFailure(
+                f"ConnectionError: {type(exc).__name__}: {' '.join(str(exc).split())}", timed_out=False
+            ) from None
+        if len(reply) > most:
+            raise EMAError(
+                f"scoring server {self.url} sent a reply larger than {most} bytes for a batch of {n_images} "
+                "images; expected probabilities, logits or labels"
+            )
+        text = reply.decode("utf-8", errors="replace")
+        if status >= 500:
+            raise _RetryableFailure(f"HTTP {status}: {text[:300]}", timed_out=False)
+        if not 200 <= status < 300:
+            raise EMAError(f"scoring server {self.url} refused the query (HTTP {status}): {server_message(text)}")
+        return reply
+
+    def _overall_timeout(self, problem: str = "") -> ScoringTimeout:
+        return ScoringTimeout(
+            f"scoring through {self.url} did not finish within the overall limit of {self.timeout:g} s"
+            + (f" (last attempt: {problem})" if problem else "")
+            + "; raise it with --timeout SECONDS"
+        )
+
+    def _wait(self, seconds: float, problem: str) -> None:
+        """Sleep before a retry, but not past the overall deadline."""
+        if seconds >= self._deadline - time.monotonic():
+            raise self._overall_timeout(problem)
+        time.sleep(seconds)
+
+
+def _check_url(url: object) -> tuple[SplitResult, int | None]:
+    """The parts and port of a scoring server's http(s) URL."""
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"expected an http(s):// URL of a scoring server's /invocations, got {url!r}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise InputError(f"expected an http(s):// URL with a valid port, got {url!r}: {exc}") from exc
+    return parts, port
+
+
+def _check_limits(*, timeout: float, request_timeout: float, retries: int, backoff: float) -> None:
+    """Refuse limits that are not finite positive seconds, a negative retry count or a negative backoff."""
+    for name, value in (("timeout", timeout), ("request_timeout", request_timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise InputError(f"expected {name} as a finite number of seconds > 0, got {value!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise InputError(f"expected retries as an integer >= 0, got {retries!r}")
+    if not 0 <= backoff < math.inf:
+        raise InputError(f"expected backoff as a finite number of seconds >= 0, got {backoff!r}")

@@ -1,0 +1,357 @@
+"""One audit's ``report.html``: the verdict in words, its numbers, pictures, caveats, lineage and command.
+
+Reads :class:`~ema.auditors.result.AuditResult` values as the auditors returned them and
+the plain strings the workflow knows (lineage, the reproducing command); computes nothing
+but shares and formatting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.errors import InputError
+from ema.reports.page import (
+    bullet_list,
+    esc,
+    image,
+    key_value_table,
+    number,
+    page,
+    section,
+    table,
+)
+
+#: The verdict in plain words: a heading and one sentence a reader without statistics can file.
+VERDICT_WORDS = {
+    MEMORIZED: ("Memorized", "The model still carries these records: the audit finds that they shaped its training."),
+    NOT_MEMORIZED: (
+        "Not memorized",
+        "The audit finds no sign that the model carries these records, as expected if they were removed.",
+    ),
+    INCONCLUSIVE: (
+        "Inconclusive",
+        "The evidence decides neither way: the records may be partly retained, or the query set is too small to tell.",
+    ),
+}
+#: Metrics that are p-values besides ``p_*``: the paper's rho_EMA under each test.
+PVALUE_METRICS = ("rho_ema", "rho_ema_ks")
+#: Metrics about the audit's power; shown in their own section when a method reports them.
+POWER_METRICS = ("power_retained", "min_detectable_fraction")
+#: What each known metric means; other metrics are listed under their own name.
+METRIC_MEANINGS = {
+    "rho_ema": "p-value of EMA's one-sample t-test of the membership vector M against all ones (rho_EMA)",
+    "rho_ema_ks": "p-value of EMA's Kolmogorov-Smirnov test of M against all ones",
+    "p_removed": "p-value of the hypothesis 'the query set was removed' (small: it was not)",
+    "p_retained": "p-value of the hypothesis 'the query set is retained' (small: it is not)",
+    "rho_ks": "Liu & Tsaftaris's KS ratio (not a p-value; at or above its threshold means forgotten)",
+    "ks_target": "KS statistic between the target's and the query model's outputs",
+    "ks_calibration": "KS statistic between the calibration-set model's and the query model's outputs",
+    "flag_rate": "share of query samples flagged as members (M = 1)",
+    "n_query": "number of query samples",
+    "retained_fraction": "estimated share of the query set the model still carries",
+    "retained_ci_low": "lower end of the retained share's confidence interval",
+    "retained_ci_high": "upper end of the retained share's confidence interval",
+    "retained_lower_bound_target_only": "lower bound on the retained share from the target alone",
+    "transfer_gap": "how far the calibration model's behaviour may differ from the target's",
+    "power_retained": "power: the chance this audit calls a fully retained query set of this size memorized",
+    "min_detectable_fraction": (
+        "smallest retained share of the query set this audit detects with its target power (undefined: not reached)"
+    ),
+    "p_too_forgotten": "p-value of 'the query is no less member-like than never-seen data' (small: over-forgotten)",
+    "p_class_mix": "shift check: the query's class mix against the non-member reference's (warns at its own level)",
+    "p_mixture_fit": "shift check: fit of the member / non-member mixture to the query (warns at its own level)",
+}
+#: p-values of checks that warn at their own level: not compared with alpha.
+SHIFT_CHECKS = ("p_class_mix", "p_mixture_fit")
+#: Figure file names: safe for artifact paths and URLs.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """A rendered report.
+
+    Attributes
+    ----------
+    html : str
+        The standalone page, figures inline.
+    figures : dict of str to bytes
+        The same figures as PNG files: file name -> bytes.
+    """
+
+    html: str
+    figures: dict[str, bytes] = field(default_factory=dict)
+
+
+def is_pvalue(metric: str) -> bool:
+    """Whether a metric name denotes a p-value (``rho_ema``, ``rho_ema_ks``, ``p_*``).
+
+    >>> [is_pvalue(m) for m in ("rho_ema", "p_removed", "rho_ks", "flag_rate")]
+    [True, True, False, False]
+    """
+    return metric in PVALUE_METRICS or metric.startswith("p_")
+
+
+def render_audit_report(
+    results: Mapping[str, AuditResult],
+    *,
+    query: str,
+    lineage: Mapping[str, object],
+    command: str,
+    references: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+    warnings: Sequence[str] | None = None,
+    title: str | None = None,
+) -> AuditReport:
+    """Render one audit's page and figures.
+
+    Parameters
+    ----------
+    results : mapping of str to AuditResult
+        Method -> result, the method whose verdict is the run's first.
+    query : str
+        The query set's name, as the run records it.
+    lineage : mapping of str to object
+        Label -> value (model, version, training run, fingerprints, calibration version...);
+        None or empty values are left out.
+    command : str
+        The shell command that reproduces the audit.
+    references : mapping of str to mapping of str to ndarray, optional
+        Reference label (e.g. ``members``, ``non-members``) -> score name -> the reference
+        samples' scores, drawn beside the query's where the names match.
+    warnings : sequence of str, optional
+        Every warning of the audit; by default the results' own (``thresholds["warnings"]``).
+    title : str, optional
+
+    Returns
+    -------
+    AuditReport
+
+    Raises
+    ------
+    InputError
+        If ``results`` is empty.
+    """
+    if not results:
+        raise InputError("expected at least one audit result to report, got none")
+    figures = {
+        f"{_UNSAFE.sub('-', method)}_scores.png": _score_figure(method, result, query, references)
+        for method, result in results.items()
+    }
+    body = "".join(
+        (
+            _verdict_section(results),
+            section("p-values", _pvalues(results), anchor="pvalues"),
+            section("Power", _power(results), anchor="power"),
+            section("All numbers", _numbers(results), anchor="numbers"),
+            section(
+                "Score distributions",
+                _distributions(results, figures, query, references),
+                anchor="distributions",
+            ),
+            section("Thresholds and flag rate", _thresholds(results), anchor="thresholds"),
+            section("Warnings", _warnings(results, warnings), anchor="warnings"),
+            section("Assumptions", _assumptions(results), anchor="assumptions"),
+            section("Lineage", key_value_table(_present(lineage)), anchor="lineage"),
+            section(
+                "Reproduce",
+                "<p>The exact command (run where the same tracking store is configured):</p>"
+                f"<pre><code>{esc(command)}</code></pre>",
+                anchor="reproduce",
+            ),
+        )
+    )
+    return AuditReport(page(title or f"Audit of {query}", body), figures)
+
+
+def _present(items: Mapping[str, object]) -> dict[str, object]:
+    return {k: v for k, v in items.items() if v is not None and v != ""}
+
+
+def _alpha_words(result: AuditResult) -> str:
+    if math.isfinite(result.alpha):
+        return f"at significance level alpha = {result.alpha:g}"
+    return "by the method's own threshold (it has no significance level)"
+
+
+def _verdict_section(results: Mapping[str, AuditResult]) -> str:
+    method, primary = next(iter(results.items()))
+    heading, sentence = VERDICT_WORDS.get(primary.verdict, (primary.verdict, ""))
+    css = primary.verdict if primary.verdict in VERDICT_WORDS else "unknown"
+    others = [f"{m}: {VERDICT_WORDS.get(r.verdict, (r.verdict,))[0]}" for m, r in list(results.items())[1:]]
+    extra = f"<p>Other methods in this run: {esc('; '.join(others))}.</p>" if others else ""
+    return (
+        f'<div class="verdict {esc(css)}" id="verdict"><div class="word">Verdict: {esc(heading)}</div>'
+        f"<p>{esc(sentence)}</p><p>Decided by method <b>{esc(method)}</b> {esc(_alpha_words(primary))} on "
+        f"{primary.n_query} query samples (verdict tag: <code>{esc(primary.verdict)}</code>).</p>{extra}</div>"
+    )
+
+
+def _pvalues(results: Mapping[str, AuditResult]) -> str:
+    rows = [
+        (
+            method,
+            name,
+            number(value),
+            "" if name in SHIFT_CHECKS else _versus_alpha(value, result.alpha),
+            METRIC_MEANINGS.get(name, ""),
+        )
+        for method, result in results.items()
+        for name, value in result.metrics.items()
+        if is_pvalue(name)
+    ]
+    if not rows:
+        return '<p class="muted">This method reports no p-value; its verdict compares a statistic with a threshold.</p>'
+    return table(("method", "p-value", "value", "compared with alpha", "meaning"), rows, numeric=(2,))
+
+
+def _versus_alpha(value: float, alpha: float) -> str:
+    if not (math.isfinite(value) and math.isfinite(alpha)):
+        return ""
+    return f"<= {alpha:g}" if value <= alpha else f"> {alpha:g}"
+
+
+def _power(results: Mapping[str, AuditResult]) -> str:
+    rows = [
+        (method, name, number(result.metrics[name]), METRIC_MEANINGS[name])
+        for method, result in results.items()
+        for name in POWER_METRICS
+        if name in result.metrics
+    ]
+    if not rows:
+        return '<p class="muted">Not reported by this audit\'s method (no power, no minimum detectable fraction).</p>'
+    return table(("method", "metric", "value", "meaning"), rows, numeric=(2,))
+
+
+def _numbers(results: Mapping[str, AuditResult]) -> str:
+    rows = [
+        (method, name, number(value), METRIC_MEANINGS.get(name, ""))
+        for method, result in results.items()
+        for name, value in result.metrics.items()
+    ]
+    return table(("method", "metric", "value", "meaning"), rows, numeric=(2,))
+
+
+def _single_threshold(result: AuditResult, signal: str) -> float | None:
+    """The one cut-off a signal was flagged against, when there is one (not per class)."""
+    entry = result.thresholds.get("signals", {}).get(signal)
+    if isinstance(entry, dict) and result.thresholds.get("mode", "global") == "global":
+        value = entry.get("global")
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def _score_figure(
+    method: str, result: AuditResult, query: str, references: Mapping[str, Mapping[str, np.ndarray]] | None
+) -> bytes:
+    from ema.reports import figures  # matplotlib: imported when a report is drawn, not when the CLI starts
+
+    distributions = {f"query {query}": result.scores}
+    for label, scores in (references or {}).items():
+        shared = {name: values for name, values in scores.items() if name in result.scores}
+        if shared:
+            distributions[label] = shared
+    return figures.score_distributions(
+        distributions,
+        thresholds={signal: _single_threshold(result, signal) for signal in result.scores},
+        title=f"{method}: membership scores of {query}",
+    )
+
+
+def _distributions(
+    results: Mapping[str, AuditResult],
+    figures: Mapping[str, bytes],
+    query: str,
+    references: Mapping[str, Mapping[str, np.ndarray]] | None,
+) -> str:
+    beside = (
+        f"beside the references ({', '.join(references)})"
+        if references
+        else "(no member or non-member reference scores were given to this report)"
+    )
+    parts = [
+        f"<p>Histograms (left) and ECDFs (right) of each score on the query set {esc(beside)}; "
+        "a dashed vertical line marks a single threshold.</p>"
+    ]
+    for (method, _), (name, png) in zip(results.items(), figures.items()):
+        parts.append(image(png, alt=f"{method} score distributions of {query}", caption=f"{method}: figures/{name}"))
+    return "".join(parts)
+
+
+def _thresholds(results: Mapping[str, AuditResult]) -> str:
+    parts = []
+    for method, result in results.items():
+        rows = []
+        for name, flags in result.flags.items():
+            signal = name.removeprefix("flag_")
+            entry = result.thresholds.get("signals", {}).get(signal, {})
+            rows.append((name, _threshold_text(result, signal, entry), number(np.mean(flags)) if flags.size else ""))
+        mode = result.thresholds.get("mode", "")
+        parts.append(
+            f"<h3>{esc(method)}</h3><p>Threshold mode: {esc(mode or 'n/a')}; flag rate (share of M = 1): "
+            f"<b>{esc(number(result.flag_rate))}</b> of {result.n_query} samples.</p>"
+            + table(("flag", "threshold", "flag rate"), rows, numeric=(2,))
+            + "<details><summary>All thresholds, as logged in calibration.json</summary>"
+            f"<pre>{esc(json.dumps(result.thresholds, indent=1, sort_keys=True, default=str))}</pre></details>"
+        )
+    return "".join(parts)
+
+
+def _threshold_text(result: AuditResult, signal: str, entry: object) -> str:
+    single = _single_threshold(result, signal)
+    if single is not None:
+        return number(single)
+    if isinstance(entry, dict):
+        for key in ("per_class", "cutoffs"):
+            if key in entry:
+                return f"{key}: {_short(entry[key])}"
+    if "threshold" in result.thresholds:
+        return f"rule threshold {result.thresholds['threshold']}"
+    return ""
+
+
+def _short(values: object, limit: int = 12) -> str:
+    flat = np.asarray(values, dtype=float).ravel()
+    text = ", ".join(number(v) for v in flat[:limit])
+    return f"[{text}{', ...' if flat.size > limit else ''}]"
+
+
+def _warnings(results: Mapping[str, AuditResult], given: Sequence[str] | None) -> str:
+    several = len(results) > 1
+    items = (
+        list(given)
+        if given is not None
+        else [
+            f"{method}: {warning}" if several else str(warning)
+            for method, result in results.items()
+            for warning in result.thresholds.get("warnings", []) or []
+        ]
+    )
+    if not items:
+        return '<p class="muted">None.</p>'
+    return "".join(f'<div class="warning">{esc(item)}</div>' for item in items)
+
+
+def _assumptions(results: Mapping[str, AuditResult]) -> str:
+    parts = []
+    for method, result in results.items():
+        stated = result.thresholds.get("assumptions")
+        if not stated:
+            continue
+        heading = f"<h3>{esc(method)}</h3>" if len(results) > 1 else ""
+        if isinstance(stated, Mapping):
+            parts.append(heading + table(("number", "relies on"), stated.items()))
+        elif isinstance(stated, (list, tuple)):
+            parts.append(heading + bullet_list(stated))
+        else:
+            parts.append(f"{heading}<p>{esc(stated)}</p>")
+    if not parts:
+        return '<p class="muted">This method states no assumptions beyond the paper\'s setting.</p>'
+    return "".join(parts)

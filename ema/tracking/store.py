@@ -1,0 +1,200 @@
+"""Opening the tracking store: once per process, safe when several commands start at once.
+
+MLflow creates and migrates a fresh sqlite store when it first opens it, and creates an
+experiment on first use; neither is safe when several processes do it at the same time
+(three ``ema`` commands started together in an empty folder left a half-migrated store,
+``table _alembic_tmp_tags already exists``, for good; mlflow #19943, #12259). Here both
+happen under a file lock beside the database, and sqlite's "database is locked" is retried
+with a bounded backoff. A store that cannot be used (a corrupt file, a URI scheme MLflow
+does not know) is reported as one line that names it and says what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import filelock
+from mlflow.exceptions import MlflowException
+from mlflow.tracking._tracking_service.utils import _get_store
+from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
+
+from ema.errors import EMAError
+
+T = TypeVar("T")
+
+_logger = logging.getLogger(__name__)
+
+#: How long a command waits for another one creating or migrating the same sqlite store.
+STORE_LOCK_SECONDS = 300.0
+#: Tries of a store call that sqlite refused with "database is locked", and the first and longest pause.
+BUSY_ATTEMPTS = 8
+BUSY_FIRST_PAUSE = 0.1
+BUSY_MAX_PAUSE = 5.0
+#: What sqlite says when another connection holds the write lock past the busy timeout.
+BUSY_MESSAGES = ("database is locked", "database is busy", "database table is locked")
+
+SUPPORTED = (
+    "sqlite:///PATH (the default is sqlite:///mlflow.db in the working directory), "
+    "http(s)://HOST:PORT of an MLflow tracking server, or postgresql://, mysql:// or mssql:// database URIs"
+)
+
+
+class StoreError(EMAError):
+    """The tracking store cannot be opened or used as it is."""
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file behind a ``sqlite:`` URI, absolute; None for other stores and in-memory databases.
+
+    >>> sqlite_path("sqlite:////tmp/x/mlflow.db")
+    PosixPath('/tmp/x/mlflow.db')
+    >>> sqlite_path("http://127.0.0.1:5000") is None, sqlite_path("sqlite:///:memory:") is None
+    (True, True)
+    """
+    if not uri.startswith("sqlite:"):
+        return None
+    database = uri.removeprefix("sqlite:").removeprefix("//").split("?", 1)[0]
+    database = database.removeprefix("/")  # sqlite:///rel.db -> rel.db, sqlite:////abs.db -> /abs.db
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database).absolute()
+
+
+def lock_folder(db: Path) -> Path:
+    """Where the lock files of a sqlite store live: ``<db>.locks`` beside the database."""
+    return db.with_name(db.name + ".locks")
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it wraps) is sqlite's "database is locked"."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(message in str(exc) for message in BUSY_MESSAGES):
+            return True
+        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
+    return False
+
+
+def retry_busy(call: Callable[[], T], *, what: str = "the tracking store") -> T:
+    """``call()``, tried again with a doubling pause (at most ``BUSY_ATTEMPTS`` tries) while sqlite is busy.
+
+    Raises
+    ------
+    StoreError
+        If the store is still locked after the last try.
+    """
+    pause = BUSY_FIRST_PAUSE
+    for attempt in range(1, BUSY_ATTEMPTS + 1):
+        try:
+            return call()
+        except Exception as exc:
+            if not is_busy(exc):
+                raise
+            if attempt == BUSY_ATTEMPTS:
+                raise StoreError(
+                    f"{what} stayed locked by other processes through {BUSY_ATTEMPTS} tries; "
+                    "try again when they are done, or use an MLflow tracking server for many concurrent writers"
+                ) from exc
+            _logger.info("sqlite is busy (%s); trying again in %.1f s", exc, pause)
+            time.sleep(pause)
+            pause = min(2 * pause, BUSY_MAX_PAUSE)
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def store_lock(db: Path, *, timeout: float = STORE_LOCK_SECONDS) -> Iterator[None]:
+    """Hold ``<db>.lock``: one process at a time creates, migrates or sets up the store ``db``."""
+    lock = filelock.FileLock(str(db.with_name(db.name + ".lock")), timeout=timeout)
+    try:
+        lock.acquire()
+    except filelock.Timeout as exc:
+        raise StoreError(
+            f"waited {timeout:.0f} s for another process setting up the MLflow store {db} (it holds {lock.lock_file}); "
+            "if no other ema or mlflow command is running, delete that lock file and try again"
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _check_sqlite_file(db: Path) -> None:
+    """Refuse a file that is not a sqlite database, before MLflow fails on it with a traceback."""
+    if not db.exists() or db.stat().st_size == 0:
+        return
+    if db.is_dir():
+        raise StoreError(f"the MLflow store {db} is a folder, expected a sqlite database file")
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        if is_busy(exc):
+            raise
+        raise StoreError(
+            f"the MLflow store {db} is not a usable sqlite database ({exc}); move it aside to start a fresh "
+            "store there, or point MLFLOW_TRACKING_URI at another store"
+        ) from exc
+    finally:
+        connection.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _open(uri: str, db: Path | None) -> None:
+    """Create the store object (and for sqlite the tables); refuse one that cannot work with one line."""
+    if db is not None:
+        retry_busy(lambda: _check_sqlite_file(db), what=f"the MLflow store {db}")
+    try:
+        retry_busy(lambda: _get_store(uri), what=f"the MLflow store {uri}")
+    except UnsupportedModelRegistryStoreURIException as exc:
+        raise StoreError(f"unsupported tracking URI {uri!r} (MLFLOW_TRACKING_URI): expected {SUPPORTED}") from exc
+    except ImportError as exc:
+        raise StoreError(f"the tracking URI {uri!r} needs a database driver that is not installed: {exc}") from exc
+    except StoreError:
+        raise
+    except MlflowException as exc:
+        if uri.startswith("file:") or "://" not in uri:
+            raise StoreError(
+                f"the file store {uri!r} is not supported (MLflow keeps it in maintenance mode): expected {SUPPORTED}"
+            ) from exc
+        raise StoreError(f"could not open the MLflow store {uri}: {_first_line(exc)}") from exc
+    except Exception as exc:  # sqlalchemy's errors on a broken or half-migrated database
+        where = db if db is not None else uri
+        raise StoreError(
+            f"could not open the MLflow store {where}: {_first_line(exc)}; if it is a sqlite file left broken, "
+            "move it aside to start a fresh store"
+        ) from exc
+
+
+@contextmanager
+def opened(uri: str) -> Iterator[None]:
+    """Open the store at ``uri``; inside, set-up calls (creating an experiment) run one process at a time.
+
+    For a sqlite store the database is created and migrated at most once, under
+    ``<db>.lock``: a command that starts while another migrates waits for it. Other stores
+    (a tracking server, a database server) migrate on their own side.
+
+    Raises
+    ------
+    StoreError
+        If the store is a corrupt file, its URI scheme is not supported, or it stays locked.
+    """
+    db = sqlite_path(uri)
+    if db is None:
+        _open(uri, None)
+        yield
+        return
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with store_lock(db):
+        _open(uri, db)
+        yield

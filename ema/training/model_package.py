@@ -1,0 +1,30 @@
+"""A trained model as plain values, for tracking to log: no torch, no scikit-learn needed to read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: How a package is logged: as a pyfunc "model from code", or with MLflow's scikit-learn flavor.
+FLAVOR_PYFUNC_CODE = "pyfunc-code"
+FLAVOR_SKLEARN = "sklearn"
+
+
+@dataclass(frozen=True)
+class ModelPackage:
+    """One of our trained models as plain values that tracking can log without knowing the framework.
+
+    ``input_example`` and ``output_example`` (the model's probabilities on it) give the
+    signature. A pyfunc-code package names the code file, its artifact files and config; a
+    scikit-learn package carries the fitted estimator, whose pyfunc returns ``predict_proba``.
+    """
+
+    flavor: str
+    input_example: np.ndarray
+    output_example: np.ndarray
+    pip_requirements: tuple[str, ...]
+    python_model: str | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    model_config: dict | None = None
+    estimator: object = None

@@ -1,0 +1,92 @@
+"""Checks shared by every public boundary, with one message template: "expected X, got Y".
+
+Each check validates one argument and returns it, so callers can validate and assign in
+one line. Private helpers downstream take validated values and say so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import numbers
+import re
+from collections.abc import Collection
+from typing import TypeVar
+
+from ema.errors import InputError
+
+T = TypeVar("T")
+#: Hex digits kept of a SHA-256 digest: short enough for a tag, long enough not to collide.
+SHORT_HASH_LENGTH = 16
+
+
+def check_choice(name: str, value: T, choices: Collection[T]) -> T:
+    """``value`` if it is one of ``choices``.
+
+    >>> check_choice("method", "ema", ("ema", "both"))
+    'ema'
+    """
+    if value not in choices:
+        raise InputError(f"expected {name} in {tuple(choices)}, got {value!r}")
+    return value
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """``value`` as an int if it is a whole number of at least 1 (a bool is not)."""
+    whole = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not whole or value != int(value) or value < 1:
+        raise InputError(f"expected {name} to be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_open_unit(name: str, value: object) -> float:
+    """``value`` as a float if it lies strictly between 0 and 1 (NaN does not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < float(value) < 1.0:
+        raise InputError(f"expected {name} in (0, 1), got {value!r}")
+    return float(value)
+
+
+def check_finite(name: str, value: object, *, minimum: float | None = None, open_minimum: bool = False) -> float:
+    """``value`` as a float if it is finite and at least (or, open, above) ``minimum``."""
+    number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+    below = minimum is not None and (number <= minimum if open_minimum else number < minimum)
+    if not math.isfinite(number) or below:
+        bound = "" if minimum is None else f" {'>' if open_minimum else '>='} {minimum:g}"
+        raise InputError(f"expected {name} to be a finite number{bound}, got {value!r}")
+    return number
+
+
+#: Registered model names: letters, digits, ``.``, ``_``, ``-``; no path separators, quotes or spaces.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+#: Aliases as MLflow accepts them, minus the names it reserves (``latest``, ``v<N>``).
+ALIAS = re.compile(r"(?!latest$)(?!v\d+$)[A-Za-z_][A-Za-z0-9_-]{0,127}")
+
+
+def check_model_name(name: str, value: object) -> str:
+    """``value`` if it can name a registered model (and sit in a ``models:/`` URI and a registry search)."""
+    if not isinstance(value, str) or not MODEL_NAME.fullmatch(value) or ".." in value:
+        raise InputError(
+            f"expected {name} of letters, digits, '.', '_' or '-' (no '/', '..', quotes or spaces), got {value!r}"
+        )
+    return value
+
+
+def check_alias(name: str, value: object) -> str:
+    """``value`` if it can be a registered model's alias (``latest`` and ``v1``, ``v2``, ... are reserved)."""
+    if not isinstance(value, str) or not ALIAS.fullmatch(value):
+        raise InputError(
+            f"expected {name} of letters, digits, '_' or '-', starting with a letter, not 'latest' or 'v<N>', "
+            f"got {value!r}"
+        )
+    return value
+
+
+def short_hash(payload: object) -> str:
+    """A short stable hash of a JSON-ready value (keys sorted), for cache keys and configuration tags.
+
+    >>> short_hash({"b": 1, "a": 2}) == short_hash({"a": 2, "b": 1})
+    True
+    """
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:SHORT_HASH_LENGTH]

@@ -1,0 +1,92 @@
+"""Warnings that a verdict cannot be trusted as it stands, for every method (EMA included).
+
+They come from the target's behaviour on the references, scored through the same oracle: an
+accuracy near chance or far below what was recorded when the target was trained (inputs scaled
+or normalised unlike training), signals that barely separate members from non-members, flags
+that fire on nearly every non-member (EMA can then only say ``memorized``), and a calibration
+model that generalises unlike the target. The auditors' own warnings are added after them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ema.auditors.ema import EMAAuditor
+from ema.auditors.reference import ACCURACY_GAP_LIMIT, reference_gate_warnings
+from ema.auditors.result import AuditResult
+from ema.tracking import keys
+from ema.tracking.runs import run_metrics
+from ema.workflows.audit_request import AuditRequest
+
+
+def audit_warnings(request: AuditRequest, results: dict[str, AuditResult]) -> list[str]:
+    """Every warning of the audit, the gates' first, each once, in a stable order."""
+    proba, labels = request.nonmember_proba, request.nonmembers.data.y
+    reference_accuracy = float((proba.argmax(axis=1) == labels).mean())
+    recorded = _recorded_accuracies(request)
+    warnings = reference_gate_warnings(
+        n_classes=proba.shape[1],
+        reference_accuracy=reference_accuracy,
+        member_accuracy=_member_accuracy(request, recorded),
+        balanced_accuracy=_ema_balanced_accuracy(results),
+        nonmember_flag_rate=_ema_nonmember_flag_rate(results, proba, labels),
+    )
+    held_out = recorded.get(keys.METRIC_HELD_OUT_ACCURACY)
+    if held_out is not None and held_out - reference_accuracy > ACCURACY_GAP_LIMIT:
+        warnings.append(
+            f"target accuracy on the non-member reference ({reference_accuracy:.3f}) is far below its recorded "
+            f"held-out accuracy ({held_out:.3f}): inputs are probably scaled or normalised unlike training "
+            "(try --input-scale or --normalize)"
+        )
+    warnings += _transfer_warnings(results)
+    for result in results.values():
+        warnings += list(result.thresholds.get("warnings", []))
+    return list(dict.fromkeys(warnings))
+
+
+def _recorded_accuracies(request: AuditRequest) -> dict[str, float]:
+    """The accuracies the target's training run logged (a workbench target), else none."""
+    version = request.target.version
+    if version is None or not version.run_id:
+        return {}
+    metrics = run_metrics(version.run_id)
+    return {m: metrics[m] for m in (keys.METRIC_TRAIN_ACCURACY, keys.METRIC_HELD_OUT_ACCURACY) if m in metrics}
+
+
+def _member_accuracy(request: AuditRequest, recorded: dict[str, float]) -> float | None:
+    """Accuracy on members: as recorded at training, else on the member reference if an auditor scored it."""
+    if keys.METRIC_TRAIN_ACCURACY in recorded:
+        return recorded[keys.METRIC_TRAIN_ACCURACY]
+    if "member_proba" in request.__dict__ and request.member_proba is not None:
+        return float((request.member_proba.argmax(axis=1) == request.members.data.y).mean())
+    return None
+
+
+def _ema_balanced_accuracy(results: dict[str, AuditResult]) -> float | None:
+    """The best balanced accuracy of EMA's thresholds on the calibration model's halves."""
+    if "ema" not in results:
+        return None
+    entries = results["ema"].thresholds.get("signals", {})
+    return max((entry["balanced_accuracy"] for entry in entries.values()), default=None)
+
+
+def _ema_nonmember_flag_rate(results: dict[str, AuditResult], proba: np.ndarray, labels: np.ndarray) -> float | None:
+    """The share of the non-member reference that EMA's thresholds flag as members."""
+    if "ema" not in results:
+        return None
+    thresholds = results["ema"].thresholds
+    auditor = EMAAuditor.from_dict(thresholds, threshold_mode=thresholds["mode"])
+    return float(auditor.audit(proba, labels).membership.mean())
+
+
+def _transfer_warnings(results: dict[str, AuditResult]) -> list[str]:
+    """The transfer route's guard, in words, when it did not trust the calibration model."""
+    result = results.get("calibrated")
+    diagnostics = result.thresholds.get("diagnostics", {}) if result is not None else {}
+    if diagnostics.get("transfer_trusted", True):
+        return []
+    return [
+        f"the calibration model generalises unlike the target (accuracy gap {diagnostics['transfer_gap']:+.3f}, "
+        f"tolerance {diagnostics['transfer_tolerance']}): H0 retained was not tested, so the calibrated auditor "
+        "cannot say not_memorized; give --members FILE.npz (samples the target was trained on)"
+    ]

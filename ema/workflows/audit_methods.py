@@ -1,0 +1,125 @@
+"""The auditors an audit can run, each as a function of the request and the target's predictions.
+
+Each returns its :class:`~ema.auditors.result.AuditResult` and the run tags saying what it used.
+"""
+
+from __future__ import annotations
+
+from ema.auditors.calibrated import CalibratedAuditor
+from ema.auditors.ema import EMAAuditor
+from ema.auditors.ks_ratio import KSRatioAuditor
+from ema.auditors.reference import ReferenceAuditor
+from ema.auditors.result import AuditResult
+from ema.data.files import read_set
+from ema.errors import InputError
+from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, Oracle, Predictions
+from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
+from ema.tracking import keys
+from ema.workflows.audit_request import AuditRequest
+from ema.workflows.cached_models import cached_model, registered_oracle
+from ema.workflows.calibrate import CalibrationPlan, ensure_plan
+from ema.workflows.target import Target
+
+#: How the calibrated auditor knew how members behave.
+ROUTE_MEMBER_REFERENCE = "member reference scored on the target"
+ROUTE_TRANSFER = "transfer from the calibration model"
+
+
+def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+    """The paper's auditor; correctness alone when the model returns labels only."""
+    thresholds, tags = request.thresholds()
+    predictions = predictions.with_classes(int(thresholds["n_classes"]))
+    signals = LABEL_ONLY_SIGNALS if predictions.access == ACCESS_LABEL_ONLY else PAPER_SIGNALS
+    config = request.config
+    auditor = EMAAuditor.from_dict(
+        thresholds, signals=signals, threshold_mode=config.threshold_mode, test=config.test, alpha=config.alpha
+    )
+    return auditor.audit(predictions.proba, request.data.y), tags
+
+
+def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+    """Liu & Tsaftaris: compare the target with models trained on the query set and on the calibration set."""
+    _require_probabilities("ks-ratio", predictions)
+    calibration_set = request.calibration_plan.corrupted()
+    query_model, query_cached = cached_model(request.target, "query-model", request.data, progress=request.progress)
+    calset_model, calset_cached = cached_model(
+        request.target, "calset-model", calibration_set, progress=request.progress
+    )
+    images = request.data.x
+    auditor = KSRatioAuditor().calibrate(query_model.predict_proba(images), calset_model.predict_proba(images))
+    tags = {
+        keys.TAG_KS_RATIO_CACHE: f"query-model {'hit' if query_cached else 'miss'}, calset-model "
+        f"{'hit' if calset_cached else 'miss'}"
+    }
+    return auditor.audit(predictions.proba, request.data.y), tags
+
+
+def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+    """The calibrated auditor: against a member reference scored on the target where one is known, else by transfer.
+
+    With members known (``--members``, or a workbench target's other training folds), both
+    hypotheses are tested against references scored on the target itself
+    (:class:`~ema.auditors.reference.ReferenceAuditor`). Otherwise member behaviour is
+    transferred from the calibration model (:class:`~ema.auditors.calibrated.CalibratedAuditor`),
+    trusted only when that model generalises like the target.
+    """
+    _require_probabilities("calibrated", predictions)
+    config, labels = request.config, request.data.y
+    if request.members is not None:
+        auditor = ReferenceAuditor(alpha=config.alpha, margin=config.margin).calibrate(
+            request.member_proba, request.members.data.y, request.nonmember_proba, request.nonmembers.data.y
+        )
+        tags = {**request.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_MEMBER_REFERENCE}
+        return auditor.audit(predictions.proba, labels), tags
+    auditor, tags = fit_calibrated(
+        request.target,
+        request.oracle,
+        request.calibration_plan,
+        alpha=config.alpha,
+        threshold_mode=config.threshold_mode,
+        reference_file=config.reference_file,
+        progress=request.progress,
+    )
+    tags.update({**request.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
+    return auditor.audit(predictions.proba, labels), tags
+
+
+def fit_calibrated(
+    target: Target,
+    oracle: Oracle,
+    plan: CalibrationPlan,
+    *,
+    alpha: float = 0.1,
+    threshold_mode: str = "global",
+    reference_file: str | None = None,
+    progress: bool = True,
+) -> tuple[CalibratedAuditor, dict[str, str]]:
+    """Score the reference through the target and the calibration halves through f_cal, and calibrate."""
+    reference = read_set(reference_file) if reference_file else target.splits().calibration
+    outcome = ensure_plan(plan, progress=progress)
+    calibration_model = registered_oracle(outcome.version, target.recipe.transform)
+    members, nonmembers = plan.halves()
+    auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
+        oracle.predict_proba(reference.x),
+        reference.y,
+        calibration_model.predict_proba(members.x),
+        members.y,
+        calibration_model.predict_proba(nonmembers.x),
+        nonmembers.y,
+    )
+    tags = {
+        keys.TAG_CACHE: outcome.cache,
+        keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
+        keys.TAG_REFERENCE: reference_file or "calibration set (clean), scored on the target",
+    }
+    return auditor, tags
+
+
+def _require_probabilities(method: str, predictions: Predictions) -> None:
+    if predictions.access != ACCESS_PROBABILITIES:
+        raise InputError(
+            f"method {method!r} needs class probabilities, got a {predictions.access} model; use --method ema"
+        )
+
+
+RUNNERS = {"ema": run_ema, "ks-ratio": run_ks_ratio, "calibrated": run_calibrated}

@@ -1,0 +1,213 @@
+"""What an audit is asked to do (``AuditConfig``), and what one audit resolved it to (``AuditRequest``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from ema.auditors.reference import DEFAULT_MARGIN
+from ema.data.arrays import ArraySet
+from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
+from ema.data.files import read_set
+from ema.errors import InputError
+from ema.inputs import InputTransform
+from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS, Oracle, PyfuncOracle
+from ema.stats import EMA_TESTS
+from ema.thresholds import THRESHOLD_MODES
+from ema.tracking import keys
+from ema.validation import check_choice, check_finite, check_model_name, check_open_unit
+from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
+from ema.workflows.references import Reference, member_reference, nonmember_reference
+from ema.workflows.target import Target
+
+#: What each --method runs; the first result gives the run's verdict.
+METHOD_PLANS = {
+    "ema": ("ema",),
+    "ks-ratio": ("ks-ratio",),
+    "both": ("ema", "ks-ratio"),
+    "calibrated": ("calibrated",),
+    "ema+calibrated": ("ema", "calibrated"),
+}
+METHODS = tuple(METHOD_PLANS)
+
+
+@dataclass(frozen=True)
+class SuppliedCalibration:
+    """An already-trained calibration model and the calibration samples it was / was not trained on."""
+
+    model_uri: str
+    members_file: str
+    nonmembers_file: str
+
+    def thresholds(self, transform: InputTransform) -> dict:
+        oracle = PyfuncOracle(self.model_uri, transform=transform)
+        return fit_thresholds(oracle, read_set(self.members_file), read_set(self.nonmembers_file)).to_dict()
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditConfig:
+    """What an audit is asked to do: built once (by the CLI, a grid or a caller), validated, passed down.
+
+    Attributes
+    ----------
+    model_uri, model_url
+        The target: a pyfunc URI (``models:/NAME@ALIAS``, ``runs:/...``, a path) and/or a
+        scoring server's ``/invocations`` URL (predictions then come from the server).
+    query, query_file
+        Exactly one: a named query set of the target's splits, or an ``.npz`` file.
+    method, test, alpha, threshold_mode
+        Which auditors run (:data:`METHODS`), EMA's test, the significance level and the
+        threshold granularity.
+    k, cal_seed, corruption, calibration_name
+        The calibration plan: quality k, seed, corruption protocol, registered name.
+    outputs, recipe_file, transform
+        What the model returns, how the calibration model is trained, how inputs are scaled.
+    calibration
+        An already-trained calibration model (EMA's thresholds come from it).
+    reference_file, members_file
+        Reference non-members (default: the clean calibration set) and members (default: a
+        workbench target's other training folds) for the calibrated auditor and the gates.
+    margin
+        The calibrated auditor says ``not_memorized`` only when the retained share's upper
+        confidence bound is at most this.
+    strict
+        A warned audit (see ``AuditOutcome.warnings``) gets the verdict ``inconclusive``.
+    timeout, request_timeout
+        Over HTTP: seconds the whole scoring, and one request, may take (wall time).
+    """
+
+    model_uri: str | None = None
+    model_url: str | None = None
+    query: str | None = None
+    query_file: str | None = None
+    method: str = "ema"
+    test: str = "t"
+    alpha: float = 0.1
+    threshold_mode: str = "global"
+    k: int = 100
+    cal_seed: int = 0
+    corruption: str = DEFAULT_CORRUPTION
+    calibration_name: str = keys.CALIBRATION_MODEL_NAME
+    outputs: str = "auto"
+    recipe_file: str | None = None
+    transform: InputTransform | None = None
+    calibration: SuppliedCalibration | None = None
+    reference_file: str | None = None
+    members_file: str | None = None
+    margin: float = DEFAULT_MARGIN
+    strict: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+
+    @property
+    def query_name(self) -> str:
+        """The name runs and records use: the named set, or the query file's name."""
+        return self.query if self.query is not None else Path(self.query_file).name
+
+    def validate(self) -> AuditConfig:
+        """Check every option before any work; returns ``self``."""
+        if (self.query is None) == (self.query_file is None):
+            raise InputError(
+                f"expected exactly one of a query name or a query file, got query={self.query!r}, "
+                f"query_file={self.query_file!r}"
+            )
+        if self.model_uri is None and self.model_url is None:
+            raise InputError(
+                "expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither"
+            )
+        check_choice("method", self.method, METHODS)
+        check_choice("test", self.test, EMA_TESTS)
+        check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
+        check_choice("outputs", self.outputs, OUTPUT_KINDS)
+        check_choice("corruption", self.corruption, tuple(CORRUPTIONS))
+        check_open_unit("alpha", self.alpha)
+        check_quality(self.k)
+        check_model_name("calibration name", self.calibration_name)
+        check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
+        check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
+        check_open_unit("margin", self.margin)
+        return self
+
+    def params(self, target: Target) -> dict[str, object]:
+        """The run's params: the options, and the target as resolved."""
+        return {
+            keys.PARAM_METHOD: self.method,
+            keys.PARAM_TEST: self.test,
+            keys.PARAM_ALPHA: self.alpha,
+            keys.PARAM_QUERY: self.query_name,
+            keys.PARAM_K: self.k,
+            keys.PARAM_CAL_SEED: self.cal_seed,
+            keys.PARAM_CORRUPTION: self.corruption,
+            keys.PARAM_MODEL_URI: target.model_uri or "",
+            keys.PARAM_MODEL_URL: target.model_url or "",
+            keys.PARAM_MODEL_NAME: target.version.name if target.version else "",
+            keys.PARAM_MODEL_VERSION: target.version.version if target.version else "",
+            keys.PARAM_THRESHOLD_MODE: self.threshold_mode,
+            keys.PARAM_OUTPUTS: self.outputs,
+            keys.PARAM_MARGIN: self.margin,
+            keys.PARAM_STRICT: self.strict,
+        }
+
+
+@dataclass(frozen=True)
+class AuditRequest:
+    """One audit's configuration with what it resolved to: the target, the query data, the oracle."""
+
+    config: AuditConfig
+    target: Target
+    data: ArraySet
+    oracle: Oracle
+    progress: bool
+
+    @cached_property
+    def calibration_plan(self) -> CalibrationPlan:
+        """Made once per audit: every method of the audit shares it."""
+        return CalibrationPlan.for_target(
+            self.target,
+            k=self.config.k,
+            cal_seed=self.config.cal_seed,
+            model_name=self.config.calibration_name,
+            corruption=self.config.corruption,
+        )
+
+    @cached_property
+    def nonmembers(self) -> Reference:
+        """Samples the target never saw: ``--reference``, else its clean calibration set."""
+        return nonmember_reference(self.target, self.config.reference_file)
+
+    @cached_property
+    def nonmember_proba(self) -> np.ndarray:
+        """The target's probabilities on the non-member reference (scored once per audit)."""
+        return self.oracle.predict_proba(self.nonmembers.data.x)
+
+    @cached_property
+    def members(self) -> Reference | None:
+        """Samples known to be in the target's training data, the query's own left out; None when unknown."""
+        return member_reference(self.target, self.data, self.config.members_file)
+
+    @cached_property
+    def member_proba(self) -> np.ndarray | None:
+        """The target's probabilities on the member reference (scored once per audit)."""
+        return None if self.members is None else self.oracle.predict_proba(self.members.data.x)
+
+    def reference_tags(self) -> dict[str, str]:
+        """Which references the audit used, in words."""
+        members = self.members.description if self.members is not None else "none known"
+        return {keys.TAG_MEMBER_REFERENCE: members, keys.TAG_NONMEMBER_REFERENCE: self.nonmembers.description}
+
+    def thresholds(self) -> tuple[dict, dict[str, str]]:
+        """EMA's thresholds and the tags saying where they came from."""
+        supplied = self.config.calibration
+        if supplied is not None:
+            return supplied.thresholds(self.target.recipe.transform), {
+                keys.TAG_CACHE: "supplied",
+                keys.TAG_CALIBRATION_VERSION: supplied.model_uri,
+            }
+        outcome = ensure_plan(self.calibration_plan, progress=self.progress)
+        return outcome.thresholds, {
+            keys.TAG_CACHE: outcome.cache,
+            keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
+        }

@@ -1,0 +1,55 @@
+"""What the command line offers: the choices, defaults and errors of the layers below, in one place.
+
+The CLI imports workflows (and experiments) only; these names are defined in the modules
+named in the imports and re-exported here unchanged.
+"""
+
+from ema.auditors.reference import DEFAULT_MARGIN
+from ema.auditors.result import VERDICTS
+from ema.data.catalog import SOURCE_NAMES
+from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
+from ema.data.splits import QUERY_NAMES
+from ema.errors import EMAError, InputError
+from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS
+from ema.stats import EMA_TESTS
+from ema.thresholds import THRESHOLD_MODES
+from ema.tracking.keys import (
+    CALIBRATION_MODEL_NAME,
+    DEFAULT_EXPERIMENT,
+    METRIC_N_QUERY,
+    TARGET_ALIAS,
+    TARGET_MODEL_NAME,
+)
+from ema.tracking.runs import configure
+from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
+from ema.workflows.audit import METHODS
+
+#: The target ``--model`` names when none is given.
+DEFAULT_TARGET_URI = f"models:/{TARGET_MODEL_NAME}@{TARGET_ALIAS}"
+
+__all__ = [
+    "ARCHITECTURES",
+    "CALIBRATION_MODEL_NAME",
+    "DATA_SOURCES",
+    "DEFAULT_DATA",
+    "DEFAULT_EXPERIMENT",
+    "DEFAULT_MARGIN",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "DEFAULT_TARGET_URI",
+    "DEFAULT_TIMEOUT",
+    "EMA_TESTS",
+    "EMAError",
+    "InputError",
+    "METHODS",
+    "METRIC_N_QUERY",
+    "OPTIMIZERS",
+    "OUTPUT_KINDS",
+    "QUERY_NAMES",
+    "SOURCE_NAMES",
+    "TARGET_ALIAS",
+    "TARGET_MODEL_NAME",
+    "THRESHOLD_MODES",
+    "TrainSpec",
+    "VERDICTS",
+    "configure",
+]

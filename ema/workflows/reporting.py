@@ -1,0 +1,165 @@
+"""An audit run's ``report.html`` and ``figures/``: what the workflow knows, handed to :mod:`ema.reports`.
+
+The audit workflow calls :func:`report_artifacts` once, with the artifacts it logs last;
+this module builds the report's inputs from what the workflow already holds (the config,
+the resolved target, the query data, the tags the auditors produced) and draws nothing itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ema.auditors.result import AuditResult
+from ema.errors import InputError
+from ema.reports.audit import render_audit_report
+from ema.signals import SIGNALS, compute_scores
+from ema.tracking import keys
+
+if TYPE_CHECKING:
+    from ema.data.arrays import ArraySet
+    from ema.workflows.audit_request import AuditConfig, AuditRequest
+    from ema.workflows.target import Target
+
+#: AuditConfig field -> the `ema audit` option that sets it (fields with a value of their own are below).
+CLI_FLAGS = {
+    "model_uri": "--model",
+    "model_url": "--model-url",
+    "query": "--query",
+    "query_file": "--query-file",
+    "method": "--method",
+    "test": "--test",
+    "alpha": "--alpha",
+    "threshold_mode": "--threshold-mode",
+    "k": "--k",
+    "cal_seed": "--cal-seed",
+    "calibration_name": "--calibration-name",
+    "outputs": "--outputs",
+    "recipe_file": "--recipe",
+    "reference_file": "--reference",
+    "members_file": "--members",
+    "margin": "--margin",
+    "timeout": "--timeout",
+    "request_timeout": "--request-timeout",
+}
+#: Always written, even at their defaults: what was audited, on what, how.
+ALWAYS = ("model_uri", "model_url", "query", "query_file", "method")
+
+
+def reproduce_command(config: AuditConfig) -> str:
+    """The ``ema audit`` command line that asks for the same audit: the target, the query, the method, and
+    every option that differs from its default.
+
+    An option `ema audit` does not offer (``corruption``, set by grids) is appended as a
+    shell comment, so the line stays runnable and says what it cannot set.
+    """
+    words = ["ema", "audit"]
+    unset = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if value is None or (field.name not in ALWAYS and value == field.default):
+            continue
+        if field.name == "strict":
+            words.append("--strict")
+        elif field.name in CLI_FLAGS:
+            words += [CLI_FLAGS[field.name], str(value)]
+        elif field.name == "transform":
+            words += ["--input-scale", str(value.scale)]
+            if (value.mean, value.std) != (0.0, 1.0):
+                words += ["--normalize", f"{value.mean},{value.std}"]
+        elif field.name == "calibration":
+            words += [
+                "--calibration-model",
+                value.model_uri,
+                "--calibration-members",
+                value.members_file,
+                "--calibration-nonmembers",
+                value.nonmembers_file,
+            ]
+        else:
+            unset.append(f"{field.name}={value}")
+    line = shlex.join(words)
+    return f"{line}  # not an ema audit option: {', '.join(unset)}" if unset else line
+
+
+def audit_lineage(
+    config: AuditConfig, target: Target, data: ArraySet, tags: dict[str, str], run_id: str
+) -> dict[str, object]:
+    """Where the audit's inputs came from, as label -> value (None: not known for this target)."""
+    version = target.version
+    version_tags = version.tags if version else {}
+    supplied = config.calibration is not None
+    return {
+        "Model": target.label,
+        "Model URI (version pinned)": target.model_uri,
+        "Model URI as given": config.model_uri if config.model_uri != target.model_uri else None,
+        "Scoring server": target.model_url,
+        "Registered model": version.name if version else None,
+        "Model version": version.version if version else None,
+        "Run that trained the model": version.run_id if version else None,
+        "Training data": version_tags.get(keys.TAG_DATA_SOURCE),
+        "Training data fingerprint": version_tags.get(keys.TAG_DATA_FINGERPRINT),
+        "Splits (named queries, calibration set)": f"{target.data}, data seed {target.data_seed}",
+        "Query set": f"{config.query_name} ({len(data)} samples)",
+        "Query fingerprint": data.fingerprint,
+        "Calibration version": tags.get(keys.TAG_CALIBRATION_VERSION),
+        "Calibration cache": tags.get(keys.TAG_CACHE),
+        "Calibration plan": None
+        if supplied
+        else f"k={config.k}, cal_seed={config.cal_seed}, corruption={config.corruption}",
+        "Member reference": tags.get(keys.TAG_MEMBER_REFERENCE),
+        "Non-member reference": tags.get(keys.TAG_NONMEMBER_REFERENCE) or tags.get(keys.TAG_REFERENCE),
+        "Strict mode": tags.get(keys.TAG_STRICT),
+        "KS-ratio models": tags.get(keys.TAG_KS_RATIO_CACHE),
+        "Audit run": run_id,
+    }
+
+
+def reference_scores(request: AuditRequest, results: dict[str, AuditResult]) -> dict[str, dict[str, np.ndarray]]:
+    """The signals of the member and non-member references, for the report's pictures.
+
+    Only references this audit already scored through the target (for the gates or an
+    auditor) are used: the report never queries the model. Scores that are not signals
+    (the KS ratio's distances) have no reference.
+    """
+    names = sorted({name for result in results.values() for name in result.scores if name in SIGNALS})
+    found = {}
+    for label, attribute, reference in (
+        ("members (reference)", "member_proba", "members"),
+        ("non-members (reference)", "nonmember_proba", "nonmembers"),
+    ):
+        proba = request.__dict__.get(attribute)  # scored already (a cached property), or not at all
+        if proba is None or not names:
+            continue
+        try:
+            found[label] = compute_scores(proba, getattr(request, reference).data.y, names)
+        except InputError:
+            continue  # e.g. a label-only model's outputs: the report shows the query alone
+    return found
+
+
+def report_artifacts(
+    request: AuditRequest, results: dict[str, AuditResult], tags: dict[str, str], warnings: list[str], run_id: str
+) -> dict[str, str | bytes]:
+    """``report.html`` and ``figures/<method>_scores.png`` for the audit run's artifacts.
+
+    ``results`` in the audit's order: the first method's verdict is the run's. ``warnings``:
+    every warning of the audit (the gates' and the auditors'). The command pins the model
+    version the alias pointed to, so that it audits the same model later.
+    """
+    config, target, data = request.config, request.target, request.data
+    pinned = dataclasses.replace(config, model_uri=target.model_uri) if target.model_uri else config
+    report = render_audit_report(
+        results,
+        query=config.query_name,
+        lineage=audit_lineage(config, target, data, tags, run_id),
+        command=reproduce_command(pinned),
+        references=reference_scores(request, results),
+        warnings=warnings,
+        title=f"Audit of {config.query_name} on {target.label}",
+    )
+    figures = {f"{keys.ARTIFACT_FIGURES_DIR}/{name}": png for name, png in report.figures.items()}
+    return {keys.ARTIFACT_REPORT: report.html, **figures}

@@ -1,0 +1,8 @@
+"""MLproject entry point ``audit``: ``ema audit`` with the arguments MLproject passes."""
+
+import sys
+
+from ema_cli.cli import main
+
+if __name__ == "__main__":
+    main(["audit", *sys.argv[1:]], prog_name="ema")

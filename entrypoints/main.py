@@ -1,0 +1,8 @@
+"""MLproject entry point ``main``: ``ema demo`` with the arguments MLproject passes."""
+
+import sys
+
+from ema_cli.cli import main
+
+if __name__ == "__main__":
+    main(["demo", *sys.argv[1:]], prog_name="ema")

@@ -1,0 +1,168 @@
+"""An audit's report page: verdict in words, p-values, figures, caveats, lineage and command, all inline."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import numpy as np
+import pytest
+
+from ema.auditors.result import AuditResult
+from ema.errors import InputError
+from ema.reports.audit import AuditReport, is_pvalue, render_audit_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def make_result(method="ema", verdict="not_memorized", *, metrics=None, thresholds=None, seed=0) -> AuditResult:
+    rng = np.random.default_rng(seed)
+    scores = {"confidence": rng.random(50), "negative_entropy": -rng.random(50)}
+    flags = {name: values >= 0.5 for name, values in scores.items()}
+    membership = np.logical_or.reduce(list(flags.values())).astype(np.int8)
+    return AuditResult(
+        method=method,
+        scores=scores,
+        flags=flags,
+        membership=membership,
+        metrics=metrics or {"rho_ema": 0.0123, "rho_ema_ks": 0.0456, "flag_rate": float(membership.mean())},
+        verdict=verdict,
+        alpha=0.1,
+        thresholds=thresholds
+        if thresholds is not None
+        else {"mode": "global", "signals": {"confidence": {"global": 0.5}, "negative_entropy": {"global": -0.5}}},
+    )
+
+
+def render(**overrides) -> AuditReport:
+    options = {
+        "query": "M6",
+        "lineage": {"Model": "ema-target v3", "Run that trained the model": "abc123", "Scoring server": None},
+        "command": "ema audit --model models:/ema-target/3 --query M6 --method ema",
+    }
+    options.update(overrides)
+    results = options.pop("results", {"ema": make_result()})
+    return render_audit_report(results, **options)
+
+
+def test_render_audit_report_states_the_verdict_in_words_with_alpha():
+    page = render().html
+    assert "Verdict: Not memorized" in page and "alpha = 0.1" in page and "not_memorized" in page
+
+
+def test_render_audit_report_lists_the_pvalues():
+    page = render().html
+    assert "rho_ema" in page and "0.0123" in page and "0.0456" in page and "&lt;= 0.1" in page
+
+
+def test_render_audit_report_inlines_its_figures_and_returns_them_as_png():
+    report = render()
+    assert list(report.figures) == ["ema_scores.png"]
+    (png,) = report.figures.values()
+    assert png.startswith(PNG_MAGIC)
+    inline = re.findall(r'src="data:image/png;base64,([^"]+)"', report.html)
+    assert [base64.b64decode(data) for data in inline] == [png]
+
+
+def test_render_audit_report_is_self_contained():
+    page = render().html
+    assert "<style>" in page and "<script" not in page
+    assert not re.search(r'(src|href)="(?!data:)', page)  # nothing to fetch
+
+
+def test_render_audit_report_shows_power_and_any_other_metric_when_the_result_has_them():
+    metrics = {"p_removed": 0.2, "p_retained": 0.01, "power_retained": 0.83, "min_detectable_fraction": 0.125}
+    page = render(results={"calibrated": make_result("calibrated", "memorized", metrics=metrics)}).html
+    power = page.split('id="power"')[1].split("</section>")[0]
+    assert "0.83" in power and "0.125" in power and "min_detectable_fraction" in power
+    assert "Verdict: Memorized" in page and "p_retained" in page
+
+
+def test_render_audit_report_says_when_power_is_not_reported():
+    assert "Not reported" in render().html.split('id="power"')[1].split("</section>")[0]
+
+
+def test_render_audit_report_shows_warnings_and_assumptions():
+    thresholds = {
+        "mode": "global",
+        "signals": {},
+        "warnings": ["the reference has 12 samples of class 3"],
+        "assumptions": {"p_removed": "the query, if removed, is distributed like the reference"},
+    }
+    page = render(results={"calibrated": make_result("calibrated", "inconclusive", thresholds=thresholds)}).html
+    assert "the reference has 12 samples of class 3" in page
+    assert "distributed like the reference" in page and "Verdict: Inconclusive" in page
+
+
+def test_render_audit_report_shows_the_warnings_it_is_given_instead_of_the_results():
+    thresholds = {"mode": "global", "signals": {}, "warnings": ["from the result"]}
+    page = render(results={"ema": make_result(thresholds=thresholds)}, warnings=["from the gates"]).html
+    section = page.split('id="warnings"')[1].split("</section>")[0]
+    assert "from the gates" in section and "from the result" not in section
+
+
+def test_render_audit_report_says_none_without_warnings():
+    assert "None." in render().html.split('id="warnings"')[1].split("</section>")[0]
+
+
+def test_render_audit_report_shows_lineage_and_command_and_leaves_out_unknowns():
+    page = render().html
+    assert "ema-target v3" in page and "abc123" in page and "Scoring server" not in page
+    assert "ema audit --model models:/ema-target/3 --query M6 --method ema" in page
+
+
+def test_render_audit_report_draws_references_beside_the_query():
+    rng = np.random.default_rng(1)
+    with_refs = render(references={"members": {"confidence": rng.random(40)}, "non-members": {"other": rng.random(5)}})
+    assert "beside the references (members, non-members)" in with_refs.html
+    assert with_refs.figures["ema_scores.png"] != render().figures["ema_scores.png"]
+
+
+def test_render_audit_report_orders_methods_with_the_run_verdict_first():
+    results = {"ema": make_result(), "ks-ratio": make_result("ks-ratio", "memorized", metrics={"rho_ks": 0.8})}
+    report = render(results=results)
+    assert list(report.figures) == ["ema_scores.png", "ks-ratio_scores.png"]
+    assert "Verdict: Not memorized" in report.html and "ks-ratio: Memorized" in report.html
+
+
+def test_render_audit_report_escapes_what_it_is_given():
+    page = render(lineage={"Model": "<script>alert(1)</script>"}, command="ema audit --query-file '<b>.npz'").html
+    assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;b&gt;" in page
+
+
+def test_render_audit_report_refuses_no_results():
+    with pytest.raises(InputError, match="at least one audit result"):
+        render_audit_report({}, query="M6", lineage={}, command="ema audit")
+
+
+def test_is_pvalue_names_the_paper_and_the_p_metrics():
+    assert [is_pvalue(m) for m in ("rho_ema", "rho_ema_ks", "p_removed", "rho_ks", "power_retained")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_assumptions():
+    from ema.auditors.reference import ReferenceAuditor
+
+    rng = np.random.default_rng(3)
+
+    def proba(n, confidence):
+        labels = rng.integers(0, 10, n)
+        top = np.clip(rng.normal(confidence, 0.05, n), 0.11, 0.999)
+        out = np.repeat(((1 - top) / 9)[:, None], 10, axis=1)
+        out[np.arange(n), labels] = top
+        return out, labels
+
+    auditor = ReferenceAuditor(n_permutations=199, n_power_resamples=100, random_state=0)
+    auditor.calibrate(*proba(400, 0.95), *proba(400, 0.8))
+    result = auditor.audit(*proba(60, 0.95))
+    report = render(results={"reference": result})
+    power = report.html.split('id="power"')[1].split("</section>")[0]
+    assert "power_retained" in power and "min_detectable_fraction" in power
+    assert "p_removed" in report.html.split('id="pvalues"')[1].split("</section>")[0]
+    assert "exchangeable with the non-member reference" in report.html  # its assumptions
+    assert list(report.figures) == ["reference_scores.png"]

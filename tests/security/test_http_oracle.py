@@ -1,0 +1,308 @@
+"""HttpOracle against a real HTTP server on 127.0.0.1 that replies badly, trickles bytes or hangs.
+
+Every test is bounded by small limits: none waits more than a few seconds.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from ema.errors import EMAError, InputError
+from ema.oracle import HttpOracle, ScoringTimeout, parse_reply
+
+IMAGES = np.zeros((3, 28, 28), np.uint8)
+PROBA = [[0.25, 0.75], [0.5, 0.5], [1.0, 0.0]]
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    """Replies as ``self.server.behave(handler, n_images)`` says."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.calls += 1
+        try:
+            self.server.behave(self, len(json.loads(body)["inputs"]))
+        except OSError:  # the client gave up and shut its socket
+            pass
+
+    def reply(self, body: bytes | str, status: int = 200, content_length: int | None = None):
+        body = body.encode() if isinstance(body, str) else body
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body) if content_length is None else content_length))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    """A function that starts a server with a behaviour and returns (url, server); all stopped after the test."""
+    servers = []
+
+    def start(behave):
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.behave, httpd.calls, httpd.stop = behave, 0, threading.Event()
+        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        servers.append(httpd)
+        return f"http://127.0.0.1:{httpd.server_address[1]}/invocations", httpd
+
+    yield start
+    for httpd in servers:
+        httpd.stop.set()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def json_reply(payload):
+    return lambda handler, n: handler.reply(json.dumps(payload))
+
+
+# --- reply shapes -------------------------------------------------------------------------------------------------
+
+ACCEPTED = {
+    "array": {"predictions": PROBA},
+    "array with metadata": {"predictions": PROBA, "model_version": "3"},
+    "records of a DataFrame": {"predictions": [{"0": a, "1": b} for a, b in PROBA]},
+    "records with named columns": {"predictions": [{"cat": a, "dog": b} for a, b in PROBA]},
+    "records of one vector column": {"predictions": [{"probabilities": row} for row in PROBA]},
+    "columns": {"predictions": {"0": [r[0] for r in PROBA], "1": [r[1] for r in PROBA]}},
+    "one column of vectors": {"predictions": {"probabilities": PROBA}},
+    "bare list (MLflow 1.x)": PROBA,
+    "bare records (MLflow 1.x)": [{"0": a, "1": b} for a, b in PROBA],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_http_oracle_accepts_mlflow_reply_shapes(server, name):
+    url, _ = server(json_reply(ACCEPTED[name]))
+    np.testing.assert_allclose(HttpOracle(url).predict_proba(IMAGES), PROBA)
+
+
+def test_http_oracle_accepts_label_records_of_a_series(server):
+    url, _ = server(json_reply({"predictions": [{"0": 1}, {"0": 0}, {"0": 1}]}))
+    predictions = HttpOracle(url).predict(IMAGES)
+    assert predictions.access == "label-only"
+    np.testing.assert_array_equal(predictions.proba.argmax(axis=1), [1, 0, 1])
+
+
+REFUSED = {
+    "invalid JSON": ("{'predictions': oops", r"expected a JSON reply from scoring server .* got b\"\{'predictions'"),
+    "empty body": ("", r"expected a JSON reply from scoring server .* got b''"),
+    "no predictions key": (
+        json.dumps({"outputs": PROBA}),
+        r"expected a JSON reply .* \{\"predictions\": \[\[\.\.\.\].*got an object with keys \['outputs'\]",
+    ),
+    "a JSON string": (json.dumps("hello"), r"expected a JSON reply .* got str"),
+    "strings": (
+        json.dumps({"predictions": ["cat", "dog", "cat"]}),
+        r"expected scoring server .* to return numbers .*got strings \(dtype <U3, shape \(3,\)\), e.g. .*'cat'",
+    ),
+    "nulls": (json.dumps({"predictions": [None, None, None]}), r"to return numbers .*got Python objects"),
+    "null predictions": (json.dumps({"predictions": None}), r"to return numbers .*got Python objects"),
+    "nested objects": (
+        json.dumps({"predictions": [[{"a": 1}], [{"a": 1}], [{"a": 1}]]}),
+        r"to return numbers .*got Python objects",
+    ),
+    "ragged rows": (json.dumps({"predictions": [[0.5, 0.5], [1.0], [0.5, 0.5]]}), r"do not form an array"),
+    "records with different columns": (
+        json.dumps({"predictions": [{"0": 1.0}, {"1": 1.0}, {"0": 1.0}]}),
+        r"records with the same columns in every row, got columns \['0'\] .* and \['1'\] in another",
+    ),
+    "columns of different lengths": (
+        json.dumps({"predictions": {"0": [0.5, 0.5, 0.5], "1": [0.5]}}),
+        r"columns of one value per sample, got columns of lengths \{'0': 3, '1': 1\}",
+    ),
+    "too few rows": (json.dumps({"predictions": PROBA[:2]}), r"expected model outputs of shape \(3, 2\) .*\(2, 2\)"),
+    "deeply nested": ("[" * 100_000 + "]" * 100_000, r"expected a JSON reply"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_http_oracle_refuses_bad_reply_with_one_line(server, name):
+    body, match = REFUSED[name]
+    url, httpd = server(lambda handler, n: handler.reply(body))
+    with pytest.raises(InputError) as excinfo:
+        HttpOracle(url, retries=0).predict(IMAGES)
+    assert "\n" not in str(excinfo.value)
+    assert excinfo.match(match)
+    assert httpd.calls == 1  # a bad reply is not retried
+
+
+def test_http_oracle_refuses_a_reply_too_large_for_the_batch(server, monkeypatch):
+    monkeypatch.setattr("ema.oracle.scoring_server.REPLY_BYTES_ALLOWANCE", 0)
+    url, _ = server(lambda handler, n: handler.reply(b"[" + b" " * (1 << 20) + b"]"))
+    with pytest.raises(EMAError, match=r"sent a reply larger than 196608 bytes for a batch of 3 images"):
+        HttpOracle(url).predict(IMAGES)
+
+
+def test_http_oracle_shows_a_4xx_message_on_one_line(server):
+    url, _ = server(lambda handler, n: handler.reply(json.dumps({"message": "bad\nshape"}), status=400))
+    with pytest.raises(EMAError, match=r"refused the query \(HTTP 400\): bad shape$"):
+        HttpOracle(url).predict(IMAGES)
+
+
+def test_parse_reply_keeps_record_column_order():
+    assert parse_reply(b'{"predictions": [{"b": 1, "a": 2}]}') == [[1, 2]]
+
+
+# --- deadlines ----------------------------------------------------------------------------------------------------
+
+
+def trickle(handler, n):
+    """Headers at once, then the body one byte at a time, every 0.1 s, for as long as the client listens."""
+    body = json.dumps({"predictions": [[0.5, 0.5]] * n}).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    for byte in body:
+        if handler.server.stop.wait(0.1):
+            return
+        handler.wfile.write(bytes([byte]))
+        handler.wfile.flush()
+
+
+def trickle_headers(handler, n):
+    """The status line and headers one byte every 0.1 s."""
+    for byte in b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"a" * 10_000:
+        if handler.server.stop.wait(0.1):
+            return
+        handler.wfile.write(bytes([byte]))
+        handler.wfile.flush()
+
+
+def hang(handler, n):
+    handler.server.stop.wait(30)
+
+
+@pytest.mark.parametrize("behave", [trickle, trickle_headers, hang], ids=["body", "headers", "silence"])
+def test_http_oracle_overall_timeout_is_wall_clock(server, behave):
+    url, _ = server(behave)
+    oracle = HttpOracle(url, timeout=1.0, request_timeout=30.0)
+    started = time.monotonic()
+    with pytest.raises(ScoringTimeout) as excinfo:
+        oracle.predict(IMAGES)
+    assert time.monotonic() - started < 3.0
+    assert "\n" not in str(excinfo.value)
+    assert excinfo.match(r"did not finish within the overall limit of 1 s; raise it with --timeout SECONDS$")
+
+
+@pytest.mark.parametrize("behave", [trickle, hang], ids=["body", "silence"])
+def test_http_oracle_request_timeout_is_retried_then_reported(server, behave):
+    url, httpd = server(behave)
+    oracle = HttpOracle(url, timeout=30.0, request_timeout=0.5, retries=2, backoff=0.01)
+    started = time.monotonic()
+    with pytest.raises(ScoringTimeout) as excinfo:
+        oracle.predict(IMAGES)
+    assert time.monotonic() - started < 3.0
+    assert excinfo.match(
+        r"failed after 3 attempts; last: no complete reply within the request timeout of 0.5 s; "
+        r"raise it with --request-timeout SECONDS$"
+    )
+    assert httpd.calls == 3
+
+
+def test_http_oracle_overall_timeout_cuts_retries_short(server):
+    url, httpd = server(lambda handler, n: handler.reply("down", status=503))
+    started = time.monotonic()
+    with pytest.raises(ScoringTimeout, match=r"overall limit of 0.5 s \(last attempt: HTTP 503: down\)"):
+        HttpOracle(url, timeout=0.5, retries=10, backoff=0.2).predict(IMAGES)
+    assert time.monotonic() - started < 1.5
+    assert 1 <= httpd.calls <= 3
+
+
+def test_http_oracle_limit_covers_all_batches(server):
+    """Each batch answers in 0.3 s: four batches do not fit in 1 s, though each request does."""
+
+    def slow(handler, n):
+        handler.server.stop.wait(0.3)
+        handler.reply(json.dumps({"predictions": [[0.5, 0.5]] * n}))
+
+    url, httpd = server(slow)
+    with pytest.raises(ScoringTimeout, match="overall limit of 1 s"):
+        HttpOracle(url, timeout=1.0, request_timeout=0.5, batch_size=1).predict(np.zeros((4, 28, 28), np.uint8))
+    assert httpd.calls <= 4
+
+
+def test_http_oracle_keeps_one_connection_for_all_batches(server):
+    ports = []
+
+    def answer(handler, n):
+        ports.append(handler.client_address[1])
+        handler.reply(json.dumps({"predictions": [[0.5, 0.5]] * n}))
+
+    url, _ = server(answer)
+    oracle = HttpOracle(url, batch_size=1)
+    assert oracle.predict_proba(IMAGES).shape == (3, 2)
+    assert len(set(ports)) == 1 and len(ports) == 3
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"timeout": 0}, r"expected timeout as a finite number of seconds > 0, got 0"),
+        ({"timeout": float("inf")}, r"expected timeout as a finite number of seconds > 0, got inf"),
+        ({"request_timeout": float("nan")}, r"expected request_timeout as a finite number of seconds > 0, got nan"),
+        ({"timeout": (5.0, 120.0)}, r"expected timeout as a finite number of seconds > 0, got \(5.0, 120.0\)"),
+        ({"retries": -1}, r"expected retries as an integer >= 0, got -1"),
+    ],
+)
+def test_http_oracle_refuses_bad_limits(options, match):
+    with pytest.raises(InputError, match=match):
+        HttpOracle("http://127.0.0.1:1/invocations", **options)
+
+
+@pytest.mark.parametrize("url", ["ftp://x/invocations", "http:///invocations", "http://127.0.0.1:99999/x", "x"])
+def test_http_oracle_refuses_bad_urls(url):
+    with pytest.raises(InputError, match=r"expected an http\(s\):// URL"):
+        HttpOracle(url)
+
+
+def test_http_oracle_retries_a_reply_cut_short(server):
+    def cut(handler, n):
+        body = json.dumps({"predictions": [[0.5, 0.5]] * n}).encode()
+        handler.reply(body[:10], content_length=len(body))
+        handler.close_connection = True
+
+    url, httpd = server(cut)
+    with pytest.raises(EMAError, match=r"failed after 2 attempts; last: ConnectionError: IncompleteRead"):
+        HttpOracle(url, retries=1, backoff=0.01).predict(IMAGES)
+    assert httpd.calls == 2
+
+
+def test_http_oracle_reads_a_reply_ended_by_closing(server):
+    """HTTP/1.0 style: no Content-Length, the body ends when the server closes the connection."""
+
+    def close_ended(handler, n):
+        handler.send_response(200)
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(json.dumps({"predictions": PROBA}).encode())
+        handler.close_connection = True
+
+    url, _ = server(close_ended)
+    np.testing.assert_allclose(HttpOracle(url, batch_size=3).predict_proba(IMAGES), PROBA)
+
+
+def test_target_oracle_passes_limits_to_http_oracle():
+    from ema.training.recipes import TorchRecipe
+    from ema.training.spec import TrainSpec
+    from ema.workflows.target import Target
+
+    target = Target(
+        model_uri=None, model_url="http://127.0.0.1:1/invocations", version=None, recipe=TorchRecipe(TrainSpec())
+    )
+    oracle = target.oracle(timeout=5, request_timeout=2)
+    assert (oracle.timeout, oracle.request_timeout) == (5.0, 2.0)
+    assert (target.oracle().timeout, target.oracle().request_timeout) == (600.0, 120.0)

@@ -1,0 +1,129 @@
+"""Opening the store: once per process under a lock, busy sqlite retried, unusable stores refused in one line."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import mlflow
+import pytest
+
+from ema.errors import EMAError
+from ema.tracking import store
+from ema.tracking.runs import configure
+
+
+@pytest.fixture
+def fresh_folder(tmp_path, monkeypatch):
+    """An empty working directory with no tracking URI set: the default sqlite store lands in it."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    mlflow.set_tracking_uri(None)
+
+
+@pytest.fixture
+def quick_backoff(monkeypatch):
+    monkeypatch.setattr(store, "BUSY_FIRST_PAUSE", 0.001)
+    monkeypatch.setattr(store, "BUSY_MAX_PAUSE", 0.002)
+
+
+def busy() -> Exception:
+    """What sqlalchemy raises over sqlite's busy error: a wrapper whose cause says "database is locked"."""
+    try:
+        raise sqlite3.OperationalError("database is locked")
+    except sqlite3.OperationalError as inner:
+        try:
+            raise RuntimeError("(sqlite3.OperationalError) ...") from inner
+        except RuntimeError as outer:
+            return outer
+
+
+def test_sqlite_path_of_relative_absolute_and_other_uris(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert store.sqlite_path("sqlite:///mlflow.db") == tmp_path / "mlflow.db"
+    assert store.sqlite_path(f"sqlite:///{tmp_path}/a/b.db?timeout=5") == tmp_path / "a" / "b.db"
+    assert store.sqlite_path("sqlite://") is None
+    assert store.sqlite_path("https://mlflow.example.org") is None
+    assert store.sqlite_path("postgresql://u@h/db") is None
+
+
+def test_is_busy_finds_sqlite_busy_through_wrappers():
+    assert store.is_busy(busy())
+    assert not store.is_busy(RuntimeError("no such table: runs"))
+
+
+def test_retry_busy_retries_until_the_store_answers(quick_backoff):
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise busy()
+        return "ok"
+
+    assert store.retry_busy(flaky) == "ok"
+    assert len(calls) == 3
+
+
+def test_retry_busy_gives_up_after_bounded_tries_with_one_line(quick_backoff):
+    calls = []
+
+    def locked():
+        calls.append(1)
+        raise busy()
+
+    with pytest.raises(store.StoreError, match=r"stayed locked by other processes through 8 tries") as info:
+        store.retry_busy(locked, what="the MLflow store x.db")
+    assert len(calls) == store.BUSY_ATTEMPTS
+    assert "\n" not in str(info.value)
+
+
+def test_retry_busy_passes_other_errors_through_at_once():
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise ValueError("not a busy store")
+
+    with pytest.raises(ValueError, match="not a busy store"):
+        store.retry_busy(broken)
+    assert len(calls) == 1
+
+
+def test_configure_creates_the_store_and_experiment_under_a_lock_beside_it(fresh_folder):
+    configure("first-use")
+    assert (fresh_folder / "mlflow.db").stat().st_size > 0
+    assert (fresh_folder / "mlflow.db.lock").exists()
+    assert mlflow.get_experiment_by_name("first-use") is not None
+    configure("first-use")  # a second command: nothing to create
+
+
+def test_configure_refuses_a_corrupt_database_naming_it(fresh_folder):
+    (fresh_folder / "mlflow.db").write_bytes(bytes(range(256)) * 16)
+    with pytest.raises(EMAError, match=r"mlflow\.db is not a usable sqlite database .*move it aside") as info:
+        configure()
+    assert str(fresh_folder / "mlflow.db") in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("foo://x", r"unsupported tracking URI 'foo://x' \(MLFLOW_TRACKING_URI\): expected sqlite:///PATH"),
+        ("file:./mlruns", r"the file store 'file:./mlruns' is not supported"),
+    ],
+)
+def test_configure_refuses_an_unusable_uri_in_one_line(fresh_folder, monkeypatch, uri, message):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    with pytest.raises(EMAError, match=message) as info:
+        configure()
+    assert "\n" not in str(info.value)
+
+
+def test_store_lock_times_out_with_advice(fresh_folder):
+    db = fresh_folder / "mlflow.db"
+    with store.store_lock(db):
+        with pytest.raises(store.StoreError, match=r"waited 0 s for another process setting up .*delete that lock"):
+            with store.store_lock(db, timeout=0.05):
+                pass

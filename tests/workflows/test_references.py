@@ -1,0 +1,53 @@
+"""Member and non-member references: where they come from, and the query's own samples left out."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ema.data.arrays import ArraySet
+from ema.data.files import write_set
+from ema.workflows.references import member_reference, nonmember_reference, without_query
+from ema.workflows.target import resolve_target
+
+
+def images(n: int, offset: int) -> ArraySet:
+    x = (np.arange(n, dtype=np.uint8)[:, None, None] + offset) * np.ones((1, 28, 28), np.uint8)
+    return ArraySet("s", x, np.arange(n, dtype=np.int64) % 10, np.arange(n, dtype=np.int64))
+
+
+def test_without_query_drops_exactly_the_shared_samples():
+    pool = images(10, 0)
+    kept = without_query(pool, pool.take(np.arange(3, 7), name="q"))
+    assert sorted(kept.x[:, 0, 0].tolist()) == [0, 1, 2, 7, 8, 9]
+
+
+def test_without_query_keeps_a_same_image_with_another_label():
+    pool = images(3, 0)
+    query = ArraySet("q", pool.x[:1], pool.y[:1] + 1, pool.index[:1])
+    assert len(without_query(pool, query)) == 3
+
+
+def test_member_reference_of_a_trained_target_is_its_other_folds(trained):
+    _, outcome = trained
+    target = resolve_target(outcome.version.uri)
+    splits = target.splits()
+    reference = member_reference(target, splits.query("M1"))
+    assert len(reference.data) == len(splits.train) - len(splits.query("M1"))
+    assert "training data of" in reference.description
+    held_out = member_reference(target, splits.query("M6"))
+    assert len(held_out.data) == len(splits.train)
+    assert nonmember_reference(target).data.fingerprint == splits.calibration.fingerprint
+
+
+def test_member_reference_from_a_file_and_none_without_lineage(trained, tmp_path):
+    _, outcome = trained
+    target = resolve_target(outcome.version.uri)
+    splits = target.splits()
+    path = write_set(splits.query("M2"), tmp_path / "members.npz")
+    from_file = member_reference(target, splits.query("M1"), str(path))
+    np.testing.assert_array_equal(from_file.data.x, splits.query("M2").x)
+    assert from_file.description.startswith(f"file {path}")
+    unregistered = dataclasses.replace(target, version=None)
+    assert member_reference(unregistered, splits.query("M1")) is None

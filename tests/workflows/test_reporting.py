@@ -1,0 +1,78 @@
+"""The report's inputs: the command that reproduces an audit, parsed back by `ema audit`, gives the same config."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from click.testing import CliRunner
+
+import ema_cli.audit
+from ema.inputs import InputTransform
+from ema.workflows.audit import AuditConfig, SuppliedCalibration
+from ema.workflows.reporting import reproduce_command
+from ema_cli.cli import main
+
+
+class Parsed(Exception):
+    """Raised by the stand-in workflow with the config the command built."""
+
+
+def parsed_back(command: str, monkeypatch) -> AuditConfig:
+    """The AuditConfig `ema audit` builds from the command's words (the workflow itself is not run)."""
+
+    def stand_in(config, progress):
+        raise Parsed(config)
+
+    monkeypatch.setattr(ema_cli.audit, "audit_workflow", stand_in)
+    monkeypatch.setattr("ema_cli.options.configure", lambda experiment: None)
+    words = shlex.split(command.split("  #")[0])
+    assert words[:2] == ["ema", "audit"]
+    result = CliRunner().invoke(main, words[1:])
+    assert isinstance(result.exception, Parsed), result.output
+    return result.exception.args[0]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        AuditConfig(model_uri="models:/ema-target/3", query="M1"),
+        AuditConfig(
+            model_uri="models:/ema-target/3",
+            model_url="http://127.0.0.1:5001/invocations",
+            query_file="my queries/q 1.npz",
+            method="calibrated",
+            test="ks",
+            alpha=0.05,
+            threshold_mode="per-class",
+            k=80,
+            cal_seed=3,
+            calibration_name="my-calibration",
+            outputs="probabilities",
+            recipe_file="recipe.yaml",
+            transform=InputTransform(scale=255.0, mean=0.5, std=2.0),
+            calibration=SuppliedCalibration("models:/cal/1", "members.npz", "nonmembers.npz"),
+            reference_file="reference.npz",
+            members_file="members.npz",
+            margin=0.2,
+            strict=True,
+            timeout=30.0,
+            request_timeout=5.0,
+        ),
+        AuditConfig(model_uri="runs:/abc/model", query="S", transform=InputTransform(scale=255.0)),
+    ],
+    ids=["defaults", "every-option", "scale-only"],
+)
+def test_reproduce_command_parses_back_to_the_same_config(config, monkeypatch):
+    command = reproduce_command(config)
+    assert parsed_back(command, monkeypatch) == config
+
+
+def test_reproduce_command_writes_only_options_that_differ_from_their_defaults():
+    command = reproduce_command(AuditConfig(model_uri="models:/ema-target/3", query="M1", alpha=0.05))
+    assert command == "ema audit --model models:/ema-target/3 --query M1 --method ema --alpha 0.05"
+
+
+def test_reproduce_command_names_what_ema_audit_cannot_set():
+    command = reproduce_command(AuditConfig(model_uri="models:/m/1", query="M1", corruption="noise"))
+    assert command.endswith("  # not an ema audit option: corruption=noise")
