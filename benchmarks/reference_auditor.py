@@ -27,20 +27,20 @@ import pandas as pd
 from scipy import stats
 
 from benchmarks._common import DEFAULT_THREADS
-from ema.auditors._reference_stats import (
+from ema.auditors.reference import ReferenceAuditor
+from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
+from ema.errors import EMAError
+from ema.signals import SIGNALS
+from ema.stats import adjust_pvalues, cutoff_ranks, placement_pvalues
+from ema.stats.binned_tests import (
     DEFAULT_BIN_LEVELS,
     _permuted_sums,
-    _tail_pvalues,
     bin_counts,
     log_likelihood_ratio,
     quantile_edges,
     removal_test,
+    tail_pvalues,
 )
-from ema.auditors.reference import ReferenceAuditor
-from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
-from ema.errors import EMAError
-from ema.signals import METRICS
-from ema.stats import adjust_pvalues, cutoff_ranks, placement_pvalues
 from ema.training.spec import TrainSpec
 
 OUTPUT = Path(__file__).resolve().parent / "REFERENCE_AUDITOR.md"
@@ -77,10 +77,10 @@ def score_pools(name: str, cache: Path) -> dict[str, tuple[np.ndarray, np.ndarra
             complete = WRONG_SCALE_KEY in stored.files
     if not path.exists() or not complete:
         import torch
+        from ema.workflows.sources import load_splits
 
         from ema.data.embedded import load_digits_28
         from ema.training.fit import fit, predict_proba
-        from ema.workflows.sources import load_splits
 
         torch.set_num_threads(DEFAULT_THREADS)  # float sums differ with the thread count: fix it
         data, spec, _ = TARGETS[name]
@@ -143,7 +143,7 @@ def _lr_test(q, non, mem, levels, rng, linear=False) -> float:
     weights = np.exp(weights) if linear else weights
     statistic = float(bin_counts(q, edges) @ weights)
     permuted = _permuted_sums(q.size, pool_counts, weights, COMPARISON_PERMUTATIONS, rng)
-    return _tail_pvalues(statistic, permuted, ("greater",))["greater"]
+    return tail_pvalues(statistic, permuted, ("greater",))["greater"]
 
 
 def _tail_placement(q_by_metric, non_by_metric) -> float:
@@ -199,8 +199,8 @@ def compare_tests(pools, sizes, n_draws, alpha, seed) -> pd.DataFrame:
     mem_p, mem_y = member_reference(pools)
     non_p, non_y = pools["cal"]
     refs = {
-        "non": {m: METRICS[m](non_p, non_y) for m in COMPARISON_METRICS},
-        "mem": {m: METRICS[m](mem_p, mem_y) for m in COMPARISON_METRICS},
+        "non": {m: SIGNALS[m](non_p, non_y) for m in COMPARISON_METRICS},
+        "mem": {m: SIGNALS[m](mem_p, mem_y) for m in COMPARISON_METRICS},
         "non_y": non_y,
         "mem_y": mem_y,
     }
@@ -209,7 +209,7 @@ def compare_tests(pools, sizes, n_draws, alpha, seed) -> pd.DataFrame:
         for size in sizes:
             for _ in range(n_draws):
                 proba, labels = draw(pools, kind, size, rng)
-                scores = {m: METRICS[m](proba.astype(np.float64), labels) for m in COMPARISON_METRICS}
+                scores = {m: SIGNALS[m](proba.astype(np.float64), labels) for m in COMPARISON_METRICS}
                 for test, pvalue in candidate_tests(scores, labels, refs, rng).items():
                     rows.append({"kind": kind, "size": size, "test": test, "rejected": pvalue <= alpha})
     return pd.DataFrame(rows)
