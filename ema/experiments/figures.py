@@ -8,27 +8,19 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ema.auditors.ks_ratio import ks_statistic
+from ema.reports.figures import png
 
 #: Histogram bins of the continuous metrics.
 N_BINS = 40
 DPI = 110
 #: One line style per distribution, so that identical distributions stay visible on top of each other.
 LINESTYLES = ("-", "--", ":", "-.")
-
-
-def png(figure: Figure) -> bytes:
-    FigureCanvasAgg(figure)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI)
-    return buffer.getvalue()
 
 
 def _histograms(ax, values: dict[str, np.ndarray], bins: np.ndarray) -> None:
@@ -76,7 +68,7 @@ def signal_distributions(scores: dict[str, dict[str, np.ndarray]], *, title: str
     axes[2].legend(fontsize=7)
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
-    return png(figure)
+    return png(figure, dpi=DPI)
 
 
 @dataclass(frozen=True)
@@ -129,4 +121,4 @@ def ks_output_distributions(panels: list[KSPanel], *, query_label: str, title: s
         ax.legend(fontsize=7, loc="upper left")
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
-    return png(figure)
+    return png(figure, dpi=DPI)

@@ -18,10 +18,11 @@ ROW_HEIGHT = 2.5
 LINESTYLES = ("-", "--", ":", "-.")
 
 
-def png(figure: Figure) -> bytes:
+def png(figure: Figure, *, dpi: int = DPI) -> bytes:
+    """The figure as PNG bytes, drawn on matplotlib's Agg canvas (no display, no pyplot state)."""
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI)
+    figure.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()
 
 

@@ -54,12 +54,12 @@ def _recorded_accuracies(request: AuditRequest) -> dict[str, float]:
 
 
 def _member_accuracy(request: AuditRequest, recorded: dict[str, float]) -> float | None:
-    """Accuracy on members: as recorded at training, else on the member reference if an auditor scored it."""
+    """Accuracy on members: as recorded at training, else on the member reference (scored once per audit)."""
     if keys.METRIC_TRAIN_ACCURACY in recorded:
         return recorded[keys.METRIC_TRAIN_ACCURACY]
-    if "member_proba" in request.__dict__ and request.member_proba is not None:
-        return float((request.member_proba.argmax(axis=1) == request.members.data.y).mean())
-    return None
+    if request.members is None:
+        return None
+    return float((request.member_proba.argmax(axis=1) == request.members.data.y).mean())
 
 
 def _ema_balanced_accuracy(results: dict[str, AuditResult]) -> float | None:
