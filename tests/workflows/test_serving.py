@@ -186,3 +186,52 @@ def test_http_server_stopped_mid_audit_fails_run(trained):
     finally:
         stop(process)
     assert newest_failed_run_artifacts(before) == [set()]
+
+
+FRAME_MODEL_CODE = '''
+import mlflow.pyfunc
+import pandas as pd
+from mlflow.models import set_model
+
+
+class FrameModel(mlflow.pyfunc.PythonModel):
+    """Our registered target, answering with a pandas DataFrame of probabilities (one column per class)."""
+
+    def load_context(self, context):
+        self.inner = mlflow.pyfunc.load_model(context.model_config["inner"])
+
+    def predict(self, context, model_input, params=None):
+        return pd.DataFrame(self.inner.predict(model_input))
+
+
+set_model(FrameModel())
+'''
+
+
+def test_http_audit_of_a_served_model_that_returns_a_dataframe(trained, tmp_path):
+    import mlflow
+
+    _, outcome = trained
+    code = tmp_path / "frame_model.py"
+    code.write_text(FRAME_MODEL_CODE)
+    example = np.zeros((2, 1, 28, 28), np.float32)
+    inner = mlflow.pyfunc.load_model(outcome.version.uri)
+    with mlflow.start_run(run_name="log frame model"):
+        info = mlflow.pyfunc.log_model(
+            name="model",
+            python_model=str(code),
+            model_config={"inner": outcome.version.uri},
+            signature=mlflow.models.infer_signature(example, inner.predict(example)),
+            input_example=example,
+            pip_requirements=["pandas"],
+        )
+    port = free_port()
+    process = serve(info.model_uri, port)
+    try:
+        url = f"http://127.0.0.1:{port}/invocations"
+        over_http = audit(AuditConfig(model_uri=outcome.version.uri, model_url=url, query="M6"), progress=False)
+    finally:
+        stop(process)
+    in_process = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    np.testing.assert_array_equal(over_http.primary.membership, in_process.primary.membership)
+    assert over_http.primary.metrics == in_process.primary.metrics
