@@ -30,6 +30,8 @@ TAG_CLAIM_PREFIX = "ema.claim."
 # Run tags.
 TAG_RUN_NAME = "mlflow.runName"
 TAG_PARENT_RUN = "mlflow.parentRunId"
+#: The tag MLflow puts on a logged dataset input to say what the run used it for.
+TAG_DATASET_CONTEXT = "mlflow.data.context"
 TAG_VERDICT = "verdict"
 #: What a run is (``audit`` for audit runs), and which process on which host runs it.
 TAG_RUN_KIND = "ema.run_kind"

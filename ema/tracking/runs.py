@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlparse
 
 import mlflow
 import pandas as pd
@@ -127,6 +128,22 @@ def log_params_of(run_id: str, params: dict[str, object]) -> None:
 def run_metrics(run_id: str) -> dict[str, float]:
     """The latest value of every metric of a run."""
     return dict(MlflowClient().get_run(run_id).data.metrics)
+
+
+def training_dataset_files(run_id: str) -> list[Path]:
+    """Local files a run logged as its training data (``mlflow.log_input(..., context="training")``).
+
+    Only datasets whose source is a local path are returned; what they hold is read, and
+    checked, by whoever uses them.
+    """
+    found = []
+    for item in MlflowClient().get_run(run_id).inputs.dataset_inputs:
+        tags = {tag.key: tag.value for tag in item.tags}
+        if tags.get(keys.TAG_DATASET_CONTEXT) != "training" or item.dataset.source_type != "local":
+            continue
+        uri = json.loads(item.dataset.source).get("uri", "")
+        found.append(Path(urlparse(uri).path if uri.startswith("file:") else uri))
+    return found
 
 
 def tracking_uri() -> str:

@@ -6,7 +6,9 @@ needed. Where the members come from, in order:
 1. ``--members FILE.npz``, for any model;
 2. the target's lineage, for a version ``ema train`` registered: its data source and split seed
    give the training folds, checked against the training-data fingerprint on the version;
-3. none: the calibrated auditor then falls back to transferring member behaviour from its
+3. for any other registered version, the training data its run logged with
+   ``mlflow.log_input(..., context="training")`` when that is a readable local ``.npz`` file;
+4. none: the calibrated auditor then falls back to transferring member behaviour from its
    calibration model (with that route's guard).
 
 The audited query's own samples are always left out of the member reference (auditing M1
@@ -16,12 +18,14 @@ uses M2..M5), matched by image and label.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
 from ema.tracking import keys
+from ema.tracking.runs import training_dataset_files
 from ema.workflows.target import Target
 
 
@@ -54,6 +58,9 @@ def member_reference(target: Target, query: ArraySet, members_file: str | None =
     elif _lineage_is_known(target):
         members = without_query(target.splits().train, query)
         source = f"training data of {target.label} ({target.data}, split seed {target.data_seed})"
+    elif (logged := _logged_training_file(target)) is not None:
+        members = without_query(read_set(logged), query)
+        source = f"training dataset {logged} logged by run {target.version.run_id}"
     else:
         return None
     if len(members) == 0:
@@ -68,6 +75,14 @@ def nonmember_reference(target: Target, reference_file: str | None = None) -> Re
         return Reference(data, f"file {reference_file}: {len(data)} samples")
     data = target.splits().calibration
     return Reference(data, f"clean calibration set of {target.data}: {len(data)} samples")
+
+
+def _logged_training_file(target: Target) -> Path | None:
+    """The first readable ``.npz`` the version's run logged as training data, if any."""
+    if target.version is None or not target.version.run_id:
+        return None
+    files = [p for p in training_dataset_files(target.version.run_id) if p.suffix == ".npz" and p.is_file()]
+    return files[0] if files else None
 
 
 def _lineage_is_known(target: Target) -> bool:

@@ -51,3 +51,24 @@ def test_member_reference_from_a_file_and_none_without_lineage(trained, tmp_path
     assert from_file.description.startswith(f"file {path}")
     unregistered = dataclasses.replace(target, version=None)
     assert member_reference(unregistered, splits.query("M1")) is None
+
+
+def test_member_reference_from_the_training_data_a_foreign_run_logged(trained, tmp_path):
+    import mlflow
+
+    from ema.tracking.registry import RegisteredVersion
+
+    _, outcome = trained
+    target = resolve_target(outcome.version.uri)
+    splits = target.splits()
+    path = write_set(splits.query("M3"), tmp_path / "their-training-data.npz")
+    with mlflow.start_run() as run:
+        dataset = mlflow.data.from_numpy(splits.query("M3").x, targets=splits.query("M3").y, source=str(path))
+        mlflow.log_input(dataset, context="training")
+    foreign = dataclasses.replace(
+        target, version=RegisteredVersion("theirs", "1", run.info.run_id, {}), model_uri="models:/theirs/1"
+    )
+    reference = member_reference(foreign, splits.query("M6"))
+    np.testing.assert_array_equal(reference.data.x, splits.query("M3").x)
+    assert f"training dataset {path} logged by run {run.info.run_id}" in reference.description
+    assert member_reference(foreign, splits.query("M3")) is None  # nothing left once the query is taken out
