@@ -2,8 +2,6 @@
 
 import click
 
-from ema.workflows.audit import AuditConfig, SuppliedCalibration
-from ema.workflows.audit import audit as audit_workflow
 from ema.workflows.options import (
     CALIBRATION_MODEL_NAME,
     DEFAULT_MARGIN,
@@ -16,7 +14,6 @@ from ema.workflows.options import (
     QUERY_NAMES,
     THRESHOLD_MODES,
 )
-from ema.workflows.target import transform_from_options
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
@@ -150,6 +147,10 @@ def audit(
     **options,
 ):
     """Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags."""
+    from ema.workflows.audit import AuditConfig, SuppliedCalibration
+    from ema.workflows.audit import audit as audit_workflow
+    from ema.workflows.target import transform_from_options
+
     if (query is None) == (query_file is None):
         raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
     supplied = (calibration_model, calibration_members, calibration_nonmembers)

@@ -2,7 +2,6 @@
 
 import click
 
-from ema.workflows.calibrate import calibrate as calibrate_workflow
 from ema.workflows.options import CALIBRATION_MODEL_NAME
 from ema_cli.options import cal_seed_option, k_option, model_option, progress_option, recipe_option, workflow_command
 
@@ -22,6 +21,8 @@ from ema_cli.options import cal_seed_option, k_option, model_option, progress_op
 @workflow_command
 def calibrate(model_uri, k, cal_seed, recipe_file, calibration_name, progress):
     """Calibrate EMA for a registered target; reuses a cached calibration model when one matches."""
+    from ema.workflows.calibrate import calibrate as calibrate_workflow
+
     outcome = calibrate_workflow(
         model_uri, k=k, cal_seed=cal_seed, model_name=calibration_name, recipe_file=recipe_file, progress=progress
     )

@@ -1,21 +1,71 @@
-"""The `ema` command group."""
+"""The `ema` command group, whose commands are imported only when one of them runs.
 
+``ema --help`` lists the commands from the one-line summaries below, so it imports none
+of them (nor mlflow, torch or scipy, which they pull in): it answers in about a tenth of
+a second instead of seconds (benchmarks/RESULTS.md).
+"""
+
+import importlib
 import os
 
 import click
 
 from ema import __version__
-from ema_cli.audit import audit
-from ema_cli.calibrate import calibrate
-from ema_cli.data import data
-from ema_cli.demo import demo
-from ema_cli.grid import grid
-from ema_cli.history import compare, history
-from ema_cli.power import power
-from ema_cli.train import train
+
+#: Each command: the module and attribute that define it, and the first line of its help (``ema --help`` shows it).
+COMMANDS = {
+    "train": (
+        "ema_cli.train:train",
+        "Train the target model f_D with the recipe given by the options, and register it.",
+    ),
+    "calibrate": (
+        "ema_cli.calibrate:calibrate",
+        "Calibrate EMA for a registered target; reuses a cached calibration model when one matches.",
+    ),
+    "audit": (
+        "ema_cli.audit:audit",
+        "Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags.",
+    ),
+    "demo": ("ema_cli.demo:demo", "Train, register, calibrate and audit the seven query sets M1..M6 and S."),
+    "data": ("ema_cli.data:data", "Inspect and export data."),
+    "history": (
+        "ema_cli.history:history",
+        "List the finished audits of a model across runs and versions, newest first.",
+    ),
+    "compare": (
+        "ema_cli.history:compare",
+        "Audit runs side by side (RUN_ID...), or every version's audits of one query (--model NAME --query Q).",
+    ),
+    "power": (
+        "ema_cli.power:power",
+        "The smallest |D_q| at which the calibrated auditor calls a member set memorized with the given power.",
+    ),
+    "grid": (
+        "ema_cli.grid:grid",
+        "Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors): audits, tables, figures; "
+        "resumes finished cells.",
+    ),
+}
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when that command is invoked or asked for help."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attribute = COMMANDS[name][0].split(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, summary) in COMMANDS.items()])
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="ema")
 def main():
     """EMA audit workbench: was this data used to train this model, or has it been removed?"""
@@ -24,7 +74,3 @@ def main():
     # torch is imported later, lazily: idle OpenMP threads then sleep instead of spinning,
     # which on a small shared machine starved the main thread (benchmarks/RESULTS.md)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-for command in (train, calibrate, audit, demo, data, history, compare, power, grid):
-    main.add_command(command)

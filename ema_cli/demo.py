@@ -2,7 +2,6 @@
 
 import click
 
-from ema.workflows.demo import run_demo
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
@@ -25,6 +24,8 @@ from ema_cli.options import (
 @workflow_command
 def demo(k, cal_seed, alpha, data_seed, progress, **spec_options):
     """Train, register, calibrate and audit the seven query sets M1..M6 and S."""
+    from ema.workflows.demo import run_demo
+
     table = run_demo(
         spec_from_options(**spec_options), k=k, cal_seed=cal_seed, alpha=alpha, data_seed=data_seed, progress=progress
     )

@@ -3,10 +3,7 @@
 import click
 
 from ema.experiments.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
-from ema.experiments.runner import GridConfig, run_grid
 from ema.experiments.validity import ErrorGridConfig
-from ema.experiments.validity_plots import rates_table
-from ema.experiments.validity_study import run_error_grid
 from ema.workflows.options import DATA_SOURCES, InputError
 from ema_cli.options import (
     alpha_option,
@@ -115,11 +112,16 @@ def grid(
     """
     refuse_ignored(VALIDITY_ONLY if name != VALIDITY_GRID else PAPER_GRIDS_ONLY, name)
     if name == VALIDITY_GRID:
+        from ema.experiments.validity_plots import rates_table
+        from ema.experiments.validity_study import run_error_grid
+
         config = ErrorGridConfig(
             alpha=alpha, seed=sample_seed, n_draws=n_draws, n_ks_draws=n_ks_draws, **error_sizes(sizes)
         )
         click.echo(rates_table(run_error_grid(config, cal_seed=cal_seed, progress=progress)))
         return
+    from ema.experiments.runner import GridConfig, run_grid
+
     spec = get_grid(name)
     try:
         narrowed = {"ks": parse_ks(ks, spec), "queries": parse_queries(queries), "sizes": parse_sizes(sizes, spec)}

@@ -1,9 +1,7 @@
 """`ema history` and `ema compare`: read audits back from the tracking store."""
 
 import click
-import pandas as pd
 
-from ema.workflows.history import audit_history, compare_runs, version_trail
 from ema.workflows.options import VERDICTS
 from ema_cli.options import workflow_command
 
@@ -21,6 +19,10 @@ from ema_cli.options import workflow_command
 @workflow_command
 def history(model_name, query, verdict, include_all):
     """List the finished audits of a model across runs and versions, newest first."""
+    import pandas as pd
+
+    from ema.workflows.history import audit_history
+
     table = audit_history(model_name, query=query, verdict=verdict, include_all=include_all)
     if table.empty:
         click.echo(f"no audits of {model_name!r} found")
@@ -38,6 +40,10 @@ def compare(run_ids, model_name, query):
     """Audit runs side by side (RUN_ID...), or every version's audits of one query (--model NAME --query Q)."""
     if bool(run_ids) == bool(model_name or query) or bool(model_name) != bool(query):
         raise click.UsageError("give either RUN_ID... or both --model NAME and --query Q")
+    import pandas as pd
+
+    from ema.workflows.history import compare_runs, version_trail
+
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 60):
         if run_ids:
             click.echo(compare_runs(list(run_ids)).to_string())

@@ -2,7 +2,6 @@
 
 import click
 
-from ema.workflows.power import query_size_for_power
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
@@ -38,6 +37,8 @@ from ema_cli.options import (
 @workflow_command
 def power(target_power, **options):
     """The smallest |D_q| at which the calibrated auditor calls a member set memorized with the given power."""
+    from ema.workflows.power import query_size_for_power
+
     result = query_size_for_power(power=target_power, **options)
     if result.n_required is None:
         click.echo(f"no |D_q| up to the search limit reaches power {target_power} (reached {result.power:.3f})")

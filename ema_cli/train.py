@@ -3,7 +3,6 @@
 import click
 
 from ema.workflows.options import TARGET_ALIAS, TARGET_MODEL_NAME
-from ema.workflows.train import train_target
 from ema_cli.options import (
     data_option,
     data_seed_option,
@@ -26,6 +25,8 @@ from ema_cli.options import (
 @workflow_command
 def train(data_name, root, data_seed, model_name, alias, progress, **spec_options):
     """Train the target model f_D with the recipe given by the options, and register it."""
+    from ema.workflows.train import train_target
+
     outcome = train_target(
         spec_from_options(**spec_options),
         data=data_name,

@@ -47,7 +47,7 @@ def test_entrypoint_script_is_a_thin_wrapper_over_its_command(path):
     from ema_cli.cli import main
 
     command = script_command(path)
-    assert command == {"main": "demo"}.get(path.stem, path.stem) and command in main.commands
+    assert command == {"main": "demo"}.get(path.stem, path.stem) and command in main.list_commands(None)
     imported = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):

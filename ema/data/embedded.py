@@ -6,8 +6,6 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
-from scipy import ndimage
-from sklearn.datasets import load_digits
 
 from ema.data.arrays import IMAGE_SIZE, ArraySet
 
@@ -31,6 +29,9 @@ def load_mnist_embedded() -> ArraySet:
 @lru_cache(maxsize=1)
 def load_digits_28() -> ArraySet:
     """scikit-learn's 1,797 8x8 digits, resized to 28x28 and rescaled to 0-255 (another domain)."""
+    from scipy import ndimage  # scipy and scikit-learn only for this source: a second off every CLI start
+    from sklearn.datasets import load_digits
+
     digits = load_digits()
     small = digits.images / DIGITS_MAX
     zoom = IMAGE_SIZE / small.shape[1]

@@ -27,7 +27,8 @@ from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
 from ema.workflows.audit_gates import audit_warnings
 from ema.workflows.audit_methods import RUNNERS, fit_calibrated
-from ema.workflows.audit_request import METHOD_PLANS, METHODS, AuditConfig, AuditRequest, SuppliedCalibration
+from ema.workflows.audit_request import AuditConfig, AuditRequest, SuppliedCalibration
+from ema.workflows.methods import METHOD_PLANS, METHODS
 from ema.workflows.reporting import report_artifacts
 from ema.workflows.target import resolve_target
 

@@ -20,18 +20,9 @@ from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.validation import check_choice, check_finite, check_model_name, check_open_unit
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
+from ema.workflows.methods import METHODS
 from ema.workflows.references import Reference, member_reference, nonmember_reference
 from ema.workflows.target import Target
-
-#: What each --method runs; the first result gives the run's verdict.
-METHOD_PLANS = {
-    "ema": ("ema",),
-    "ks-ratio": ("ks-ratio",),
-    "both": ("ema", "ks-ratio"),
-    "calibrated": ("calibrated",),
-    "ema+calibrated": ("ema", "calibrated"),
-}
-METHODS = tuple(METHOD_PLANS)
 
 
 @dataclass(frozen=True)

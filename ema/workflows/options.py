@@ -1,7 +1,8 @@
 """What the command line offers: the choices, defaults and errors of the layers below, in one place.
 
 The CLI imports workflows (and experiments) only; these names are defined in the modules
-named in the imports and re-exported here unchanged.
+named in the imports and re-exported here unchanged. Nothing here imports mlflow or torch,
+so that ``--help`` and option errors answer without them (``tests/cli/test_cli_imports.py``).
 """
 
 from ema.auditors.reference import DEFAULT_MARGIN
@@ -20,9 +21,16 @@ from ema.tracking.keys import (
     TARGET_ALIAS,
     TARGET_MODEL_NAME,
 )
-from ema.tracking.runs import configure
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
-from ema.workflows.audit import METHODS
+from ema.workflows.methods import METHODS
+
+
+def configure(experiment_name: str) -> None:
+    """Point tracking at the store and experiment (:func:`ema.tracking.runs.configure`), importing mlflow now."""
+    from ema.tracking.runs import configure as configure_tracking
+
+    configure_tracking(experiment_name)
+
 
 #: The target ``--model`` names when none is given.
 DEFAULT_TARGET_URI = f"models:/{TARGET_MODEL_NAME}@{TARGET_ALIAS}"

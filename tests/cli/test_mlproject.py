@@ -26,7 +26,7 @@ def cli_command(entry_point: str) -> tuple[click.Command, list[str]]:
     """The `ema` command an entry point runs (through its script), and the words MLproject passes it."""
     words = shlex.split(ENTRY_POINTS[entry_point]["command"])
     assert words[:2] == ["python", f"entrypoints/{entry_point}.py"], words[:2]
-    return main.commands[script_command(ROOT / words[1])], words[2:]
+    return main.get_command(None, script_command(ROOT / words[1])), words[2:]
 
 
 @pytest.mark.parametrize("entry_point", sorted(ENTRY_POINTS))
