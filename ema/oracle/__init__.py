@@ -13,7 +13,7 @@ One job per module:
 - :mod:`ema.oracle.pyfunc`: :class:`PyfuncOracle` (the only module that imports mlflow).
 - :mod:`ema.oracle.scoring_server`: :class:`HttpOracle`, its retries and overall deadline.
 - :mod:`ema.oracle.timed_connection`: one kept-alive HTTP connection with a wall-clock limit per request.
-- :mod:`ema.oracle.wire_format`: the scoring server's JSON (:func:`float32_json`, :func:`parse_reply`).
+- :mod:`ema.oracle.wire_format`: the scoring server's JSON (:func:`inputs_json`, :func:`parse_reply`).
 """
 
 from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle
@@ -25,7 +25,7 @@ from ema.oracle.outputs import (
     interpret_outputs,
     numeric_outputs,
 )
-from ema.oracle.pyfunc import PyfuncOracle
+from ema.oracle.pyfunc import PyfuncOracle, declared_input
 from ema.oracle.scoring_server import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -34,7 +34,7 @@ from ema.oracle.scoring_server import (
     HttpOracle,
     ScoringTimeout,
 )
-from ema.oracle.wire_format import REPLY_SHAPES, float32_json, parse_reply
+from ema.oracle.wire_format import REPLY_SHAPES, inputs_json, parse_reply
 
 __all__ = [
     "ACCESS_LABEL_ONLY",
@@ -52,7 +52,8 @@ __all__ = [
     "Predictions",
     "PyfuncOracle",
     "ScoringTimeout",
-    "float32_json",
+    "declared_input",
+    "inputs_json",
     "interpret_outputs",
     "numeric_outputs",
     "parse_reply",

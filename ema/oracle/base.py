@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ema.data.arrays import MODEL_INPUT_SHAPE, to_pixels
+from ema.data.arrays import MODEL_INPUT_SHAPE, to_images, to_pixels
 from ema.errors import InputError
 from ema.inputs import InputTransform
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, numeric_outputs
@@ -12,8 +12,10 @@ from ema.validation import check_choice, check_positive_int
 
 #: Images per call to the model.
 DEFAULT_BATCH_SIZE = 4096
-#: The shape our own models declare: (batch, channel, height, width).
+#: The shape our own models declared before 0.2, and that HTTP assumes without one: (batch, channel, height, width).
 IMAGE_INPUT_SHAPE = MODEL_INPUT_SHAPE
+#: Input types a model may declare.
+INPUT_DTYPES = ("float32", "uint8")
 
 
 class Oracle:
@@ -29,6 +31,9 @@ class Oracle:
         The pixel scaling the model was trained on.
     input_shape : tuple of int, optional
         The model's declared input shape, (-1, ...); inputs are reshaped to it.
+    input_dtype : str
+        The model's declared input type: ``"float32"`` (pixels, scaled by ``transform``) or
+        ``"uint8"`` (raw images, which the model scales itself; ``transform`` must be the identity).
     """
 
     def __init__(
@@ -38,10 +43,18 @@ class Oracle:
         batch_size: int = DEFAULT_BATCH_SIZE,
         transform: InputTransform = InputTransform(),
         input_shape: tuple[int, ...] | None = None,
+        input_dtype: str = "float32",
     ) -> None:
         check_choice("outputs", outputs, OUTPUT_KINDS)
         check_positive_int("batch_size", batch_size)
+        check_choice("input dtype", input_dtype, INPUT_DTYPES)
+        if input_dtype == "uint8" and not transform.is_identity:
+            raise InputError(
+                f"expected no input scaling for a model that takes raw uint8 images (it scales them itself), "
+                f"got {transform}"
+            )
         self.outputs, self.batch_size, self.transform, self.input_shape = outputs, batch_size, transform, input_shape
+        self.input_dtype = input_dtype
 
     #: How errors name the model.
     source = "the model"
@@ -50,15 +63,20 @@ class Oracle:
         raise NotImplementedError
 
     def prepare(self, pixels: np.ndarray) -> np.ndarray:
-        """Scale, cast to float32 and reshape to the declared shape (e.g. flatten for (-1, 784)).
+        """Cast to the declared type and reshape to the declared shape (e.g. flatten for (-1, 784)).
 
-        uint8 images (n, H, W) are first turned into pixels in [0, 1], as torchvision's ``ToTensor`` does.
+        For a float32 model, uint8 images (n, H, W) are first turned into pixels in [0, 1], as
+        torchvision's ``ToTensor`` does, then scaled by ``transform``. A uint8 model gets the
+        images as they are (pixels in [0, 1] are turned back into the images they came from).
         """
-        if pixels.dtype == np.uint8:
-            if pixels.ndim != 3:
-                raise InputError(f"expected uint8 images of shape (n, height, width), got shape {pixels.shape}")
-            pixels = to_pixels(pixels)
-        inputs = np.ascontiguousarray(self.transform.apply(pixels))
+        if pixels.dtype == np.uint8 and pixels.ndim != 3:
+            raise InputError(f"expected uint8 images of shape (n, height, width), got shape {pixels.shape}")
+        if self.input_dtype == "uint8":
+            inputs = pixels if pixels.dtype == np.uint8 else to_images(pixels)
+        else:
+            inputs = np.ascontiguousarray(
+                self.transform.apply(to_pixels(pixels) if pixels.dtype == np.uint8 else pixels)
+            )
         if self.input_shape is None:
             return inputs
         target = (len(inputs), *self.input_shape[1:])

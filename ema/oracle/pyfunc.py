@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from importlib import metadata
+from pathlib import Path
+
 import numpy as np
+from packaging.requirements import InvalidRequirement, Requirement
 
 from ema.errors import EMAError
 from ema.oracle.base import Oracle
@@ -20,14 +25,16 @@ class PyfuncOracle(Oracle):
         from mlflow.exceptions import MlflowException
 
         try:
-            self._model = mlflow.pyfunc.load_model(model_uri)
+            local_path = mlflow.artifacts.download_artifacts(model_uri)
+            # MLflow's own requirements check maps every installed distribution to its modules first
+            # (1.3 s here); warn_about_mismatches reads just the model's requirements
+            self._model = mlflow.pyfunc.load_model(local_path, suppress_warnings=True)
         except (MlflowException, OSError) as exc:
             raise EMAError(f"could not load model {model_uri!r}: {str(exc).splitlines()[0]}") from exc
+        warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt")
         self.model_uri = model_uri
         self.source = f"model {model_uri!r}"
-        schema = self._model.metadata.get_input_schema()
-        declared = tuple(schema.inputs[0].shape) if schema is not None and schema.is_tensor_spec() else None
-        super().__init__(**{"input_shape": declared, **options})
+        super().__init__(**{**declared_input(self._model.metadata.get_input_schema()), **options})
 
     def _predict_batch(self, inputs: np.ndarray) -> object:
         from mlflow.exceptions import MlflowException
@@ -46,3 +53,45 @@ class PyfuncOracle(Oracle):
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0][:500] if lines else type(exc).__name__
+
+
+def requirement_mismatches(requirements_file: Path) -> list[str]:
+    """The model's pinned requirements that the packages installed here do not satisfy, as ``name==want (have X)``."""
+    if not requirements_file.is_file():
+        return []
+    mismatches = []
+    for line in requirements_file.read_text().splitlines():
+        try:
+            requirement = Requirement(line.strip())
+        except InvalidRequirement:  # blank lines, comments, pip options: nothing to compare
+            continue
+        try:
+            installed = metadata.version(requirement.name)
+        except metadata.PackageNotFoundError:
+            installed = "not installed"
+        if installed == "not installed" or not requirement.specifier.contains(installed, prereleases=True):
+            mismatches.append(f"{requirement} (installed: {installed})")
+    return mismatches
+
+
+def warn_about_mismatches(model_uri: str, requirements_file: Path) -> None:
+    """Log, as MLflow would, which of the model's requirements differ from what is installed."""
+    mismatches = requirement_mismatches(requirements_file)
+    if mismatches:
+        logging.getLogger(__name__).warning(
+            "model %r was logged with requirements that differ from this environment (its predictions may "
+            "differ too): %s",
+            model_uri,
+            "; ".join(mismatches),
+        )
+
+
+def declared_input(schema) -> dict:
+    """``input_shape`` and ``input_dtype`` for :class:`Oracle` from a model's input schema ({} if not a tensor one)."""
+    if schema is None or not schema.is_tensor_spec():
+        return {}
+    spec = schema.inputs[0]
+    declared = {"input_shape": tuple(spec.shape)}
+    if spec.type == np.dtype(np.uint8):
+        declared["input_dtype"] = "uint8"
+    return declared

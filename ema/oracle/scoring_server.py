@@ -13,7 +13,7 @@ from ema.errors import EMAError, InputError
 from ema.oracle.base import IMAGE_INPUT_SHAPE, Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
-from ema.oracle.wire_format import float32_json, parse_reply, server_message
+from ema.oracle.wire_format import inputs_json, parse_reply, server_message
 
 #: Seconds one scoring through a server (one ``predict`` call: every batch, retry and wait) may take by default.
 DEFAULT_TIMEOUT = 600.0
@@ -102,7 +102,7 @@ class HttpOracle(Oracle):
 
     def _predict_batch(self, inputs: np.ndarray) -> object:
         """One batch's predictions, retried with backoff until an attempt succeeds, fails for good or time runs out."""
-        body = float32_json(inputs).encode()
+        body = inputs_json(inputs).encode()
         most = MAX_REPLY_BYTES_PER_IMAGE * len(inputs) + REPLY_BYTES_ALLOWANCE
         failure = _RetryableFailure("", timed_out=False)
         for attempt in range(self.retries + 1):

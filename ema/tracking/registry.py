@@ -101,14 +101,12 @@ def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tag
     return register(info.model_uri, name=name, alias=alias, tags=tags)
 
 
-def declared_input_shape(model_uri: str) -> tuple[int, ...] | None:
-    """The input shape a logged model's tensor signature declares, without loading the model."""
+def declared_input_schema(model_uri: str):
+    """The input schema of a logged model's signature (None without one), read without loading the model."""
     from mlflow.models import get_model_info
 
     signature = get_model_info(model_uri).signature
-    if signature is None or not signature.inputs.is_tensor_spec():
-        return None
-    return tuple(signature.inputs.inputs[0].shape)
+    return None if signature is None else signature.inputs
 
 
 def set_version_tags(version: RegisteredVersion, tags: dict[str, str]) -> None:

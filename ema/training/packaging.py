@@ -1,4 +1,4 @@
-"""Our torch models as MLflow pyfunc models: the architecture by name, the weights as a state dict.
+"""Our models as MLflow pyfunc models: torch ones as a network name, a state dict and code that needs no ``ema``.
 
 MLflow's ``pt2`` format (``torch.export``) took 1.68 s to log the demo's two models (under the
 profiler) and added 225 MB to a fresh process that loaded the target (benchmarks/RESULTS.md,
@@ -7,7 +7,12 @@ Our models need none of it: a :class:`~ema.training.spec.TrainSpec` (in the mode
 ``model_config``) rebuilds the network, and the weights are a state dict read with
 ``torch.load(weights_only=True)``, which refuses pickled code. The model is logged as
 MLflow "models from code": what MLflow runs on load is :mod:`ema.training.pyfunc_code`,
-which needs the ``ema`` package where the model is loaded or served.
+with :mod:`ema.training.networks` stored beside the weights, and neither imports ``ema``.
+
+A torch model takes raw uint8 images (n, 28, 28) and scales them itself, so that a request
+to a scoring server carries small integers instead of float pixels (benchmarks/RESULTS.md).
+A recipe that scales its inputs otherwise (``InputTransform``) keeps float32 pixel inputs,
+scaled by the caller, as before.
 """
 
 from __future__ import annotations
@@ -17,34 +22,37 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import mlflow.pyfunc
 import numpy as np
 import torch
 
+from ema.data.arrays import to_pixels
+from ema.inputs import InputTransform
+from ema.training import networks
 from ema.training.architectures import ProbabilityModel
-from ema.training.fit import predict_proba, to_tensor
+from ema.training.fit import predict_proba
 from ema.training.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, ModelPackage
-from ema.training.spec import TrainSpec
+
+# Models logged before 0.2 load their class from here; their code file says `from ema.training.packaging import ...`.
+from ema.training.pyfunc_code import NETWORKS, WEIGHTS, TorchStateDictModel
 
 #: The file MLflow stores with the model and runs to load it.
 MODEL_CODE = Path(__file__).with_name("pyfunc_code.py")
-#: Artifact key of the state dict.
-WEIGHTS = "weights"
+
+__all__ = ["MODEL_CODE", "NETWORKS", "WEIGHTS", "TorchStateDictModel", "package_classifier", "package_torch_model"]
 
 
 @contextmanager
-def package_classifier(classifier, pixels: np.ndarray) -> Iterator[ModelPackage]:
-    """A package of a classifier we trained (torch or scikit-learn), its example being ``pixels[:2]``.
+def package_classifier(classifier, images: np.ndarray) -> Iterator[ModelPackage]:
+    """A package of a classifier we trained (torch or scikit-learn), its example being ``images[:2]`` (uint8).
 
     The torch weights live in a scratch folder for as long as the context is open.
     """
     from ema.training.recipes import SklearnClassifier, flatten
 
-    example = classifier.transform.apply(pixels[:2])
     if isinstance(classifier, SklearnClassifier):
         import sklearn
 
-        flat = flatten(example)
+        flat = flatten(classifier.transform.apply(to_pixels(images[:2])))
         yield ModelPackage(
             FLAVOR_SKLEARN,
             flat,
@@ -53,21 +61,36 @@ def package_classifier(classifier, pixels: np.ndarray) -> Iterator[ModelPackage]
             estimator=classifier.estimator,
         )
         return
-    with package_torch_model(classifier.model, example) as package:
+    with package_torch_model(classifier.model, images, classifier.transform) as package:
         yield package
 
 
 @contextmanager
-def package_torch_model(model: ProbabilityModel, example: np.ndarray) -> Iterator[ModelPackage]:
-    """A package of one of our torch models; ``example`` is float32 input as the model takes it."""
+def package_torch_model(
+    model: ProbabilityModel, images: np.ndarray, transform: InputTransform = InputTransform()
+) -> Iterator[ModelPackage]:
+    """A package of one of our torch models, its example being ``images[:2]`` (uint8, (n, 28, 28)).
+
+    The model takes uint8 images when ``transform`` is the identity, else float32 pixels
+    scaled by ``transform`` (the caller scales them).
+    """
+    example = images[:2] if transform.is_identity else transform.apply(to_pixels(images[:2]))
+    requirements = [f"torch=={torch.__version__.split('+')[0]}"]
+    if model.spec.arch == "resnet18":
+        import torchvision
+
+        requirements.append(f"torchvision=={torchvision.__version__.split('+')[0]}")
     with tempfile.TemporaryDirectory() as folder:
         yield ModelPackage(
             FLAVOR_PYFUNC_CODE,
-            np.ascontiguousarray(example, dtype=np.float32),
-            predict_proba(model, example),
-            (f"torch=={torch.__version__.split('+')[0]}",),
+            np.ascontiguousarray(example),
+            predict_proba(model, transform.apply(to_pixels(images[:2]))),
+            tuple(requirements),
             python_model=str(MODEL_CODE),
-            artifacts={WEIGHTS: str(save_weights(model, Path(folder) / "weights.pt"))},
+            artifacts={
+                WEIGHTS: str(save_weights(model, Path(folder) / "weights.pt")),
+                NETWORKS: networks.__file__,
+            },
             model_config=model_config(model),
         )
 
@@ -80,17 +103,3 @@ def model_config(model: ProbabilityModel) -> dict:
 def save_weights(model: ProbabilityModel, path: Path) -> Path:
     torch.save(model.state_dict(), path)
     return path
-
-
-class TorchStateDictModel(mlflow.pyfunc.PythonModel):
-    """Rebuilds a :class:`ProbabilityModel` from its spec and state dict; predicts probabilities."""
-
-    def load_context(self, context) -> None:
-        config = context.model_config
-        model = ProbabilityModel(TrainSpec.from_dict(config["spec"]), int(config["n_classes"]))
-        model.load_state_dict(torch.load(context.artifacts[WEIGHTS], map_location="cpu", weights_only=True))
-        self.model = model.eval()
-
-    def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
-        with torch.inference_mode():
-            return self.model(to_tensor(model_input)).numpy()

@@ -1,7 +1,64 @@
-"""What MLflow runs to load one of our torch models (MLflow "models from code"): it names the model class."""
+"""The code MLflow runs to load one of our torch models ("models from code"); it imports nothing from ``ema``.
 
+A copy of this file is stored with every torch model we log, and the network definitions
+(:mod:`ema.training.networks`) travel with it as an artifact: the model loads and serves
+where mlflow and torch are installed, without the ``ema`` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import mlflow.pyfunc
+import numpy as np
+import torch
 from mlflow.models import set_model
 
-from ema.training.packaging import TorchStateDictModel
+#: Artifact keys: the state dict, and the file that defines the networks.
+WEIGHTS = "weights"
+NETWORKS = "networks"
 
-set_model(TorchStateDictModel())
+
+def load_networks(path: str | None) -> ModuleType:
+    """The networks module stored with a model, loaded from its own file (under a name from its content)."""
+    if path is None:  # a model logged before the definitions travelled with it: they come from ema
+        import ema.training.networks
+
+        return ema.training.networks
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(f"ema_model_networks_{digest}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class TorchStateDictModel(mlflow.pyfunc.PythonModel):
+    """Rebuilds the network from ``model_config`` and the stored state dict; predicts class probabilities.
+
+    Inputs are raw uint8 images (n, 28, 28), scaled to [0, 1] inside, or float32 pixels
+    (n, 1, 28, 28) for a model whose recipe scales its inputs otherwise (and models logged before 0.2).
+    """
+
+    def load_context(self, context) -> None:
+        config = context.model_config
+        self.networks = load_networks(context.artifacts.get(NETWORKS))
+        spec = config["spec"]
+        network = self.networks.build_network(spec["arch"], tuple(spec.get("hidden", ())), int(config["n_classes"]))
+        state = torch.load(context.artifacts[WEIGHTS], map_location="cpu", weights_only=True)
+        network.load_state_dict({key.removeprefix("network."): value for key, value in state.items()})
+        self.network = network.eval()
+
+    def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
+        if model_input.dtype == np.uint8:
+            inputs = self.networks.image_inputs(model_input)
+        else:
+            inputs = torch.from_numpy(np.require(model_input, np.float32, ["C", "W"]))
+        with torch.inference_mode():
+            return torch.softmax(self.network(inputs), dim=1).numpy()
+
+
+if __name__ != "ema.training.pyfunc_code":  # MLflow runs this file under a module name of its own
+    set_model(TorchStateDictModel())

@@ -40,7 +40,7 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
             classifier = target.recipe.fit(data.pixels(), data.y, progress=progress)
             from ema.training.packaging import package_classifier  # torch: only when a model is logged
 
-            with package_classifier(classifier, data.pixels()) as package:
+            with package_classifier(classifier, data.x) as package:
                 return log_and_register(
                     package,
                     name=name,

@@ -184,7 +184,7 @@ class CalibrationPlan:
         log_artifacts_atomically({keys.ARTIFACT_CALIBRATION: thresholds})
         from ema.training.packaging import package_classifier  # torch: only when a model is logged
 
-        with package_classifier(classifier, members.pixels()) as package:
+        with package_classifier(classifier, members.x) as package:
             version = log_and_register(
                 package,
                 name=self.model_name,

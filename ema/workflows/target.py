@@ -11,9 +11,9 @@ from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
 from ema.errors import EMAError, InputError
 from ema.inputs import InputTransform
-from ema.oracle import HttpOracle, Oracle, PyfuncOracle
+from ema.oracle import HttpOracle, Oracle, PyfuncOracle, declared_input
 from ema.tracking import keys
-from ema.tracking.registry import MODELS_URI, RegisteredVersion, declared_input_shape, resolve_version
+from ema.tracking.registry import MODELS_URI, RegisteredVersion, declared_input_schema, resolve_version
 from ema.training.recipes import Recipe, load_recipe, recipe_from_json
 
 
@@ -77,9 +77,7 @@ class Target:
             options["batch_size"] = batch_size
         if self.model_url is not None:
             if self.model_uri is not None:
-                shape = declared_input_shape(self.model_uri)
-                if shape is not None:
-                    options["input_shape"] = shape
+                options.update(declared_input(declared_input_schema(self.model_uri)))
             limits = {"timeout": timeout, "request_timeout": request_timeout}
             return HttpOracle(self.model_url, **options, **{k: v for k, v in limits.items() if v is not None})
         return PyfuncOracle(self.model_uri, **options)

@@ -51,7 +51,7 @@ def train_target(
         log_metrics({keys.METRIC_TRAIN_ACCURACY: train_acc, keys.METRIC_HELD_OUT_ACCURACY: held_acc})
         from ema.training.packaging import package_torch_model  # torch: only when a model is logged
 
-        with package_torch_model(model, train.pixels()[:2]) as package:
+        with package_torch_model(model, train.x[:2]) as package:
             version = log_and_register(
                 package,
                 name=model_name,

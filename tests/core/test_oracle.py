@@ -12,7 +12,7 @@ from ema.oracle import (
     ACCESS_PROBABILITIES,
     IMAGE_INPUT_SHAPE,
     Oracle,
-    float32_json,
+    inputs_json,
     interpret_outputs,
 )
 
@@ -40,10 +40,17 @@ def test_with_classes_refuses_labels_beyond_the_calibration():
         interpret_outputs(np.array([4, 0])).with_classes(3)
 
 
-def test_float32_json_round_trips_exactly():
+def test_inputs_json_writes_uint8_images_as_integers():
+    images = np.random.default_rng(0).integers(0, 256, (3, 28, 28)).astype(np.uint8)
+    text = inputs_json(images)
+    np.testing.assert_array_equal(np.asarray(json.loads(text)["inputs"], dtype=np.uint8), images)
+    assert "." not in text
+
+
+def test_inputs_json_round_trips_exactly():
     rng = np.random.default_rng(0)
     inputs = (rng.integers(0, 256, (3, 1, 4, 4)) / 255).astype(np.float32)
-    decoded = np.asarray(json.loads(float32_json(inputs))["inputs"], dtype=np.float32)
+    decoded = np.asarray(json.loads(inputs_json(inputs))["inputs"], dtype=np.float32)
     assert decoded.shape == inputs.shape
     np.testing.assert_array_equal(decoded, inputs)
 

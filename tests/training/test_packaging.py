@@ -1,5 +1,6 @@
 """Our torch models as pyfunc models from code: exact round trip, no pickled code, weights-only loading."""
 
+import ast
 import pickle
 import shutil
 from pathlib import Path
@@ -11,7 +12,10 @@ import pytest
 import yaml
 from mlflow.exceptions import MlflowException
 
+from ema.data.arrays import to_pixels
+from ema.inputs import InputTransform
 from ema.tracking.registry import log_and_register
+from ema.training import networks, pyfunc_code
 from ema.training.fit import fit, predict_proba
 from ema.training.packaging import WEIGHTS, package_torch_model
 from ema.training.spec import TrainSpec
@@ -20,18 +24,18 @@ from ema.training.spec import TrainSpec
 @pytest.fixture
 def images():
     rng = np.random.default_rng(1)
-    return rng.random((40, 1, 28, 28), dtype=np.float32), rng.integers(0, 10, 40)
+    return rng.integers(0, 256, (40, 28, 28)).astype(np.uint8), rng.integers(0, 10, 40)
 
 
 def _python_function_flavor(local: str) -> dict:
     return yaml.safe_load(Path(local, "MLmodel").read_text())["flavors"]["python_function"]
 
 
-def _logged(spec, images):
-    pixels, labels = images
-    model = fit(spec, pixels, labels, progress=False)
+def _logged(spec, images, transform=InputTransform()):
+    x, labels = images
+    model = fit(spec, transform.apply(to_pixels(x)), labels, progress=False)
     mlflow.set_experiment("packaging")
-    with mlflow.start_run(), package_torch_model(model, pixels[:2]) as package:
+    with mlflow.start_run(), package_torch_model(model, x, transform) as package:
         version = log_and_register(package, name="packed", alias="now", tags={})
     return model, version
 
@@ -44,13 +48,33 @@ def _logged(spec, images):
         TrainSpec(arch="resnet18", epochs=1, batch_size=32),
     ],
 )
-def test_logged_model_predicts_exactly_what_the_trained_model_does(store, images, spec):
+def test_logged_model_takes_raw_images_and_predicts_exactly_what_the_trained_model_does(store, images, spec):
     model, version = _logged(spec, images)
     loaded = mlflow.pyfunc.load_model(version.uri)
-    pixels = images[0]
+    x = images[0]
+    np.testing.assert_array_equal(loaded.predict(x), predict_proba(model, to_pixels(x)))
+    schema = loaded.metadata.get_input_schema().inputs[0]
+    assert (tuple(schema.shape), schema.type) == ((-1, 28, 28), np.dtype(np.uint8))
+    assert loaded.predict(x[:7]).shape == (7, 10)  # the batch dimension stays free
+
+
+def test_a_recipe_that_scales_its_inputs_keeps_float_pixel_inputs(store, images):
+    transform = InputTransform(mean=0.5, std=0.25)
+    model, version = _logged(TrainSpec(hidden=(16,), epochs=1), images, transform)
+    loaded = mlflow.pyfunc.load_model(version.uri)
+    pixels = transform.apply(to_pixels(images[0]))
     np.testing.assert_array_equal(loaded.predict(pixels), predict_proba(model, pixels))
-    assert tuple(loaded.metadata.get_input_schema().inputs[0].shape) == (-1, 1, 28, 28)
-    assert loaded.predict(pixels[:7]).shape == (7, 10)  # the batch dimension stays free
+    assert loaded.metadata.get_input_schema().inputs[0].type == np.dtype(np.float32)
+
+
+def test_model_code_and_networks_import_nothing_from_ema():
+    for module in (pyfunc_code, networks):
+        tree = ast.parse(Path(module.__file__).read_text())
+        top_level = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+        names = [alias.name for node in top_level for alias in node.names] + [
+            node.module for node in top_level if isinstance(node, ast.ImportFrom)
+        ]
+        assert not [name for name in names if name and name.split(".")[0] == "ema"], module.__name__
 
 
 def test_logged_model_holds_no_pickled_code(store, images, tmp_path):

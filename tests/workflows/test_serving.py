@@ -21,6 +21,7 @@ from ema.errors import EMAError
 from ema.oracle import HttpOracle
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
+from tests.without_ema import environment_without_ema
 
 SERVER_START_TIMEOUT = 120.0
 
@@ -31,8 +32,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(model_uri: str, port: int) -> subprocess.Popen:
-    """Start `mlflow models serve` in its own process group and wait for /ping."""
+def serve(model_uri: str, port: int, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start `mlflow models serve` in its own process group (in ``env``, default ours) and wait for /ping."""
+    env = dict(os.environ if env is None else env)
     mlflow_cli = Path(sys.executable).with_name("mlflow")
     process = subprocess.Popen(
         [
@@ -48,7 +50,7 @@ def serve(model_uri: str, port: int) -> subprocess.Popen:
             "--env-manager",
             "local",
         ],
-        env={**os.environ, "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}"},
+        env={**env, "PATH": f"{mlflow_cli.parent}{os.pathsep}{env['PATH']}"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -77,10 +79,11 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(trained):
+def server(trained, tmp_path_factory):
+    """The trained target served where `ema` cannot be imported: our models carry their own code."""
     _, outcome = trained
     port = free_port()
-    process = serve(outcome.version.uri, port)
+    process = serve(outcome.version.uri, port, environment_without_ema(tmp_path_factory.mktemp("site")))
     yield f"http://127.0.0.1:{port}/invocations", process
     stop(process)
 
@@ -179,7 +182,9 @@ def test_http_server_stopped_mid_audit_fails_run(trained):
     process = serve(outcome.version.uri, port)
     url = f"http://127.0.0.1:{port}/invocations"
     before = failed_ids()
-    oracle = StopsServerAfterFirstBatch(url, process, batch_size=500, retries=1, backoff=0.01)
+    oracle = StopsServerAfterFirstBatch(
+        url, process, batch_size=500, retries=1, backoff=0.01, input_shape=(-1, 28, 28), input_dtype="uint8"
+    )
     try:
         with pytest.raises(EMAError, match="failed after 2 attempts"):
             audit(AuditConfig(model_uri=outcome.version.uri, model_url=url, query="M6"), oracle=oracle, progress=False)
@@ -214,7 +219,7 @@ def test_http_audit_of_a_served_model_that_returns_a_dataframe(trained, tmp_path
     _, outcome = trained
     code = tmp_path / "frame_model.py"
     code.write_text(FRAME_MODEL_CODE)
-    example = np.zeros((2, 1, 28, 28), np.float32)
+    example = np.zeros((2, 28, 28), np.uint8)  # our models take raw images
     inner = mlflow.pyfunc.load_model(outcome.version.uri)
     with mlflow.start_run(run_name="log frame model"):
         info = mlflow.pyfunc.log_model(
