@@ -126,6 +126,13 @@ from ema_cli.options import (
     help="With --model-url: seconds one scoring request may take (wall time, retried up to 3 times).",
 )
 @click.option(
+    "--http-concurrency",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="With --model-url: scoring requests in flight at once (helps a server with several workers).",
+)
+@click.option(
     "--calibration-name",
     default=CALIBRATION_MODEL_NAME,
     show_default=True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from ema.data.arrays import MODEL_INPUT_SHAPE, to_images, to_pixels
@@ -98,9 +100,9 @@ class Oracle:
         if pixels.ndim == 0 or len(pixels) == 0:
             raise InputError(f"expected at least one image to score, got an array of shape {pixels.shape}")
         outputs = None
-        for start in range(0, len(pixels), self.batch_size):
+        starts = range(0, len(pixels), self.batch_size)
+        for start, batch in zip(starts, self._scored_batches(pixels, starts)):
             images = pixels[start : start + self.batch_size]
-            batch = numeric_outputs(self._predict_batch(self.prepare(images)), self.source)
             if outputs is None:
                 # one array for all outputs: small per-batch arrays kept alive would pin the heap above
                 # each batch's large temporaries, and memory would grow with the number of batches
@@ -116,6 +118,14 @@ class Oracle:
                 )
             outputs[start : start + len(images)] = batch
         return interpret_outputs(outputs, self.outputs)
+
+    def _scored_batches(self, pixels: np.ndarray, starts: range) -> Iterator[np.ndarray]:
+        """The model's numeric outputs for the batch at each start, in order."""
+        for start in starts:
+            yield self._score(pixels[start : start + self.batch_size])
+
+    def _score(self, images: np.ndarray) -> np.ndarray:
+        return numeric_outputs(self._predict_batch(self.prepare(images)), self.source)
 
     def predict_proba(self, pixels: np.ndarray) -> np.ndarray:
         """Class probabilities (one-hot for a label-only model)."""

@@ -146,7 +146,10 @@ def _resolve(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Audi
     )
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(
-        outputs=config.outputs, timeout=config.timeout, request_timeout=config.request_timeout
+        outputs=config.outputs,
+        timeout=config.timeout,
+        request_timeout=config.request_timeout,
+        http_concurrency=config.http_concurrency,
     )
     return AuditRequest(config, target, data, oracle, progress)
 

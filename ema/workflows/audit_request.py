@@ -18,7 +18,7 @@ from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS, O
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
-from ema.validation import check_choice, check_finite, check_model_name, check_open_unit
+from ema.validation import check_choice, check_finite, check_model_name, check_open_unit, check_positive_int
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.methods import METHODS
 from ema.workflows.references import Reference, member_reference, nonmember_reference
@@ -68,6 +68,8 @@ class AuditConfig:
         A warned audit (see ``AuditOutcome.warnings``) gets the verdict ``inconclusive``.
     timeout, request_timeout
         Over HTTP: seconds the whole scoring, and one request, may take (wall time).
+    http_concurrency
+        Over HTTP: requests in flight at once.
     """
 
     model_uri: str | None = None
@@ -92,6 +94,7 @@ class AuditConfig:
     strict: bool = False
     timeout: float = DEFAULT_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    http_concurrency: int = 1
 
     @property
     def query_name(self) -> str:
@@ -120,6 +123,7 @@ class AuditConfig:
         check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
         check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
         check_open_unit("margin", self.margin)
+        check_positive_int("HTTP concurrency", self.http_concurrency)
         return self
 
     def params(self, target: Target) -> dict[str, object]:

@@ -67,10 +67,12 @@ class Target:
         batch_size: int | None = None,
         timeout: float | None = None,
         request_timeout: float | None = None,
+        http_concurrency: int = 1,
     ) -> Oracle:
         """Black-box access: HTTP when a URL is given, else the pyfunc loaded in-process.
 
-        ``timeout`` and ``request_timeout`` (seconds; None keeps HttpOracle's defaults) bound scoring over HTTP.
+        ``timeout`` and ``request_timeout`` (seconds; None keeps HttpOracle's defaults) bound scoring over HTTP;
+        ``http_concurrency`` requests are in flight at once.
         """
         options = {"outputs": outputs, "transform": self.recipe.transform}
         if batch_size:
@@ -79,7 +81,12 @@ class Target:
             if self.model_uri is not None:
                 options.update(declared_input(declared_input_schema(self.model_uri)))
             limits = {"timeout": timeout, "request_timeout": request_timeout}
-            return HttpOracle(self.model_url, **options, **{k: v for k, v in limits.items() if v is not None})
+            return HttpOracle(
+                self.model_url,
+                concurrency=http_concurrency,
+                **options,
+                **{k: v for k, v in limits.items() if v is not None},
+            )
         return PyfuncOracle(self.model_uri, **options)
 
 

@@ -66,7 +66,7 @@ def test_help_of_every_command(command):
 def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     import dataclasses
 
-    import ema_cli.audit as command
+    import ema.workflows.audit as workflow
     from ema.workflows.audit import AuditConfig
     from ema.workflows.options import EMAError
 
@@ -76,7 +76,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         seen["config"] = config
         raise EMAError("captured")
 
-    monkeypatch.setattr(command, "audit_workflow", capture)
+    monkeypatch.setattr(workflow, "audit", capture)  # the command imports it when it runs
     monkeypatch.setattr("ema_cli.options.configure", lambda name: None)
     given = {
         "--model": "models:/m@a",
@@ -95,6 +95,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--margin": "0.2",
         "--timeout": "9",
         "--request-timeout": "4",
+        "--http-concurrency": "3",
         "--calibration-name": "cal",
     }
     result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
@@ -121,9 +122,10 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "cal",
     )
     assert (config.margin, config.timeout, config.request_timeout, config.strict) == (0.2, 9.0, 4.0, True)
+    assert config.http_concurrency == 3
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "timeout", "request_timeout", "strict",
-        "calibration_name",
+        "calibration_name", "http_concurrency",
     }  # fmt: skip
     assert unset == {"query_file", "transform", "calibration", "corruption"}

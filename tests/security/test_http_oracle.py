@@ -306,3 +306,61 @@ def test_target_oracle_passes_limits_to_http_oracle():
     oracle = target.oracle(timeout=5, request_timeout=2)
     assert (oracle.timeout, oracle.request_timeout) == (5.0, 2.0)
     assert (target.oracle().timeout, target.oracle().request_timeout) == (600.0, 120.0)
+
+
+# --- concurrent requests ------------------------------------------------------------------------------------------
+
+
+class EchoHandler(Handler):
+    """Answers each image with probabilities [first pixel / 255, rest], counting the requests in flight at once."""
+
+    def do_POST(self):
+        inputs = np.asarray(json.loads(self.rfile.read(int(self.headers["Content-Length"])))["inputs"], np.float64)
+        overlap = self.server.overlap
+        with overlap["lock"]:
+            overlap["now"] += 1
+            overlap["most"] = max(overlap["most"], overlap["now"])
+        time.sleep(0.05)
+        with overlap["lock"]:
+            overlap["now"] -= 1
+        first = inputs.reshape(len(inputs), -1)[:, 0] / 255
+        self.reply(json.dumps({"predictions": np.stack([first, 1 - first], axis=1).tolist()}))
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_concurrent_requests_return_every_batch_in_order(concurrency):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
+    httpd.overlap = {"now": 0, "most": 0, "lock": threading.Lock()}
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        images = np.repeat(np.arange(20, dtype=np.uint8), 28 * 28).reshape(20, 28, 28)
+        oracle = HttpOracle(
+            f"http://127.0.0.1:{httpd.server_address[1]}/invocations",
+            batch_size=2,
+            concurrency=concurrency,
+            input_shape=(-1, 28, 28),
+            input_dtype="uint8",
+        )
+        proba = oracle.predict_proba(images)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    np.testing.assert_allclose(proba[:, 0] * 255, np.arange(20))
+    assert httpd.overlap["most"] == concurrency  # 10 batches: with 3 workers, 3 were in flight at once
+
+
+def test_a_refused_batch_among_concurrent_ones_fails_the_scoring(server):
+    def refuse_from_the_third(handler, n):
+        handler.reply('{"message": "no"}', status=400) if handler.server.calls >= 3 else json_reply(
+            {"predictions": [[1.0, 0.0]] * n}
+        )(handler, n)
+
+    url, _ = server(refuse_from_the_third)
+    oracle = HttpOracle(url, batch_size=1, concurrency=2, input_shape=(-1, 28, 28), input_dtype="uint8")
+    with pytest.raises(EMAError, match=r"refused the query \(HTTP 400\): no"):
+        oracle.predict(np.zeros((8, 28, 28), np.uint8))
+
+
+def test_concurrency_must_be_a_positive_integer():
+    with pytest.raises(InputError, match="concurrency"):
+        HttpOracle("http://127.0.0.1:1/invocations", concurrency=0)
