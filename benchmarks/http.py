@@ -1,0 +1,107 @@
+"""``http``: scoring our MLP through a real ``mlflow models serve``, before and after raw-image inputs.
+
+Both models are the same untrained MLP (the cost does not depend on its weights), logged
+with the same model code into a temporary sqlite store and served by ``mlflow models serve
+--env-manager local`` on 127.0.0.1, one uvicorn worker, on the machine the client runs on:
+
+- baseline ("before 0.2"): the model declares float32 pixels (n, 1, 28, 28), and
+  ``HttpOracle`` sends each 4,096-image batch as JSON floats, one request at a time (how
+  every audit over HTTP ran before);
+- ours: the model declares uint8 images (n, 28, 28) and scales them itself, so the JSON
+  carries integers 0-255; each case names its batch size and ``--http-concurrency``.
+
+Every case's probabilities are compared with the in-process model's on the same images.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import numpy as np
+
+from benchmarks._common import Config, interleaved, progress, row, spread, temporary_store
+
+NAME = "http"
+#: Images per timed scoring (full run, --quick).
+N_IMAGES = (8_192, 4_096)
+#: (batch size, requests in flight) of the raw-image cases; the first is the baseline's.
+CASES = ((4096, 1), (1024, 1), (1024, 2), (512, 2))
+GOAL = 3.0
+
+
+def measure(config: Config) -> list[dict]:
+    """Images/s of each raw-image case against the float-pixel baseline, timed in interleaved rounds."""
+    import mlflow
+    import torch
+
+    from benchmarks._serve import serve
+    from ema.data.arrays import to_pixels
+    from ema.data.embedded import load_mnist_embedded
+    from ema.oracle import HttpOracle, PyfuncOracle
+    from ema.tracking.registry import log_and_register
+    from ema.training.architectures import ProbabilityModel
+    from ema.training.packaging import package_torch_model
+    from ema.training.spec import TrainSpec
+
+    n_images = N_IMAGES[1] if config.quick else N_IMAGES[0]
+    images = np.resize(load_mnist_embedded().x, (n_images, 28, 28))
+    torch.manual_seed(0)
+    model = ProbabilityModel(TrainSpec(arch="mlp")).eval()
+    with temporary_store():
+        with mlflow.start_run(run_name="bench http"), package_torch_model(model, images) as package:
+            raw = log_and_register(package, name="bench-http-images", alias="bench", tags={})
+            floats = log_and_register(
+                dataclasses.replace(package, input_example=to_pixels(package.input_example)),
+                name="bench-http-pixels",
+                alias="bench",
+                tags={},
+            )
+        expected = PyfuncOracle(raw.uri).predict_proba(images)
+        progress(f"http: serving {floats.uri} and {raw.uri}")
+        with (
+            serve(floats.uri, threads=config.threads) as (float_url, _),
+            serve(raw.uri, threads=config.threads) as (
+                raw_url,
+                _,
+            ),
+        ):
+            oracles = {"baseline": HttpOracle(f"{float_url}/invocations", batch_size=4096)}
+            for batch, concurrency in CASES:
+                oracles[(batch, concurrency)] = HttpOracle(
+                    f"{raw_url}/invocations",
+                    batch_size=batch,
+                    concurrency=concurrency,
+                    input_shape=(-1, 28, 28),
+                    input_dtype="uint8",
+                )
+            differences = {name: np.abs(o.predict_proba(images) - expected).max() for name, o in oracles.items()}
+            repeats = 3
+            progress(f"http: {len(oracles)} clients x {repeats} interleaved rounds of {n_images} images")
+            times = interleaved({name: (lambda o=o: o.predict_proba(images)) for name, o in oracles.items()}, repeats)
+    baseline_rate = n_images / statistics.median(times["baseline"])
+    rows = []
+    for batch, concurrency in CASES:
+        rate = n_images / statistics.median(times[(batch, concurrency)])
+        rows.append(
+            row(
+                NAME,
+                f"mlp: uint8 images, batch {batch}, {concurrency} in flight",
+                ours=rate,
+                baseline=baseline_rate,
+                unit="images/s",
+                baseline_label="float32 pixels as JSON, batch 4096, one request at a time (before 0.2)",
+                ratio=rate / baseline_rate,
+                ratio_label="ours / before",
+                goal=f">= {GOAL:g}x",
+                met=rate / baseline_rate >= GOAL,
+                repeats=repeats,
+                note=(
+                    f"{n_images} images; ours {spread(times[(batch, concurrency)])}, before "
+                    f"{spread(times['baseline'])}; max |diff| from in-process: ours "
+                    f"{differences[(batch, concurrency)]:.1e}, before {differences['baseline']:.1e}; one uvicorn "
+                    "worker; client and servers share the machine's cores"
+                ),
+            )
+        )
+    return rows
