@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ema.errors import EMAError
 from ema.oracle.base import Oracle
+from ema.oracle.model_info import input_spec_from
+
+#: Longest model message kept in an error (MLflow's schema errors quote the data; the reason comes last).
+MAX_MESSAGE = 1000
+#: Where MLflow's schema-enforcement message ("... with schema '...'. Error: REASON") starts its reason.
+SCHEMA_REASON = "'. Error: "
 
 
 class PyfuncOracle(Oracle):
     """An MLflow pyfunc model loaded in-process (``models:/NAME@ALIAS``, ``runs:/...``, a path).
 
-    Loading a pyfunc model runs that model's code: load only models you trust, and audit
-    others over HTTP against a sandboxed server.
+    Inputs follow the model's signature (tensor or column-based; dtype and shape), else its
+    input example, unless ``input_spec`` is given. Loading a pyfunc model runs that model's
+    code: load only models you trust, and audit others over HTTP against a sandboxed server.
     """
 
     def __init__(self, model_uri: str, **options) -> None:
@@ -22,27 +30,63 @@ class PyfuncOracle(Oracle):
         try:
             self._model = mlflow.pyfunc.load_model(model_uri)
         except (MlflowException, OSError) as exc:
-            raise EMAError(f"could not load model {model_uri!r}: {str(exc).splitlines()[0]}") from exc
+            raise EMAError(f"could not load model {model_uri!r}: {one_line(exc)}") from exc
         self.model_uri = model_uri
         self.source = f"model {model_uri!r}"
-        schema = self._model.metadata.get_input_schema()
-        declared = tuple(schema.inputs[0].shape) if schema is not None and schema.is_tensor_spec() else None
-        super().__init__(**{"input_shape": declared, **options})
+        if options.get("input_spec") is None:
+            options["input_spec"] = input_spec_from(self._model.metadata.get_input_schema(), self._input_example())
+        super().__init__(**options)
 
-    def _predict_batch(self, inputs: np.ndarray) -> object:
+    def _input_example(self) -> object:
+        """The logged input example, read only for a model without a signature."""
+        if self._model.metadata.get_input_schema() is not None:
+            return None
+        try:
+            return self._model.input_example
+        except Exception:  # an unreadable example is as good as none: --input-shape then says the shape
+            return None
+
+    @property
+    def flavors(self) -> tuple[str, ...]:
+        """The flavors the model was logged with (``sklearn``, ``pytorch``, ``onnx``, ``python_function``...)."""
+        return tuple(self._model.metadata.flavors)
+
+    def native_model(self) -> object:
+        """The flavor's own model object (a scikit-learn estimator, a torch module), as loaded for the pyfunc."""
+        return self._model.get_raw_model()
+
+    def _predict_batch(self, inputs: np.ndarray | pd.DataFrame) -> object:
         from mlflow.exceptions import MlflowException
 
         try:
             return self._model.predict(inputs)
         except MlflowException as exc:
-            raise EMAError(f"model {self.model_uri!r} refused the query: {_first_line(exc)}") from exc
+            raise EMAError(
+                f"model {self.model_uri!r} refused the query ({self.input_spec.describe()}): {schema_reason(exc)}"
+            ) from exc
         except Exception as exc:  # the model's own code: whatever it raises is the model's failure, not ours
             raise EMAError(
                 f"model {self.model_uri!r} failed on a batch of {len(inputs)} images of shape {inputs.shape[1:]}: "
-                f"{type(exc).__name__}: {_first_line(exc)}"
+                f"{type(exc).__name__}: {first_line(exc)}"
             ) from exc
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of a model's own error (its code's message; a traceback below it is not ours to show)."""
     lines = str(exc).strip().splitlines()
-    return lines[0][:500] if lines else type(exc).__name__
+    return lines[0][:MAX_MESSAGE] if lines else type(exc).__name__
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's whole message on one line, at most :data:`MAX_MESSAGE` characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def schema_reason(exc: BaseException) -> str:
+    """MLflow's reason for refusing inputs, whole and on one line, without the data and schema it quotes first."""
+    text = " ".join(str(exc).split())
+    start = text.find(SCHEMA_REASON, text.find("' with schema '"))
+    if text.startswith("Failed to enforce schema") and start >= 0:
+        text = text[start + len(SCHEMA_REASON) :]
+    return one_line(Exception(text))

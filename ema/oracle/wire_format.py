@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 
 from ema.errors import InputError
-from ema.oracle.outputs import stack_columns
 
 #: Reply shapes accepted from a scoring server, as MLflow's scoring server writes them.
 REPLY_SHAPES = (
@@ -22,6 +22,11 @@ def float32_json(inputs: np.ndarray) -> str:
     Images hold few distinct values: each is formatted once, and the server's cast back
     to float32 restores the exact input.
     """
+    return '{"inputs":' + _float32_array(inputs) + "}"
+
+
+def _float32_array(inputs: np.ndarray) -> str:
+    """Nested JSON lists of ``inputs`` as float32, each distinct value formatted once."""
     values, inverse = np.unique(inputs.astype(np.float32), return_inverse=True)
     table = np.array([np.format_float_positional(v, unique=True, trim="0") for v in values])
     text = table[inverse.reshape(inputs.shape)]
@@ -29,7 +34,24 @@ def float32_json(inputs: np.ndarray) -> str:
         text = np.array(["[" + ",".join(row) + "]" for row in text.reshape(-1, text.shape[-1])]).reshape(
             text.shape[:-1]
         )
-    return '{"inputs":' + text.item() + "}"
+    return text.item()
+
+
+def request_body(inputs: np.ndarray | pd.DataFrame) -> str:
+    """The request for a batch: ``{"inputs": ...}`` for an array, ``{"dataframe_split": ...}`` for a DataFrame.
+
+    Floats are written as :func:`float32_json` writes them; integers as integers.
+    """
+    if isinstance(inputs, pd.DataFrame):
+        columns = json.dumps([str(c) for c in inputs.columns])
+        return '{"dataframe_split":{"columns":' + columns + ',"data":' + _json_array(inputs.to_numpy()) + "}}"
+    return '{"inputs":' + _json_array(inputs) + "}"
+
+
+def _json_array(values: np.ndarray) -> str:
+    if values.dtype.kind in "iu":
+        return json.dumps(values.tolist(), separators=(",", ":"))
+    return _float32_array(values)
 
 
 def parse_reply(body: bytes, source: str = "the scoring server") -> object:
@@ -38,8 +60,9 @@ def parse_reply(body: bytes, source: str = "the scoring server") -> object:
     MLflow writes ``{"predictions": ...}`` (plus optional metadata keys) where the
     predictions are an array's nested lists, a DataFrame's records ``[{"col": v}, ...]``,
     or whatever JSON the model returned, such as columns ``{"col": [...]}``; MLflow 1.x
-    wrote the predictions bare. Records become rows (columns in the first record's order);
-    a single column of vectors becomes those vectors.
+    wrote the predictions bare. Records become columns (in the first record's order), and
+    columns are handed on as a mapping, which :func:`~ema.oracle.outputs.numeric_outputs` reads
+    as rows, or as named outputs (an ONNX model's label and probabilities) of which it picks one.
 
     Raises
     ------
@@ -61,23 +84,19 @@ def parse_reply(body: bytes, source: str = "the scoring server") -> object:
     elif not isinstance(payload, list):
         raise InputError(f"expected a JSON reply from {source} as {REPLY_SHAPES}, got {type(payload).__name__}")
     if isinstance(payload, list) and payload and all(isinstance(row, dict) for row in payload):
-        return _stack_records(payload, source)
-    if isinstance(payload, dict):
-        return stack_columns(payload, source)
+        return _records_to_columns(payload, source)
     return payload
 
 
-def _stack_records(records: list[dict], source: str) -> object:
-    """DataFrame records ``[{"col": v, ...}, ...]`` as rows; one column of vectors becomes those vectors."""
+def _records_to_columns(records: list[dict], source: str) -> dict:
+    """DataFrame records ``[{"col": v, ...}, ...]`` as columns ``{"col": [v, ...]}``, in the first record's order."""
     columns = list(records[0])
     if not columns or any(list(row) != columns for row in records):
         raise InputError(
             f"expected {source} to return records with the same columns in every row, got columns {columns[:10]} "
             f"in the first row and {next((list(r)[:10] for r in records if list(r) != columns), [])} in another"
         )
-    if len(columns) == 1:
-        return [row[columns[0]] for row in records]
-    return [[row[column] for column in columns] for row in records]
+    return {column: [row[column] for row in records] for column in columns}
 
 
 def server_message(text: str) -> str:

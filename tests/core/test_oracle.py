@@ -7,6 +7,7 @@ import pytest
 
 from ema.data.arrays import to_pixels
 from ema.errors import InputError
+from ema.inputs import InputSpec
 from ema.oracle import (
     ACCESS_LABEL_ONLY,
     ACCESS_PROBABILITIES,
@@ -63,8 +64,8 @@ class _RecordingOracle(Oracle):
 
 def test_uint8_images_are_scored_like_pixels_and_converted_one_batch_at_a_time():
     images = np.random.default_rng(0).integers(0, 256, (10, 28, 28), dtype=np.uint8)
-    from_images = _RecordingOracle(batch_size=4, input_shape=IMAGE_INPUT_SHAPE)
-    from_pixels = _RecordingOracle(batch_size=4, input_shape=IMAGE_INPUT_SHAPE)
+    from_images = _RecordingOracle(batch_size=4, input_spec=InputSpec(IMAGE_INPUT_SHAPE))
+    from_pixels = _RecordingOracle(batch_size=4, input_spec=InputSpec(IMAGE_INPUT_SHAPE))
     np.testing.assert_array_equal(from_images.predict_proba(images), from_pixels.predict_proba(to_pixels(images)))
     assert from_images.batches == [(np.float32, (4, 1, 28, 28))] * 2 + [(np.float32, (2, 1, 28, 28))]
 

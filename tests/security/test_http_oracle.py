@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ema.errors import EMAError, InputError
-from ema.oracle import HttpOracle, ScoringTimeout, parse_reply
+from ema.oracle import HttpOracle, ScoringTimeout, numeric_outputs, parse_reply
 
 IMAGES = np.zeros((3, 28, 28), np.uint8)
 PROBA = [[0.25, 0.75], [0.5, 0.5], [1.0, 0.0]]
@@ -154,7 +154,7 @@ def test_http_oracle_shows_a_4xx_message_on_one_line(server):
 
 
 def test_parse_reply_keeps_record_column_order():
-    assert parse_reply(b'{"predictions": [{"b": 1, "a": 2}]}') == [[1, 2]]
+    assert numeric_outputs(parse_reply(b'{"predictions": [{"b": 1, "a": 2}]}')).tolist() == [[1, 2]]
 
 
 # --- deadlines ----------------------------------------------------------------------------------------------------
