@@ -18,6 +18,7 @@ import requests
 from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError
+from ema.inputs import InputSpec
 from ema.oracle import HttpOracle
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
@@ -111,7 +112,7 @@ def test_http_audit_equals_in_process(trained, server):
 
 def test_http_schema_error_shows_server_message(server):
     url, _ = server
-    oracle = HttpOracle(url, input_shape=(-1, 784))
+    oracle = HttpOracle(url, input_spec=InputSpec((-1, 784)))
     with pytest.raises(EMAError, match=r"HTTP 400.*(shape|schema|Shape)"):
         oracle.predict(np.zeros((3, 1, 28, 28), np.float32))
 
