@@ -2,15 +2,17 @@
 
 The target is reached only through an oracle; nothing here reads weights or training
 data. Two oracles: an MLflow pyfunc model loaded in-process, and an MLflow scoring server
-over HTTP. Both cast and reshape the inputs to the model's declared shape, score in
-batches, and validate the outputs.
+over HTTP. Both cast and reshape the inputs to the model's declared dtype and shape (or
+columns), score in batches, and validate the outputs.
 
 One job per module:
 
 - :mod:`ema.oracle.base`: the :class:`Oracle` (input preparation, batching).
 - :mod:`ema.oracle.outputs`: output kinds, :class:`Predictions`, :func:`interpret_outputs`,
   :func:`numeric_outputs`.
-- :mod:`ema.oracle.pyfunc`: :class:`PyfuncOracle` (the only module that imports mlflow).
+- :mod:`ema.oracle.pyfunc`: :class:`PyfuncOracle`, the model loaded in-process.
+- :mod:`ema.oracle.model_info`: what a logged model declares without being loaded (flavors, the
+  :class:`~ema.inputs.InputSpec` of its signature or input example), and its flavor's own object.
 - :mod:`ema.oracle.scoring_server`: :class:`HttpOracle`, its retries and overall deadline.
 - :mod:`ema.oracle.timed_connection`: one kept-alive HTTP connection with a wall-clock limit per request.
 - :mod:`ema.oracle.wire_format`: the scoring server's JSON (:func:`float32_json`, :func:`parse_reply`).

@@ -46,15 +46,6 @@ class PyfuncOracle(Oracle):
         except Exception:  # an unreadable example is as good as none: --input-shape then says the shape
             return None
 
-    @property
-    def flavors(self) -> tuple[str, ...]:
-        """The flavors the model was logged with (``sklearn``, ``pytorch``, ``onnx``, ``python_function``...)."""
-        return tuple(self._model.metadata.flavors)
-
-    def native_model(self) -> object:
-        """The flavor's own model object (a scikit-learn estimator, a torch module), as loaded for the pyfunc."""
-        return self._model.get_raw_model()
-
     def _predict_batch(self, inputs: np.ndarray | pd.DataFrame) -> object:
         from mlflow.exceptions import MlflowException
 

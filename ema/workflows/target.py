@@ -64,12 +64,12 @@ class Target:
         """The recipe, or a one-line error saying how to give one."""
         if self.recipe is not None:
             return self.recipe
-        if self.version is not None:
-            where = f"model {self.version.uri} has no tag {keys.TAG_RECIPE!r} and is not a sklearn or pytorch model"
-        elif self.model_uri is not None:
-            where = f"{self.model_uri} is not a registered model and not a sklearn or pytorch model"
-        else:
+        if self.model_url is not None:
             where = f"{self.model_url} is reached over HTTP, where its architecture cannot be cloned"
+        elif self.version is not None:
+            where = f"model {self.version.uri} has no tag {keys.TAG_RECIPE!r} and is not a sklearn or pytorch model"
+        else:
+            where = f"{self.model_uri} is not a registered model and not a sklearn or pytorch model"
         raise EMAError(
             f"expected a training recipe to train the calibration model; {where}: pass --recipe FILE "
             "(or --calibration-model URI)"

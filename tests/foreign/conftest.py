@@ -2,33 +2,48 @@
 
 from __future__ import annotations
 
-import os
+import json
 
-import mlflow
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from mlflow.entities import Run
+from mlflow.tracking import MlflowClient
 
 from ema.data.presets import load_splits
-from ema.tracking.runs import configure
 from ema_cli.cli import main
-from tests.conftest import open_store
+from tests.conftest import module_store
 
 #: MNIST's usual normalisation, as torchvision tutorials apply it.
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 
+#: A recipe for models the workbench cannot clone (ONNX, served): the estimator the users trained.
+MLP_RECIPE = {
+    "framework": "sklearn",
+    "estimator": "MLPClassifier",
+    "params": {"hidden_layer_sizes": [64], "max_iter": 200, "random_state": 0},
+}
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, template_db):
-    """A store of its own for the module; cwd and MLFLOW_TRACKING_URI restored after."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLFLOW_TRACKING_URI", "")
-        patch.chdir(os.getcwd())
-        uri = open_store(tmp_path_factory.mktemp("foreign"), template_db)
-        configure()
+    """A store of its own for the module."""
+    with module_store(tmp_path_factory, template_db, "foreign") as uri:
         yield uri
-        while mlflow.active_run():
-            mlflow.end_run()
+
+
+@pytest.fixture(scope="module")
+def mlp_recipe(tmp_path_factory) -> str:
+    """:data:`MLP_RECIPE` as a recipe file."""
+    path = tmp_path_factory.mktemp("recipe") / "recipe.json"
+    path.write_text(json.dumps(MLP_RECIPE))
+    return str(path)
+
+
+def run_of(output: str) -> Run:
+    """The audit run `ema audit` printed the id of."""
+    return MlflowClient().get_run(output.split("(")[1].split("run ")[1].split(")")[0])
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,6 @@ The audit reads the probability-like one, or the one ``--output-name`` names.
 
 from __future__ import annotations
 
-import json
-
 import mlflow
 import mlflow.onnx
 import numpy as np
@@ -20,18 +18,12 @@ from ema.errors import InputError
 from ema.oracle import PyfuncOracle
 from tests.foreign.conftest import ema_audit, pixels
 
-RECIPE = {
-    "framework": "sklearn",
-    "estimator": "MLPClassifier",
-    "params": {"hidden_layer_sizes": [64], "max_iter": 200, "random_state": 0},
-}
-
 
 @pytest.fixture(scope="module")
-def onnx_models(store, members, tmp_path_factory):
+def onnx_models(store, members, mlp_recipe):
     """Fit on M1, convert to ONNX with and without zipmap, log with mlflow.onnx (no signature, an input example)."""
     x = pixels(members.x).astype(np.float32)
-    estimator = MLPClassifier(**{**RECIPE["params"], "hidden_layer_sizes": (64,)}).fit(x, members.y)
+    estimator = MLPClassifier(hidden_layer_sizes=(64,), max_iter=200, random_state=0).fit(x, members.y)
     with mlflow.start_run(run_name="a user's ONNX export"):
         for name, options in (("user-onnx", None), ("user-onnx-nozipmap", {"zipmap": False})):
             mlflow.onnx.log_model(
@@ -41,9 +33,7 @@ def onnx_models(store, members, tmp_path_factory):
                 registered_model_name=name,
                 pip_requirements=["onnxruntime"],
             )
-    recipe = tmp_path_factory.mktemp("recipe") / "recipe.json"
-    recipe.write_text(json.dumps(RECIPE))
-    return estimator, str(recipe)
+    return estimator, mlp_recipe
 
 
 def test_onnx_model_audited_through_its_probability_output(onnx_models):

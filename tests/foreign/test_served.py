@@ -6,30 +6,21 @@ since over HTTP the target's architecture cannot be cloned.
 
 from __future__ import annotations
 
-import json
-
 import mlflow
 import mlflow.sklearn
 import pytest
 from mlflow.models import infer_signature
-from mlflow.tracking import MlflowClient
 from sklearn.neural_network import MLPClassifier
 
 from ema.tracking import keys
-from tests.foreign.conftest import ema_audit, pixels
+from tests.foreign.conftest import ema_audit, pixels, run_of
 from tests.workflows.test_serving import free_port, serve, stop
 
 pytestmark = pytest.mark.slow
 
-RECIPE = {
-    "framework": "sklearn",
-    "estimator": "MLPClassifier",
-    "params": {"hidden_layer_sizes": [64], "max_iter": 200, "random_state": 0},
-}
-
 
 @pytest.fixture(scope="module")
-def served(store, members, tmp_path_factory):
+def served(store, members, mlp_recipe):
     """An MLP trained on M1, logged with a float64 (n, 784) signature, served on 127.0.0.1; its URL and a recipe."""
     x = pixels(members.x)
     estimator = MLPClassifier(hidden_layer_sizes=(64,), max_iter=200, random_state=0).fit(x, members.y)
@@ -42,11 +33,9 @@ def served(store, members, tmp_path_factory):
             serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
             pip_requirements=["scikit-learn"],
         )
-    recipe = tmp_path_factory.mktemp("recipe") / "recipe.json"
-    recipe.write_text(json.dumps(RECIPE))
     port = free_port()
     process = serve(info.model_uri, port)
-    yield f"http://127.0.0.1:{port}/invocations", str(recipe)
+    yield f"http://127.0.0.1:{port}/invocations", mlp_recipe
     stop(process)
 
 
@@ -54,10 +43,9 @@ def test_served_model_audited_with_model_url_and_input_shape_only(served):
     url, recipe = served
     options = ("--model-url", url, "--input-shape", "784", "--recipe", recipe)
     _, member = ema_audit(*options, "--query", "M1")
-    _, held_out = ema_audit(*options, "--query", "M6")
+    output, held_out = ema_audit(*options, "--query", "M6")
     assert (member, held_out) == ("memorized", "not_memorized")
-    client = MlflowClient()
-    run = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.verdict != ''")[0]
+    run = run_of(output)
     assert run.data.params[keys.PARAM_MODEL_URI] == "" and run.data.params[keys.PARAM_MODEL_URL] == url
     assert run.data.params[keys.PARAM_INPUT_SHAPE] == "-1,784"
     assert run.data.tags[keys.TAG_CALIBRATION_SOURCE] == "recipe"

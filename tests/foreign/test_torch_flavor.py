@@ -16,8 +16,10 @@ import torch
 from mlflow.tracking import MlflowClient
 from torch import nn
 
+from ema.data.files import write_set
+from ema.data.presets import load_splits
 from ema.tracking import keys
-from tests.foreign.conftest import MNIST_MEAN, MNIST_STD, ema_audit
+from tests.foreign.conftest import MNIST_MEAN, MNIST_STD, ema_audit, run_of
 
 pytestmark = pytest.mark.slow
 
@@ -65,68 +67,43 @@ def user_cnn(store, members):
     return "models:/user-cnn/1"
 
 
+#: What a user of this model passes: it returns logits and was trained on normalised pixels.
+OPTIONS = ("--outputs", "logits", "--normalize", f"{MNIST_MEAN},{MNIST_STD}")
+
+
 def test_foreign_cnn_training_fold_memorized_held_out_not(user_cnn):
-    options = ("--model", user_cnn, "--outputs", "logits", "--normalize", f"{MNIST_MEAN},{MNIST_STD}")
-    member_output, member = ema_audit(*options, "--query", "M1")
-    held_out_output, held_out = ema_audit(*options, "--query", "M6")
+    member_output, member = ema_audit("--model", user_cnn, *OPTIONS, "--query", "M1")
+    held_out_output, held_out = ema_audit("--model", user_cnn, *OPTIONS, "--query", "M6")
     assert (member, held_out) == ("memorized", "not_memorized"), member_output + held_out_output
-    runs = MlflowClient().search_runs(
-        [e.experiment_id for e in MlflowClient().search_experiments()], "tags.verdict != ''"
-    )
-    tags = runs[0].data.tags
+    tags = run_of(held_out_output).data.tags
     assert tags[keys.TAG_CALIBRATION_SOURCE] == "clone"
     name, version = tags[keys.TAG_CALIBRATION_VERSION].removeprefix("models:/").split("/")
-    calibration = MlflowClient().get_model_version(name, version)
-    flavors = mlflow.models.get_model_info(f"models:/{name}/{version}").flavors
-    assert "pytorch" in flavors
-    assert json.loads(calibration.tags[keys.TAG_RECIPE])["framework"] == "torch-clone"
+    assert "pytorch" in mlflow.models.get_model_info(f"models:/{name}/{version}").flavors
+    recipe = json.loads(MlflowClient().get_model_version(name, version).tags[keys.TAG_RECIPE])
+    assert recipe["framework"] == "torch-clone"
 
 
 def test_outputs_apply_to_a_supplied_calibration_model_without_recipe(user_cnn, members, tmp_path):
     """The user's own CNN as the calibration model: --outputs logits reaches it, and no recipe is asked for."""
-    from ema.data.files import write_set
-    from ema.data.presets import load_splits
-
-    members_file = write_set(members, tmp_path / "M1.npz")
-    nonmembers_file = write_set(load_splits().query("M6"), tmp_path / "M6.npz")
-    output, verdict = ema_audit(
-        "--model",
-        user_cnn,
-        "--outputs",
-        "logits",
-        "--normalize",
-        f"{MNIST_MEAN},{MNIST_STD}",
+    supplied = (
         "--calibration-model",
         user_cnn,
         "--calibration-members",
-        str(members_file),
+        str(write_set(members, tmp_path / "M1.npz")),
         "--calibration-nonmembers",
-        str(nonmembers_file),
-        "--query",
-        "M1",
+        str(write_set(load_splits().query("M6"), tmp_path / "M6.npz")),
     )
+    output, verdict = ema_audit("--model", user_cnn, *OPTIONS, *supplied, "--query", "M1")
     assert verdict == "memorized", output
-    run = MlflowClient().get_run(output.split("run ")[1].split(")")[0])
-    assert run.data.tags[keys.TAG_CALIBRATION_SOURCE] == "supplied"
+    assert run_of(output).data.tags[keys.TAG_CALIBRATION_SOURCE] == "supplied"
 
 
 def test_torch_recipe_with_training_settings_only_trains_the_clone(user_cnn, tmp_path):
     recipe = tmp_path / "recipe.json"
     recipe.write_text(json.dumps({"framework": "torch", "epochs": 5, "lr": 0.01}))
-    output, _ = ema_audit(
-        "--model",
-        user_cnn,
-        "--outputs",
-        "logits",
-        "--normalize",
-        f"{MNIST_MEAN},{MNIST_STD}",
-        "--recipe",
-        str(recipe),
-        "--query",
-        "M6",
-    )
-    run = MlflowClient().get_run(output.split("run ")[1].split(")")[0])
-    assert run.data.tags[keys.TAG_CALIBRATION_SOURCE] == "clone"
-    name, version = run.data.tags[keys.TAG_CALIBRATION_VERSION].removeprefix("models:/").split("/")
+    output, _ = ema_audit("--model", user_cnn, *OPTIONS, "--recipe", str(recipe), "--query", "M6")
+    tags = run_of(output).data.tags
+    assert tags[keys.TAG_CALIBRATION_SOURCE] == "clone"
+    name, version = tags[keys.TAG_CALIBRATION_VERSION].removeprefix("models:/").split("/")
     recorded = json.loads(MlflowClient().get_model_version(name, version).tags[keys.TAG_RECIPE])
     assert (recorded["framework"], recorded["epochs"], recorded["lr"]) == ("torch-clone", 5, 0.01)
