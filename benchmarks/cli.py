@@ -32,7 +32,7 @@ def run(command: list[str]) -> None:
 
 
 def measure(config: Config) -> list[dict]:
-    """Median seconds of ``ema --help`` and of a cached ``ema audit`` process, with the import line in the same rounds."""
+    """Median seconds of ``ema --help`` and of a cached ``ema audit`` process, the imports timed in the same rounds."""
     from ema.training.spec import TrainSpec
     from ema.workflows.train import train_target
 

@@ -38,6 +38,7 @@ def measure(config: Config) -> list[dict]:
     from benchmarks._serve import serve
     from ema.data.arrays import to_pixels
     from ema.data.embedded import load_mnist_embedded
+    from ema.inputs import InputSpec
     from ema.oracle import HttpOracle, PyfuncOracle
     from ema.tracking.registry import log_and_register
     from ema.training.architectures import ProbabilityModel
@@ -72,8 +73,7 @@ def measure(config: Config) -> list[dict]:
                     f"{raw_url}/invocations",
                     batch_size=batch,
                     concurrency=concurrency,
-                    input_shape=(-1, 28, 28),
-                    input_dtype="uint8",
+                    input_spec=InputSpec((-1, 28, 28), "uint8"),
                 )
             differences = {name: np.abs(o.predict_proba(images) - expected).max() for name, o in oracles.items()}
             repeats = 3

@@ -6,6 +6,7 @@ from ema.workflows.options import (
     CALIBRATION_MODEL_NAME,
     DEFAULT_MARGIN,
     DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TARGET_URI,
     DEFAULT_TIMEOUT,
     EMA_TESTS,
     METHODS,
@@ -18,7 +19,6 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     k_option,
-    model_option,
     progress_option,
     recipe_option,
     workflow_command,
@@ -26,8 +26,28 @@ from ema_cli.options import (
 
 
 @click.command("audit")
-@model_option
-@click.option("--model-url", help="Score through a scoring server instead, e.g. http://127.0.0.1:5001/invocations.")
+@click.option(
+    "--model",
+    "model_uri",
+    help=(
+        "The model: models:/NAME@ALIAS, models:/NAME/VERSION, runs:/RUN/PATH or a local path. "
+        f"Default: {DEFAULT_TARGET_URI}, unless --model-url is given (then no registry lookup)."
+    ),
+)
+@click.option(
+    "--model-url",
+    help=(
+        "Score through a scoring server instead, e.g. http://127.0.0.1:5001/invocations; with --model, "
+        "the registered model's signature gives the inputs."
+    ),
+)
+@click.option(
+    "--input-shape",
+    help=(
+        "The model's input shape after the batch, e.g. 784, 28,28, 1,28,28 or 28,28,1. Default: its signature's "
+        "(else its input example's; over HTTP without --model, 1,28,28)."
+    ),
+)
 @click.option(
     "--query",
     type=click.Choice(QUERY_NAMES),
@@ -65,6 +85,15 @@ from ema_cli.options import (
     default="auto",
     show_default=True,
     help="What the model returns; auto accepts probabilities or labels and refuses logits with advice.",
+)
+@click.option(
+    "--output-name",
+    help="Which named output to read (e.g. an ONNX model's). Default: the probability-like one.",
+)
+@click.option(
+    "--calibration-outputs",
+    type=click.Choice(OUTPUT_KINDS),
+    help="What the --calibration-model returns. Default: as --outputs.",
 )
 @recipe_option
 @click.option(
@@ -143,6 +172,7 @@ from ema_cli.options import (
 def audit(
     model_uri,
     model_url,
+    input_shape,
     query,
     query_file,
     input_scale,
@@ -156,7 +186,7 @@ def audit(
     """Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags."""
     from ema.workflows.audit import AuditConfig, SuppliedCalibration
     from ema.workflows.audit import audit as audit_workflow
-    from ema.workflows.target import transform_from_options
+    from ema.workflows.target import input_shape_from_option, transform_from_options
 
     if (query is None) == (query_file is None):
         raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
@@ -164,8 +194,9 @@ def audit(
     if any(supplied) and not all(supplied):
         raise click.UsageError("--calibration-model needs --calibration-members and --calibration-nonmembers")
     config = AuditConfig(
-        model_uri=model_uri,
+        model_uri=model_uri if model_uri is not None or model_url is not None else DEFAULT_TARGET_URI,
         model_url=model_url,
+        input_shape=input_shape_from_option(input_shape),
         query=query,
         query_file=query_file,
         transform=transform_from_options(input_scale, normalize),

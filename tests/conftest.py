@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
@@ -41,3 +43,18 @@ def store(tmp_path, template_db, monkeypatch) -> str:
     yield uri
     while mlflow.active_run():
         mlflow.end_run()
+
+
+@contextmanager
+def module_store(tmp_path_factory, template: Path, name: str = "store") -> Iterator[str]:
+    """A store for a whole test module, configured; cwd and MLFLOW_TRACKING_URI restored after."""
+    from ema.tracking.runs import configure
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", "")
+        patch.chdir(os.getcwd())
+        uri = open_store(tmp_path_factory.mktemp(name), template)
+        configure()
+        yield uri
+        while mlflow.active_run():
+            mlflow.end_run()

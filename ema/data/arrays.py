@@ -13,7 +13,7 @@ from ema.errors import InputError
 #: Images are square, IMAGE_SIZE pixels a side: (n, 28, 28) uint8 as stored, (n, 1, 28, 28) as models take them.
 IMAGE_SIZE = 28
 IMAGE_SHAPE = (IMAGE_SIZE, IMAGE_SIZE)
-#: What our models' signatures declared before 0.2 (float32 pixels); they now take uint8 images (-1, 28, 28).
+#: The shape of float32 pixels as models take them (ours take uint8 images (-1, 28, 28) since 0.2).
 MODEL_INPUT_SHAPE = (-1, 1, *IMAGE_SHAPE)
 
 #: Number of hex digits of the sha256 kept in a fingerprint.
@@ -75,19 +75,6 @@ def to_pixels(images: np.ndarray) -> np.ndarray:
     pixels = images.astype(np.float32)[:, None, :, :]
     pixels /= np.float32(255.0)
     return pixels
-
-
-def to_images(pixels: np.ndarray) -> np.ndarray:
-    """Pixels in [0, 1] of shape (n, 1, H, W) or (n, H, W) as the uint8 images (n, H, W) they were made from."""
-    pixels = np.asarray(pixels)
-    if pixels.ndim == 4 and pixels.shape[1] == 1:
-        pixels = pixels[:, 0]
-    if pixels.ndim != 3 or not np.isfinite(pixels).all() or pixels.min(initial=0) < 0 or pixels.max(initial=0) > 1:
-        raise InputError(
-            f"expected pixels in [0, 1] of shape (n, 1, height, width) for a model that takes uint8 images, got "
-            f"{pixels.dtype} of shape {pixels.shape}"
-        )
-    return np.rint(pixels * np.float32(255.0)).astype(np.uint8)
 
 
 def check_images(x: np.ndarray, y: np.ndarray, index: np.ndarray, *, where: str) -> None:

@@ -2,18 +2,20 @@
 
 The target is reached only through an oracle; nothing here reads weights or training
 data. Two oracles: an MLflow pyfunc model loaded in-process, and an MLflow scoring server
-over HTTP. Both cast and reshape the inputs to the model's declared shape, score in
-batches, and validate the outputs.
+over HTTP. Both cast and reshape the inputs to the model's declared dtype and shape (or
+columns), score in batches, and validate the outputs.
 
 One job per module:
 
 - :mod:`ema.oracle.base`: the :class:`Oracle` (input preparation, batching).
 - :mod:`ema.oracle.outputs`: output kinds, :class:`Predictions`, :func:`interpret_outputs`,
   :func:`numeric_outputs`.
-- :mod:`ema.oracle.pyfunc`: :class:`PyfuncOracle` (the only module that imports mlflow).
+- :mod:`ema.oracle.pyfunc`: :class:`PyfuncOracle`, the model loaded in-process.
+- :mod:`ema.oracle.model_info`: what a logged model declares without being loaded (flavors, the
+  :class:`~ema.inputs.InputSpec` of its signature or input example), and its flavor's own object.
 - :mod:`ema.oracle.scoring_server`: :class:`HttpOracle`, its retries and overall deadline.
 - :mod:`ema.oracle.timed_connection`: one kept-alive HTTP connection with a wall-clock limit per request.
-- :mod:`ema.oracle.wire_format`: the scoring server's JSON (:func:`inputs_json`, :func:`parse_reply`).
+- :mod:`ema.oracle.wire_format`: the scoring server's JSON (:func:`request_body`, :func:`parse_reply`).
 """
 
 from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle
@@ -25,7 +27,7 @@ from ema.oracle.outputs import (
     interpret_outputs,
     numeric_outputs,
 )
-from ema.oracle.pyfunc import PyfuncOracle, declared_input
+from ema.oracle.pyfunc import PyfuncOracle
 from ema.oracle.scoring_server import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -34,7 +36,7 @@ from ema.oracle.scoring_server import (
     HttpOracle,
     ScoringTimeout,
 )
-from ema.oracle.wire_format import REPLY_SHAPES, inputs_json, parse_reply
+from ema.oracle.wire_format import REPLY_SHAPES, parse_reply, request_body
 
 __all__ = [
     "ACCESS_LABEL_ONLY",
@@ -52,8 +54,7 @@ __all__ = [
     "Predictions",
     "PyfuncOracle",
     "ScoringTimeout",
-    "declared_input",
-    "inputs_json",
+    "request_body",
     "interpret_outputs",
     "numeric_outputs",
     "parse_reply",

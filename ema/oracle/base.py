@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 import numpy as np
+import pandas as pd
 
-from ema.data.arrays import MODEL_INPUT_SHAPE, to_images, to_pixels
+from ema.data.arrays import MODEL_INPUT_SHAPE, to_pixels
 from ema.errors import InputError
-from ema.inputs import InputTransform
+from ema.inputs import InputSpec, InputTransform
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, numeric_outputs
 from ema.validation import check_choice, check_positive_int
 
 #: Images per call to the model.
 DEFAULT_BATCH_SIZE = 4096
-#: The shape our own models declared before 0.2, and that HTTP assumes without one: (batch, channel, height, width).
+#: The shape our own models declare: (batch, channel, height, width).
 IMAGE_INPUT_SHAPE = MODEL_INPUT_SHAPE
-#: Input types a model may declare.
-INPUT_DTYPES = ("float32", "uint8")
 
 
 class Oracle:
@@ -31,11 +31,12 @@ class Oracle:
         Images per call.
     transform : InputTransform
         The pixel scaling the model was trained on.
-    input_shape : tuple of int, optional
-        The model's declared input shape, (-1, ...); inputs are reshaped to it.
-    input_dtype : str
-        The model's declared input type: ``"float32"`` (pixels, scaled by ``transform``) or
-        ``"uint8"`` (raw images, which the model scales itself; ``transform`` must be the identity).
+    input_spec : InputSpec, optional
+        The model's declared inputs (shape, dtype, columns); images are cast and reshaped to them.
+        None: float32 pixels of shape (n, 1, 28, 28).
+    output_name : str, optional
+        Which output to read when the model returns several by name (an ONNX model's
+        ``label`` and ``probabilities``); by default the probability-like one.
     """
 
     def __init__(
@@ -44,19 +45,19 @@ class Oracle:
         outputs: str = "auto",
         batch_size: int = DEFAULT_BATCH_SIZE,
         transform: InputTransform = InputTransform(),
-        input_shape: tuple[int, ...] | None = None,
-        input_dtype: str = "float32",
+        input_spec: InputSpec | None = None,
+        output_name: str | None = None,
     ) -> None:
         check_choice("outputs", outputs, OUTPUT_KINDS)
         check_positive_int("batch_size", batch_size)
-        check_choice("input dtype", input_dtype, INPUT_DTYPES)
-        if input_dtype == "uint8" and not transform.is_identity:
+        spec = input_spec or InputSpec()
+        if spec.takes_integers and not transform.is_identity:
             raise InputError(
-                f"expected no input scaling for a model that takes raw uint8 images (it scales them itself), "
-                f"got {transform}"
+                f"expected no input scaling for a model that takes integer pixels ({spec.describe()}: it scales "
+                f"them itself), got {transform}; drop --input-scale and --normalize"
             )
-        self.outputs, self.batch_size, self.transform, self.input_shape = outputs, batch_size, transform, input_shape
-        self.input_dtype = input_dtype
+        self.outputs, self.batch_size, self.transform = outputs, batch_size, transform
+        self.input_spec, self.output_name = spec, output_name
 
     #: How errors name the model.
     source = "the model"
@@ -64,30 +65,40 @@ class Oracle:
     def _predict_batch(self, inputs: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def prepare(self, pixels: np.ndarray) -> np.ndarray:
-        """Cast to the declared type and reshape to the declared shape (e.g. flatten for (-1, 784)).
+    def with_transform(self, transform: InputTransform) -> Oracle:
+        """The same model with other input scaling (sharing the loaded model or the connection)."""
+        other = copy.copy(self)
+        other.transform = transform
+        return other
 
-        For a float32 model, uint8 images (n, H, W) are first turned into pixels in [0, 1], as
-        torchvision's ``ToTensor`` does, then scaled by ``transform``. A uint8 model gets the
-        images as they are (pixels in [0, 1] are turned back into the images they came from).
+    def prepare(self, pixels: np.ndarray) -> np.ndarray | pd.DataFrame:
+        """Cast and reshape images as the model declares: dtype, shape (e.g. flatten for (-1, 784)), columns.
+
+        uint8 images (n, H, W) are turned into pixels in [0, 1], as torchvision's ``ToTensor`` does,
+        then scaled by the transform, for a model that takes floats; a model that takes integers
+        receives the pixel values 0-255.
         """
         if pixels.dtype == np.uint8 and pixels.ndim != 3:
             raise InputError(f"expected uint8 images of shape (n, height, width), got shape {pixels.shape}")
-        if self.input_dtype == "uint8":
-            inputs = pixels if pixels.dtype == np.uint8 else to_images(pixels)
+        spec = self.input_spec
+        if spec.takes_integers:
+            images = pixels if pixels.dtype == np.uint8 else np.rint(np.clip(pixels, 0, 1) * 255).astype(np.uint8)
+            inputs = np.ascontiguousarray(images, dtype=spec.dtype)
         else:
-            inputs = np.ascontiguousarray(
-                self.transform.apply(to_pixels(pixels) if pixels.dtype == np.uint8 else pixels)
-            )
-        if self.input_shape is None:
-            return inputs
-        target = (len(inputs), *self.input_shape[1:])
-        if -1 in target[1:] or int(np.prod(target[1:])) != int(np.prod(inputs.shape[1:])):
-            raise InputError(
-                f"expected images that fit the model's declared input shape {self.input_shape}, got images of shape "
-                f"{inputs.shape[1:]}"
-            )
-        return inputs.reshape(target)
+            pixels = to_pixels(pixels) if pixels.dtype == np.uint8 else pixels
+            inputs = np.ascontiguousarray(self.transform.apply(pixels), dtype=spec.dtype)
+        if spec.shape is not None:
+            target = (len(inputs), *spec.shape[1:])
+            if int(np.prod(target[1:])) != int(np.prod(inputs.shape[1:])):
+                raise InputError(
+                    f"expected images that fit the model's declared input shape {spec.shape}, got images of shape "
+                    f"{inputs.shape[1:]} ({int(np.prod(inputs.shape[1:]))} values); give the model's shape with "
+                    "--input-shape"
+                )
+            inputs = inputs.reshape(target)
+        if spec.columns is not None:
+            return pd.DataFrame(inputs, columns=list(spec.columns))
+        return inputs
 
     def predict(self, pixels: np.ndarray) -> Predictions:
         """Validated predictions for ``pixels`` of shape (n, 1, 28, 28) in [0, 1], or uint8 images (n, 28, 28).
@@ -125,7 +136,7 @@ class Oracle:
             yield self._score(pixels[start : start + self.batch_size])
 
     def _score(self, images: np.ndarray) -> np.ndarray:
-        return numeric_outputs(self._predict_batch(self.prepare(images)), self.source)
+        return numeric_outputs(self._predict_batch(self.prepare(images)), self.source, self.output_name)
 
     def predict_proba(self, pixels: np.ndarray) -> np.ndarray:
         """Class probabilities (one-hot for a label-only model)."""

@@ -107,12 +107,14 @@ def _labels_to_predictions(outputs: np.ndarray, detected: str) -> Predictions:
     return Predictions(np.eye(int(labels.max()) + 1)[labels], ACCESS_LABEL_ONLY, detected)
 
 
-def numeric_outputs(raw: object, source: str = "the model") -> np.ndarray:
+def numeric_outputs(raw: object, source: str = "the model", output_name: str | None = None) -> np.ndarray:
     """A model's raw outputs as a numeric array; strings, objects, ``None`` and ragged lists are refused.
 
     Accepts what a pyfunc ``predict`` returns: an ndarray, a list, a pandas DataFrame or
-    Series (a single column whose cells are vectors is stacked), or a mapping of equal-length
-    columns.
+    Series (a single column whose cells are vectors is stacked), a mapping of equal-length
+    columns, a mapping of named outputs (an ONNX model's ``{"label": ..., "probabilities": ...}``:
+    ``output_name``, else the probability-like one, see :func:`select_output`), or a list of
+    ``{class: probability}`` maps (scikit-learn models converted to ONNX with ``zipmap``).
 
     Raises
     ------
@@ -122,7 +124,13 @@ def numeric_outputs(raw: object, source: str = "the model") -> np.ndarray:
     if hasattr(raw, "to_dict") and hasattr(raw, "to_numpy"):  # pandas DataFrame or Series
         raw = raw.to_dict(orient="list") if hasattr(raw, "columns") else raw.to_numpy()
     if isinstance(raw, dict):
-        raw = stack_columns(raw, source)
+        raw = select_output(raw, source, output_name)
+    elif output_name is not None:
+        raise InputError(
+            f"expected {source} to return named outputs with {output_name!r}, got {_describe_outputs(raw)}"
+        )
+    if _is_class_maps(raw):
+        raw = _stack_class_maps(raw)
     try:
         outputs = np.asarray(raw)
     except (ValueError, TypeError) as exc:
@@ -144,6 +152,83 @@ def numeric_outputs(raw: object, source: str = "the model") -> np.ndarray:
     raise InputError(
         f"expected {source} to return numbers (probabilities, logits or labels), got {_describe_outputs(outputs)}"
     )
+
+
+def select_output(outputs: dict, source: str, output_name: str | None = None) -> object:
+    """One output of a mapping: ``output_name``; else columns of one value each; else the probability-like output.
+
+    A mapping whose values all hold one number per sample is a DataFrame's columns (one per
+    class, or a single label column) and becomes rows. Otherwise its values are named outputs
+    of different kinds (an ONNX model's label and probabilities): the one whose rows are
+    non-negative and sum to 1 is taken, else the only one with a value per class (logits).
+
+    Raises
+    ------
+    InputError
+        If ``output_name`` is not among the outputs, or no single output is probability-like.
+    """
+    names = [str(name) for name in outputs]
+    if output_name is not None:
+        if output_name not in outputs:
+            raise InputError(f"expected {source} to return an output named {output_name!r}, got outputs {names}")
+        return outputs[output_name]
+    if len(outputs) == 1 or all(_is_scalar_column(value) for value in outputs.values()):
+        return stack_columns(outputs, source)
+    candidates = {name: _as_matrix(value) for name, value in outputs.items()}
+    matrices = {name: m for name, m in candidates.items() if m is not None}
+    probabilities = [name for name, m in matrices.items() if _rows_are_probabilities(m)]
+    chosen = probabilities if probabilities else list(matrices)
+    if len(chosen) != 1:
+        raise InputError(
+            f"expected {source} to return one probability-like output among its outputs {names}, got "
+            f"{len(chosen)}; pass --output-name NAME"
+        )
+    return matrices[chosen[0]]
+
+
+def _is_scalar_column(value: object) -> bool:
+    """A DataFrame column: a sequence (or 1-D array) of plain numbers."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1 and value.dtype.kind in "biuf"
+    return isinstance(value, (list, tuple)) and all(_is_number(v) or isinstance(v, bool) for v in value[:1000])
+
+
+def _as_matrix(value: object) -> np.ndarray | None:
+    """A named output as an (n, C > 1) float matrix, or None when it is not one."""
+    if _is_class_maps(value):
+        value = _stack_class_maps(value)
+    try:
+        matrix = np.asarray(value, dtype=np.float64)
+    except (ValueError, TypeError):
+        return None
+    return matrix if matrix.ndim == 2 and matrix.shape[1] > 1 else None
+
+
+def _rows_are_probabilities(matrix: np.ndarray) -> bool:
+    finite_non_negative = np.isfinite(matrix).all() and (matrix >= 0).all()
+    return bool(finite_non_negative and np.abs(matrix.sum(axis=1) - 1).max() <= ROW_SUM_TOLERANCE)
+
+
+def _is_class_maps(value: object) -> bool:
+    """A list of ``{class: probability}`` maps with integer classes (ONNX ``ZipMap``; JSON writes them as strings)."""
+    return (
+        isinstance(value, (list, tuple))
+        and len(value) > 0
+        and all(isinstance(row, dict) and row for row in value[:1000])
+        and all(_is_class_key(key) for key in value[0])
+    )
+
+
+def _is_class_key(key: object) -> bool:
+    return isinstance(key, (int, np.integer)) or (isinstance(key, str) and key.isdigit())
+
+
+def _stack_class_maps(maps: list[dict]) -> list[list]:
+    """``{class: probability}`` maps as rows ordered by class."""
+    classes = sorted(maps[0], key=int)
+    if any(sorted(row, key=int) != classes for row in maps if all(_is_class_key(k) for k in row)):
+        raise InputError(f"expected every class-probability map to hold the classes {classes[:20]}, got another set")
+    return [[row[c] for c in classes] for row in maps]
 
 
 def _is_number(value: object) -> bool:

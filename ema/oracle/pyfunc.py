@@ -7,17 +7,25 @@ from importlib import metadata
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from packaging.requirements import InvalidRequirement, Requirement
 
 from ema.errors import EMAError
 from ema.oracle.base import Oracle
+from ema.oracle.model_info import input_spec_from
+
+#: Longest model message kept in an error (MLflow's schema errors quote the data; the reason comes last).
+MAX_MESSAGE = 1000
+#: Where MLflow's schema-enforcement message ("... with schema '...'. Error: REASON") starts its reason.
+SCHEMA_REASON = "'. Error: "
 
 
 class PyfuncOracle(Oracle):
     """An MLflow pyfunc model loaded in-process (``models:/NAME@ALIAS``, ``runs:/...``, a path).
 
-    Loading a pyfunc model runs that model's code: load only models you trust, and audit
-    others over HTTP against a sandboxed server.
+    Inputs follow the model's signature (tensor or column-based; dtype and shape), else its
+    input example, unless ``input_spec`` is given. Loading a pyfunc model runs that model's
+    code: load only models you trust, and audit others over HTTP against a sandboxed server.
     """
 
     def __init__(self, model_uri: str, **options) -> None:
@@ -30,29 +38,58 @@ class PyfuncOracle(Oracle):
             # (1.3 s here); warn_about_mismatches reads just the model's requirements
             self._model = mlflow.pyfunc.load_model(local_path, suppress_warnings=True)
         except (MlflowException, OSError) as exc:
-            raise EMAError(f"could not load model {model_uri!r}: {str(exc).splitlines()[0]}") from exc
+            raise EMAError(f"could not load model {model_uri!r}: {one_line(exc)}") from exc
         warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt")
         self.model_uri = model_uri
         self.source = f"model {model_uri!r}"
-        super().__init__(**{**declared_input(self._model.metadata.get_input_schema()), **options})
+        if options.get("input_spec") is None:
+            options["input_spec"] = input_spec_from(self._model.metadata.get_input_schema(), self._input_example())
+        super().__init__(**options)
 
-    def _predict_batch(self, inputs: np.ndarray) -> object:
+    def _input_example(self) -> object:
+        """The logged input example, read only for a model without a signature."""
+        if self._model.metadata.get_input_schema() is not None:
+            return None
+        try:
+            return self._model.input_example
+        except Exception:  # an unreadable example is as good as none: --input-shape then says the shape
+            return None
+
+    def _predict_batch(self, inputs: np.ndarray | pd.DataFrame) -> object:
         from mlflow.exceptions import MlflowException
 
         try:
             return self._model.predict(inputs)
         except MlflowException as exc:
-            raise EMAError(f"model {self.model_uri!r} refused the query: {_first_line(exc)}") from exc
+            raise EMAError(
+                f"model {self.model_uri!r} refused the query ({self.input_spec.describe()}): {schema_reason(exc)}"
+            ) from exc
         except Exception as exc:  # the model's own code: whatever it raises is the model's failure, not ours
             raise EMAError(
                 f"model {self.model_uri!r} failed on a batch of {len(inputs)} images of shape {inputs.shape[1:]}: "
-                f"{type(exc).__name__}: {_first_line(exc)}"
+                f"{type(exc).__name__}: {first_line(exc)}"
             ) from exc
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of a model's own error (its code's message; a traceback below it is not ours to show)."""
     lines = str(exc).strip().splitlines()
-    return lines[0][:500] if lines else type(exc).__name__
+    return lines[0][:MAX_MESSAGE] if lines else type(exc).__name__
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's whole message on one line, at most :data:`MAX_MESSAGE` characters."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def schema_reason(exc: BaseException) -> str:
+    """MLflow's reason for refusing inputs, whole and on one line, without the data and schema it quotes first."""
+    text = " ".join(str(exc).split())
+    start = text.find(SCHEMA_REASON, text.find("' with schema '"))
+    if text.startswith("Failed to enforce schema") and start >= 0:
+        text = text[start + len(SCHEMA_REASON) :]
+    return one_line(Exception(text))
 
 
 def requirement_mismatches(requirements_file: Path) -> list[str]:
@@ -84,14 +121,3 @@ def warn_about_mismatches(model_uri: str, requirements_file: Path) -> None:
             model_uri,
             "; ".join(mismatches),
         )
-
-
-def declared_input(schema) -> dict:
-    """``input_shape`` and ``input_dtype`` for :class:`Oracle` from a model's input schema ({} if not a tensor one)."""
-    if schema is None or not schema.is_tensor_spec():
-        return {}
-    spec = schema.inputs[0]
-    declared = {"input_shape": tuple(spec.shape)}
-    if spec.type == np.dtype(np.uint8):
-        declared["input_dtype"] = "uint8"
-    return declared

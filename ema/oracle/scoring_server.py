@@ -11,12 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import SplitResult, urlsplit
 
 import numpy as np
+import pandas as pd
 
 from ema.errors import EMAError, InputError
+from ema.inputs import InputSpec
 from ema.oracle.base import IMAGE_INPUT_SHAPE, Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
-from ema.oracle.wire_format import inputs_json, parse_reply, server_message
+from ema.oracle.wire_format import parse_reply, request_body, server_message
 from ema.validation import check_positive_int
 
 #: Seconds one scoring through a server (one ``predict`` call: every batch, retry and wait) may take by default.
@@ -66,7 +68,7 @@ class HttpOracle(Oracle):
         A server with several workers, or one that scores while the client encodes the
         next batch, answers sooner (benchmarks/RESULTS.md); outputs are the same.
     **options
-        See :class:`Oracle`. ``input_shape`` defaults to our image models' (-1, 1, 28, 28).
+        See :class:`Oracle`. ``input_spec`` defaults to our image models' float32 (-1, 1, 28, 28).
 
     Raises
     ------
@@ -101,7 +103,7 @@ class HttpOracle(Oracle):
         self._local = threading.local()
         self._connections: list[TimedConnection] = []
         self._deadline = math.inf
-        super().__init__(**{"input_shape": IMAGE_INPUT_SHAPE, **options})
+        super().__init__(**{"input_spec": InputSpec(IMAGE_INPUT_SHAPE), **options})
 
     def predict(self, pixels: np.ndarray) -> Predictions:
         """Validated predictions, as :meth:`Oracle.predict`, within ``timeout`` seconds of wall time."""
@@ -138,9 +140,9 @@ class HttpOracle(Oracle):
             self._connections.append(connection)
         return connection
 
-    def _predict_batch(self, inputs: np.ndarray) -> object:
+    def _predict_batch(self, inputs: np.ndarray | pd.DataFrame) -> object:
         """One batch's predictions, retried with backoff until an attempt succeeds, fails for good or time runs out."""
-        body = inputs_json(inputs).encode()
+        body = request_body(inputs).encode()
         most = MAX_REPLY_BYTES_PER_IMAGE * len(inputs) + REPLY_BYTES_ALLOWANCE
         failure = _RetryableFailure("", timed_out=False)
         for attempt in range(self.retries + 1):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 
 from ema.errors import InputError
-from ema.oracle.outputs import stack_columns
 
 #: Reply shapes accepted from a scoring server, as MLflow's scoring server writes them.
 REPLY_SHAPES = (
@@ -16,25 +16,37 @@ REPLY_SHAPES = (
 )
 
 
-def inputs_json(inputs: np.ndarray) -> str:
-    """``{"inputs": [...]}``: uint8 images as small integers, floats as float32 in their shortest exact form.
+def request_body(inputs: np.ndarray | pd.DataFrame) -> str:
+    """The request for a batch: ``{"inputs": ...}`` for an array, ``{"dataframe_split": ...}`` for a DataFrame.
 
-    Images hold few distinct values: each is formatted once, and the server's cast to the
-    declared type restores the exact input. Raw uint8 images take a third of the bytes of
-    their float32 pixels, and the server parses them faster (benchmarks/RESULTS.md).
+    Integers (e.g. uint8 images, which our models take) are written as integers, a third of the
+    bytes of their float32 pixels; floats as float32 in their shortest exact form, so that the
+    server's cast back to float32 restores the exact input.
     """
-    if inputs.dtype == np.uint8:
-        values, inverse = np.unique(inputs, return_inverse=True)
-        table = values.astype(str)
+    if isinstance(inputs, pd.DataFrame):
+        columns = json.dumps([str(c) for c in inputs.columns])
+        return '{"dataframe_split":{"columns":' + columns + ',"data":' + json_array(inputs.to_numpy()) + "}}"
+    return '{"inputs":' + json_array(inputs) + "}"
+
+
+def json_array(values: np.ndarray) -> str:
+    """Nested JSON lists of ``values``: integers as integers, floats as float32; each distinct value formatted once.
+
+    Images hold few distinct values, so formatting each once and indexing is far cheaper than
+    formatting every pixel.
+    """
+    if values.dtype.kind in "iub":
+        distinct, inverse = np.unique(values.astype(np.int64), return_inverse=True)
+        table = distinct.astype(str)
     else:
-        values, inverse = np.unique(inputs.astype(np.float32), return_inverse=True)
-        table = np.array([np.format_float_positional(v, unique=True, trim="0") for v in values])
-    text = table[inverse.reshape(inputs.shape)]
-    for _ in range(inputs.ndim):
+        distinct, inverse = np.unique(values.astype(np.float32), return_inverse=True)
+        table = np.array([np.format_float_positional(v, unique=True, trim="0") for v in distinct])
+    text = table[inverse.reshape(values.shape)]
+    for _ in range(values.ndim):
         text = np.array(["[" + ",".join(row) + "]" for row in text.reshape(-1, text.shape[-1])]).reshape(
             text.shape[:-1]
         )
-    return '{"inputs":' + text.item() + "}"
+    return text.item()
 
 
 def parse_reply(body: bytes, source: str = "the scoring server") -> object:
@@ -43,8 +55,9 @@ def parse_reply(body: bytes, source: str = "the scoring server") -> object:
     MLflow writes ``{"predictions": ...}`` (plus optional metadata keys) where the
     predictions are an array's nested lists, a DataFrame's records ``[{"col": v}, ...]``,
     or whatever JSON the model returned, such as columns ``{"col": [...]}``; MLflow 1.x
-    wrote the predictions bare. Records become rows (columns in the first record's order);
-    a single column of vectors becomes those vectors.
+    wrote the predictions bare. Records become columns (in the first record's order), and
+    columns are handed on as a mapping, which :func:`~ema.oracle.outputs.numeric_outputs` reads
+    as rows, or as named outputs (an ONNX model's label and probabilities) of which it picks one.
 
     Raises
     ------
@@ -66,23 +79,19 @@ def parse_reply(body: bytes, source: str = "the scoring server") -> object:
     elif not isinstance(payload, list):
         raise InputError(f"expected a JSON reply from {source} as {REPLY_SHAPES}, got {type(payload).__name__}")
     if isinstance(payload, list) and payload and all(isinstance(row, dict) for row in payload):
-        return _stack_records(payload, source)
-    if isinstance(payload, dict):
-        return stack_columns(payload, source)
+        return _records_to_columns(payload, source)
     return payload
 
 
-def _stack_records(records: list[dict], source: str) -> object:
-    """DataFrame records ``[{"col": v, ...}, ...]`` as rows; one column of vectors becomes those vectors."""
+def _records_to_columns(records: list[dict], source: str) -> dict:
+    """DataFrame records ``[{"col": v, ...}, ...]`` as columns ``{"col": [v, ...]}``, in the first record's order."""
     columns = list(records[0])
     if not columns or any(list(row) != columns for row in records):
         raise InputError(
             f"expected {source} to return records with the same columns in every row, got columns {columns[:10]} "
             f"in the first row and {next((list(r)[:10] for r in records if list(r) != columns), [])} in another"
         )
-    if len(columns) == 1:
-        return [row[columns[0]] for row in records]
-    return [[row[column] for column in columns] for row in records]
+    return {column: [row[column] for row in records] for column in columns}
 
 
 def server_message(text: str) -> str:

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
-from ema.training.model_package import FLAVOR_SKLEARN, ModelPackage
+from ema.training.model_package import FLAVOR_PYTORCH, FLAVOR_SKLEARN, ModelPackage
 
 MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
 
@@ -91,6 +91,10 @@ def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tag
             serialization_format=mlflow_sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
             **common,
         )
+    elif package.flavor == FLAVOR_PYTORCH:
+        from mlflow import pytorch as mlflow_pytorch  # imports torch: only when a cloned torch model is logged
+
+        info = mlflow_pytorch.log_model(package.estimator, serialization_format="pt2", **common)
     else:
         info = mlflow.pyfunc.log_model(
             python_model=package.python_model,
@@ -99,14 +103,6 @@ def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tag
             **common,
         )
     return register(info.model_uri, name=name, alias=alias, tags=tags)
-
-
-def declared_input_schema(model_uri: str):
-    """The input schema of a logged model's signature (None without one), read without loading the model."""
-    from mlflow.models import get_model_info
-
-    signature = get_model_info(model_uri).signature
-    return None if signature is None else signature.inputs
 
 
 def set_version_tags(version: RegisteredVersion, tags: dict[str, str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -31,17 +33,40 @@ def fit(
 ) -> ProbabilityModel:
     """Train algorithm A = ``spec`` on ``pixels`` (float32, (n, 1, 28, 28)) and ``labels``.
 
-    Batches are slices of one shuffled index per epoch: no per-sample Python work.
-
     Returns
     -------
     ProbabilityModel
         In eval mode; its forward returns probabilities of shape (n, 10).
     """
     torch.manual_seed(spec.seed)
-    generator = torch.Generator().manual_seed(spec.seed)
     model = ProbabilityModel(spec)
-    network = model.network
+    model.network.train()
+    loss_fn = nn.CrossEntropyLoss(reduction="sum")
+    train_network(model.network, spec, pixels, labels, loss_fn, progress=progress, desc=desc)
+    return model.eval()
+
+
+def train_network(
+    network: nn.Module,
+    spec: TrainSpec,
+    pixels: np.ndarray,
+    labels: np.ndarray,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    *,
+    progress: bool = True,
+    desc: str = "train",
+) -> None:
+    """Train ``network`` in place with the optimizer, learning rate, epochs, batch size and seed of ``spec``.
+
+    Batches are slices of one shuffled index per epoch: no per-sample Python work.
+    ``loss_fn(outputs, targets)`` sums over the batch (it is divided by the batch size here).
+
+    Raises
+    ------
+    EMAError
+        If the loss or the weights stop being finite.
+    """
+    generator = torch.Generator().manual_seed(spec.seed)
     optimizer = make_optimizer(spec, network.parameters())
     # the scheduler is a no-op without decay, and costs ~10% of a small MLP's step
     scheduler = (
@@ -49,9 +74,7 @@ def fit(
         if spec.lr_decay > 0
         else None
     )
-    loss_fn = nn.CrossEntropyLoss(reduction="sum")
     inputs, targets = to_tensor(pixels), to_tensor(labels, np.int64)
-    network.train()
     bar = tqdm(range(spec.epochs), desc=desc, unit="epoch", disable=not progress, leave=False)
     for epoch in bar:
         order = torch.randperm(len(targets), generator=generator)
@@ -70,7 +93,6 @@ def fit(
         bar.set_postfix(loss=f"{loss:.4f}")
     if not all(torch.isfinite(parameter).all() for parameter in network.parameters()):
         raise _diverged(spec, "non-finite weights after the last step")
-    return model.eval()
 
 
 def _diverged(spec: TrainSpec, what: str) -> EMAError:

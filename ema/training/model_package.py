@@ -9,6 +9,8 @@ import numpy as np
 #: How a package is logged: as a pyfunc "model from code", or with MLflow's scikit-learn flavor.
 FLAVOR_PYFUNC_CODE = "pyfunc-code"
 FLAVOR_SKLEARN = "sklearn"
+#: A calibration model cloned from a torch target: MLflow's pytorch flavor (``pt2``), its estimator the module.
+FLAVOR_PYTORCH = "pytorch"
 
 
 @dataclass(frozen=True)

@@ -74,14 +74,20 @@ class Classifier(Protocol):
 
 @dataclass(frozen=True)
 class TorchRecipe:
-    """One of our torch architectures, trained by :func:`ema.training.fit.fit`."""
+    """One of our torch architectures, trained by :func:`ema.training.fit.fit`.
+
+    ``names_architecture`` is False for a recipe that gives only training settings (no
+    ``arch``): a torch target loaded in-process then trains a clone of its own architecture
+    with them (:mod:`ema.training.clones`), and anything else trains the default ``arch``.
+    """
 
     spec: TrainSpec
     transform: InputTransform = InputTransform()
     framework: str = "torch"
+    names_architecture: bool = True
 
     def to_dict(self) -> dict:
-        return {"framework": self.framework, **self.spec.to_dict(), "input": _transform_dict(self.transform)}
+        return {"framework": self.framework, **self.spec.to_dict(), "input": transform_dict(self.transform)}
 
     def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
         from ema.training.fit import TorchClassifier, fit
@@ -126,7 +132,7 @@ class SklearnRecipe:
             "framework": self.framework,
             "estimator": self.estimator,
             "params": self.params,
-            "input": _transform_dict(self.transform),
+            "input": transform_dict(self.transform),
         }
 
     def build(self):
@@ -173,7 +179,7 @@ def flatten(pixels: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(pixels, dtype=np.float32).reshape(len(pixels), -1)
 
 
-def _transform_dict(transform: InputTransform) -> dict:
+def transform_dict(transform: InputTransform) -> dict:
     return {"scale": transform.scale, "mean": transform.mean, "std": transform.std}
 
 
@@ -335,7 +341,7 @@ def recipe_from_dict(data: dict) -> Recipe:
     framework = data.pop("framework", "torch")
     transform = _transform_from(data.pop("input", {}))
     if framework == "torch":
-        return TorchRecipe(TrainSpec.from_dict(_check_torch_fields(data)), transform)
+        return TorchRecipe(TrainSpec.from_dict(_check_torch_fields(data)), transform, names_architecture="arch" in data)
     if framework == "sklearn":
         unknown = sorted(set(data) - {"estimator", "params"})
         if unknown or "estimator" not in data:

@@ -137,8 +137,14 @@ def audit(
 def _resolve(config: AuditConfig, oracle: Oracle | None, progress: bool) -> AuditRequest:
     """Find the target, log the run's params, read and record the query data."""
     target = resolve_target(
-        config.model_uri, model_url=config.model_url, recipe_file=config.recipe_file, transform=config.transform
+        config.model_uri,
+        model_url=config.model_url,
+        recipe_file=config.recipe_file,
+        transform=config.transform,
+        input_shape=config.input_shape,
     )
+    if config.calibration is None:
+        target.require_recipe()  # before any scoring: a target with no way to calibrate fails at once
     data = target.query_set(query=config.query, query_file=config.query_file)
     log_batch(
         tags={keys.TAG_RUN_NAME: f"audit {config.query_name} {config.method} {target.label}"},
@@ -147,6 +153,7 @@ def _resolve(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Audi
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(
         outputs=config.outputs,
+        output_name=config.output_name,
         timeout=config.timeout,
         request_timeout=config.request_timeout,
         http_concurrency=config.http_concurrency,

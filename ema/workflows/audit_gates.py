@@ -17,6 +17,7 @@ from ema.auditors.result import AuditResult
 from ema.tracking import keys
 from ema.tracking.runs import run_metrics
 from ema.workflows.audit_request import AuditRequest
+from ema.workflows.input_scaling import scaling_suggestion
 
 
 def audit_warnings(request: AuditRequest, results: dict[str, AuditResult]) -> list[str]:
@@ -38,6 +39,9 @@ def audit_warnings(request: AuditRequest, results: dict[str, AuditResult]) -> li
             f"held-out accuracy ({held_out:.3f}): inputs are probably scaled or normalised unlike training "
             "(try --input-scale or --normalize)"
         )
+    suggestion = scaling_suggestion(request.oracle, request.nonmembers.data, reference_accuracy)
+    if suggestion is not None:
+        warnings.append(suggestion)
     warnings += _transfer_warnings(results)
     for result in results.values():
         warnings += list(result.thresholds.get("warnings", []))

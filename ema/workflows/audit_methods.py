@@ -97,7 +97,7 @@ def fit_calibrated(
     """Score the reference through the target and the calibration halves through f_cal, and calibrate."""
     reference = read_set(reference_file) if reference_file else target.splits().calibration
     outcome = ensure_plan(plan, progress=progress)
-    calibration_model = registered_oracle(outcome.version, target.recipe.transform)
+    calibration_model = registered_oracle(outcome.version, target.transform)
     members, nonmembers = plan.halves()
     auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
         oracle.predict_proba(reference.x),
@@ -110,6 +110,7 @@ def fit_calibrated(
     tags = {
         keys.TAG_CACHE: outcome.cache,
         keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
+        keys.TAG_CALIBRATION_SOURCE: target.calibration_source,
         keys.TAG_REFERENCE: reference_file or "calibration set (clean), scored on the target",
     }
     return auditor, tags

@@ -22,7 +22,7 @@ from ema.validation import check_choice, check_finite, check_model_name, check_o
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.methods import METHODS
 from ema.workflows.references import Reference, member_reference, nonmember_reference
-from ema.workflows.target import Target
+from ema.workflows.target import SOURCE_SUPPLIED, Target
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,9 @@ class SuppliedCalibration:
     members_file: str
     nonmembers_file: str
 
-    def thresholds(self, transform: InputTransform) -> dict:
-        oracle = PyfuncOracle(self.model_uri, transform=transform)
+    def thresholds(self, transform: InputTransform, outputs: str = "auto") -> dict:
+        """EMA's thresholds from this model's outputs (of kind ``outputs``) on its members and non-members."""
+        oracle = PyfuncOracle(self.model_uri, transform=transform, outputs=outputs)
         return fit_thresholds(oracle, read_set(self.members_file), read_set(self.nonmembers_file)).to_dict()
 
 
@@ -54,10 +55,12 @@ class AuditConfig:
         threshold granularity.
     k, cal_seed, corruption, calibration_name
         The calibration plan: quality k, seed, corruption protocol, registered name.
-    outputs, recipe_file, transform
-        What the model returns, how the calibration model is trained, how inputs are scaled.
-    calibration
-        An already-trained calibration model (EMA's thresholds come from it).
+    outputs, output_name, recipe_file, transform, input_shape
+        What the model returns (and which of its named outputs to read), how the calibration
+        model is trained, how inputs are scaled, the model's input shape (overriding its signature's).
+    calibration, calibration_outputs
+        An already-trained calibration model (EMA's thresholds come from it), and what it
+        returns (default: as ``outputs``).
     reference_file, members_file
         Reference non-members (default: the clean calibration set) and members (default: a
         workbench target's other training folds) for the calibrated auditor and the gates.
@@ -85,9 +88,12 @@ class AuditConfig:
     corruption: str = DEFAULT_CORRUPTION
     calibration_name: str = keys.CALIBRATION_MODEL_NAME
     outputs: str = "auto"
+    output_name: str | None = None
     recipe_file: str | None = None
     transform: InputTransform | None = None
+    input_shape: tuple[int, ...] | None = None
     calibration: SuppliedCalibration | None = None
+    calibration_outputs: str | None = None
     reference_file: str | None = None
     members_file: str | None = None
     margin: float = DEFAULT_MARGIN
@@ -116,6 +122,12 @@ class AuditConfig:
         check_choice("test", self.test, EMA_TESTS)
         check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
         check_choice("outputs", self.outputs, OUTPUT_KINDS)
+        if self.calibration_outputs is not None:
+            check_choice("calibration outputs", self.calibration_outputs, OUTPUT_KINDS)
+            if self.calibration is None:
+                raise InputError(
+                    "expected --calibration-outputs only with --calibration-model, got no calibration model"
+                )
         check_choice("corruption", self.corruption, tuple(CORRUPTIONS))
         check_open_unit("alpha", self.alpha)
         check_quality(self.k)
@@ -142,6 +154,9 @@ class AuditConfig:
             keys.PARAM_MODEL_VERSION: target.version.version if target.version else "",
             keys.PARAM_THRESHOLD_MODE: self.threshold_mode,
             keys.PARAM_OUTPUTS: self.outputs,
+            keys.PARAM_OUTPUT_NAME: self.output_name or "",
+            keys.PARAM_CALIBRATION_OUTPUTS: self.calibration_outputs or "",
+            keys.PARAM_INPUT_SHAPE: ",".join(map(str, self.input_shape)) if self.input_shape else "",
             keys.PARAM_MARGIN: self.margin,
             keys.PARAM_STRICT: self.strict,
         }
@@ -197,12 +212,15 @@ class AuditRequest:
         """EMA's thresholds and the tags saying where they came from."""
         supplied = self.config.calibration
         if supplied is not None:
-            return supplied.thresholds(self.target.recipe.transform), {
-                keys.TAG_CACHE: "supplied",
+            outputs = self.config.calibration_outputs or self.config.outputs
+            return supplied.thresholds(self.target.transform, outputs), {
+                keys.TAG_CACHE: SOURCE_SUPPLIED,
                 keys.TAG_CALIBRATION_VERSION: supplied.model_uri,
+                keys.TAG_CALIBRATION_SOURCE: SOURCE_SUPPLIED,
             }
         outcome = ensure_plan(self.calibration_plan, progress=self.progress)
         return outcome.thresholds, {
             keys.TAG_CACHE: outcome.cache,
             keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
+            keys.TAG_CALIBRATION_SOURCE: self.target.calibration_source,
         }

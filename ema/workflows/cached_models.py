@@ -11,6 +11,7 @@ from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register
 from ema.tracking.runs import start_run, tracking_uri
 from ema.tracking.single_flight import single_flight
+from ema.training.clones import package_trained
 from ema.training.recipes import recipe_to_json
 from ema.validation import short_hash
 from ema.workflows.target import Target
@@ -20,7 +21,7 @@ ROLE_MODEL_NAMES = {"query-model": "ema-query-model", "calset-model": "ema-calse
 
 
 def model_cache_key(target: Target, role: str, data: ArraySet) -> str:
-    return short_hash({"recipe": target.recipe.to_dict(), "role": role, "data": data.fingerprint})
+    return short_hash({"recipe": target.require_recipe().to_dict(), "role": role, "data": data.fingerprint})
 
 
 def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = True) -> tuple[Oracle, bool]:
@@ -37,10 +38,8 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
 
     def build() -> RegisteredVersion:
         with start_run(f"train {role} {data.name} for {target.label}"):
-            classifier = target.recipe.fit(data.pixels(), data.y, progress=progress)
-            from ema.training.packaging import package_classifier  # torch: only when a model is logged
-
-            with package_classifier(classifier, data.x) as package:
+            classifier = target.require_recipe().fit(data.pixels(), data.y, progress=progress)
+            with package_trained(classifier, data.x) as package:
                 return log_and_register(
                     package,
                     name=name,
@@ -48,13 +47,13 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
                     tags={
                         keys.TAG_ROLE: role,
                         keys.TAG_CACHE_KEY: cache_key,
-                        keys.TAG_RECIPE: recipe_to_json(target.recipe),
+                        keys.TAG_RECIPE: recipe_to_json(target.require_recipe()),
                         keys.TAG_DATA_FINGERPRINT: data.fingerprint,
                     },
                 )
 
     version, built = single_flight(name, cache_key, find=lambda: find_cached_version(name, cache_key), build=build)
-    return registered_oracle(version, target.recipe.transform), not built
+    return registered_oracle(version, target.transform), not built
 
 
 def registered_oracle(version: RegisteredVersion, transform: InputTransform) -> Oracle:

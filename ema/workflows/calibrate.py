@@ -33,6 +33,7 @@ from ema.tracking.runs import (
     start_run,
 )
 from ema.tracking.single_flight import single_flight
+from ema.training.clones import CloneRecipe, package_trained
 from ema.training.recipes import Recipe, recipe_to_json
 from ema.validation import check_model_name, short_hash
 from ema.workflows.target import Target, resolve_target
@@ -69,7 +70,7 @@ def calibration_halves(calibration: ArraySet, seed: int) -> tuple[ArraySet, Arra
 
 
 def calibration_cache_key(
-    recipe: Recipe, calibration: ArraySet, k: int, cal_seed: int, corruption: str = DEFAULT_CORRUPTION
+    recipe: Recipe | CloneRecipe, calibration: ArraySet, k: int, cal_seed: int, corruption: str = DEFAULT_CORRUPTION
 ) -> str:
     """Same recipe, same clean calibration data, same quality k, seed and corruption: same calibration model."""
     return short_hash(
@@ -111,7 +112,7 @@ class CalibrationPlan:
         cls, target: Target, *, k: int, cal_seed: int, model_name: str, corruption: str = DEFAULT_CORRUPTION
     ) -> CalibrationPlan:
         clean = target.splits().calibration
-        cache_key = calibration_cache_key(target.recipe, clean, k, cal_seed, corruption)
+        cache_key = calibration_cache_key(target.require_recipe(), clean, k, cal_seed, corruption)
         cached = find_cached_version(model_name, cache_key)
         return cls(
             target=target,
@@ -130,7 +131,7 @@ class CalibrationPlan:
             keys.PARAM_CAL_SEED: self.cal_seed,
             keys.PARAM_CORRUPTION: self.corruption,
             keys.PARAM_MODEL_URI: self.target.model_uri or self.target.model_url,
-            keys.PARAM_RECIPE: recipe_to_json(self.target.recipe)[:500],
+            keys.PARAM_RECIPE: recipe_to_json(self.target.require_recipe())[:500],
         }
 
     def reuse(self) -> CalibrationOutcome:
@@ -173,7 +174,7 @@ class CalibrationPlan:
         log_params(self.params())
         set_tags({keys.TAG_CACHE: cache})
         members, nonmembers = self.halves()
-        classifier = self.target.recipe.fit(members.pixels(), members.y, progress=progress)
+        classifier = self.target.require_recipe().fit(members.pixels(), members.y, progress=progress)
         thresholds = fit_thresholds(classifier, members, nonmembers).to_dict()
         log_metrics(
             {
@@ -182,9 +183,7 @@ class CalibrationPlan:
             }
         )
         log_artifacts_atomically({keys.ARTIFACT_CALIBRATION: thresholds})
-        from ema.training.packaging import package_classifier  # torch: only when a model is logged
-
-        with package_classifier(classifier, members.x) as package:
+        with package_trained(classifier, members.x) as package:
             version = log_and_register(
                 package,
                 name=self.model_name,
@@ -192,7 +191,7 @@ class CalibrationPlan:
                 tags={
                     keys.TAG_ROLE: "calibration",
                     keys.TAG_CACHE_KEY: self.cache_key,
-                    keys.TAG_RECIPE: recipe_to_json(self.target.recipe),
+                    keys.TAG_RECIPE: recipe_to_json(self.target.require_recipe()),
                     keys.TAG_CALIBRATION_K: str(self.k),
                     keys.TAG_CALIBRATION_SEED: str(self.cal_seed),
                     keys.TAG_CORRUPTION: self.corruption,

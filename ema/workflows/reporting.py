@@ -38,6 +38,8 @@ CLI_FLAGS = {
     "cal_seed": "--cal-seed",
     "calibration_name": "--calibration-name",
     "outputs": "--outputs",
+    "output_name": "--output-name",
+    "calibration_outputs": "--calibration-outputs",
     "recipe_file": "--recipe",
     "reference_file": "--reference",
     "members_file": "--members",
@@ -70,6 +72,8 @@ def reproduce_command(config: AuditConfig) -> str:
             words += ["--input-scale", str(value.scale)]
             if (value.mean, value.std) != (0.0, 1.0):
                 words += ["--normalize", f"{value.mean},{value.std}"]
+        elif field.name == "input_shape":
+            words += ["--input-shape", ",".join(map(str, value[1:]))]
         elif field.name == "calibration":
             words += [
                 "--calibration-model",

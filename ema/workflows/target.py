@@ -1,4 +1,4 @@
-"""The model under audit: how it is reached (pyfunc URI or HTTP URL), its recipe and its data."""
+"""The model under audit: how it is reached (pyfunc URI or HTTP URL), how its calibration model is made, its data."""
 
 from __future__ import annotations
 
@@ -10,11 +10,17 @@ from ema.data.files import read_set
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
 from ema.errors import EMAError, InputError
-from ema.inputs import InputTransform
-from ema.oracle import HttpOracle, Oracle, PyfuncOracle, declared_input
+from ema.inputs import InputSpec, InputTransform, parse_input_shape
+from ema.oracle import HttpOracle, Oracle, PyfuncOracle
+from ema.oracle.model_info import declared_input_spec, load_native_model, model_flavors
 from ema.tracking import keys
-from ema.tracking.registry import MODELS_URI, RegisteredVersion, declared_input_schema, resolve_version
-from ema.training.recipes import Recipe, load_recipe, recipe_from_json
+from ema.tracking.registry import MODELS_URI, RegisteredVersion, resolve_version
+from ema.training.clones import CloneRecipe, SklearnCloneRecipe, TorchCloneRecipe
+from ema.training.recipes import Recipe, TorchRecipe, load_recipe, recipe_from_json
+from ema.training.spec import TrainSpec
+
+#: Values of the tag ``ema.calibration_source``: how the calibration model came to be.
+SOURCE_CLONE, SOURCE_RECIPE, SOURCE_SUPPLIED = "clone", "recipe", "supplied"
 
 
 @dataclass(frozen=True)
@@ -29,8 +35,16 @@ class Target:
         A scoring server's ``/invocations`` URL; when given, predictions come from it.
     version : RegisteredVersion or None
         The registry entry, when the model is registered (for its tags and audit history).
-    recipe : Recipe
-        The training algorithm A, from the version's tags or a recipe file.
+    recipe : Recipe, CloneRecipe or None
+        How the calibration model is trained: a recipe (the version's tag or a file), or a
+        clone of the target's own architecture; None when neither is known (a calibration
+        model must then be supplied).
+    transform : InputTransform
+        How pixels in [0, 1] are scaled for the target (and its calibration model).
+    input_shape : tuple of int or None
+        ``--input-shape``: overrides the shape the target's signature declares.
+    calibration_source : {"clone", "recipe"} or None
+        Where ``recipe`` came from, for the run's tag ``ema.calibration_source``.
     data, data_seed, data_root
         Where the named query sets and the calibration set come from.
     """
@@ -38,10 +52,28 @@ class Target:
     model_uri: str | None
     model_url: str | None
     version: RegisteredVersion | None
-    recipe: Recipe
+    recipe: Recipe | CloneRecipe | None
+    transform: InputTransform = InputTransform()
+    input_shape: tuple[int, ...] | None = None
+    calibration_source: str | None = None
     data: str = DEFAULT_DATA
     data_seed: int = 0
     data_root: str | None = None
+
+    def require_recipe(self) -> Recipe | CloneRecipe:
+        """The recipe, or a one-line error saying how to give one."""
+        if self.recipe is not None:
+            return self.recipe
+        if self.model_url is not None:
+            where = f"{self.model_url} is reached over HTTP, where its architecture cannot be cloned"
+        elif self.version is not None:
+            where = f"model {self.version.uri} has no tag {keys.TAG_RECIPE!r} and is not a sklearn or pytorch model"
+        else:
+            where = f"{self.model_uri} is not a registered model and not a sklearn or pytorch model"
+        raise EMAError(
+            f"expected a training recipe to train the calibration model; {where}: pass --recipe FILE "
+            "(or --calibration-model URI)"
+        )
 
     @property
     def label(self) -> str:
@@ -64,6 +96,7 @@ class Target:
         self,
         *,
         outputs: str = "auto",
+        output_name: str | None = None,
         batch_size: int | None = None,
         timeout: float | None = None,
         request_timeout: float | None = None,
@@ -71,15 +104,19 @@ class Target:
     ) -> Oracle:
         """Black-box access: HTTP when a URL is given, else the pyfunc loaded in-process.
 
-        ``timeout`` and ``request_timeout`` (seconds; None keeps HttpOracle's defaults) bound scoring over HTTP;
+        Inputs follow the model's signature (over HTTP, the registered model's, when ``--model``
+        names one), with ``input_shape`` overriding its shape. ``timeout`` and ``request_timeout``
+        (seconds; None keeps HttpOracle's defaults) bound scoring over HTTP;
         ``http_concurrency`` requests are in flight at once.
         """
-        options = {"outputs": outputs, "transform": self.recipe.transform}
+        options = {"outputs": outputs, "transform": self.transform, "output_name": output_name}
         if batch_size:
             options["batch_size"] = batch_size
         if self.model_url is not None:
-            if self.model_uri is not None:
-                options.update(declared_input(declared_input_schema(self.model_uri)))
+            declared = declared_input_spec(self.model_uri) if self.model_uri is not None else None
+            spec = with_shape(declared, self.input_shape)
+            if spec is not None:
+                options["input_spec"] = spec
             limits = {"timeout": timeout, "request_timeout": request_timeout}
             return HttpOracle(
                 self.model_url,
@@ -87,7 +124,17 @@ class Target:
                 **options,
                 **{k: v for k, v in limits.items() if v is not None},
             )
-        return PyfuncOracle(self.model_uri, **options)
+        oracle = PyfuncOracle(self.model_uri, **options)
+        if self.input_shape is not None:
+            oracle.input_spec = with_shape(oracle.input_spec, self.input_shape)
+        return oracle
+
+
+def with_shape(spec: InputSpec | None, shape: tuple[int, ...] | None) -> InputSpec | None:
+    """``spec`` with its shape replaced by ``--input-shape`` (a column-based signature keeps its columns)."""
+    if shape is None or (spec is not None and spec.columns is not None):
+        return spec
+    return dataclasses.replace(spec or InputSpec(), shape=shape)
 
 
 def resolve_target(
@@ -99,39 +146,66 @@ def resolve_target(
     data_seed: int | None = None,
     data_root: str | None = None,
     transform: InputTransform | None = None,
+    input_shape: tuple[int, ...] | None = None,
 ) -> Target:
-    """Find the model's registry entry and recipe.
+    """Find the model's registry entry and how to train its calibration model.
 
     A registered version (``models:/...``) carries its recipe and data on its tags, as
-    ``ema train`` records them; any other model needs ``recipe_file``. ``transform``
-    overrides the recipe's input representation.
+    ``ema train`` records them, and ``recipe_file`` overrides it. Otherwise a target loaded
+    in-process with the sklearn or pytorch flavor gets a clone of its own architecture (see
+    :func:`own_architecture`); a torch recipe without ``arch`` gives the clone its training
+    settings. Over HTTP (``model_url``) nothing is loaded: a recipe stays the route.
+    ``transform`` overrides the recipe's input representation. Only ``--model`` is looked up
+    in the registry.
     """
     if model_uri is None and model_url is None:
         raise InputError("expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither")
     version = resolve_version(model_uri) if model_uri and MODELS_URI.match(model_uri) else None
     tags = version.tags if version else {}
+    uri = version.uri if version else model_uri
     if recipe_file is not None:
         recipe = load_recipe(recipe_file)
     elif keys.TAG_RECIPE in tags:
         recipe = recipe_from_json(tags[keys.TAG_RECIPE])
     else:
-        where = (
-            f"model {version.uri} has no tag {keys.TAG_RECIPE!r}"
-            if version
-            else f"{model_uri or model_url} is not a registered model"
-        )
-        raise EMAError(f"expected a training recipe to train the calibration model; {where}: pass --recipe FILE")
-    if transform is not None:
-        recipe = dataclasses.replace(recipe, transform=transform)
+        recipe = None
+    transform = transform if transform is not None else (recipe.transform if recipe else InputTransform())
+    source = SOURCE_RECIPE if recipe is not None else None
+    if model_url is None and uri is not None and (recipe is None or not getattr(recipe, "names_architecture", True)):
+        clone = own_architecture(uri, recipe, input_shape)
+        if clone is not None:
+            recipe, source = clone, SOURCE_CLONE
     return Target(
-        model_uri=version.uri if version else model_uri,
+        model_uri=uri,
         model_url=model_url,
         version=version,
-        recipe=recipe,
+        recipe=dataclasses.replace(recipe, transform=transform) if recipe is not None else None,
+        transform=transform,
+        input_shape=input_shape,
+        calibration_source=source,
         data=data or tags.get(keys.TAG_DATA_SOURCE, DEFAULT_DATA),
         data_seed=int(data_seed if data_seed is not None else tags.get(keys.TAG_DATA_SEED, 0)),
         data_root=data_root or tags.get(keys.TAG_DATA_ROOT),
     )
+
+
+def own_architecture(
+    model_uri: str, recipe: TorchRecipe | None, input_shape: tuple[int, ...] | None
+) -> CloneRecipe | None:
+    """A clone recipe of the target's own architecture, for the sklearn and pytorch flavors; None for others.
+
+    scikit-learn: the loaded estimator or Pipeline, cloned. torch: the loaded module,
+    re-initialised and trained with ``recipe``'s settings (the paper's defaults without one)
+    on inputs of the target's declared shape (or ``input_shape``).
+    """
+    flavors = model_flavors(model_uri)
+    if "sklearn" in flavors and recipe is None:
+        return SklearnCloneRecipe(load_native_model(model_uri, "sklearn"))
+    if "pytorch" in flavors:
+        spec = recipe.spec if recipe is not None else TrainSpec()
+        shape = input_shape or getattr(declared_input_spec(model_uri), "shape", None)
+        return TorchCloneRecipe(load_native_model(model_uri, "pytorch"), spec, shape)
+    return None
 
 
 def transform_from_options(input_scale: float | None, normalize: str | None) -> InputTransform | None:
@@ -145,3 +219,8 @@ def transform_from_options(input_scale: float | None, normalize: str | None) -> 
         except ValueError as exc:
             raise InputError(f"expected --normalize MEAN,STD as two numbers, got {normalize!r}") from exc
     return InputTransform(scale=input_scale if input_scale is not None else 1.0, mean=mean, std=std)
+
+
+def input_shape_from_option(text: str | None) -> tuple[int, ...] | None:
+    """``--input-shape`` as ``(-1, ...)``; None when not given."""
+    return parse_input_shape(text) if text is not None else None

@@ -97,6 +97,8 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--request-timeout": "4",
         "--http-concurrency": "3",
         "--calibration-name": "cal",
+        "--input-shape": "28,28",
+        "--output-name": "probabilities",
     }
     result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
     assert "captured" in result.output
@@ -122,10 +124,11 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "cal",
     )
     assert (config.margin, config.timeout, config.request_timeout, config.strict) == (0.2, 9.0, 4.0, True)
+    assert (config.input_shape, config.output_name) == ((-1, 28, 28), "probabilities")
     assert config.http_concurrency == 3
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "timeout", "request_timeout", "strict",
-        "calibration_name", "http_concurrency",
+        "calibration_name", "input_shape", "output_name", "http_concurrency",
     }  # fmt: skip
-    assert unset == {"query_file", "transform", "calibration", "corruption"}
+    assert unset == {"query_file", "transform", "calibration", "calibration_outputs", "corruption"}

@@ -7,13 +7,14 @@ import pytest
 
 from ema.data.arrays import to_pixels
 from ema.errors import InputError
+from ema.inputs import InputSpec
 from ema.oracle import (
     ACCESS_LABEL_ONLY,
     ACCESS_PROBABILITIES,
     IMAGE_INPUT_SHAPE,
     Oracle,
-    inputs_json,
     interpret_outputs,
+    request_body,
 )
 
 
@@ -40,17 +41,17 @@ def test_with_classes_refuses_labels_beyond_the_calibration():
         interpret_outputs(np.array([4, 0])).with_classes(3)
 
 
-def test_inputs_json_writes_uint8_images_as_integers():
+def test_request_body_writes_uint8_images_as_integers():
     images = np.random.default_rng(0).integers(0, 256, (3, 28, 28)).astype(np.uint8)
-    text = inputs_json(images)
+    text = request_body(images)
     np.testing.assert_array_equal(np.asarray(json.loads(text)["inputs"], dtype=np.uint8), images)
     assert "." not in text
 
 
-def test_inputs_json_round_trips_exactly():
+def test_request_body_round_trips_float32_exactly():
     rng = np.random.default_rng(0)
     inputs = (rng.integers(0, 256, (3, 1, 4, 4)) / 255).astype(np.float32)
-    decoded = np.asarray(json.loads(inputs_json(inputs))["inputs"], dtype=np.float32)
+    decoded = np.asarray(json.loads(request_body(inputs))["inputs"], dtype=np.float32)
     assert decoded.shape == inputs.shape
     np.testing.assert_array_equal(decoded, inputs)
 
@@ -70,8 +71,8 @@ class _RecordingOracle(Oracle):
 
 def test_uint8_images_are_scored_like_pixels_and_converted_one_batch_at_a_time():
     images = np.random.default_rng(0).integers(0, 256, (10, 28, 28), dtype=np.uint8)
-    from_images = _RecordingOracle(batch_size=4, input_shape=IMAGE_INPUT_SHAPE)
-    from_pixels = _RecordingOracle(batch_size=4, input_shape=IMAGE_INPUT_SHAPE)
+    from_images = _RecordingOracle(batch_size=4, input_spec=InputSpec(IMAGE_INPUT_SHAPE))
+    from_pixels = _RecordingOracle(batch_size=4, input_spec=InputSpec(IMAGE_INPUT_SHAPE))
     np.testing.assert_array_equal(from_images.predict_proba(images), from_pixels.predict_proba(to_pixels(images)))
     assert from_images.batches == [(np.float32, (4, 1, 28, 28))] * 2 + [(np.float32, (2, 1, 28, 28))]
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from ema.errors import EMAError, InputError
-from ema.oracle import HttpOracle, ScoringTimeout, parse_reply
+from ema.inputs import InputSpec
+from ema.oracle import HttpOracle, ScoringTimeout, numeric_outputs, parse_reply
 
 IMAGES = np.zeros((3, 28, 28), np.uint8)
 PROBA = [[0.25, 0.75], [0.5, 0.5], [1.0, 0.0]]
@@ -154,7 +155,7 @@ def test_http_oracle_shows_a_4xx_message_on_one_line(server):
 
 
 def test_parse_reply_keeps_record_column_order():
-    assert parse_reply(b'{"predictions": [{"b": 1, "a": 2}]}') == [[1, 2]]
+    assert numeric_outputs(parse_reply(b'{"predictions": [{"b": 1, "a": 2}]}')).tolist() == [[1, 2]]
 
 
 # --- deadlines ----------------------------------------------------------------------------------------------------
@@ -338,8 +339,7 @@ def test_concurrent_requests_return_every_batch_in_order(concurrency):
             f"http://127.0.0.1:{httpd.server_address[1]}/invocations",
             batch_size=2,
             concurrency=concurrency,
-            input_shape=(-1, 28, 28),
-            input_dtype="uint8",
+            input_spec=InputSpec((-1, 28, 28), "uint8"),
         )
         proba = oracle.predict_proba(images)
     finally:
@@ -356,7 +356,7 @@ def test_a_refused_batch_among_concurrent_ones_fails_the_scoring(server):
         )(handler, n)
 
     url, _ = server(refuse_from_the_third)
-    oracle = HttpOracle(url, batch_size=1, concurrency=2, input_shape=(-1, 28, 28), input_dtype="uint8")
+    oracle = HttpOracle(url, batch_size=1, concurrency=2, input_spec=InputSpec((-1, 28, 28), "uint8"))
     with pytest.raises(EMAError, match=r"refused the query \(HTTP 400\): no"):
         oracle.predict(np.zeros((8, 28, 28), np.uint8))
 

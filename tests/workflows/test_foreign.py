@@ -56,9 +56,9 @@ def foreign(tmp_path_factory, template_db):
     return directory, str(recipe)
 
 
-def test_foreign_model_without_recipe_is_refused(foreign):
-    with pytest.raises(EMAError, match="pass --recipe FILE"):
-        audit(AuditConfig(model_uri="models:/foreign-proba/1", query="M1"), progress=False)
+def test_served_model_without_recipe_is_refused_before_scoring(foreign):
+    with pytest.raises(EMAError, match="over HTTP, where its architecture cannot be cloned: pass --recipe FILE"):
+        audit(AuditConfig(model_url="http://127.0.0.1:1/invocations", query="M1"), progress=False)
 
 
 def test_foreign_sklearn_model_training_fold_memorized_held_out_not(foreign):

@@ -18,6 +18,7 @@ import requests
 from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError
+from ema.inputs import InputSpec
 from ema.oracle import HttpOracle
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
@@ -114,7 +115,7 @@ def test_http_audit_equals_in_process(trained, server):
 
 def test_http_schema_error_shows_server_message(server):
     url, _ = server
-    oracle = HttpOracle(url, input_shape=(-1, 784))
+    oracle = HttpOracle(url, input_spec=InputSpec((-1, 784)))
     with pytest.raises(EMAError, match=r"HTTP 400.*(shape|schema|Shape)"):
         oracle.predict(np.zeros((3, 1, 28, 28), np.float32))
 
@@ -183,7 +184,7 @@ def test_http_server_stopped_mid_audit_fails_run(trained):
     url = f"http://127.0.0.1:{port}/invocations"
     before = failed_ids()
     oracle = StopsServerAfterFirstBatch(
-        url, process, batch_size=500, retries=1, backoff=0.01, input_shape=(-1, 28, 28), input_dtype="uint8"
+        url, process, batch_size=500, retries=1, backoff=0.01, input_spec=InputSpec((-1, 28, 28), "uint8")
     )
     try:
         with pytest.raises(EMAError, match="failed after 2 attempts"):

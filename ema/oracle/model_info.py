@@ -1,0 +1,102 @@
+"""What a logged model says about itself without being loaded (flavors, inputs), and its flavor's own object.
+
+Inputs come from its signature, else its input example, as an :class:`InputSpec`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ema.errors import EMAError, InputError
+from ema.inputs import INPUT_DTYPES, InputSpec
+
+
+def input_spec_from(schema: object, example: object = None) -> InputSpec | None:
+    """The inputs a model declares: a tensor or column-based signature, else the input example; None if neither.
+
+    Parameters
+    ----------
+    schema : mlflow.types.Schema or None
+        The signature's inputs.
+    example : ndarray, DataFrame or None
+        The logged input example, read when there is no signature.
+
+    Raises
+    ------
+    InputError
+        If the signature declares several tensors, or columns that are not all numbers of one type.
+    """
+    if schema is not None:
+        if schema.is_tensor_spec():
+            if len(schema.inputs) != 1:
+                raise InputError(
+                    f"expected a model with one input tensor (the images), got {len(schema.inputs)}: "
+                    f"{[str(t) for t in schema.inputs][:5]}"
+                )
+            tensor = schema.inputs[0]
+            return _tensor_spec(tuple(tensor.shape), np.dtype(tensor.type).name)
+        dtypes = {str(np.dtype(column.type.to_numpy())) for column in schema.inputs}
+        return _column_spec(tuple(schema.input_names()), dtypes)
+    if isinstance(example, pd.DataFrame):
+        return _column_spec(tuple(str(c) for c in example.columns), {str(d) for d in example.dtypes})
+    if isinstance(example, np.ndarray) and example.ndim >= 2:
+        return _tensor_spec((-1, *example.shape[1:]), example.dtype.name)
+    return None
+
+
+def _tensor_spec(shape: tuple[int, ...], dtype: str) -> InputSpec:
+    if dtype not in INPUT_DTYPES:
+        raise InputError(f"expected a model whose input tensor holds numbers of a dtype in {INPUT_DTYPES}, got {dtype}")
+    fixed = all(size > 0 for size in shape[1:])  # a size left open (-1) beyond the batch: images go as they come
+    return InputSpec(shape if fixed else None, dtype)
+
+
+def _column_spec(columns: tuple[str, ...], dtypes: set[str]) -> InputSpec:
+    if len(dtypes) != 1 or next(iter(dtypes)) not in INPUT_DTYPES:
+        raise InputError(
+            f"expected a column-based signature of one pixel column per value, all of one numeric dtype in "
+            f"{INPUT_DTYPES}, got {len(columns)} columns of dtypes {sorted(dtypes)}"
+        )
+    return InputSpec(dtype=next(iter(dtypes)), columns=columns)
+
+
+def _model_info(model_uri: str):
+    from mlflow.exceptions import MlflowException
+    from mlflow.models import get_model_info
+
+    try:
+        return get_model_info(model_uri)
+    except (MlflowException, OSError) as exc:
+        raise EMAError(f"could not read model {model_uri!r}: {' '.join(str(exc).split())[:500]}") from exc
+
+
+def model_flavors(model_uri: str) -> tuple[str, ...]:
+    """The flavors ``model_uri`` was logged with (``sklearn``, ``pytorch``, ``onnx``, ``python_function``...)."""
+    return tuple(_model_info(model_uri).flavors)
+
+
+def declared_input_spec(model_uri: str) -> InputSpec | None:
+    """The inputs a logged model's signature declares, read without loading the model; None without one."""
+    signature = _model_info(model_uri).signature
+    return input_spec_from(signature.inputs if signature is not None else None)
+
+
+#: Flavors whose own model object :func:`load_native_model` loads.
+NATIVE_FLAVORS = ("sklearn", "pytorch")
+
+
+def load_native_model(model_uri: str, flavor: str) -> object:
+    """The flavor's own object (a fitted scikit-learn estimator, a torch module); loading runs the model's code."""
+    from mlflow.exceptions import MlflowException
+
+    if flavor == "sklearn":
+        from mlflow import sklearn as flavor_module
+    elif flavor == "pytorch":
+        from mlflow import pytorch as flavor_module
+    else:
+        raise InputError(f"expected a model flavor in {NATIVE_FLAVORS}, got {flavor!r}")
+    try:
+        return flavor_module.load_model(model_uri)
+    except (MlflowException, OSError) as exc:
+        raise EMAError(f"could not load the {flavor} model {model_uri!r}: {' '.join(str(exc).split())[:500]}") from exc

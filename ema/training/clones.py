@@ -1,0 +1,116 @@
+"""Calibration models with the target's own architecture, untrained: clones of a model loaded in-process.
+
+A recipe can only train our own architectures, so a model built elsewhere got a calibration
+model of another architecture, which generalises otherwise and misleads EMA's thresholds.
+When the target is loaded in-process (loading it already runs its code), its own
+architecture is at hand:
+
+- scikit-learn: :func:`sklearn.base.clone` of the loaded estimator or Pipeline
+  (hyperparameters kept, fitted state dropped);
+- torch: the loaded ``nn.Module`` with every parameter re-initialised (seeded), trained with
+  a :class:`~ema.training.spec.TrainSpec`'s optimizer settings (its ``arch`` is not used).
+
+Both recipes quack like :data:`~ema.training.recipes.Recipe`: ``fit``, ``to_dict`` (for the
+cache key; the architecture enters as a digest), ``transform``.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+import numpy as np
+
+from ema.data.arrays import to_pixels
+from ema.errors import InputError
+from ema.inputs import InputTransform
+from ema.training.recipes import Classifier, SklearnClassifier, flatten, transform_dict
+from ema.training.spec import TrainSpec
+from ema.validation import short_hash
+
+
+@dataclass(frozen=True)
+class SklearnCloneRecipe:
+    """Train a clone of a loaded scikit-learn estimator or Pipeline on flattened pixels."""
+
+    template: object
+    transform: InputTransform = InputTransform()
+    framework: str = "sklearn-clone"
+
+    def to_dict(self) -> dict:
+        params = json.dumps(self.template.get_params(deep=True), default=repr, sort_keys=True)
+        return {
+            "framework": self.framework,
+            "estimator": type(self.template).__name__,
+            "params": short_hash(params),
+            "input": transform_dict(self.transform),
+        }
+
+    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
+        from sklearn.base import clone
+
+        estimator = clone(self.template)
+        try:
+            estimator.fit(flatten(self.transform.apply(pixels)), labels)
+        except (TypeError, ValueError) as exc:
+            raise InputError(
+                f"a clone of the target's {type(self.template).__name__} could not be trained on flattened pixels: "
+                f"{' '.join(str(exc).split())[:300]}; pass --recipe FILE"
+            ) from exc
+        if not hasattr(estimator, "predict_proba"):
+            raise InputError(
+                f"expected the target's {type(self.template).__name__} to have predict_proba (the calibration model "
+                "must give probabilities), got none; pass --recipe FILE"
+            )
+        return SklearnClassifier(estimator, self.transform)
+
+
+@dataclass(frozen=True)
+class TorchCloneRecipe:
+    """Train a re-initialised copy of a loaded torch module with ``spec``'s optimizer settings.
+
+    ``input_shape`` is the shape the module takes, (-1, ...) (its signature's); pixels are
+    scaled by ``transform`` and reshaped to it.
+    """
+
+    template: object
+    spec: TrainSpec = TrainSpec()
+    input_shape: tuple[int, ...] | None = None
+    transform: InputTransform = InputTransform()
+    framework: str = "torch-clone"
+
+    def to_dict(self) -> dict:
+        from ema.training.torch_clone import architecture_digest
+
+        training = {k: v for k, v in self.spec.to_dict().items() if k not in ("arch", "hidden")}
+        return {
+            "framework": self.framework,
+            "architecture": architecture_digest(self.template),
+            "input_shape": list(self.input_shape) if self.input_shape else None,
+            **training,
+            "input": transform_dict(self.transform),
+        }
+
+    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
+        from ema.training.torch_clone import fit_clone
+
+        return fit_clone(self, pixels, labels, progress=progress)
+
+
+CloneRecipe = SklearnCloneRecipe | TorchCloneRecipe
+
+
+def package_trained(classifier: Classifier, images: np.ndarray) -> AbstractContextManager:
+    """A context giving the :class:`~ema.training.model_package.ModelPackage` of a classifier we trained.
+
+    ``images`` are uint8 (n, 28, 28), the example its first two. A torch clone packages itself
+    (MLflow's pytorch flavor, on float pixels); our own architectures and scikit-learn models
+    (recipes and clones) are packaged by :func:`ema.training.packaging.package_classifier`.
+    """
+    package = getattr(classifier, "package", None)
+    if package is not None:
+        return package(to_pixels(images))
+    from ema.training.packaging import package_classifier  # torch: only when a model is logged
+
+    return package_classifier(classifier, images)

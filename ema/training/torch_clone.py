@@ -1,0 +1,158 @@
+"""A loaded torch module, re-initialised and trained as the calibration model; packaged for logging.
+
+A module logged with MLflow's default ``pt2`` format loads as a ``torch.export`` graph: its
+parameters keep their names but its layers lose ``reset_parameters``, and it cannot be put
+in train mode. Parameters no layer resets get torch's own defaults by shape (weights of two or
+more dimensions Kaiming-uniform, their biases uniform in +-1/sqrt(fan_in), one-dimensional
+weights ones, as normalisation layers start), and training runs the graph as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ema.errors import InputError
+from ema.training.clones import TorchCloneRecipe
+from ema.training.fit import predict_proba, train_network
+from ema.training.model_package import FLAVOR_PYTORCH, ModelPackage
+from ema.validation import short_hash
+
+#: Smallest probability whose log is taken when a module returns probabilities.
+PROBABILITY_FLOOR = 1e-12
+#: Rows used to tell whether a module returns logits or probabilities.
+PROBE_ROWS = 64
+#: How far from 1 a row of probabilities may sum (as :data:`ema.signals.ROW_SUM_TOLERANCE`).
+ROW_SUM_TOLERANCE = 1e-3
+
+
+def architecture_digest(module: nn.Module) -> str:
+    """What identifies an architecture: the module's printout and its parameters' names and shapes."""
+    shapes = [(name, tuple(p.shape)) for name, p in module.named_parameters()]
+    return f"{type(module).__name__}:{short_hash(str(module) + repr(shapes))}"
+
+
+def reinitialise(module: nn.Module, seed: int) -> nn.Module:
+    """Re-draw every parameter of ``module`` in place, seeded: layers reset themselves, the rest by shape."""
+    torch.manual_seed(seed)
+    done: set[int] = set()
+    for layer in module.modules():
+        if callable(getattr(layer, "reset_parameters", None)):
+            layer.reset_parameters()
+            done.update(id(p) for p in layer.parameters(recurse=False))
+        if callable(getattr(layer, "reset_running_stats", None)):
+            layer.reset_running_stats()
+    parameters = dict(module.named_parameters())
+    if not parameters:
+        raise InputError(f"expected the target's {type(module).__name__} to have parameters to train, got none")
+    with torch.no_grad():
+        for name, parameter in parameters.items():
+            if id(parameter) not in done:
+                _default_init(name, parameter, parameters)
+        for name, buffer in module.named_buffers():
+            if name.endswith("running_mean") or name.endswith("num_batches_tracked"):
+                buffer.zero_()
+            elif name.endswith("running_var"):
+                buffer.fill_(1)
+    return module
+
+
+def _default_init(name: str, parameter: torch.Tensor, parameters: dict[str, torch.Tensor]) -> None:
+    """torch's default initialisation of a linear or convolutional layer's weight and bias, or a norm's."""
+    if parameter.ndim >= 2:
+        nn.init.kaiming_uniform_(parameter, a=math.sqrt(5))
+        return
+    weight = parameters.get(name[: -len("bias")] + "weight") if name.endswith("bias") else None
+    if weight is not None and weight.ndim >= 2:
+        bound = 1 / math.sqrt(weight[0].numel())
+        nn.init.uniform_(parameter, -bound, bound)
+    elif name.endswith("bias"):
+        nn.init.zeros_(parameter)
+    else:
+        nn.init.ones_(parameter)
+
+
+def _set_mode(module: nn.Module, training: bool) -> None:
+    """Train or eval mode, where the module has one (an exported graph has not, and runs as it was traced)."""
+    try:
+        module.train(training)
+    except NotImplementedError:
+        pass
+
+
+class ProbabilityOutputs(nn.Module):
+    """A module whose outputs become probabilities: softmax over logits, or as they are."""
+
+    def __init__(self, network: nn.Module, logits: bool) -> None:
+        super().__init__()
+        self.network, self.logits = network, logits
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outputs = self.network(x)
+        return torch.softmax(outputs, dim=1) if self.logits else outputs
+
+
+def _returns_logits(network: nn.Module, inputs: np.ndarray) -> bool:
+    """Whether ``network`` returns logits (else rows of probabilities), judged on a few rows."""
+    with torch.inference_mode():
+        outputs = network(torch.from_numpy(np.ascontiguousarray(inputs[:PROBE_ROWS])))
+    if outputs.ndim != 2:
+        raise InputError(
+            f"expected the target's module to return (n, classes) outputs, got shape {tuple(outputs.shape)}"
+        )
+    sums = outputs.sum(dim=1)
+    return not bool((outputs >= 0).all() and torch.allclose(sums, torch.ones_like(sums), atol=ROW_SUM_TOLERANCE))
+
+
+def _probability_loss(probabilities: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.nll_loss(torch.log(probabilities.clamp_min(PROBABILITY_FLOOR)), targets, reduction="sum")
+
+
+def fit_clone(
+    recipe: TorchCloneRecipe, pixels: np.ndarray, labels: np.ndarray, *, progress: bool
+) -> TorchCloneClassifier:
+    """Train a re-initialised copy of ``recipe.template`` on ``pixels`` (float32 in [0, 1]) and ``labels``."""
+    inputs = _model_inputs(recipe, pixels)
+    network = reinitialise(copy.deepcopy(recipe.template), recipe.spec.seed)
+    logits = _returns_logits(network, inputs)
+    loss_fn = nn.CrossEntropyLoss(reduction="sum") if logits else _probability_loss
+    _set_mode(network, True)
+    train_network(network, recipe.spec, inputs, labels, loss_fn, progress=progress, desc="train calibration clone")
+    _set_mode(network, False)
+    return TorchCloneClassifier(ProbabilityOutputs(network, logits), recipe)
+
+
+def _model_inputs(recipe: TorchCloneRecipe, pixels: np.ndarray) -> np.ndarray:
+    inputs = recipe.transform.apply(pixels)
+    if recipe.input_shape is None:
+        return inputs
+    return np.ascontiguousarray(inputs.reshape(len(inputs), *recipe.input_shape[1:]))
+
+
+class TorchCloneClassifier:
+    """A trained clone, giving probabilities for pixels in [0, 1]."""
+
+    def __init__(self, model: ProbabilityOutputs, recipe: TorchCloneRecipe) -> None:
+        self.model, self.recipe, self.transform = model, recipe, recipe.transform
+
+    def predict_proba(self, pixels: np.ndarray) -> np.ndarray:
+        return predict_proba(self.model, _model_inputs(self.recipe, pixels))
+
+    @contextmanager
+    def package(self, pixels: np.ndarray) -> Iterator[ModelPackage]:
+        """The clone as MLflow's pytorch flavor logs it (``pt2``), its example the first two images."""
+        example = _model_inputs(self.recipe, pixels[:2])
+        yield ModelPackage(
+            FLAVOR_PYTORCH,
+            example,
+            predict_proba(self.model, example),
+            (f"torch=={torch.__version__.split('+')[0]}",),
+            estimator=self.model,
+        )

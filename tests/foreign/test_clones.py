@@ -1,0 +1,67 @@
+"""Clones of a target's architecture: re-initialised (also a torch.export graph, which has no layers to reset)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from torch import nn
+
+from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe
+from ema.training.spec import TrainSpec
+from ema.training.torch_clone import reinitialise
+
+RNG = np.random.default_rng(0)
+PIXELS = RNG.random((40, 1, 28, 28), dtype=np.float32)
+LABELS = np.arange(40) % 4
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 5, stride=4)
+        self.norm = nn.LayerNorm(72)
+        self.head = nn.Linear(72, 4)
+
+    def forward(self, x):
+        return self.head(self.norm(self.conv(x).flatten(1)))
+
+
+def exported() -> nn.Module:
+    """The module as `mlflow.pytorch.load_model` returns a pt2 model: a graph whose layers cannot reset."""
+    batch = {0: torch.export.Dim("batch")}
+    module = torch.export.export(Tiny().eval(), (torch.zeros(2, 1, 28, 28),), dynamic_shapes=(batch,)).module()
+    assert not any(hasattr(layer, "reset_parameters") for layer in module.modules())
+    return module
+
+
+def test_reinitialise_redraws_every_parameter_of_an_exported_graph_seeded():
+    graph = exported()
+    before = {name: p.detach().clone() for name, p in graph.named_parameters()}
+    first = {name: p.detach().clone() for name, p in reinitialise(graph, seed=3).named_parameters()}
+    again = {name: p.detach().clone() for name, p in reinitialise(exported(), seed=3).named_parameters()}
+    assert all(not torch.equal(before[name], first[name]) for name in before if not name.startswith("norm"))
+    assert all(torch.equal(first[name], again[name]) for name in first)
+    assert torch.equal(first["norm.weight"], torch.ones(72)) and torch.equal(first["norm.bias"], torch.zeros(72))
+    assert first["head.bias"].abs().max() <= 1 / math.sqrt(72)
+
+
+def test_torch_clone_trains_the_targets_own_architecture_and_gives_probabilities():
+    recipe = TorchCloneRecipe(exported(), TrainSpec(epochs=3, lr=0.01), (-1, 1, 28, 28))
+    classifier = recipe.fit(PIXELS, LABELS, progress=False)
+    proba = classifier.predict_proba(PIXELS)
+    assert proba.shape == (40, 4)
+    np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-5)
+    assert recipe.to_dict()["architecture"] == TorchCloneRecipe(exported()).to_dict()["architecture"]
+
+
+def test_sklearn_clone_keeps_hyperparameters_and_drops_the_fit():
+    fitted = make_pipeline(StandardScaler(), LogisticRegression(C=0.5, max_iter=50)).fit(PIXELS.reshape(40, -1), LABELS)
+    classifier = SklearnCloneRecipe(fitted).fit(PIXELS, LABELS)
+    assert classifier.estimator is not fitted
+    assert classifier.estimator.get_params()["logisticregression__C"] == 0.5
+    assert classifier.predict_proba(PIXELS).shape == (40, 4)

@@ -1,0 +1,151 @@
+"""Inputs shaped and typed as a model declares them, outputs read in every form a flavor returns (no store needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.models import infer_signature
+
+from ema.errors import InputError
+from ema.inputs import InputSpec, InputTransform, parse_input_shape
+from ema.oracle import Oracle, numeric_outputs, parse_reply
+from ema.oracle.model_info import input_spec_from
+from ema.oracle.pyfunc import schema_reason
+from ema.workflows.input_scaling import scaling_suggestion
+
+IMAGES = np.random.default_rng(0).integers(0, 256, (6, 28, 28), dtype=np.uint8)
+PROBA = np.array([[0.2, 0.8], [0.6, 0.4]])
+
+
+class Echo(Oracle):
+    """Returns what it was given, so that the prepared inputs can be inspected."""
+
+    def _predict_batch(self, inputs):
+        self.seen = inputs
+        return np.zeros((len(inputs), 2)) + [0.5, 0.5]
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [((-1, 784), "float64"), ((-1, 28, 28), "float32"), ((-1, 1, 28, 28), "float32"), ((-1, 28, 28, 1), "float64")],
+)
+def test_prepare_casts_and_reshapes_to_the_declared_tensor(shape, dtype):
+    oracle = Echo(input_spec=InputSpec(shape, dtype))
+    oracle.predict(IMAGES)
+    assert oracle.seen.shape == (6, *shape[1:]) and oracle.seen.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(oracle.seen.reshape(6, -1), IMAGES.reshape(6, -1) / 255.0, rtol=1e-6)
+
+
+def test_prepare_gives_integer_pixels_to_a_model_that_takes_uint8():
+    oracle = Echo(input_spec=InputSpec((-1, 28, 28), "uint8"))
+    oracle.predict(IMAGES)
+    np.testing.assert_array_equal(oracle.seen, IMAGES)
+    oracle.predict(IMAGES.astype(np.float32)[:, None] / 255)  # pixels in [0, 1] go back to 0-255
+    np.testing.assert_array_equal(oracle.seen, IMAGES)
+    with pytest.raises(InputError, match="no input scaling for a model that takes integer pixels"):
+        Echo(input_spec=InputSpec((-1, 28, 28), "uint8"), transform=InputTransform(scale=255.0))
+
+
+def test_prepare_builds_a_dataframe_of_the_signatures_columns():
+    columns = tuple(f"pixel{i}" for i in range(784))
+    oracle = Echo(input_spec=InputSpec(dtype="float64", columns=columns), transform=InputTransform(scale=255.0))
+    oracle.predict(IMAGES)
+    assert isinstance(oracle.seen, pd.DataFrame) and tuple(oracle.seen.columns) == columns
+    assert (oracle.seen.dtypes == np.float64).all()
+    np.testing.assert_allclose(oracle.seen.to_numpy(), IMAGES.reshape(6, -1), rtol=1e-6)
+
+
+def test_prepare_refuses_a_shape_that_does_not_fit_with_the_fix():
+    with pytest.raises(InputError, match=r"declared input shape \(-1, 3, 32, 32\).*--input-shape"):
+        Echo(input_spec=InputSpec((-1, 3, 32, 32))).predict(IMAGES)
+
+
+def test_input_spec_from_tensor_and_column_signatures_and_examples():
+    flat = np.zeros((2, 784))
+    assert input_spec_from(infer_signature(flat).inputs) == InputSpec((-1, 784), "float64")
+    frame = pd.DataFrame(flat, columns=[f"p{i}" for i in range(784)])
+    spec = input_spec_from(infer_signature(frame).inputs)
+    assert spec.columns[:2] == ("p0", "p1") and spec.dtype == "float64" and spec.shape == (-1, 784)
+    assert input_spec_from(None, np.zeros((2, 28, 28), np.uint8)) == InputSpec((-1, 28, 28), "uint8")
+    assert input_spec_from(None, None) is None
+    with pytest.raises(InputError, match="one numeric dtype"):
+        input_spec_from(infer_signature(pd.DataFrame({"a": [1.0], "b": ["x"]})).inputs)
+
+
+def test_parse_input_shape_accepts_sizes_after_the_batch():
+    assert parse_input_shape("784") == (-1, 784)
+    assert parse_input_shape("-1,1,28,28") == (-1, 1, 28, 28)
+    with pytest.raises(InputError, match="expected --input-shape as comma-separated sizes"):
+        parse_input_shape("28x28")
+    with pytest.raises(InputError, match="positive sizes"):
+        parse_input_shape("0,28")
+
+
+def test_named_outputs_pick_the_probability_like_one():
+    outputs = {"label": np.array([1, 0]), "probabilities": PROBA.astype(np.float32)}
+    np.testing.assert_allclose(numeric_outputs(outputs), PROBA, rtol=1e-6)
+    np.testing.assert_array_equal(numeric_outputs(outputs, output_name="label"), [1, 0])
+    logits = {"label": np.array([1, 0]), "logits": np.array([[0.0, 3.0], [2.0, -1.0]])}
+    np.testing.assert_array_equal(numeric_outputs(logits), logits["logits"])
+
+
+def test_zipmap_class_maps_become_rows_ordered_by_class():
+    maps = [{1: 0.8, 0: 0.2}, {0: 0.6, 1: 0.4}]
+    np.testing.assert_allclose(numeric_outputs({"output_label": [1, 0], "output_probability": maps}), PROBA)
+    over_json = parse_reply(
+        b'{"predictions": {"output_label": [1, 0], "output_probability": [{"0": 0.2, "1": 0.8}, {"0": 0.6, "1": 0.4}]}}'
+    )
+    np.testing.assert_allclose(numeric_outputs(over_json), PROBA)
+
+
+def test_dataframe_outputs_in_records_and_columns():
+    frame = pd.DataFrame(PROBA, columns=["class_0", "class_1"])
+    np.testing.assert_allclose(numeric_outputs(frame), PROBA)
+    np.testing.assert_allclose(
+        numeric_outputs(parse_reply(frame.to_json(orient="records").join(['{"predictions":', "}"]).encode())), PROBA
+    )
+    np.testing.assert_array_equal(numeric_outputs(pd.DataFrame({"label": [1, 0]})), [1, 0])
+
+
+def test_ambiguous_named_outputs_ask_for_output_name():
+    outputs = {"a": PROBA, "b": PROBA[::-1], "label": np.array([1, 0])}
+    with pytest.raises(
+        InputError, match=r"one probability-like output among its outputs \['a', 'b', 'label'\].*--output-name"
+    ):
+        numeric_outputs(outputs)
+    with pytest.raises(InputError, match="output named 'c'"):
+        numeric_outputs(outputs, output_name="c")
+
+
+def test_schema_reason_is_mlflows_whole_reason_on_one_line():
+    from mlflow.exceptions import MlflowException
+
+    data = "\n".join(["[[0.1 0.2 ... 0.3]"] * 50)
+    exc = MlflowException(
+        f"Failed to enforce schema of data '{data}' with schema '[Tensor('float64', (-1, 784))]'. Error: dtype of "
+        "input float32 does not match\nexpected dtype float64"
+    )
+    assert schema_reason(exc) == "dtype of input float32 does not match expected dtype float64"
+
+
+class ScaledModel(Oracle):
+    """Knows the label only when pixels come as 0-255 (as if trained on them)."""
+
+    labels = np.arange(500) % 10
+
+    def _predict_batch(self, inputs):
+        correct = inputs.max() > 10
+        labels = self.labels[: len(inputs)] if correct else np.zeros(len(inputs), int)
+        return np.eye(10)[labels]
+
+
+def test_poor_accuracy_suggests_the_scaling_that_fits_without_switching():
+    from ema.data.arrays import ArraySet
+
+    reference = ArraySet("reference", IMAGES[np.arange(500) % 6], ScaledModel.labels, np.arange(500))
+    oracle = ScaledModel(outputs="probabilities")
+    warning = scaling_suggestion(oracle, reference, accuracy=0.1)
+    assert "rerun with --input-scale 255" in warning and "did not switch" in warning
+    assert oracle.transform.is_identity
+    assert scaling_suggestion(oracle, reference, accuracy=0.9) is None
