@@ -90,7 +90,8 @@ def test_registered_models_are_loaded_once_per_process(trained):
     _, outcome = trained
     oracle = registered_oracle(outcome.version, InputTransform())
     assert registered_oracle(outcome.version, InputTransform()) is oracle
-    assert registered_oracle(outcome.version, InputTransform(scale=255.0)) is not oracle
+    with pytest.raises(InputError, match="drop --input-scale"):  # our models take raw images and scale them
+        registered_oracle(outcome.version, InputTransform(scale=255.0))
     reborn = dataclasses.replace(outcome.version, run_id="another-run")  # same name and number, registered anew
     assert registered_oracle(reborn, InputTransform()) is not oracle
 
@@ -141,7 +142,7 @@ def test_audit_is_deterministic(trained):
 
 def test_audit_query_file_equals_named_set(trained, tmp_path):
     from ema.data.files import write_set
-    from ema.data.presets import load_splits
+    from ema.data.presets import DEFAULT_DATA, load_splits
 
     _, outcome = trained
     m6 = load_splits().query("M6")
@@ -253,9 +254,15 @@ def test_audit_calibrated_without_known_members_falls_back_to_transfer(trained):
         assert any("generalises unlike the target" in w for w in result.warnings)
 
 
-def test_a_wrongly_scaled_target_is_warned_about_and_strict_makes_it_inconclusive(trained):
+def test_a_reference_the_target_fails_on_is_warned_about_and_strict_makes_it_inconclusive(trained, tmp_path):
+    from ema.data.files import write_set
+    from ema.data.presets import DEFAULT_DATA, load_splits
+
     _, outcome = trained
-    args = ["audit", "--model", outcome.version.uri, "--query", "M1", "--normalize", "0.9,0.05", "--no-progress"]
+    held_out = load_splits(DEFAULT_DATA, 0).held_out
+    labels = np.random.default_rng(0).permutation(held_out.y)  # the target's answers are mostly "wrong" on these
+    reference = write_set(dataclasses.replace(held_out, y=labels), tmp_path / "mislabelled.npz")
+    args = ["audit", "--model", outcome.version.uri, "--query", "M1", "--reference", str(reference), "--no-progress"]
     warned = CliRunner().invoke(main, args)
     assert warned.exit_code == 0 and "warning: target accuracy on the non-member reference" in warned.output
     assert "near chance" in warned.output or "far below its recorded held-out accuracy" in warned.output
