@@ -142,7 +142,7 @@ def test_audit_is_deterministic(trained):
 
 def test_audit_query_file_equals_named_set(trained, tmp_path):
     from ema.data.files import write_set
-    from ema.data.presets import DEFAULT_DATA, load_splits
+    from ema.data.presets import load_splits
 
     _, outcome = trained
     m6 = load_splits().query("M6")
