@@ -53,20 +53,21 @@ def resolve_version(model_uri: str) -> RegisteredVersion:
     client = MlflowClient()
     name, alias, version = match["name"], match["alias"], match["version"]
     try:
+        if alias:
+            return RegisteredVersion.from_entity(client.get_model_version_by_alias(name, alias))
+        return RegisteredVersion.from_entity(client.get_model_version(name, version))
+    except MlflowException as exc:
+        failure = exc
+    try:  # only now, to say what went wrong: one registry query on the way that works
         registered = client.get_registered_model(name)
     except MlflowException as exc:
         known = sorted(m.name for m in client.search_registered_models())
         raise EMAError(
             f"registered model {name!r} does not exist in {mlflow.get_tracking_uri()}; known: {known}"
         ) from exc
-    try:
-        if alias:
-            return RegisteredVersion.from_entity(client.get_model_version_by_alias(name, alias))
-        return RegisteredVersion.from_entity(client.get_model_version(name, version))
-    except MlflowException as exc:
-        what = f"alias {alias!r}" if alias else f"version {version}"
-        known = sorted(registered.aliases) if alias else "see `mlflow ui`"
-        raise EMAError(f"registered model {name!r} has no {what}; known aliases: {known}") from exc
+    what = f"alias {alias!r}" if alias else f"version {version}"
+    known = sorted(registered.aliases) if alias else "see `mlflow ui`"
+    raise EMAError(f"registered model {name!r} has no {what}; known aliases: {known}") from failure
 
 
 def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tags: dict[str, str]) -> RegisteredVersion:

@@ -36,6 +36,7 @@ def test_model_predicts_the_same_in_a_process_that_cannot_import_ema(store, tmp_
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 256, (30, 28, 28)).astype(np.uint8), rng.integers(0, 10, 30)
     model = fit(spec, to_pixels(x), y, progress=False)
+    mlflow.set_experiment("self-contained")
     with mlflow.start_run(), package_torch_model(model, x) as package:
         version = log_and_register(package, name="portable", alias="now", tags={})
     local = mlflow.artifacts.download_artifacts(version.uri, dst_path=str(tmp_path / "model"))
