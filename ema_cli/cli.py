@@ -13,6 +13,7 @@ from ema_cli.grid import grid
 from ema_cli.history import compare, history
 from ema_cli.power import power
 from ema_cli.train import train
+from ema_cli.unlearn import unlearn_command
 
 
 @click.group()
@@ -26,5 +27,5 @@ def main():
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-for command in (train, calibrate, audit, demo, data, history, compare, power, grid):
+for command in (train, unlearn_command, calibrate, audit, demo, data, history, compare, power, grid):
     main.add_command(command)

@@ -21,6 +21,7 @@ import mlflow.pyfunc
 import numpy as np
 import torch
 
+from ema.errors import EMAError
 from ema.training.architectures import ProbabilityModel
 from ema.training.fit import predict_proba, to_tensor
 from ema.training.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, ModelPackage
@@ -94,3 +95,27 @@ class TorchStateDictModel(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
         with torch.inference_mode():
             return self.model(to_tensor(model_input)).numpy()
+
+
+def load_torch_model(model_uri: str) -> ProbabilityModel:
+    """The torch model behind ``model_uri``, when it is one of ours (logged by :func:`package_torch_model`).
+
+    Approximate unlearning changes the weights, so it needs them, not only the model's outputs.
+
+    Raises
+    ------
+    EMAError
+        If the model is not one of the workbench's torch models (another framework or flavor).
+    """
+    python_model = None
+    try:
+        python_model = mlflow.pyfunc.load_model(model_uri).unwrap_python_model()
+    except mlflow.exceptions.MlflowException:
+        pass  # not a python_model pyfunc (e.g. scikit-learn's flavor): refused below
+    if not isinstance(python_model, TorchStateDictModel):
+        raise EMAError(
+            f"expected one of the workbench's torch models (logged by `ema train`) at {model_uri}, got "
+            f"{type(python_model).__name__ if python_model is not None else 'another flavor'}: approximate "
+            "unlearning changes the weights; --method retrain needs only the recipe"
+        )
+    return python_model.model
