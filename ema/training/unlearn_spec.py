@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 
-from ema.errors import InputError
-from ema.validation import check_choice, check_finite, check_open_unit, check_positive_int
+from ema.validation import check_choice, check_finite, check_momentum, check_open_unit, check_positive_int, check_seed
 
 #: Exact removal: the target's recipe on its training data minus the forget set.
 RETRAIN = "retrain"
@@ -90,11 +89,9 @@ class UnlearnSpec:
             check_positive_int("epochs", self.epochs)
         if self.lr is not None:
             check_finite("lr", self.lr, minimum=0.0, open_minimum=True)
-        if not 0.0 <= check_finite("momentum", self.momentum, minimum=0.0) < 1.0:
-            raise InputError(f"expected momentum in [0, 1), got {self.momentum!r}")
+        check_momentum("momentum", self.momentum)
         check_positive_int("batch_size", self.batch_size)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"expected seed to be a non-negative integer, got {self.seed!r}")
+        check_seed("seed", self.seed)
         check_open_unit("ascent_weight", self.ascent_weight)
         check_positive_int("forget_epochs", self.forget_epochs)
         check_finite("temperature", self.temperature, minimum=0.0, open_minimum=True)
