@@ -147,7 +147,7 @@ def grid(
             **({"n_draws": n_draws} if n_draws is not None else {}),
             model_uri=model_uri,
             epochs=epochs or None,
-            data=data_name or UNLEARNING_DEFAULTS.data,
+            data=data_name,
             data_root=str(root) if root else None,
             data_seed=data_seed,
             alpha=alpha,

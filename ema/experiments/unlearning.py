@@ -29,6 +29,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ema.auditors.reference import ReferenceAuditor
+from ema.data.presets import DEFAULT_DATA
 from ema.data.splits import MEMBER_NAMES
 from ema.errors import InputError
 from ema.experiments.grids import BENCHMARK_RECIPE
@@ -97,7 +98,7 @@ class UnlearningGridConfig:
     n_draws: int = 10
     model_uri: str | None = None
     epochs: int | None = None
-    data: str = "mnist-embedded"
+    data: str | None = None
     data_root: str | None = None
     data_seed: int = 0
     alpha: float = 0.1
@@ -118,8 +119,11 @@ class UnlearningGridConfig:
             check_positive_int("trace sweep size", size)
         check_positive_int("draws", self.n_draws)
         check_open_unit("alpha", self.alpha)
-        if self.model_uri is not None and self.epochs is not None:
-            raise InputError("expected either --model (its recipe comes from its version tags) or --epochs, got both")
+        if self.model_uri is not None and (self.epochs is not None or self.data is not None):
+            raise InputError(
+                "expected either --model (its recipe and data come from its version tags) or --epochs and --data, "
+                "got both"
+            )
         return dataclasses.replace(self, methods=("retrain", *(m for m in self.methods if m != "retrain")))
 
     def params(self) -> dict[str, object]:
@@ -218,11 +222,10 @@ def _grid_target(config: UnlearningGridConfig, progress: bool) -> Target:
     model_uri = config.model_uri
     if model_uri is None:
         recipe = dataclasses.replace(BENCHMARK_RECIPE, epochs=config.epochs or BENCHMARK_RECIPE.epochs)
-        log_params(
-            {keys.PARAM_DATA: config.data, keys.PARAM_DATA_SEED: config.data_seed, keys.PARAM_EPOCHS: recipe.epochs}
-        )
+        data = config.data or DEFAULT_DATA
+        log_params({keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: config.data_seed, keys.PARAM_EPOCHS: recipe.epochs})
         version, _ = ensure_target(
-            recipe, data=config.data, data_seed=config.data_seed, data_root=config.data_root, progress=progress
+            recipe, data=data, data_seed=config.data_seed, data_root=config.data_root, progress=progress
         )
         model_uri = version.uri
     target = resolve_target(model_uri)

@@ -167,6 +167,8 @@ def trace_figure(summary: pd.DataFrame, *, alpha: float) -> bytes:
         ax.axhline(alpha / 2, color="grey", linestyle="--", linewidth=1)
         ax.axhline(DETECTION_RATE, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log")
+        ax.set_xticks(sorted(summary["size"].unique()), [str(n) for n in sorted(summary["size"].unique())])
+        ax.minorticks_off()
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("|D_q| (subsets of the forget set)")
         ax.set_title(f"{kind} detected", fontsize=10)

@@ -30,6 +30,8 @@ def test_config_puts_retrain_first_and_refuses_bad_choices():
         UnlearningGridConfig(forget="M2", retained="M2").validate()
     with pytest.raises(InputError, match="expected distinct non-negative seeds"):
         UnlearningGridConfig(seeds=(0, 0)).validate()
+    with pytest.raises(InputError, match="expected either --model .* or --epochs and --data, got both"):
+        UnlearningGridConfig(model_uri="models:/t/1", data="fashion").validate()
 
 
 def _traces(rates: dict[tuple[str, int], tuple[int, int]], draws: int = 10) -> pd.DataFrame:
