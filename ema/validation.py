@@ -57,6 +57,24 @@ def check_finite(name: str, value: object, *, minimum: float | None = None, open
     return number
 
 
+def check_seed(name: str, value: object) -> int:
+    """``value`` if it is a non-negative integer (a bool is not).
+
+    >>> check_seed("seed", 3)
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"expected {name} to be a non-negative integer, got {value!r}")
+    return value
+
+
+def check_momentum(name: str, value: object) -> float:
+    """``value`` as a float if it lies in [0, 1), as SGD momentum must."""
+    if not 0.0 <= check_finite(name, value, minimum=0.0) < 1.0:
+        raise InputError(f"expected {name} in [0, 1), got {value!r}")
+    return float(value)
+
+
 #: Registered model names: letters, digits, ``.``, ``_``, ``-``; no path separators, quotes or spaces.
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 #: Aliases as MLflow accepts them, minus the names it reserves (``latest``, ``v<N>``).

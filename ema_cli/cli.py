@@ -18,6 +18,10 @@ COMMANDS = {
         "ema_cli.train:train",
         "Train the target model f_D with the recipe given by the options, and register it.",
     ),
+    "unlearn": (
+        "ema_cli.unlearn:unlearn_command",
+        "Remove --forget from --model by --method; register the result as a new version of the same model.",
+    ),
     "calibrate": (
         "ema_cli.calibrate:calibrate",
         "Calibrate EMA for a registered target; reuses a cached calibration model when one matches.",

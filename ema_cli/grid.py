@@ -3,6 +3,7 @@
 import click
 
 from ema.experiments.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
+from ema.experiments.unlearning_config import UNLEARNING_GRID, UnlearningGridConfig
 from ema.experiments.validity import ErrorGridConfig
 from ema.workflows.options import DATA_SOURCES, InputError
 from ema_cli.options import (
@@ -16,14 +17,22 @@ from ema_cli.options import (
 
 #: The validity study runs under `ema grid` too.
 VALIDITY_GRID = "errors"
-#: Options only the validity study reads, and options only the paper's grids read.
+#: Options only the validity study reads, only the paper's grids read, only the unlearning grid reads.
 VALIDITY_ONLY = ("n_draws", "n_ks_draws")
 PAPER_GRIDS_ONLY = ("data_name", "root", "data_seed", "model_uri", "ks", "queries", "epochs")
+UNLEARNING_ONLY = ("methods", "seeds")
+#: Options each grid leaves unread (the paper's grids: every grid name not listed).
+UNREAD = {
+    VALIDITY_GRID: (*PAPER_GRIDS_ONLY, *UNLEARNING_ONLY),
+    UNLEARNING_GRID: ("ks", "queries", "n_ks_draws"),
+}
+PAPER_UNREAD = (*VALIDITY_ONLY, *UNLEARNING_ONLY)
 DEFAULTS = ErrorGridConfig()
+UNLEARNING_DEFAULTS = UnlearningGridConfig()
 
 
 @click.command("grid")
-@click.argument("name", type=click.Choice((*GRID_NAMES, VALIDITY_GRID)))
+@click.argument("name", type=click.Choice((*GRID_NAMES, VALIDITY_GRID, UNLEARNING_GRID)))
 @click.option(
     "--data",
     "data_name",
@@ -53,7 +62,8 @@ DEFAULTS = ErrorGridConfig()
     "--sizes",
     default="all",
     show_default=True,
-    help="Query sizes |D_q| for query-size and medical, e.g. full,50,5; all is full,500,200,50,20,5.",
+    help="Query sizes |D_q| for query-size and medical, e.g. full,50,5; all is full,500,200,50,20,5 "
+    "(errors: 5,20,50,200,1000; unlearning, the forget-set subsets: 20,50,100,200,500).",
 )
 @click.option(
     "--epochs",
@@ -74,9 +84,9 @@ DEFAULTS = ErrorGridConfig()
     "--draws",
     "n_draws",
     type=click.IntRange(min=1),
-    default=DEFAULTS.n_draws,
-    show_default=True,
-    help="errors only: seeded query sets per kind and size.",
+    default=None,
+    help="errors and unlearning: seeded query sets per kind (forget-set subsets per seed) and size "
+    f"(default {DEFAULTS.n_draws}; unlearning {UNLEARNING_DEFAULTS.n_draws}).",
 )
 @click.option(
     "--ks-draws",
@@ -85,6 +95,18 @@ DEFAULTS = ErrorGridConfig()
     default=DEFAULTS.n_ks_draws,
     show_default=True,
     help="errors only: how many of them the KS ratio audits (it trains a model per draw).",
+)
+@click.option(
+    "--methods",
+    default="all",
+    show_default=True,
+    help="unlearning only: removal methods, comma-separated, or all (retrain is always run: the baseline).",
+)
+@click.option(
+    "--seeds",
+    default=",".join(map(str, UNLEARNING_DEFAULTS.seeds)),
+    show_default=True,
+    help="unlearning only: seeds of each method, comma-separated.",
 )
 @progress_option
 @workflow_command
@@ -103,20 +125,48 @@ def grid(
     sample_seed,
     n_draws,
     n_ks_draws,
+    methods,
+    seeds,
     progress,
 ):
     """Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors): audits, tables, figures; resumes finished cells.
 
     ``errors`` is the validity study (docs/VALIDITY.md): two targets on the embedded data,
-    --draws seeded query sets per kind and size, every auditor's error rates.
+    --draws seeded query sets per kind and size, every auditor's error rates. ``unlearning``
+    removes M1 by every method and seed and audits each version (docs/UNLEARNING.md).
     """
-    refuse_ignored(VALIDITY_ONLY if name != VALIDITY_GRID else PAPER_GRIDS_ONLY, name)
+    refuse_ignored(UNREAD.get(name, PAPER_UNREAD), name)
+    if name == UNLEARNING_GRID:
+        config = UnlearningGridConfig(
+            methods=UNLEARNING_DEFAULTS.methods if methods.strip().lower() == "all" else comma_list(methods, str),
+            seeds=comma_list(seeds, int),
+            **({"sizes": comma_list(sizes, int)} if sizes.strip().lower() != "all" else {}),
+            **({"n_draws": n_draws} if n_draws is not None else {}),
+            model_uri=model_uri,
+            epochs=epochs or None,
+            data=data_name,
+            data_root=str(root) if root else None,
+            data_seed=data_seed,
+            alpha=alpha,
+            cal_seed=cal_seed,
+            sample_seed=sample_seed,
+        )
+        from ema.experiments.unlearning import run_unlearning_grid
+
+        outcome = run_unlearning_grid(config, progress=progress)
+        click.echo(outcome.markdown)
+        click.echo(f"parent run {outcome.run_id}; target {outcome.target_uri}; {outcome.wall_seconds:.0f} s")
+        return
     if name == VALIDITY_GRID:
         from ema.experiments.validity_plots import rates_table
         from ema.experiments.validity_study import run_error_grid
 
         config = ErrorGridConfig(
-            alpha=alpha, seed=sample_seed, n_draws=n_draws, n_ks_draws=n_ks_draws, **error_sizes(sizes)
+            alpha=alpha,
+            seed=sample_seed,
+            n_draws=n_draws or DEFAULTS.n_draws,
+            n_ks_draws=n_ks_draws,
+            **error_sizes(sizes),
         )
         click.echo(rates_table(run_error_grid(config, cal_seed=cal_seed, progress=progress)))
         return
@@ -172,3 +222,11 @@ def error_sizes(text: str) -> dict:
     if min(sizes) < 1:
         raise click.BadParameter(f"expected sizes of at least 1, got {text!r}", param_hint="--sizes")
     return {"sizes": sizes}
+
+
+def comma_list(text: str, kind: type) -> tuple:
+    """``"a,b"`` as a tuple of ``kind``; a usage error naming the text when an item does not convert."""
+    try:
+        return tuple(kind(v.strip()) for v in text.split(",") if v.strip())
+    except ValueError as exc:
+        raise click.UsageError(f"expected comma-separated {kind.__name__} values, got {text!r}") from exc

@@ -5,6 +5,8 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 TARGET_MODEL_NAME = "ema-target"
 CALIBRATION_MODEL_NAME = "ema-calibration"
 TARGET_ALIAS = "target"
+#: The alias ``ema unlearn`` points at the version it registers, unless told another.
+UNLEARNED_ALIAS = "unlearned"
 CALIBRATION_ALIAS = "calibration"
 MODEL_ARTIFACT = "model"
 
@@ -19,6 +21,18 @@ TAG_CACHE_KEY = "ema.cache_key"
 TAG_CALIBRATION_K = "ema.k"
 TAG_CALIBRATION_SEED = "ema.cal_seed"
 TAG_CORRUPTION = "ema.corruption"
+#: ``ema.role`` of a target ``ema train`` registered, and of a version ``ema unlearn`` registered.
+ROLE_TARGET = "target"
+ROLE_UNLEARNED = "unlearned"
+#: On an unlearned version: the version of the same model it was unlearned from, the method, its
+#: hyperparameters (JSON), the forget set's name and fingerprint, and the unlearn run's numbers
+#: (``ema.unlearn.<metric>``). Its ``ema.data_fingerprint`` is that of the retained data.
+TAG_UNLEARNED_FROM = "ema.unlearned_from"
+TAG_UNLEARN_METHOD = "ema.unlearn.method"
+TAG_UNLEARN_SPEC = "ema.unlearn.spec"
+TAG_UNLEARN_PREFIX = "ema.unlearn."
+TAG_FORGET = "ema.forget"
+TAG_FORGET_FINGERPRINT = "ema.forget_fingerprint"
 
 TAG_AUDIT_PREFIX = "ema.audit."
 TAG_LAST_AUDIT = "ema.last_audit"
@@ -95,6 +109,14 @@ PARAM_N_KS_DRAWS = "n_ks_draws"
 PARAM_SEED = "seed"
 PARAM_MARGIN = "margin"
 PARAM_STRICT = "strict"
+#: Unlearn runs: the forget set, the version unlearned, and the method's options as ``unlearn.<field>``.
+PARAM_FORGET = "forget"
+PARAM_FORGET_FINGERPRINT = "forget_fingerprint"
+PARAM_UNLEARN_PREFIX = "unlearn."
+PARAM_N_RETAIN = "n_retain"
+PARAM_N_FORGET = "n_forget"
+PARAM_SEEDS = "seeds"
+PARAM_METHODS = "methods"
 
 # Metrics.
 METRIC_RHO_EMA = "rho_ema"
@@ -113,6 +135,11 @@ METRIC_N_CELLS = "n_cells"
 METRIC_N_AUDITED = "n_audited"
 METRIC_N_REUSED = "n_reused"
 METRIC_WALL_SECONDS = "wall_seconds"
+#: Unlearn runs: accuracy on the retained data, the forget set and held-out test data; the method's wall time.
+METRIC_RETAIN_ACCURACY = "retain_accuracy"
+METRIC_FORGET_ACCURACY = "forget_accuracy"
+METRIC_TEST_ACCURACY = "test_accuracy"
+METRIC_UNLEARN_SECONDS = "unlearn_seconds"
 
 # Artifacts.
 #: Each auditor's calibration: thresholds, their balanced accuracies, diagnostics and assumptions.
@@ -132,3 +159,7 @@ ARTIFACT_ERROR_RATES_MD = "error_rates.md"
 #: The run's page for people (audits and grid parents), and the folder of its figures as PNG files.
 ARTIFACT_REPORT = "report.html"
 ARTIFACT_FIGURES_DIR = "figures"
+#: The forget set of an unlearn run (``x``, ``y``, ``index``): the lineage the member reference subtracts.
+ARTIFACT_FORGET = "forget.npz"
+#: The unlearning grid's figure: how often a trace is detected, by method and |D_q|.
+ARTIFACT_TRACES_PNG = "unlearning_traces.png"

@@ -151,15 +151,31 @@ def tracking_uri() -> str:
     return mlflow.get_tracking_uri()
 
 
-def log_dataset(data: ArraySet, *, name: str, context: str) -> None:
+def log_dataset(data: ArraySet, *, name: str, context: str, source: str | None = None) -> None:
     """Record which images the active run used (``mlflow.log_input``), with our fingerprint as the digest.
 
     The fingerprint hashes every image and label; MLflow's own numpy digest would copy the
-    whole array to hash its first 10,000 values.
+    whole array to hash its first 10,000 values. ``source`` names the local file the images
+    were read from, when there is one (it then serves as a member reference, see
+    :func:`training_dataset_files`).
     """
-    mlflow.log_input(
-        mlflow.data.from_numpy(data.x, targets=data.y, name=name, digest=data.fingerprint), context=context
-    )
+    dataset = mlflow.data.from_numpy(data.x, targets=data.y, name=name, digest=data.fingerprint, source=source)
+    mlflow.log_input(dataset, context=context)
+
+
+def download_artifact(run_id: str, name: str, folder: str | Path) -> Path:
+    """A run's artifact copied into ``folder``.
+
+    Raises
+    ------
+    MissingArtifact
+        If the artifact (or its run) is gone from the store.
+    """
+    try:
+        return Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=name, dst_path=str(folder)))
+    except (MlflowException, OSError) as exc:
+        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MissingArtifact(f"{name} of run {run_id} cannot be read: {message}") from exc
 
 
 def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]) -> None:

@@ -22,10 +22,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import mlflow.pyfunc
 import numpy as np
 import torch
 
 from ema.data.arrays import to_pixels
+from ema.errors import EMAError
 from ema.inputs import InputTransform
 from ema.training import networks
 from ema.training.architectures import ProbabilityModel
@@ -34,11 +36,20 @@ from ema.training.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, Model
 
 # Models logged before 0.2 load their class from here; their code file says `from ema.training.packaging import ...`.
 from ema.training.pyfunc_code import NETWORKS, WEIGHTS, TorchStateDictModel
+from ema.training.spec import TrainSpec
 
 #: The file MLflow stores with the model and runs to load it.
 MODEL_CODE = Path(__file__).with_name("pyfunc_code.py")
 
-__all__ = ["MODEL_CODE", "NETWORKS", "WEIGHTS", "TorchStateDictModel", "package_classifier", "package_torch_model"]
+__all__ = [
+    "MODEL_CODE",
+    "NETWORKS",
+    "WEIGHTS",
+    "TorchStateDictModel",
+    "load_torch_model",
+    "package_classifier",
+    "package_torch_model",
+]
 
 
 @contextmanager
@@ -103,3 +114,31 @@ def model_config(model: ProbabilityModel) -> dict:
 def save_weights(model: ProbabilityModel, path: Path) -> Path:
     torch.save(model.state_dict(), path)
     return path
+
+
+def load_torch_model(model_uri: str) -> ProbabilityModel:
+    """The torch model behind ``model_uri``, when it is one of ours (logged by :func:`package_torch_model`).
+
+    Approximate unlearning changes the weights, so it needs them, not only the model's outputs.
+
+    Raises
+    ------
+    EMAError
+        If the model is not one of the workbench's torch models (another framework or flavor).
+    """
+    try:
+        loaded = mlflow.pyfunc.load_model(model_uri)
+        python_model = loaded.unwrap_python_model()
+    except mlflow.exceptions.MlflowException:
+        loaded = python_model = None  # not a python_model pyfunc (e.g. scikit-learn's flavor): refused below
+    # the class comes from the model's own copy of pyfunc_code.py, so it is recognised by what it holds
+    config = (loaded.model_config or {}) if loaded is not None else {}
+    if not isinstance(getattr(python_model, "network", None), torch.nn.Module) or "spec" not in config:
+        raise EMAError(
+            f"expected one of the workbench's torch models (logged by `ema train`) at {model_uri}, got "
+            f"{type(python_model).__name__ if python_model is not None else 'another flavor'}: approximate "
+            "unlearning changes the weights; --method retrain needs only the recipe"
+        )
+    model = ProbabilityModel(TrainSpec.from_dict(config["spec"]), int(config["n_classes"]))
+    model.network.load_state_dict(python_model.network.state_dict())
+    return model.eval()

@@ -9,7 +9,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 
 from ema.errors import InputError
-from ema.validation import check_choice, check_finite, check_positive_int
+from ema.validation import check_choice, check_finite, check_momentum, check_positive_int, check_seed
 
 ARCHITECTURES = ("mlp", "cnn", "resnet18")
 OPTIMIZERS = ("sgd", "adam")
@@ -61,14 +61,12 @@ class TrainSpec:
             raise InputError(f"expected hidden to be a non-empty list of widths, got {self.hidden!r}")
         object.__setattr__(self, "hidden", tuple(check_positive_int("hidden width", h) for h in self.hidden))
         check_finite("lr", self.lr, minimum=0.0, open_minimum=True)
-        if not 0.0 <= check_finite("momentum", self.momentum, minimum=0.0) < 1.0:
-            raise InputError(f"expected momentum in [0, 1), got {self.momentum!r}")
+        check_momentum("momentum", self.momentum)
         check_finite("weight_decay", self.weight_decay, minimum=0.0)
         check_finite("lr_decay", self.lr_decay, minimum=0.0)
         check_positive_int("epochs", self.epochs)
         check_positive_int("batch_size", self.batch_size)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"expected seed to be a non-negative integer, got {self.seed!r}")
+        check_seed("seed", self.seed)
 
     def to_dict(self) -> dict:
         data = asdict(self)

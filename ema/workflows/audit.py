@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ema.auditors.result import INCONCLUSIVE, AuditResult
+from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.oracle import (
@@ -29,8 +29,9 @@ from ema.workflows.audit_gates import audit_warnings
 from ema.workflows.audit_methods import RUNNERS, fit_calibrated
 from ema.workflows.audit_request import AuditConfig, AuditRequest, SuppliedCalibration
 from ema.workflows.methods import METHOD_PLANS, METHODS
+from ema.workflows.references import is_forget_set
 from ema.workflows.reporting import report_artifacts
-from ema.workflows.target import resolve_target
+from ema.workflows.target import Target, resolve_target
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ def audit(
             results = _inconclusive(results, METHOD_PLANS[config.method][0])
             tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
         tags[keys.TAG_WARNINGS] = json.dumps(warnings)
-        _log_results(config, results, tags, predictions)
+        expected = expected_verdict(config, target, data)
+        _log_results(config, results, tags, predictions, expected)
         log_artifacts_atomically(
             {
                 keys.ARTIFACT_CALIBRATION: {m: r.thresholds for m, r in results.items()},
@@ -124,7 +126,7 @@ def audit(
         run.info.run_id,
         config.query_name,
         config.method,
-        expected_verdict(config),
+        expected,
         predictions.access,
         results,
         tuple(warnings),
@@ -171,10 +173,13 @@ def _run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[
 
 
 def _log_results(
-    config: AuditConfig, results: dict[str, AuditResult], tags: dict[str, str], predictions: Predictions
+    config: AuditConfig,
+    results: dict[str, AuditResult],
+    tags: dict[str, str],
+    predictions: Predictions,
+    expected: str | None,
 ) -> None:
     primary = results[METHOD_PLANS[config.method][0]]
-    expected = expected_verdict(config)
     log_batch(
         metrics=merged_metrics(results),
         tags={
@@ -193,8 +198,13 @@ def _inconclusive(results: dict[str, AuditResult], method: str) -> dict[str, Aud
     return {**results, method: dataclasses.replace(results[method], verdict=INCONCLUSIVE)}
 
 
-def expected_verdict(config: AuditConfig) -> str | None:
-    """What a correct auditor says about a named query set of our splits (None for files)."""
+def expected_verdict(config: AuditConfig, target: Target, data: ArraySet) -> str | None:
+    """What a correct auditor says about a named query set of our splits (None for files).
+
+    The forget set of an unlearned version should read as removed, whatever its name.
+    """
+    if is_forget_set(target, data):
+        return NOT_MEMORIZED
     return EXPECTED_VERDICTS.get(config.query) if config.query is not None else None
 
 

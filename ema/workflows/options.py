@@ -9,7 +9,7 @@ from ema.auditors.reference import DEFAULT_MARGIN
 from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
 from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
-from ema.data.splits import QUERY_NAMES
+from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.errors import EMAError, InputError
 from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS
 from ema.stats import EMA_TESTS
@@ -20,8 +20,10 @@ from ema.tracking.keys import (
     METRIC_N_QUERY,
     TARGET_ALIAS,
     TARGET_MODEL_NAME,
+    UNLEARNED_ALIAS,
 )
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
+from ema.training.unlearn_spec import UNLEARN_METHODS, UnlearnSpec
 from ema.workflows.methods import METHODS
 
 
@@ -48,6 +50,7 @@ __all__ = [
     "EMA_TESTS",
     "EMAError",
     "InputError",
+    "MEMBER_NAMES",
     "METHODS",
     "METRIC_N_QUERY",
     "OPTIMIZERS",
@@ -58,6 +61,9 @@ __all__ = [
     "TARGET_MODEL_NAME",
     "THRESHOLD_MODES",
     "TrainSpec",
+    "UNLEARNED_ALIAS",
+    "UNLEARN_METHODS",
+    "UnlearnSpec",
     "VERDICTS",
     "configure",
 ]

@@ -6,9 +6,13 @@ needed. Where the members come from, in order:
 1. ``--members FILE.npz``, for any model;
 2. the target's lineage, for a version ``ema train`` registered: its data source and split seed
    give the training folds, checked against the training-data fingerprint on the version;
-3. for any other registered version, the training data its run logged with
+3. for a version ``ema unlearn`` registered: the training data of the version it was unlearned
+   from (found the same way, recursively) minus the forget set its run logged (``forget.npz``),
+   checked against the retained data's fingerprint on the version: the forget set is no
+   longer a member;
+4. for any other registered version, the training data its run logged with
    ``mlflow.log_input(..., context="training")`` when that is a readable local ``.npz`` file;
-4. none: the calibrated auditor then falls back to transferring member behaviour from its
+5. none: the calibrated auditor then falls back to transferring member behaviour from its
    calibration model (with that route's guard).
 
 The audited query's own samples are always left out of the member reference (auditing M1
@@ -17,6 +21,8 @@ uses M2..M5), matched by image and label.
 
 from __future__ import annotations
 
+import dataclasses
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +30,10 @@ import numpy as np
 
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
+from ema.errors import EMAError
 from ema.tracking import keys
-from ema.tracking.runs import training_dataset_files
+from ema.tracking.registry import resolve_version
+from ema.tracking.runs import MissingArtifact, download_artifact, training_dataset_files
 from ema.workflows.target import Target
 
 
@@ -52,20 +60,36 @@ def without_query(pool: ArraySet, query: ArraySet) -> ArraySet:
 
 def member_reference(target: Target, query: ArraySet, members_file: str | None = None) -> Reference | None:
     """Samples known to be in the target's training data, the query's own left out; None when none are known."""
-    if members_file is not None:
-        members = without_query(read_set(members_file), query)
-        source = f"file {members_file}"
-    elif _lineage_is_known(target):
-        members = without_query(target.splits().train, query)
-        source = f"training data of {target.label} ({target.data}, split seed {target.data_seed})"
-    elif (logged := _logged_training_file(target)) is not None:
-        members = without_query(read_set(logged), query)
-        source = f"training dataset {logged} logged by run {target.version.run_id}"
-    else:
+    known = Reference(read_set(members_file), f"file {members_file}") if members_file else training_data(target)
+    if known is None:
         return None
+    members = without_query(known.data, query)
     if len(members) == 0:
         return None
-    return Reference(members, f"{source}: {len(members)} samples, the query's own left out")
+    return Reference(members, f"{known.description}: {len(members)} samples, the query's own left out")
+
+
+def training_data(target: Target) -> Reference | None:
+    """The target version's training data as its lineage records it (routes 2 to 4 above); None when unknown."""
+    if _lineage_is_known(target):
+        return Reference(
+            target.splits().train, f"training data of {target.label} ({target.data}, split seed {target.data_seed})"
+        )
+    if (retained := _unlearned_training_data(target)) is not None:
+        return retained
+    if (logged := _logged_training_file(target)) is not None:
+        return Reference(read_set(logged), f"training dataset {logged} logged by run {target.version.run_id}")
+    return None
+
+
+def is_forget_set(target: Target, data: ArraySet) -> bool:
+    """Whether ``data`` is the forget set the target version was unlearned from (by the fingerprint on the version)."""
+    return target.version is not None and target.version.tags.get(keys.TAG_FORGET_FINGERPRINT) == data.fingerprint
+
+
+def contains_all(pool: ArraySet, subset: ArraySet) -> np.ndarray:
+    """Whether each sample of ``subset`` stands in ``pool`` (same image and label), shape (len(subset),)."""
+    return np.isin(_row_keys(subset), _row_keys(pool))
 
 
 def nonmember_reference(target: Target, reference_file: str | None = None) -> Reference:
@@ -89,6 +113,37 @@ def _lineage_is_known(target: Target) -> bool:
     """A version ``ema train`` registered whose recorded training data is the data its splits give now."""
     if target.version is None or keys.TAG_DATA_FINGERPRINT not in target.version.tags:
         return False
-    if target.version.tags.get(keys.TAG_ROLE) != "target":
+    if target.version.tags.get(keys.TAG_ROLE) != keys.ROLE_TARGET:
         return False
     return target.splits().train.fingerprint == target.version.tags[keys.TAG_DATA_FINGERPRINT]
+
+
+def _unlearned_training_data(target: Target) -> Reference | None:
+    """An unlearned version's retained data: its source version's training data minus its forget set.
+
+    None unless the version says it was unlearned, its source's training data is known, its
+    run's ``forget.npz`` can be read, and the difference has the retained data's recorded fingerprint.
+    """
+    version = target.version
+    if version is None or version.tags.get(keys.TAG_ROLE) != keys.ROLE_UNLEARNED or not version.run_id:
+        return None
+    try:
+        source_version = resolve_version(f"models:/{version.name}/{version.tags.get(keys.TAG_UNLEARNED_FROM, '')}")
+    except EMAError:  # the source version was deleted, or the tag is not a version number
+        return None
+    source = training_data(dataclasses.replace(target, version=source_version, model_uri=source_version.uri))
+    if source is None:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            forget = read_set(download_artifact(version.run_id, keys.ARTIFACT_FORGET, folder))
+        except MissingArtifact:
+            return None
+    retained = without_query(source.data, forget)
+    if retained.fingerprint != version.tags.get(keys.TAG_DATA_FINGERPRINT):
+        return None
+    return Reference(
+        retained,
+        f"retained data of {target.label} (the training data of v{source_version.version} minus the forget set "
+        f"{version.tags.get(keys.TAG_FORGET, '')}, {len(forget)} samples)",
+    )

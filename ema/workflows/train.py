@@ -57,7 +57,7 @@ def train_target(
                 name=model_name,
                 alias=alias,
                 tags={
-                    keys.TAG_ROLE: "target",
+                    keys.TAG_ROLE: keys.ROLE_TARGET,
                     keys.TAG_RECIPE: recipe_to_json(TorchRecipe(spec)),
                     keys.TAG_DATA_SOURCE: data,
                     keys.TAG_DATA_SEED: str(data_seed),

@@ -1,0 +1,244 @@
+"""``ema grid unlearning``: every removal method, seeded, audited before and after, against exact retraining.
+
+One target (the grid's benchmark recipe, cached as ``ema-grid-target``, or ``--model``) has
+its forget set (fold M1) removed by each method under each seed; every result is a new
+version of that model (:func:`ema.workflows.unlearn.unlearn`, no alias). The target and every
+new version are then audited on three query sets, the forget set, a retained fold (M2) and
+held-out data (M6), by three auditors: EMA and the KS ratio (one ``--method both`` audit run)
+and the calibrated auditor (one ``--method calibrated`` run). Exact retraining is the baseline
+of every table.
+
+A trace is what an auditor can see of the forget set on a version: *retention* (the forget set
+is more member-like than never-seen data, ``p_removed``) or *over-unlearning* (less member-like,
+``p_too_forgotten``: gradient ascent pushes membership scores below those of unseen data). To
+say from which |D_q| a trace shows, seeded subsets of the forget set of each size in ``sizes``
+are audited by the calibrated auditor as ``ema audit --method calibrated`` runs it (the
+version's member reference, the forget set left out, and its clean calibration set, scored on
+the version once); each test at ``alpha / 2``, so that the two together err at ``alpha`` on a
+truly removed set, as retraining shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ema.auditors.reference import ReferenceAuditor
+from ema.data.presets import DEFAULT_DATA
+from ema.errors import InputError
+from ema.experiments.grids import BENCHMARK_RECIPE
+from ema.experiments.runner import ensure_target
+from ema.experiments.unlearning_config import UNLEARNING_GRID, UnlearningGridConfig
+from ema.experiments.unlearning_tables import (
+    SET_ROLES,
+    TRACE_KINDS,
+    render_tables,
+    summarise_traces,
+    trace_figure,
+)
+from ema.reports.grid import render_grid_report
+from ema.tracking import keys
+from ema.tracking.registry import RegisteredVersion
+from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, set_tags, start_run
+from ema.training.unlearn_spec import UnlearnSpec
+from ema.workflows.audit import AuditConfig, audit
+from ema.workflows.references import member_reference, nonmember_reference
+from ema.workflows.target import Target, resolve_target
+from ema.workflows.unlearn import UnlearnConfig, unlearn
+
+#: The grid's name under ``ema grid``.
+#: The row of the target itself, before any removal.
+BEFORE = "none (before)"
+#: The audit runs per (version, query set): EMA with the KS ratio, and the calibrated auditor.
+AUDIT_METHODS = ("both", "calibrated")
+#: Auditor -> the audit method whose run carries it, and the metric shown for it.
+AUDITORS = {
+    "ema": ("both", keys.METRIC_RHO_EMA),
+    "ks-ratio": ("both", keys.METRIC_RHO_KS),
+    "calibrated": ("calibrated", "p_removed"),
+}
+
+
+@dataclass(frozen=True)
+class UnlearningOutcome:
+    """The parent run, the frames behind the tables, the tables as Markdown, the wall time."""
+
+    run_id: str
+    target_uri: str
+    versions: pd.DataFrame
+    audits: pd.DataFrame
+    traces: pd.DataFrame
+    markdown: str
+    wall_seconds: float
+
+
+@dataclass(frozen=True)
+class Version:
+    """One audited model: the target (method ``BEFORE``) or an unlearned version, with its unlearn run's numbers."""
+
+    method: str
+    seed: int | None
+    version: RegisteredVersion
+    metrics: dict[str, float]
+
+
+def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) -> UnlearningOutcome:
+    """Unlearn, audit and tabulate as one parent run; log tables, frames, the figure and the report on it."""
+    started = time.monotonic()
+    with start_run(f"grid {UNLEARNING_GRID}") as parent:
+        config = config.validate()
+        log_params(config.params())
+        set_tags({keys.TAG_GRID: UNLEARNING_GRID})
+        target = _grid_target(config, progress)
+        versions = [Version(BEFORE, None, target.version, _accuracies(config, target))]
+        plan = [(m, s) for m in config.methods for s in config.seeds]
+        for method, seed in tqdm(plan, desc="unlearn", unit="version", disable=not progress):
+            outcome = unlearn(
+                UnlearnConfig(
+                    model_uri=target.model_uri,
+                    forget=config.forget,
+                    spec=UnlearnSpec(method=method, seed=seed),
+                    alias=None,
+                ),
+                progress=False,
+            )
+            versions.append(Version(method, seed, outcome.version, outcome.metrics))
+        audits, traces = [], []
+        for entry in tqdm(versions, desc="audit", unit="version", disable=not progress):
+            version_target = resolve_target(entry.version.uri)
+            oracle = version_target.oracle()
+            audits += _audit_version(config, entry, oracle, progress)
+            traces += _trace_sweep(config, entry, version_target, oracle)
+        frames = _frames(versions, audits, traces)
+        wall = time.monotonic() - started
+        title = f"ema grid unlearning: removing {config.forget} from {target.label} ({target.data})"
+        tables = render_tables(*frames, config=config, title=title, wall_seconds=wall)
+        figure = trace_figure(summarise_traces(frames[2]), alpha=config.alpha)
+        log_metrics({keys.METRIC_WALL_SECONDS: wall, keys.METRIC_N_AUDITED: float(len(frames[1]))})
+        log_artifacts_atomically(
+            {
+                keys.ARTIFACT_TABLES_MD: tables.markdown,
+                keys.ARTIFACT_TABLES_HTML: tables.html_page,
+                keys.ARTIFACT_CELLS: frames[1],
+                "versions.csv": frames[0],
+                "traces.csv": frames[2],
+                keys.ARTIFACT_GRID_CONFIG: {**config.__dict__, "target": target.model_uri},
+                keys.ARTIFACT_TRACES_PNG: figure,
+                keys.ARTIFACT_REPORT: render_grid_report(
+                    title,
+                    tables_html=tables.html_fragment,
+                    tables_style=tables.style,
+                    figures={keys.ARTIFACT_TRACES_PNG: figure},
+                    notes={"target": target.model_uri, "versions": len(versions), "wall time (s)": round(wall)},
+                ),
+            }
+        )
+    return UnlearningOutcome(parent.info.run_id, target.model_uri, *frames, tables.markdown, wall)
+
+
+def _grid_target(config: UnlearningGridConfig, progress: bool) -> Target:
+    """The given registered target, or the benchmark recipe trained on the grid's data (cached)."""
+    model_uri = config.model_uri
+    if model_uri is None:
+        recipe = dataclasses.replace(BENCHMARK_RECIPE, epochs=config.epochs or BENCHMARK_RECIPE.epochs)
+        data = config.data or DEFAULT_DATA
+        log_params({keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: config.data_seed, keys.PARAM_EPOCHS: recipe.epochs})
+        version, _ = ensure_target(
+            recipe, data=data, data_seed=config.data_seed, data_root=config.data_root, progress=progress
+        )
+        model_uri = version.uri
+    target = resolve_target(model_uri)
+    if target.version is None:
+        raise InputError(f"expected a registered target models:/NAME@ALIAS or models:/NAME/VERSION, got {model_uri!r}")
+    log_params({keys.PARAM_TARGET_URI: target.model_uri})
+    return target
+
+
+def _accuracies(config: UnlearningGridConfig, target: Target) -> dict[str, float]:
+    """The target's accuracies on the data an unlearned version keeps, the forget set and held-out data."""
+    splits, oracle = target.splits(), target.oracle()
+    forget = splits.query(config.forget)
+    sets = {
+        keys.METRIC_RETAIN_ACCURACY: member_reference(target, forget).data,
+        keys.METRIC_FORGET_ACCURACY: forget,
+        keys.METRIC_TEST_ACCURACY: splits.held_out,
+    }
+    return {name: float((oracle.predict_proba(d.x).argmax(1) == d.y).mean()) for name, d in sets.items()}
+
+
+def _audit_version(config: UnlearningGridConfig, entry: Version, oracle, progress: bool) -> list[dict]:
+    """The version's audits of the three query sets: one row per (query set, auditor)."""
+    rows = []
+    for role, query in zip(SET_ROLES, (config.forget, config.retained, config.held_out), strict=True):
+        outcomes = {
+            method: audit(
+                AuditConfig(
+                    model_uri=entry.version.uri,
+                    query=query,
+                    method=method,
+                    alpha=config.alpha,
+                    cal_seed=config.cal_seed,
+                ),
+                oracle=oracle,
+                tag_version=False,
+                progress=progress,
+            )
+            for method in AUDIT_METHODS
+        }
+        for auditor, (method, metric) in AUDITORS.items():
+            result = outcomes[method].results[auditor]
+            rows.append(
+                {
+                    "method": entry.method,
+                    "seed": entry.seed,
+                    "version": entry.version.version,
+                    "set": role,
+                    "query": query,
+                    "auditor": auditor,
+                    "verdict": result.verdict,
+                    "value": result.metrics.get(metric, np.nan),
+                    "p_too_forgotten": result.metrics.get("p_too_forgotten", np.nan),
+                    "retained_ci_high": result.metrics.get("retained_ci_high", np.nan),
+                    "run_id": outcomes[method].run_id,
+                }
+            )
+    return rows
+
+
+def _trace_sweep(config: UnlearningGridConfig, entry: Version, target: Target, oracle) -> list[dict]:
+    """Seeded forget-set subsets of each size audited by the calibrated auditor; one row per draw."""
+    forget = target.splits().query(config.forget)
+    members = member_reference(target, forget).data
+    nonmembers = nonmember_reference(target).data
+    auditor = ReferenceAuditor(alpha=config.alpha).calibrate(
+        oracle.predict_proba(members.x), members.y, oracle.predict_proba(nonmembers.x), nonmembers.y
+    )
+    proba = oracle.predict_proba(forget.x)
+    rng = np.random.default_rng([config.sample_seed, entry.seed if entry.seed is not None else 0])
+    rows = []
+    for size in (s for s in config.sizes if s <= len(forget)):
+        for draw in range(config.n_draws):
+            chosen = rng.choice(len(forget), size=size, replace=False)
+            metrics = auditor.audit(proba[chosen], forget.y[chosen]).metrics
+            rows.append(
+                {
+                    "method": entry.method,
+                    "seed": entry.seed,
+                    "size": size,
+                    "draw": draw,
+                    TRACE_KINDS[0]: metrics["p_removed"] <= config.alpha / 2,
+                    TRACE_KINDS[1]: metrics["p_too_forgotten"] <= config.alpha / 2,
+                }
+            )
+    return rows
+
+
+def _frames(versions: list[Version], audits: list[dict], traces: list[dict]) -> tuple[pd.DataFrame, ...]:
+    """Versions (accuracies, time), audits and trace draws as frames, in method order."""
+    version_rows = [{"method": v.method, "seed": v.seed, "version": v.version.version, **v.metrics} for v in versions]
+    return pd.DataFrame(version_rows), pd.DataFrame(audits), pd.DataFrame(traces)

@@ -1,0 +1,89 @@
+"""What ``ema grid unlearning`` is asked to do, as a value the command line builds without importing the grid."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ema.data.splits import MEMBER_NAMES
+from ema.errors import InputError
+from ema.tracking import keys
+from ema.training.unlearn_spec import UNLEARN_METHODS
+from ema.validation import check_choice, check_open_unit, check_positive_int
+
+#: The grid's name on the command line.
+UNLEARNING_GRID = "unlearning"
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnlearningGridConfig:
+    """What ``ema grid unlearning`` is asked to do.
+
+    Attributes
+    ----------
+    methods : tuple of str
+        Removal methods (default all; ``retrain`` is always added: it is every table's baseline).
+    seeds : tuple of int
+        Seeds of each method (weights of a retrained model, batch order, random labels).
+    forget, retained, held_out : str
+        The forget set (a training fold), a retained training fold, and held-out data.
+    sizes : tuple of int
+        |D_q| of the forget-set subsets the trace sweep audits.
+    n_draws : int
+        Seeded subsets per size, method and seed.
+    model_uri : str, optional
+        A registered target to unlearn from instead of the grid's benchmark target.
+    epochs, data, data_root, data_seed
+        The grid's target (as for the paper's grids).
+    alpha, cal_seed, sample_seed
+    """
+
+    methods: tuple[str, ...] = UNLEARN_METHODS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    forget: str = "M1"
+    retained: str = "M2"
+    held_out: str = "M6"
+    sizes: tuple[int, ...] = (20, 50, 100, 200, 500)
+    n_draws: int = 10
+    model_uri: str | None = None
+    epochs: int | None = None
+    data: str | None = None
+    data_root: str | None = None
+    data_seed: int = 0
+    alpha: float = 0.1
+    cal_seed: int = 0
+    sample_seed: int = 0
+
+    def validate(self) -> UnlearningGridConfig:
+        """Check the options before any training; returns the config with ``retrain`` first among the methods."""
+        for method in self.methods:
+            check_choice("unlearning method", method, UNLEARN_METHODS)
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
+            raise InputError(f"expected distinct non-negative seeds, got {self.seeds!r}")
+        check_choice("forget set", self.forget, MEMBER_NAMES)
+        check_choice("retained fold", self.retained, tuple(m for m in MEMBER_NAMES if m != self.forget))
+        if not self.sizes:
+            raise InputError("expected at least one size for the trace sweep, got none")
+        for size in self.sizes:
+            check_positive_int("trace sweep size", size)
+        check_positive_int("draws", self.n_draws)
+        check_open_unit("alpha", self.alpha)
+        if self.model_uri is not None and (self.epochs is not None or self.data is not None):
+            raise InputError(
+                "expected either --model (its recipe and data come from its version tags) or --epochs and --data, "
+                "got both"
+            )
+        return dataclasses.replace(self, methods=("retrain", *(m for m in self.methods if m != "retrain")))
+
+    def params(self) -> dict[str, object]:
+        return {
+            keys.PARAM_GRID: UNLEARNING_GRID,
+            keys.PARAM_METHODS: ",".join(self.methods),
+            keys.PARAM_SEEDS: ",".join(map(str, self.seeds)),
+            keys.PARAM_FORGET: self.forget,
+            keys.PARAM_SIZES: ",".join(map(str, self.sizes)),
+            keys.PARAM_N_DRAWS: self.n_draws,
+            keys.PARAM_ALPHA: self.alpha,
+            keys.PARAM_CAL_SEED: self.cal_seed,
+            keys.PARAM_SAMPLE_SEED: self.sample_seed,
+        }

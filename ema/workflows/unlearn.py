@@ -1,0 +1,251 @@
+"""Remove a forget set from a registered model by some method, and register the result as a new version.
+
+The new version of the same registered model records its lineage, so that an audit knows the
+forget set is no longer a member: ``ema.role`` = ``unlearned``, ``ema.unlearned_from`` (the
+version it came from), ``ema.unlearn.method`` and ``ema.unlearn.spec``, ``ema.forget`` and
+``ema.forget_fingerprint``, and ``ema.data_fingerprint`` of the retained data. The run logs
+the forget set as an input dataset and as ``forget.npz``, from which the member reference is
+rebuilt (:func:`ema.workflows.references.training_data`). The target's recipe, data source
+and split seed are carried over, so calibration models are shared with the target.
+
+Unlike audits, unlearning needs the training data and, for the approximate methods, the
+target's weights: it is the data owner's side of a removal request, not the auditor's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ema.data.arrays import ArraySet
+from ema.data.files import read_set, write_set
+from ema.data.splits import QUERY_NAMES
+from ema.errors import EMAError, InputError
+from ema.tracking import keys
+from ema.tracking.registry import MODELS_URI, RegisteredVersion, log_and_register
+from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
+from ema.training.recipes import Classifier, SklearnRecipe, TorchRecipe, recipe_to_json
+from ema.training.unlearn_spec import UnlearnSpec
+from ema.validation import check_alias
+from ema.workflows.references import contains_all, training_data, without_query
+from ema.workflows.target import Target, resolve_target
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnlearnConfig:
+    """What ``ema unlearn`` is asked to do.
+
+    Attributes
+    ----------
+    model_uri : str
+        A registered version, ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION``; the result is a
+        new version of ``NAME``.
+    forget : str
+        A training fold of the target's splits (``M1`` .. ``M5``) or an ``.npz`` file of samples to remove.
+    spec : UnlearnSpec
+        The method and its hyperparameters.
+    alias : str or None
+        Pointed at the new version; None points none (a grid's versions).
+    retain_file : str, optional
+        The retained data, for a model whose training data is not recorded.
+    """
+
+    model_uri: str
+    forget: str
+    spec: UnlearnSpec
+    alias: str | None = keys.UNLEARNED_ALIAS
+    retain_file: str | None = None
+
+    @property
+    def forget_name(self) -> str:
+        """The forget set's name in runs and tags: the fold, or the file's name."""
+        return self.forget if self.forget in QUERY_NAMES else Path(self.forget).name
+
+    def validate(self) -> UnlearnConfig:
+        """Check the options before any work; returns ``self``."""
+        if not isinstance(self.model_uri, str) or not MODELS_URI.match(self.model_uri):
+            raise InputError(
+                "expected a registered model models:/NAME@ALIAS or models:/NAME/VERSION (the result is its new "
+                f"version), got {self.model_uri!r}"
+            )
+        if self.alias is not None:
+            check_alias("alias", self.alias)
+        return self
+
+
+@dataclass(frozen=True)
+class UnlearnOutcome:
+    """The unlearn run, the version it registered and the one it came from, and what the run measured."""
+
+    run_id: str
+    version: RegisteredVersion
+    source: RegisteredVersion
+    spec: UnlearnSpec
+    metrics: dict[str, float]
+
+
+def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
+    """Remove the forget set from the model by the configured method; register the result with its lineage.
+
+    Every check runs inside the unlearn run, before any training, so bad input leaves a
+    FAILED run and registers nothing.
+
+    Raises
+    ------
+    EMAError
+        If the model is not a registered version, the forget set is empty or not (wholly) in the
+        training data, or the training data is neither recorded nor given (``retain_file``).
+    """
+    with start_run(f"unlearn {config.spec.method} {config.forget_name}") as run:
+        config.validate()
+        target = resolve_target(config.model_uri)
+        forget = _forget_set(target, config.forget)
+        retain = _retained_data(target, forget, config.retain_file)
+        spec = _resolved(config.spec, target)
+        log_batch(
+            tags={keys.TAG_RUN_NAME: f"unlearn {spec.method} {config.forget_name} {target.label}"},
+            params={
+                **{f"{keys.PARAM_UNLEARN_PREFIX}{k}": v for k, v in spec.to_dict().items()},
+                keys.PARAM_MODEL_URI: target.model_uri,
+                keys.PARAM_FORGET: config.forget_name,
+                keys.PARAM_FORGET_FINGERPRINT: forget.fingerprint,
+                keys.PARAM_N_FORGET: len(forget),
+                keys.PARAM_N_RETAIN: len(retain),
+            },
+        )
+        log_dataset(forget, name=f"forget {config.forget_name}", context="forget")
+        # MLflow keeps one record per dataset name and digest in an experiment: a file gets a name of its own
+        source = str(Path(config.retain_file).resolve()) if config.retain_file else None
+        log_dataset(retain, name=f"retained {source or ''}".strip(), context="training", source=source)
+        classifier, seconds = _run_method(target, spec, retain, forget, progress)
+        metrics = {
+            keys.METRIC_RETAIN_ACCURACY: accuracy(classifier, retain),
+            keys.METRIC_FORGET_ACCURACY: accuracy(classifier, forget),
+            keys.METRIC_TEST_ACCURACY: accuracy(classifier, target.splits().held_out),
+            keys.METRIC_UNLEARN_SECONDS: seconds,
+        }
+        log_batch(metrics=metrics)
+        log_artifacts_atomically({keys.ARTIFACT_FORGET: _npz_bytes(forget)})
+        from ema.training.packaging import package_classifier  # torch: only when a model is logged
+
+        with package_classifier(classifier, retain.x) as package:
+            version = log_and_register(
+                package,
+                name=target.version.name,
+                alias=config.alias,
+                tags=_lineage_tags(target, spec, config.forget_name, forget, retain, metrics),
+            )
+    return UnlearnOutcome(run.info.run_id, version, target.version, spec, metrics)
+
+
+def accuracy(classifier: Classifier, data: ArraySet) -> float:
+    """Share of ``data`` the classifier labels right."""
+    return float((classifier.predict_proba(data.pixels()).argmax(1) == data.y).mean())
+
+
+def _forget_set(target: Target, forget: str) -> ArraySet:
+    """A named set of the target's splits, or a file."""
+    if forget in QUERY_NAMES:
+        return target.splits().query(forget)
+    return read_set(forget)
+
+
+def _retained_data(target: Target, forget: ArraySet, retain_file: str | None) -> ArraySet:
+    """The training data minus the forget set, or ``retain_file``; refuses a forget set that is not training data."""
+    known = training_data(target)
+    if known is None and retain_file is None:
+        raise EMAError(
+            f"{target.label} has no recorded training data (no `ema train` lineage, no logged training .npz): "
+            "pass --retain FILE.npz with the data to keep"
+        )
+    if known is not None:
+        outside = int((~contains_all(known.data, forget)).sum())
+        if outside:
+            raise InputError(
+                f"expected a forget set within the training data of {target.label}, got {forget.name} with "
+                f"{outside} of {len(forget)} samples not in it ({known.description})"
+            )
+    if retain_file is None:
+        return dataclasses.replace(without_query(known.data, forget), name="retained")
+    retain = read_set(retain_file)
+    overlap = int(contains_all(forget, retain).sum())
+    if overlap:
+        raise InputError(
+            f"expected --retain without the forget set, got {retain_file} holding {overlap} of its samples"
+        )
+    return retain
+
+
+def _resolved(spec: UnlearnSpec, target: Target) -> UnlearnSpec:
+    """The spec with the method's defaults; ``retrain`` of a torch recipe defaults to the recipe's epochs and rate."""
+    recipe = target.require_recipe()
+    if isinstance(recipe, TorchRecipe):
+        return spec.resolved(recipe.spec.epochs, recipe.spec.lr)
+    kind = "a scikit-learn model" if isinstance(recipe, SklearnRecipe) else "not one of the workbench's torch models"
+    if not spec.is_exact:
+        raise EMAError(
+            f"{target.label} is {kind}: approximate unlearning needs one of the workbench's torch models; "
+            "use --method retrain"
+        )
+    if spec.epochs is not None or spec.lr is not None:
+        raise InputError(f"expected no --epochs or --lr for {target.label} ({kind}): its recipe trains it, got them")
+    return spec
+
+
+def _run_method(
+    target: Target, spec: UnlearnSpec, retain: ArraySet, forget: ArraySet, progress: bool
+) -> tuple[Classifier, float]:
+    """Retrain with the target's recipe (exact), or change the target's weights (approximate).
+
+    Returns the new classifier and the method's wall time in seconds (loading the target's weights not counted).
+    """
+    recipe = target.require_recipe()
+    if spec.is_exact:
+        if isinstance(recipe, TorchRecipe):
+            recipe = dataclasses.replace(
+                recipe, spec=dataclasses.replace(recipe.spec, epochs=spec.epochs, lr=spec.lr, seed=spec.seed)
+            )
+        started = time.monotonic()
+        return recipe.fit(retain.pixels(), retain.y, progress=progress), time.monotonic() - started
+    from ema.training.fit import TorchClassifier  # torch: only when a model is changed
+    from ema.training.packaging import load_torch_model
+    from ema.training.unlearning import unlearn_model
+
+    model, transform = load_torch_model(target.model_uri), recipe.transform
+    started = time.monotonic()
+    changed = unlearn_model(
+        model,
+        spec,
+        (transform.apply(retain.pixels()), retain.y),
+        (transform.apply(forget.pixels()), forget.y),
+        progress=progress,
+    )
+    return TorchClassifier(changed, transform), time.monotonic() - started
+
+
+def _npz_bytes(data: ArraySet) -> bytes:
+    with tempfile.TemporaryDirectory() as folder:
+        return write_set(data, Path(folder) / keys.ARTIFACT_FORGET).read_bytes()
+
+
+def _lineage_tags(
+    target: Target, spec: UnlearnSpec, forget_name: str, forget: ArraySet, retain: ArraySet, metrics: dict[str, float]
+) -> dict[str, str]:
+    """The new version's tags: the target's recipe and data, and what was removed, how, with what result."""
+    return {
+        keys.TAG_ROLE: keys.ROLE_UNLEARNED,
+        keys.TAG_RECIPE: target.version.tags.get(keys.TAG_RECIPE) or recipe_to_json(target.recipe),
+        keys.TAG_DATA_SOURCE: target.data,
+        keys.TAG_DATA_SEED: str(target.data_seed),
+        **({keys.TAG_DATA_ROOT: str(target.data_root)} if target.data_root else {}),
+        keys.TAG_DATA_FINGERPRINT: retain.fingerprint,
+        keys.TAG_UNLEARNED_FROM: target.version.version,
+        keys.TAG_UNLEARN_METHOD: spec.method,
+        keys.TAG_UNLEARN_SPEC: spec.to_json(),
+        keys.TAG_FORGET: forget_name,
+        keys.TAG_FORGET_FINGERPRINT: forget.fingerprint,
+        **{f"{keys.TAG_UNLEARN_PREFIX}{name}": f"{value:.6g}" for name, value in metrics.items()},
+    }
