@@ -54,8 +54,8 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def serve(model_uri: str, *, threads: int) -> Iterator[tuple[str, float]]:
-    """Run ``mlflow models serve -m URI --env-manager local`` on a free port.
+def serve(model_uri: str, *, threads: int, workers: int = 1) -> Iterator[tuple[str, float]]:
+    """Run ``mlflow models serve -m URI --env-manager local --workers N`` on a free port.
 
     Yields
     ------
@@ -73,7 +73,7 @@ def serve(model_uri: str, *, threads: int) -> Iterator[tuple[str, float]]:
     env["MKL_NUM_THREADS"] = str(threads)
     command = [
         sys.executable, "-m", "mlflow", "models", "serve",
-        "-m", model_uri, "-p", str(port), "--host", "127.0.0.1", "--env-manager", "local",
+        "-m", model_uri, "-p", str(port), "--host", "127.0.0.1", "--env-manager", "local", "--workers", str(workers),
     ]  # fmt: skip
     with tempfile.TemporaryFile("w+") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
