@@ -23,6 +23,9 @@ from ema.data.arrays import ArraySet
 from ema.errors import EMAError
 from ema.tracking import keys, store
 
+#: MLflow's switch for the run links it prints to stdout when the store is a tracking server.
+QUIET_LINKS_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+
 
 def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
     """Use ``MLFLOW_TRACKING_URI`` or sqlite in the working directory, and the named experiment.
@@ -42,6 +45,8 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
     """
     uri = os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI
     mlflow.set_tracking_uri(uri)
+    # A tracking server makes MLflow print a "View run" link per run to stdout, into our tables.
+    os.environ.setdefault(QUIET_LINKS_ENV, "true")
     with store.opened(uri):
         if os.environ.get("MLFLOW_RUN_ID") or mlflow.active_run() is not None:
             return
