@@ -21,7 +21,7 @@ from ema_cli.options import (
 VALIDITY_GRID = "errors"
 #: Options only the validity study reads, and options only the paper's grids read.
 VALIDITY_ONLY = ("n_draws", "n_ks_draws")
-PAPER_GRIDS_ONLY = ("data_name", "root", "data_seed", "model_uri", "ks", "queries", "epochs")
+PAPER_GRIDS_ONLY = ("data_name", "root", "data_seed", "model_uri", "ks", "queries", "epochs", "workers")
 DEFAULTS = ErrorGridConfig()
 
 
@@ -89,6 +89,13 @@ DEFAULTS = ErrorGridConfig()
     show_default=True,
     help="errors only: how many of them the KS ratio audits (it trains a model per draw).",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Processes that audit the cells at once; each model is still trained once, and cells.csv is the same.",
+)
 @progress_option
 @workflow_command
 def grid(
@@ -106,6 +113,7 @@ def grid(
     sample_seed,
     n_draws,
     n_ks_draws,
+    workers,
     progress,
 ):
     """Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors): audits, tables, figures; resumes finished cells.
@@ -135,6 +143,7 @@ def grid(
         cal_seed=cal_seed,
         alpha=alpha,
         sample_seed=sample_seed,
+        workers=workers,
         **narrowed,
     )
     outcome = run_grid(config, progress=progress)
