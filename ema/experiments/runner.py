@@ -486,6 +486,7 @@ def _audit_all(auditor: CellAuditor, cells: list[Cell], progress: bool) -> dict[
         parent=active_parent(),
         threads=share_cores(workers),
     )
+    cells = worker_order(cells)
     results = run_in_workers(
         _audit_in_worker,
         cells,
@@ -496,6 +497,25 @@ def _audit_all(auditor: CellAuditor, cells: list[Cell], progress: bool) -> dict[
         desc=desc,
     )
     return {auditor.key(cell): result for cell, result in zip(cells, results)}
+
+
+def worker_order(cells: list[Cell]) -> list[Cell]:
+    """The order workers take the cells in: each k's first cell before any k's second, each k starting elsewhere.
+
+    Cells of one k share a calibration model and a calibration-set model; cells of one query
+    set share a KS-ratio query model. Cells that run at once should need different models, or
+    all but one of their workers would wait for the one training it; going down the diagonals
+    of the (k, query set) table gives every cell of the first round its own models.
+
+    >>> cells = [Cell(k, q, "ema") for k in (100, 90) for q in ("M1", "M6", "S")]
+    >>> [(c.k, c.query) for c in worker_order(cells)]
+    [(100, 'M1'), (90, 'M6'), (100, 'M6'), (90, 'S'), (100, 'S'), (90, 'M1')]
+    """
+    by_k: dict[int, list[Cell]] = {}
+    for cell in cells:
+        by_k.setdefault(cell.k, []).append(cell)
+    rotated = [group[i % len(group) :] + group[: i % len(group)] for i, group in enumerate(by_k.values())]
+    return [group[j] for j in range(max(map(len, rotated))) for group in rotated if j < len(group)]
 
 
 @dataclass(frozen=True, kw_only=True)
