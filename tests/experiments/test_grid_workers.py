@@ -29,8 +29,7 @@ def grid_cells(*options: str) -> tuple[pd.DataFrame, str]:
 def versions_by_cache_key(client: MlflowClient) -> dict[str, list[str]]:
     """Registered name -> the cache keys of its versions (a key twice: a model trained twice)."""
     return {
-        name: [v.tags[keys.TAG_CACHE_KEY] for v in client.search_model_versions(f"name = '{name}'")]
-        for name in TRAINED
+        name: [v.tags[keys.TAG_CACHE_KEY] for v in client.search_model_versions(f"name = '{name}'")] for name in TRAINED
     }
 
 

@@ -10,6 +10,8 @@ from mlflow.tracking import MlflowClient
 
 from ema.tracking import keys
 from ema_cli.cli import main
+from tests.experiments.test_grid_cli import audit_children, grid_parents
+from tests.experiments.test_grid_workers import TRAINED, grid_cells, versions_by_cache_key
 from tests.workflows.test_concurrency import assert_all_succeeded, ema_processes
 
 TARGET = "models:/ema-team-target@target"
@@ -71,3 +73,23 @@ def test_two_calibrations_at_once_through_the_server_register_one(on_server, tmp
     assert len(calibration_versions(client, 70)) == 1
     tags = client.get_registered_model(keys.CALIBRATION_MODEL_NAME).tags
     assert not [tag for tag in tags if tag.startswith(keys.TAG_CLAIM_PREFIX)]  # released
+
+
+@pytest.mark.slow
+def test_grid_with_two_workers_through_the_server_trains_each_model_once(on_server):
+    """The workers are separate processes on one server: the registry lease keeps each model to one training."""
+    cells, parent = grid_cells("--workers", "2")
+    client = MlflowClient()
+    trained = versions_by_cache_key(client)
+    assert {name: len(found) for name, found in trained.items()} == TRAINED
+    assert all(len(set(found)) == len(found) for found in trained.values())
+    experiment, _ = grid_parents(client, "benchmark")
+    children = audit_children(client, experiment.experiment_id, parent)
+    assert sorted(c.info.run_id for c in children) == sorted(cells["run_id"])
+    claims = [
+        tag
+        for name in TRAINED
+        for tag in client.get_registered_model(name).tags
+        if tag.startswith(keys.TAG_CLAIM_PREFIX)
+    ]
+    assert not claims
