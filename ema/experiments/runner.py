@@ -65,7 +65,7 @@ from ema.tracking.runs import (
 from ema.tracking.single_flight import single_flight
 from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
-from ema.training.threads import share_cores, use_threads
+from ema.training.threads import torch_threads, use_threads
 from ema.validation import check_open_unit, short_hash
 from ema.workflows.audit import AuditConfig, audit, merged_metrics
 from ema.workflows.cached_models import cached_model
@@ -99,6 +99,8 @@ class GridConfig:
         Calibration seed, significance level, seed of the query subsamples.
     workers : int
         Processes that audit the cells (1: this one). The cells, and ``cells.csv``, do not depend on it.
+        The workers are started with ``spawn``: a script that calls :func:`run_grid` with more than
+        one must do so under ``if __name__ == "__main__":``.
     """
 
     name: str
@@ -484,7 +486,7 @@ def _audit_all(auditor: CellAuditor, cells: list[Cell], progress: bool) -> dict[
         folder=str(auditor.folder),
         tracking_uri=tracking_uri(),
         parent=active_parent(),
-        threads=share_cores(workers),
+        threads=torch_threads(),
     )
     cells = worker_order(cells)
     results = run_in_workers(
@@ -520,7 +522,12 @@ def worker_order(cells: list[Cell]) -> list[Cell]:
 
 @dataclass(frozen=True, kw_only=True)
 class WorkerPlan:
-    """What a worker process needs to audit cells: the grid, its target, the parent run and its share of cores."""
+    """What a worker process needs to audit cells: the grid, its target, the parent run, torch's thread count.
+
+    The workers use the parent's thread count, not a share of the cores: torch's numbers depend
+    on it, and the cells must equal a serial run's. Give each worker fewer threads by starting
+    the command with fewer (``OMP_NUM_THREADS``), which a serial run then needs too.
+    """
 
     config: GridConfig
     model_uri: str

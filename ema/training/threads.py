@@ -1,27 +1,18 @@
-"""How many CPU threads torch uses in this process: processes that share the machine's cores divide them."""
+"""The number of CPU threads torch uses in a process, which worker processes copy from their parent.
+
+torch's results depend on it: the same training with one thread and with two gives models that
+differ in the last digits (summation order), and after a few epochs the audits' p-values differ
+too. A grid's workers therefore use their parent's count, so that they reproduce a serial run.
+"""
 
 from __future__ import annotations
-
-import os
 
 import torch
 
 
-def usable_cores() -> int:
-    """The CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def share_cores(processes: int) -> int:
-    """Threads each of ``processes`` processes should use so that together they fill the usable cores, at least 1.
-
-    >>> share_cores(10**6)
-    1
-    """
-    return max(1, usable_cores() // processes)
+def torch_threads() -> int:
+    """Threads torch's intra-op work uses in this process (``OMP_NUM_THREADS``, else the number of cores)."""
+    return torch.get_num_threads()
 
 
 def use_threads(threads: int) -> None:

@@ -33,7 +33,9 @@ def versions_by_cache_key(client: MlflowClient) -> dict[str, list[str]]:
     }
 
 
-def test_grid_with_two_workers_writes_the_serial_cells_and_trains_each_model_once(store, tmp_path, template_db):
+def test_grid_with_two_workers_writes_the_serial_cells_and_trains_each_model_once(
+    store, tmp_path, template_db, one_thread
+):
     serial, _ = grid_cells()
     (tmp_path / "parallel").mkdir()
     open_store(tmp_path / "parallel", template_db)
