@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import statistics
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchmarks._common import Config, progress, quiet_mlflow, row, spread, timed
+from benchmarks._common import Config, progress, row, spread, timed, using_store
 
 NAME = "grid_workers"
 #: Epochs of the recipe (full run: the paper's 50, --quick).
@@ -35,31 +34,14 @@ WORKERS = 2
 @contextlib.contextmanager
 def fresh_server(cluster, database: str) -> Iterator[str]:
     """A tracking server on a new database of ``cluster``, selected as the store, in a temporary working folder."""
-    import mlflow
-
-    from ema.tracking.runs import configure
     from tests.server.cluster import team_server
 
-    quiet_mlflow()
-    saved_cwd, saved_uri = os.getcwd(), os.environ.get("MLFLOW_TRACKING_URI")
     with (
         tempfile.TemporaryDirectory(prefix="ema-bench-server-") as tmp,
         team_server(cluster, database, Path(tmp)) as url,
     ):
-        os.environ["MLFLOW_TRACKING_URI"] = url
-        os.chdir(tmp)
-        try:
-            configure()
+        with using_store(url, Path(tmp)):
             yield url
-        finally:
-            while mlflow.active_run():
-                mlflow.end_run()
-            os.chdir(saved_cwd)
-            if saved_uri is None:
-                os.environ.pop("MLFLOW_TRACKING_URI", None)
-            else:
-                os.environ["MLFLOW_TRACKING_URI"] = saved_uri
-            mlflow.set_tracking_uri(saved_uri or "")
 
 
 def measure(config: Config) -> list[dict]:

@@ -14,18 +14,15 @@ import contextlib
 import glob
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.workflows.test_serving import free_port
+from benchmarks._serve import answers, free_port, stop
 
 #: Where Debian's ``postgresql`` package puts the server's binaries (not on PATH).
 DEBIAN_BINARIES = "/usr/lib/postgresql/*/bin"
@@ -33,8 +30,6 @@ DEBIAN_BINARIES = "/usr/lib/postgresql/*/bin"
 CLUSTER_USER = "nobody"
 #: Seconds to wait for the tracking server's ``/health``.
 START_TIMEOUT = 120.0
-#: Seconds to wait for the tracking server to exit after SIGTERM.
-STOP_TIMEOUT = 20.0
 
 
 def postgres_bin() -> Path | None:
@@ -116,26 +111,6 @@ def postgres_cluster() -> Iterator[Cluster]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-        return False
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM the server's process group (uvicorn's workers included); SIGKILL it if it lingers."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=STOP_TIMEOUT)
-
-
 @contextlib.contextmanager
 def tracking_server(backend_uri: str, artifacts: Path, *, workers: int = 2) -> Iterator[str]:
     """``mlflow server`` on ``backend_uri`` serving artifacts from ``artifacts``, on a free port; yields its URL."""
@@ -152,13 +127,13 @@ def tracking_server(backend_uri: str, artifacts: Path, *, workers: int = 2) -> I
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT
-        while not _healthy(url):
+        while not answers(f"{url}/health"):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"mlflow server did not start on {url}:\n{log.read_text()[-3000:]}")
             time.sleep(0.25)
         yield url
     finally:
-        _stop(process)
+        stop(process)
 
 
 @contextlib.contextmanager
