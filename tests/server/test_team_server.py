@@ -59,6 +59,15 @@ def test_train_calibrate_audit_and_history_through_the_server(on_server, tmp_pat
 
 
 @pytest.mark.slow
+def test_demo_through_the_server(on_server):
+    output = invoke("demo", "--hidden", "16", "--epochs", "1", "--no-progress")
+    assert all(f"\n{query:>5} " in output for query in ("M1", "M6", "S"))
+    client = MlflowClient()
+    target = client.get_model_version_by_alias(keys.TARGET_MODEL_NAME, keys.TARGET_ALIAS)
+    assert json.loads(target.tags[keys.TAG_LAST_AUDIT])["query"] == "S"  # the demo audits S last
+
+
+@pytest.mark.slow
 def test_two_calibrations_at_once_through_the_server_register_one(on_server, tmp_path):
     """Without a sqlite file to lock, the processes take the registry lease (``ema.claim.<key>``)."""
     invoke("train", "--hidden", "16", "--epochs", "1", "--model-name", "ema-team-lease", "--no-progress")
