@@ -24,4 +24,14 @@ Row keys (see :data:`benchmarks._common.ROW_KEYS`):
 """
 
 #: The measurements, in the order they run.
-MEASUREMENTS = ("thresholds", "scoring", "http", "cli", "training", "audit", "end_to_end", "memory")
+MEASUREMENTS = (
+    "thresholds",
+    "scoring",
+    "http",
+    "cli",
+    "training",
+    "audit",
+    "end_to_end",
+    "memory",
+    "grid_workers",
+)

@@ -175,28 +175,36 @@ def temporary_store(prefix: str = "ema-bench-") -> Iterator[Path]:
     ``MLFLOW_TRACKING_URI`` points at it (so subprocesses such as ``mlflow models serve``
     see it too) and the ``ema`` experiment is selected. Everything is restored on exit.
     """
+    with (
+        tempfile.TemporaryDirectory(prefix=prefix) as tmp,
+        using_store(f"sqlite:///{Path(tmp) / 'mlflow.db'}", Path(tmp)),
+    ):
+        yield Path(tmp)
+
+
+@contextlib.contextmanager
+def using_store(uri: str, folder: Path) -> Iterator[None]:
+    """Work from ``folder`` against the store ``uri`` (``MLFLOW_TRACKING_URI``), experiment ``ema``; then restore."""
     import mlflow
 
     from ema.tracking.runs import configure
 
     quiet_mlflow()
     saved_cwd, saved_uri = os.getcwd(), os.environ.get("MLFLOW_TRACKING_URI")
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
-        os.environ["MLFLOW_TRACKING_URI"] = uri
-        os.chdir(tmp)
-        try:
-            configure()
-            yield Path(tmp)
-        finally:
-            while mlflow.active_run():
-                mlflow.end_run()
-            os.chdir(saved_cwd)
-            if saved_uri is None:
-                os.environ.pop("MLFLOW_TRACKING_URI", None)
-            else:
-                os.environ["MLFLOW_TRACKING_URI"] = saved_uri
-            mlflow.set_tracking_uri(saved_uri or "")
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    os.chdir(folder)
+    try:
+        configure()
+        yield
+    finally:
+        while mlflow.active_run():
+            mlflow.end_run()
+        os.chdir(saved_cwd)
+        if saved_uri is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = saved_uri
+        mlflow.set_tracking_uri(saved_uri or "")
 
 
 def cpu_model() -> str:

@@ -30,15 +30,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _ping(url: str) -> bool:
+def answers(endpoint: str) -> bool:
+    """Whether GET ``endpoint`` (a server's ``/ping`` or ``/health``) answers 200 now."""
     try:
-        with urllib.request.urlopen(f"{url}/ping", timeout=2) as response:
+        with urllib.request.urlopen(endpoint, timeout=2) as response:
             return response.status == 200
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return False
 
 
-def _stop(process: subprocess.Popen) -> None:
+def stop(process: subprocess.Popen) -> None:
     """SIGTERM the server (it stops its uvicorn child); escalate to its own process group if needed."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -79,7 +80,7 @@ def serve(model_uri: str, *, threads: int, workers: int = 1) -> Iterator[tuple[s
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             start = time.perf_counter()
-            while not _ping(url):
+            while not answers(f"{url}/ping"):
                 if process.poll() is not None:
                     log.seek(0)
                     raise RuntimeError(f"`{' '.join(command)}` exited with {process.returncode}:\n{log.read()[-3000:]}")
@@ -93,5 +94,5 @@ def serve(model_uri: str, *, threads: int, workers: int = 1) -> Iterator[tuple[s
             progress(f"server for {model_uri} up on {url} after {startup:.1f} s (pid {process.pid})")
             yield url, startup
         finally:
-            _stop(process)
+            stop(process)
             progress(f"server pid {process.pid} stopped (exit code {process.returncode})")

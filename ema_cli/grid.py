@@ -19,12 +19,12 @@ from ema_cli.options import (
 VALIDITY_GRID = "errors"
 #: Options only the validity study reads, only the paper's grids read, only the unlearning grid reads.
 VALIDITY_ONLY = ("n_draws", "n_ks_draws")
-PAPER_GRIDS_ONLY = ("data_name", "root", "data_seed", "model_uri", "ks", "queries", "epochs")
+PAPER_GRIDS_ONLY = ("data_name", "root", "data_seed", "model_uri", "ks", "queries", "epochs", "workers")
 UNLEARNING_ONLY = ("methods", "seeds")
 #: Options each grid leaves unread (the paper's grids: every grid name not listed).
 UNREAD = {
     VALIDITY_GRID: (*PAPER_GRIDS_ONLY, *UNLEARNING_ONLY),
-    UNLEARNING_GRID: ("ks", "queries", "n_ks_draws"),
+    UNLEARNING_GRID: ("ks", "queries", "n_ks_draws", "workers"),
 }
 PAPER_UNREAD = (*VALIDITY_ONLY, *UNLEARNING_ONLY)
 DEFAULTS = ErrorGridConfig()
@@ -108,6 +108,13 @@ UNLEARNING_DEFAULTS = UnlearningGridConfig()
     show_default=True,
     help="unlearning only: seeds of each method, comma-separated.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Processes that audit the cells at once; each model is still trained once, and cells.csv is the same.",
+)
 @progress_option
 @workflow_command
 def grid(
@@ -127,6 +134,7 @@ def grid(
     n_ks_draws,
     methods,
     seeds,
+    workers,
     progress,
 ):
     """Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors): audits, tables, figures; resumes finished cells.
@@ -187,6 +195,7 @@ def grid(
         cal_seed=cal_seed,
         alpha=alpha,
         sample_seed=sample_seed,
+        workers=workers,
         **narrowed,
     )
     outcome = run_grid(config, progress=progress)

@@ -58,3 +58,14 @@ def module_store(tmp_path_factory, template: Path, name: str = "store") -> Itera
         yield uri
         while mlflow.active_run():
             mlflow.end_run()
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread in this process, hence in the grid workers it starts (they copy it): two fill two cores."""
+    from ema.training.threads import torch_threads, use_threads
+
+    before = torch_threads()
+    use_threads(1)
+    yield
+    use_threads(before)

@@ -6,6 +6,11 @@ The grid trains ONE target per (recipe, data) and caches it in the registry
 ``k``, ``query``, ``method``, ``n_query``); calibration models and the KS ratio's models are
 cached by the audit workflow, and finished cells of earlier runs of the same configuration
 are reused (:mod:`ema.experiments.resume`).
+
+With ``workers`` > 1 the cells are audited by that many processes
+(:mod:`ema.experiments.parallel`), each nesting its runs under the parent; a model that several
+cells need is trained once (the single-flight caches: the others wait for it), and the rows
+come back in the grid's order, so ``cells.csv`` is the serial run's.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from ema.data.presets import load_splits
 from ema.data.splits import QUERY_NAMES, Splits
 from ema.errors import InputError
 from ema.experiments.grids import Cell, Grid, check_data, get_grid, member_query
+from ema.experiments.parallel import run_in_workers
 from ema.experiments.resume import CELL_METRICS, CellKey, CellResult, finished_cells
 from ema.experiments.tables import (
     CELL_COLUMNS,
@@ -44,6 +50,9 @@ from ema.signals import PAPER_SIGNALS, compute_scores
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, find_cached_version, set_version_tags
 from ema.tracking.runs import (
+    RemoteParent,
+    active_parent,
+    join_parent,
     log_artifacts_atomically,
     log_metrics,
     log_params,
@@ -51,10 +60,12 @@ from ema.tracking.runs import (
     run_metrics,
     set_tags,
     start_run,
+    tracking_uri,
 )
 from ema.tracking.single_flight import single_flight
 from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
+from ema.training.threads import torch_threads, use_threads
 from ema.validation import check_open_unit, short_hash
 from ema.workflows.audit import AuditConfig, audit, merged_metrics
 from ema.workflows.cached_models import cached_model
@@ -86,6 +97,10 @@ class GridConfig:
         Train the grid's recipe for this many epochs instead of the paper's.
     cal_seed, alpha, sample_seed
         Calibration seed, significance level, seed of the query subsamples.
+    workers : int
+        Processes that audit the cells (1: this one). The cells, and ``cells.csv``, do not depend on it.
+        The workers are started with ``spawn``: a script that calls :func:`run_grid` with more than
+        one must do so under ``if __name__ == "__main__":``.
     """
 
     name: str
@@ -100,6 +115,7 @@ class GridConfig:
     cal_seed: int = 0
     alpha: float = 0.1
     sample_seed: int = 0
+    workers: int = 1
 
     @property
     def grid(self) -> Grid:
@@ -118,6 +134,8 @@ class GridConfig:
     def validate(self) -> GridConfig:
         """Check the options before any training; returns ``self``."""
         check_open_unit("alpha", self.alpha)
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise InputError(f"expected workers to be an integer >= 1, got {self.workers!r}")
         if self.model_uri is not None and self.epochs is not None:
             raise InputError("expected either --model (its recipe comes from its version tags) or --epochs, got both")
         if self.model_uri is None:
@@ -135,6 +153,7 @@ class GridConfig:
             keys.PARAM_GRID_QUERIES: ",".join(self.queries),
             keys.PARAM_GRID_SIZES: ",".join("full" if s is None else str(s) for s in self.sizes),
             keys.PARAM_CORRUPTION: self.grid.corruption,
+            keys.PARAM_WORKERS: self.workers,
         }
 
 
@@ -424,25 +443,117 @@ def _plan(config: GridConfig) -> dict:
 def _audit_cells(
     auditor: CellAuditor, done: dict[CellKey, CellResult], progress: bool
 ) -> tuple[pd.DataFrame, int, int]:
-    """Every planned cell: audited, or reused from ``done`` or from an earlier cell of this run with the same key."""
+    """Every planned cell: audited, or reused from ``done`` or from an earlier cell of this run with the same key.
+
+    The rows are in the grid's order, whether the cells were audited here or by workers.
+    """
     config = auditor.config
-    rows, now, n_audited, n_reused = [], {}, 0, 0
     planned = config.grid.cells(config.ks, config.queries, config.sizes)
-    bar = tqdm(planned, desc=f"grid {config.name}", unit="cell", disable=not progress)
-    for cell in bar:
+    todo: dict[CellKey, Cell] = {}
+    for cell in planned:
+        todo.setdefault(auditor.key(cell), cell)
+    todo = {key: cell for key, cell in todo.items() if key not in done}
+    audited = _audit_all(auditor, list(todo.values()), progress)
+    rows, now, n_audited, n_reused = [], {}, 0, 0
+    for cell in planned:
         key = auditor.key(cell)
         if key in now:
             result, reused = now[key], False
-        elif key in done:
+        elif key in audited:
+            result, reused = audited[key], False
+            n_audited += 1
+        else:
             result, reused = done[key], True
             n_reused += 1
-        else:
-            result, reused = auditor.run(cell), False
-            n_audited += 1
         now[key] = result
         rows.append(_cell_row(cell, key.n_query, result, reused))
-        bar.set_postfix(audited=n_audited, reused=n_reused)
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS)), n_audited, n_reused
+
+
+def _audit_all(auditor: CellAuditor, cells: list[Cell], progress: bool) -> dict[CellKey, CellResult]:
+    """Audit ``cells`` here, one after the other, or in ``config.workers`` processes; keyed by cell."""
+    desc = f"grid {auditor.config.name}"
+    if auditor.config.workers == 1 or len(cells) <= 1:
+        return {
+            auditor.key(cell): auditor.run(cell) for cell in tqdm(cells, desc=desc, unit="cell", disable=not progress)
+        }
+    for cell in cells:
+        auditor.query_file(cell)  # written once here, not by several workers at once
+    workers = min(auditor.config.workers, len(cells))
+    plan = WorkerPlan(
+        config=auditor.config,
+        model_uri=auditor.target.model_uri,
+        folder=str(auditor.folder),
+        tracking_uri=tracking_uri(),
+        parent=active_parent(),
+        threads=torch_threads(),
+    )
+    cells = worker_order(cells)
+    results = run_in_workers(
+        _audit_in_worker,
+        cells,
+        workers=workers,
+        initializer=_start_worker,
+        initargs=(plan,),
+        progress=progress,
+        desc=desc,
+    )
+    return {auditor.key(cell): result for cell, result in zip(cells, results)}
+
+
+def worker_order(cells: list[Cell]) -> list[Cell]:
+    """The order workers take the cells in: each k's first cell before any k's second, each k starting elsewhere.
+
+    Cells of one k share a calibration model and a calibration-set model; cells of one query
+    set share a KS-ratio query model. Cells that run at once should need different models, or
+    all but one of their workers would wait for the one training it; going down the diagonals
+    of the (k, query set) table gives every cell of the first round its own models.
+
+    >>> cells = [Cell(k, q, "ema") for k in (100, 90) for q in ("M1", "M6", "S")]
+    >>> [(c.k, c.query) for c in worker_order(cells)]
+    [(100, 'M1'), (90, 'M6'), (100, 'M6'), (90, 'S'), (100, 'S'), (90, 'M1')]
+    """
+    by_k: dict[int, list[Cell]] = {}
+    for cell in cells:
+        by_k.setdefault(cell.k, []).append(cell)
+    rotated = [group[i % len(group) :] + group[: i % len(group)] for i, group in enumerate(by_k.values())]
+    return [group[j] for j in range(max(map(len, rotated))) for group in rotated if j < len(group)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerPlan:
+    """What a worker process needs to audit cells: the grid, its target, the parent run, torch's thread count.
+
+    The workers use the parent's thread count, not a share of the cores: torch's numbers depend
+    on it, and the cells must equal a serial run's. Give each worker fewer threads by starting
+    the command with fewer (``OMP_NUM_THREADS``), which a serial run then needs too.
+    """
+
+    config: GridConfig
+    model_uri: str
+    folder: str
+    tracking_uri: str
+    parent: RemoteParent
+    threads: int
+
+
+#: The worker process's auditor, built once by :func:`_start_worker` (None in the parent).
+_worker_auditor: CellAuditor | None = None
+
+
+def _start_worker(plan: WorkerPlan) -> None:
+    """Set up a worker: its torch threads, the store and parent run it logs to, the target it audits."""
+    global _worker_auditor
+    use_threads(plan.threads)
+    join_parent(plan.tracking_uri, plan.parent)
+    target = resolve_target(plan.model_uri)
+    _worker_auditor = CellAuditor(
+        plan.config, target, target.oracle(), target.splits(), folder=Path(plan.folder), progress=False
+    )
+
+
+def _audit_in_worker(cell: Cell) -> CellResult:
+    return _worker_auditor.run(cell)
 
 
 def _record_on_version(target: Target, name: str, run_id: str, fingerprint: str, n_cells: int) -> None:

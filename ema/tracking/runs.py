@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -22,6 +23,9 @@ from mlflow.tracking import MlflowClient
 from ema.data.arrays import ArraySet
 from ema.errors import EMAError
 from ema.tracking import keys, store
+
+#: MLflow's switch for the run links it prints to stdout when the store is a tracking server.
+QUIET_LINKS_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 
 
 def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
@@ -42,6 +46,8 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
     """
     uri = os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI
     mlflow.set_tracking_uri(uri)
+    # A tracking server makes MLflow print a "View run" link per run to stdout, into our tables.
+    os.environ.setdefault(QUIET_LINKS_ENV, "true")
     with store.opened(uri):
         if os.environ.get("MLFLOW_RUN_ID") or mlflow.active_run() is not None:
             return
@@ -52,18 +58,58 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
             raise EMAError(f"could not use experiment {experiment!r} in {uri}: {message}") from exc
 
 
+@dataclass(frozen=True)
+class RemoteParent:
+    """A run another process holds open (a grid's parent), under which this process nests its runs."""
+
+    run_id: str
+    experiment_id: str
+
+
+#: Set in a grid's worker processes by :func:`join_parent`; None elsewhere.
+_remote_parent: RemoteParent | None = None
+
+
+def join_parent(tracking_uri: str, parent: RemoteParent) -> None:
+    """Make this process (a worker) log to ``tracking_uri`` and nest its top-level runs under ``parent``.
+
+    The worker must not resume the run ``mlflow run`` created (``MLFLOW_RUN_ID``, inherited
+    from the process that started it): that run is the parent's to end.
+    """
+    global _remote_parent
+    os.environ.pop("MLFLOW_RUN_ID", None)
+    os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
+    mlflow.set_tracking_uri(tracking_uri)
+    with store.opened(tracking_uri):
+        _remote_parent = parent
+
+
+def active_parent() -> RemoteParent | None:
+    """The active run of this process, else the remote parent it joined, else None."""
+    run = mlflow.active_run()
+    if run is not None:
+        return RemoteParent(run.info.run_id, run.info.experiment_id)
+    return _remote_parent
+
+
 @contextmanager
 def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlflow.ActiveRun]:
-    """Open a run: nested under the active run if there is one, in the parent's experiment.
+    """Open a run: nested under the active run (or the remote parent a worker joined), in the parent's experiment.
 
     An exception inside marks the run FAILED (MLflow's context manager does so) and
     propagates. Every run records the process and host that run it, so that a RUNNING run
     whose process is gone can be told apart (:func:`ema.tracking.history.audit_history`).
     """
     tags = {**(tags or {}), keys.TAG_PID: str(os.getpid()), keys.TAG_HOST: socket.gethostname()}
-    parent = mlflow.active_run()
+    parent = active_parent()
     if parent is not None:
-        run = mlflow.start_run(run_name=run_name, nested=True, experiment_id=parent.info.experiment_id, tags=tags)
+        run = mlflow.start_run(
+            run_name=run_name,
+            nested=mlflow.active_run() is not None,
+            parent_run_id=parent.run_id,
+            experiment_id=parent.experiment_id,
+            tags=tags,
+        )
     elif os.environ.get("MLFLOW_RUN_ID"):
         run = mlflow.start_run(tags=tags)  # resumes the run that `mlflow run` created
     else:
@@ -73,7 +119,7 @@ def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlf
             yield run
         finally:
             if parent is not None:
-                inherit_params(parent.info.run_id, run.info.run_id)
+                inherit_params(parent.run_id, run.info.run_id)
 
 
 def inherit_params(parent_id: str, child_id: str) -> None:
