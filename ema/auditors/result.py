@@ -50,11 +50,13 @@ class AuditResult:
 
     @property
     def n_query(self) -> int:
-        return int(self.membership.size)
+        """The query's size: the ``n_query`` metric where the auditor counted it (no per-sample arrays), else M's."""
+        return int(self.metrics.get("n_query", self.membership.size))
 
     @property
     def flag_rate(self) -> float:
-        return float(self.membership.mean())
+        """The share of the query flagged: the ``flag_rate`` metric where the auditor counted it, else M's mean."""
+        return float(self.metrics.get("flag_rate", self.membership.mean()))
 
     def sample_columns(self) -> dict[str, np.ndarray]:
         """Per-sample columns: each metric, each metric's flag, and M."""
