@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
-from ema.auditors.result import MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.auditors.result import MEMORIZED, NOT_MEMORIZED, AuditResult, SampleFlags
 from ema.errors import InputError
 from ema.signals import PAPER_SIGNALS, check_probabilities, check_signal_names, compute_scores
 from ema.stats import EMA_TESTS, ema_pvalue_from_counts
@@ -31,14 +30,6 @@ def check_alpha(alpha: float) -> float:
     if not 0.0 < alpha < 1.0:
         raise InputError(f"expected alpha in (0, 1), got {alpha}")
     return float(alpha)
-
-
-class SampleFlags(NamedTuple):
-    """What :meth:`EMAAuditor.flag` finds per query sample: each metric's score and flag, and M (any flag)."""
-
-    scores: dict[str, np.ndarray]
-    flags: dict[str, np.ndarray]
-    membership: np.ndarray
 
 
 class EMAAuditor:

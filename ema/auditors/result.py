@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -12,6 +13,21 @@ NOT_MEMORIZED = "not_memorized"
 INCONCLUSIVE = "inconclusive"
 #: Every verdict an auditor may return.
 VERDICTS = (MEMORIZED, NOT_MEMORIZED, INCONCLUSIVE)
+
+
+class SampleFlags(NamedTuple):
+    """Per query sample: each metric's score and flag, and M (each auditor documents its rule)."""
+
+    scores: dict[str, np.ndarray]
+    flags: dict[str, np.ndarray]
+    membership: np.ndarray
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The membership table's columns: each metric, each metric's flag (``flag_<metric>``), and M, as int8."""
+        columns: dict[str, np.ndarray] = dict(self.scores)
+        columns.update({f"flag_{name}": flag.astype(np.int8) for name, flag in self.flags.items()})
+        columns["M"] = self.membership.astype(np.int8)
+        return columns
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,4 @@ class AuditResult:
 
     def sample_columns(self) -> dict[str, np.ndarray]:
         """Per-sample columns: each metric, each metric's flag, and M."""
-        columns: dict[str, np.ndarray] = dict(self.scores)
-        columns.update({f"flag_{name}": flag.astype(np.int8) for name, flag in self.flags.items()})
-        columns["M"] = self.membership.astype(np.int8)
-        return columns
+        return SampleFlags(self.scores, self.flags, self.membership).columns()

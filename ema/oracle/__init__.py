@@ -16,7 +16,7 @@ One job per module:
 - :mod:`ema.oracle.wire_format`: the scoring server's JSON (:func:`float32_json`, :func:`parse_reply`).
 """
 
-from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle
+from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle, prepare_inputs
 from ema.oracle.outputs import (
     ACCESS_LABEL_ONLY,
     ACCESS_PROBABILITIES,
@@ -25,7 +25,7 @@ from ema.oracle.outputs import (
     interpret_outputs,
     numeric_outputs,
 )
-from ema.oracle.pyfunc import PyfuncOracle
+from ema.oracle.pyfunc import PyfuncOracle, pyfunc_spark_udf
 from ema.oracle.scoring_server import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -56,4 +56,6 @@ __all__ = [
     "interpret_outputs",
     "numeric_outputs",
     "parse_reply",
+    "prepare_inputs",
+    "pyfunc_spark_udf",
 ]

@@ -16,6 +16,31 @@ DEFAULT_BATCH_SIZE = 4096
 IMAGE_INPUT_SHAPE = MODEL_INPUT_SHAPE
 
 
+def prepare_inputs(
+    pixels: np.ndarray, transform: InputTransform, input_shape: tuple[int, ...] | None = None
+) -> np.ndarray:
+    """Scale, cast to float32 and reshape to the declared shape (e.g. flatten for (-1, 784)).
+
+    uint8 images (n, H, W) are first turned into pixels in [0, 1], as torchvision's ``ToTensor``
+    does. A function of its arguments alone (no model), so that a Spark job can prepare
+    batches on its executors exactly as the in-process oracle does.
+    """
+    if pixels.dtype == np.uint8:
+        if pixels.ndim != 3:
+            raise InputError(f"expected uint8 images of shape (n, height, width), got shape {pixels.shape}")
+        pixels = to_pixels(pixels)
+    inputs = np.ascontiguousarray(transform.apply(pixels))
+    if input_shape is None:
+        return inputs
+    target = (len(inputs), *input_shape[1:])
+    if -1 in target[1:] or int(np.prod(target[1:])) != int(np.prod(inputs.shape[1:])):
+        raise InputError(
+            f"expected images that fit the model's declared input shape {input_shape}, got images of shape "
+            f"{inputs.shape[1:]}"
+        )
+    return inputs.reshape(target)
+
+
 class Oracle:
     """Scores images through a model in batches. Subclasses say how one batch is scored.
 
@@ -50,24 +75,8 @@ class Oracle:
         raise NotImplementedError
 
     def prepare(self, pixels: np.ndarray) -> np.ndarray:
-        """Scale, cast to float32 and reshape to the declared shape (e.g. flatten for (-1, 784)).
-
-        uint8 images (n, H, W) are first turned into pixels in [0, 1], as torchvision's ``ToTensor`` does.
-        """
-        if pixels.dtype == np.uint8:
-            if pixels.ndim != 3:
-                raise InputError(f"expected uint8 images of shape (n, height, width), got shape {pixels.shape}")
-            pixels = to_pixels(pixels)
-        inputs = np.ascontiguousarray(self.transform.apply(pixels))
-        if self.input_shape is None:
-            return inputs
-        target = (len(inputs), *self.input_shape[1:])
-        if -1 in target[1:] or int(np.prod(target[1:])) != int(np.prod(inputs.shape[1:])):
-            raise InputError(
-                f"expected images that fit the model's declared input shape {self.input_shape}, got images of shape "
-                f"{inputs.shape[1:]}"
-            )
-        return inputs.reshape(target)
+        """What this oracle hands the model for ``pixels``: :func:`prepare_inputs` with its transform and shape."""
+        return prepare_inputs(pixels, self.transform, self.input_shape)
 
     def predict(self, pixels: np.ndarray) -> Predictions:
         """Validated predictions for ``pixels`` of shape (n, 1, 28, 28) in [0, 1], or uint8 images (n, 28, 28).
