@@ -10,6 +10,8 @@ from ema.workflows.options import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TIMEOUT,
     EMA_TESTS,
+    ENGINE_IN_PROCESS,
+    ENGINES,
     METHODS,
     METRIC_N_QUERY,
     OUTPUT_KINDS,
@@ -38,6 +40,31 @@ from ema_cli.options import (
 )
 @click.option(
     "--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index."
+)
+@click.option(
+    "--query-table",
+    help=(
+        "A Parquet query table (label, index, pixels: 784 bytes), as `ema data export` writes; with --engine spark "
+        "any URI Spark reads (hdfs://, s3a://)."
+    ),
+)
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default=ENGINE_IN_PROCESS,
+    show_default=True,
+    help="Where the query is scored: in this process, or on Spark (--query-table and --method ema only).",
+)
+@click.option(
+    "--spark-master",
+    help="With --engine spark: the master URL, e.g. spark://host:7077. Default: the active session, else local[2].",
+)
+@click.option(
+    "--membership-out",
+    help=(
+        "With --engine spark: write the per-sample membership table (Parquet) here instead of logging it as the "
+        "run's membership.parquet artifact; required on a cluster."
+    ),
 )
 @click.option(
     "--method",
@@ -150,8 +177,8 @@ def audit(
     **options,
 ):
     """Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags."""
-    if (query is None) == (query_file is None):
-        raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
+    if sum(v is not None for v in (query, query_file, options["query_table"])) != 1:
+        raise click.UsageError("give exactly one of --query NAME, --query-file FILE or --query-table URI")
     supplied = (calibration_model, calibration_members, calibration_nonmembers)
     if any(supplied) and not all(supplied):
         raise click.UsageError("--calibration-model needs --calibration-members and --calibration-nonmembers")

@@ -42,6 +42,7 @@ LOCAL_SETTINGS = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
+    "spark.ui.showConsoleProgress": "false",
 }
 #: Rows per Arrow batch handed to the Python UDFs (Spark's default is 10,000): the model sees batches this size.
 ROWS_PER_BATCH = 4096
@@ -85,6 +86,7 @@ def spark_session(master: str | None = None) -> Iterator[SparkSession]:
         for key, value in LOCAL_SETTINGS.items():
             builder = builder.config(key, value)
     session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
     finally:

@@ -50,22 +50,28 @@ def without_query(pool: ArraySet, query: ArraySet) -> ArraySet:
     return pool.take(np.flatnonzero(keep), name=f"{pool.name} without the query")
 
 
-def member_reference(target: Target, query: ArraySet, members_file: str | None = None) -> Reference | None:
-    """Samples known to be in the target's training data, the query's own left out; None when none are known."""
+def member_reference(target: Target, query: ArraySet | None, members_file: str | None = None) -> Reference | None:
+    """Samples known to be in the target's training data, the query's own left out; None when none are known.
+
+    ``query`` None: the query is a table this process never holds (the Spark engine), so
+    nothing is left out; the description says so.
+    """
     if members_file is not None:
-        members = without_query(read_set(members_file), query)
-        source = f"file {members_file}"
+        pool, source = read_set(members_file), f"file {members_file}"
     elif _lineage_is_known(target):
-        members = without_query(target.splits().train, query)
-        source = f"training data of {target.label} ({target.data}, split seed {target.data_seed})"
+        pool, source = (
+            target.splits().train,
+            f"training data of {target.label} ({target.data}, split seed {target.data_seed})",
+        )
     elif (logged := _logged_training_file(target)) is not None:
-        members = without_query(read_set(logged), query)
-        source = f"training dataset {logged} logged by run {target.version.run_id}"
+        pool, source = read_set(logged), f"training dataset {logged} logged by run {target.version.run_id}"
     else:
         return None
+    members = without_query(pool, query) if query is not None else pool
     if len(members) == 0:
         return None
-    return Reference(members, f"{source}: {len(members)} samples, the query's own left out")
+    left_out = "the query's own left out" if query is not None else "the query (a Spark table) not left out"
+    return Reference(members, f"{source}: {len(members)} samples, {left_out}")
 
 
 def nonmember_reference(target: Target, reference_file: str | None = None) -> Reference:

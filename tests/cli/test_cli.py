@@ -43,7 +43,7 @@ def test_audit_unknown_query_name_is_usage_error(store):
 def test_audit_needs_exactly_one_query(store):
     result = invoke("audit", "--query", "M1", "--query-file", "x.npz")
     assert result.exit_code == 2
-    assert "exactly one of --query NAME or --query-file FILE" in result.output
+    assert "exactly one of --query NAME, --query-file FILE or --query-table URI" in result.output
 
 
 def test_train_rejects_bad_hidden(store):
