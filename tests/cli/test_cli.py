@@ -96,6 +96,9 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--timeout": "9",
         "--request-timeout": "4",
         "--calibration-name": "cal",
+        "--engine": "spark",
+        "--spark-master": "local[1]",
+        "--membership-out": "out",
     }
     result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
     assert "captured" in result.output
@@ -121,9 +124,10 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "cal",
     )
     assert (config.margin, config.timeout, config.request_timeout, config.strict) == (0.2, 9.0, 4.0, True)
+    assert (config.engine, config.spark_master, config.membership_out) == ("spark", "local[1]", "out")
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "timeout", "request_timeout", "strict",
-        "calibration_name",
+        "calibration_name", "engine", "spark_master", "membership_out",
     }  # fmt: skip
-    assert unset == {"query_file", "transform", "calibration", "corruption"}
+    assert unset == {"query_file", "query_table", "transform", "calibration", "corruption"}
