@@ -46,11 +46,15 @@ def images_from_bytes(pixels: Iterable[bytes], *, where: str = "query table") ->
     values = list(pixels)
     sizes = {len(value) for value in values}
     if sizes - {IMAGE_BYTES}:
-        raise InputError(
-            f"{where}: expected `pixels` of {IMAGE_BYTES} bytes (a {IMAGE_SHAPE[0]}x{IMAGE_SHAPE[1]} uint8 image), "
-            f"got values of {sorted(sizes)[:5]} bytes"
-        )
+        raise _wrong_size(where, sorted(sizes))
     return np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), *IMAGE_SHAPE)
+
+
+def _wrong_size(where: str, sizes: list[int]) -> InputError:
+    return InputError(
+        f"{where}: expected `pixels` of {IMAGE_BYTES} bytes (a {IMAGE_SHAPE[0]}x{IMAGE_SHAPE[1]} uint8 image), "
+        f"got values of {sizes[:5]} bytes"
+    )
 
 
 def to_arrow(data: ArraySet) -> pa.Table:
@@ -96,12 +100,26 @@ def read_table(path: str | Path) -> ArraySet:
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"could not read query table {path} as Parquet: {str(exc).splitlines()[0]}") from exc
     check_columns({field.name: field.type for field in table.schema}, where=str(path))
+    empty = [name for name in QUERY_COLUMNS if table.column(name).null_count]
+    if empty:
+        raise InputError(f"{path}: expected a value in every row, got nulls in columns {empty}")
     return ArraySet(
         path.name,
-        images_from_bytes(table.column("pixels").to_pylist(), where=str(path)),
+        _images_from_arrow(table.column("pixels"), where=str(path)),
         table.column("label").to_numpy().astype(np.int64),
         table.column("index").to_numpy().astype(np.int64),
     )
+
+
+def _images_from_arrow(column: pa.ChunkedArray, *, where: str) -> np.ndarray:
+    """The ``pixels`` column as uint8 images (n, 28, 28), straight from Arrow's buffers (no Python bytes per row)."""
+    pixels = column.cast(pa.binary()).combine_chunks()
+    offsets = np.frombuffer(pixels.buffers()[1], dtype=np.int32)[pixels.offset : pixels.offset + len(pixels) + 1]
+    sizes = np.unique(np.diff(offsets))
+    if sizes.size and (sizes != IMAGE_BYTES).any():
+        raise _wrong_size(where, sizes.tolist())
+    data = np.frombuffer(pixels.buffers()[2] or b"", dtype=np.uint8)[offsets[0] : offsets[-1]]
+    return data.reshape(len(pixels), *IMAGE_SHAPE)
 
 
 def check_columns(types: dict[str, object], *, where: str) -> None:

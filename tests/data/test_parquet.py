@@ -40,3 +40,16 @@ def test_read_table_refuses_pixels_that_are_not_bytes(tmp_path):
     pq.write_table(pa.table({"label": [1], "index": [0], "pixels": [[0.5] * 784]}), tmp_path / "t.parquet")
     with pytest.raises(InputError, match="binary pixels"):
         read_table(tmp_path / "t.parquet")
+
+
+def test_read_table_refuses_images_of_another_size(tmp_path):
+    pq.write_table(pa.table({"label": [1], "index": [0], "pixels": [b"\x00" * 100]}), tmp_path / "t.parquet")
+    with pytest.raises(InputError, match=r"expected `pixels` of 784 bytes .* got values of \[100\] bytes"):
+        read_table(tmp_path / "t.parquet")
+
+
+def test_read_table_refuses_nulls(tmp_path):
+    pixels = pa.array([b"\x00" * 784, None], type=pa.binary())
+    pq.write_table(pa.table({"label": [1, 2], "index": [0, 1], "pixels": pixels}), tmp_path / "t.parquet")
+    with pytest.raises(InputError, match=r"nulls in columns \['pixels'\]"):
+        read_table(tmp_path / "t.parquet")
