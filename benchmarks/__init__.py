@@ -24,4 +24,4 @@ Row keys (see :data:`benchmarks._common.ROW_KEYS`):
 """
 
 #: The measurements, in the order they run.
-MEASUREMENTS = ("thresholds", "scoring", "training", "audit", "end_to_end", "memory")
+MEASUREMENTS = ("thresholds", "scoring", "training", "audit", "end_to_end", "memory", "spark")

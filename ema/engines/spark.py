@@ -1,16 +1,15 @@
 """The Spark engine: score a Parquet query table on executors and bring back counts, never per-sample arrays.
 
-One audit is three Spark steps:
+One audit is two Spark steps:
 
 1. :func:`read_query` opens the table (``label``, ``index``, ``pixels``; :mod:`ema.data.parquet`)
    and checks its columns;
-2. :func:`write_membership` prepares each batch of images as the in-process oracle does,
-   scores it through ``mlflow.pyfunc.spark_udf`` (the two chained in one Python worker),
-   computes each sample's signals, flags and M on the executors, and writes the membership
-   table (one row per sample) as Parquet;
-3. :func:`count_flags` reads the membership table back and sums: samples, flagged samples,
-   and flags per signal. The driver decides from these counts
-   (:meth:`ema.auditors.EMAAuditor.audit_counts`), exactly as the in-process audit does.
+2. :func:`audit_table` prepares each batch of images as the in-process oracle does, scores
+   it through ``mlflow.pyfunc.spark_udf`` (the two chained in one Python worker), computes
+   each sample's signals, flags and M on the executors, and writes the membership table (one
+   row per sample) as Parquet; while it writes, Spark sums the table's row hashes, the
+   samples, the flagged samples and the flags per signal. The driver decides from these
+   counts (:meth:`ema.auditors.EMAAuditor.audit_counts`), exactly as the in-process audit does.
 
 The driver holds the session, the model's UDF and a handful of numbers, whatever the table's size.
 """
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import ArrayType, ByteType, DoubleType, FloatType, LongType, StructField, StructType
@@ -49,11 +48,15 @@ ROWS_PER_BATCH = 4096
 
 
 @dataclass(frozen=True)
-class FlagCounts:
+class TableCounts:
     """What the driver gets back from a scored query table.
 
     Attributes
     ----------
+    fingerprint : str
+        A content hash of the table: the sum of every row's 64-bit hash (of label, index and
+        pixels), in hex; independent of row order and partitioning, and not the in-process
+        fingerprint (a sha256 of the arrays).
     n_query : int
         Rows in the table.
     n_flagged : int
@@ -62,6 +65,7 @@ class FlagCounts:
         Rows each signal flagged.
     """
 
+    fingerprint: str
     n_query: int
     n_flagged: int
     per_signal: dict[str, int]
@@ -109,61 +113,68 @@ def read_query(spark: SparkSession, uri: str) -> DataFrame:
     return table.select("index", "label", "pixels")
 
 
-def table_fingerprint(table: DataFrame) -> str:
-    """A content hash of the table, computed on the executors: the sum of every row's 64-bit hash, in hex.
+def audit_table(
+    table: DataFrame, *, model_uri: str, prepare: PrepareBatch, flag: FlagBatch, out_uri: str
+) -> TableCounts:
+    """Score ``table`` through the model's Spark UDF, write one row per sample to ``out_uri`` (Parquet), and count.
 
-    Independent of row order and partitioning; not the in-process fingerprint (a sha256 of the arrays).
-    """
-    total = table.select(F.sum(F.xxhash64("label", "index", "pixels").cast("decimal(38,0)"))).first()[0]
-    return format(int(total or 0) % 2**64, "016x")
-
-
-def write_membership(
-    table: DataFrame,
-    *,
-    model_uri: str,
-    prepare: PrepareBatch,
-    flag: FlagBatch,
-    out_uri: str,
-) -> None:
-    """Score ``table`` through the model's Spark UDF and write one row per sample to ``out_uri`` (Parquet).
-
-    The rows are those of the in-process ``membership.csv``: index, label, each signal,
-    each signal's flag, M.
+    The rows are those of the in-process ``membership.csv``: index, label, each signal, each
+    signal's flag, M. The table's fingerprint and the counts are observed while the rows are
+    written (``DataFrame.observe``): one pass over the table, nothing per sample collected.
 
     Raises
     ------
     EMAError
         If the model's UDF cannot be made, or a batch fails on an executor (bad pixels,
         outputs that are not probabilities, the model's own error), as one line.
+    InputError
+        If the table has no rows.
     """
+    inputs = pandas_udf(_prepared(prepare), ArrayType(FloatType()))
+    model = pyfunc_spark_udf(table.sparkSession, model_uri, result_type="array<float>")
+    read, counted = Observation("query"), Observation("flags")
+    row_hash = F.xxhash64("label", "index", "pixels").cast("decimal(38,0)")
+    scored = table.observe(read, F.sum(row_hash).alias("hash")).select(
+        "index", "label", model(inputs("pixels")).alias("outputs")
+    )
+    signals = flag.auditor.signals
+    flagged = scored.mapInPandas(flag, _membership_schema(signals)).observe(
+        counted,
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.col("M").cast("long")).alias("M"),
+        *(F.sum(F.col(f"flag_{name}").cast("long")).alias(name) for name in signals),
+    )
+    try:
+        flagged.write.mode("overwrite").parquet(out_uri)
+    except Exception as exc:  # a failed Spark job: its cause is the executor's Python error, deep in the message
+        raise EMAError(f"the Spark audit failed: {_executor_cause(exc)}") from exc
+    counts = counted.get
+    if not counts["n"]:
+        raise InputError(f"expected at least one image to score, the query table {out_uri} has no rows")
+    return TableCounts(
+        fingerprint=format(int(read.get["hash"]) % 2**64, "016x"),
+        n_query=int(counts["n"]),
+        n_flagged=int(counts["M"]),
+        per_signal={name: int(counts[name]) for name in signals},
+    )
+
+
+def _prepared(prepare: PrepareBatch):
+    """``prepare`` as a function with the type hints ``pandas_udf`` reads (an iterator of batches, in and out)."""
 
     def prepared(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
         return prepare(batches)
 
-    inputs = pandas_udf(prepared, ArrayType(FloatType()))
-    model = pyfunc_spark_udf(table.sparkSession, model_uri, result_type="array<float>")
-    scored = table.select("index", "label", model(inputs("pixels")).alias("outputs"))
-    schema = StructType(
+    return prepared
+
+
+def _membership_schema(signals: tuple[str, ...]) -> StructType:
+    return StructType(
         [StructField("index", LongType()), StructField("label", LongType())]
-        + [StructField(name, DoubleType()) for name in flag.auditor.signals]
-        + [StructField(f"flag_{name}", ByteType()) for name in flag.auditor.signals]
+        + [StructField(name, DoubleType()) for name in signals]
+        + [StructField(f"flag_{name}", ByteType()) for name in signals]
         + [StructField("M", ByteType())]
     )
-    try:
-        scored.mapInPandas(flag, schema).write.mode("overwrite").parquet(out_uri)
-    except Exception as exc:  # a failed Spark job: its cause is the executor's Python error, deep in the message
-        raise EMAError(f"the Spark audit failed: {_executor_cause(exc)}") from exc
-
-
-def count_flags(spark: SparkSession, membership_uri: str, signals: tuple[str, ...]) -> FlagCounts:
-    """Samples, flagged samples and flags per signal of a membership table, summed on the executors."""
-    table = spark.read.parquet(membership_uri)
-    sums = [F.sum(F.col(f"flag_{name}").cast("long")).alias(name) for name in signals]
-    row = table.agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("M").cast("long")).alias("M"), *sums).first()
-    if not row["n"]:
-        raise InputError(f"expected at least one image to score, the query table at {membership_uri} scored none")
-    return FlagCounts(int(row["n"]), int(row["M"]), {name: int(row[name]) for name in signals})
 
 
 def _first_line(exc: BaseException) -> str:

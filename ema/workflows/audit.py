@@ -154,7 +154,7 @@ def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool
         config.model_uri, model_url=config.model_url, recipe_file=config.recipe_file, transform=config.transform
     )
     data = target.query_set(query=config.query, query_file=config.query_file, query_table=config.query_table)
-    log_audit_params(config, target, data.fingerprint)
+    log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(
         outputs=config.outputs, timeout=config.timeout, request_timeout=config.request_timeout

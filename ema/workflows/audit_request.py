@@ -197,11 +197,11 @@ class AuditConfig:
         }
 
 
-def log_audit_params(config: AuditConfig, target: Target, fingerprint: str, **extra: object) -> None:
-    """The audit run's name and params: the options, the target as resolved, the query's fingerprint, ``extra``."""
+def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> None:
+    """The audit run's name and params: the options, the target as resolved, and ``extra`` (the query's fingerprint)."""
     log_batch(
         tags={keys.TAG_RUN_NAME: f"audit {config.query_name} {config.method} {target.label}"},
-        params={**config.params(target), keys.PARAM_QUERY_FINGERPRINT: fingerprint, **extra},
+        params={**config.params(target), **extra},
     )
 
 

@@ -19,6 +19,7 @@ from ema.engines.batches import FlagBatch, PrepareBatch
 from ema.errors import EMAError
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle
 from ema.tracking import keys
+from ema.tracking.runs import log_batch
 from ema.workflows.audit_methods import ema_auditor
 from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, log_audit_params
 from ema.workflows.target import resolve_target
@@ -45,22 +46,23 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         out_uri = config.membership_out or str(Path(scratch) / keys.ARTIFACT_MEMBERSHIP_PARQUET)
         with spark_engine.spark_session(config.spark_master) as spark:
             table = spark_engine.read_query(spark, config.query_table)
-            fingerprint = spark_engine.table_fingerprint(table)
-            log_audit_params(config, target, fingerprint, **{keys.PARAM_SPARK_MASTER: spark.sparkContext.master})
+            log_audit_params(config, target, **{keys.PARAM_SPARK_MASTER: spark.sparkContext.master})
             request = AuditRequest(config, target, None, oracle, progress)
             reference = request.nonmember_predictions
             auditor, tags = ema_auditor(request, reference.access)
             flag = FlagBatch(auditor, _output_kind(config.outputs, reference.access), auditor.n_classes_)
             prepare = PrepareBatch(oracle.transform, oracle.input_shape)
-            spark_engine.write_membership(
+            counts = spark_engine.audit_table(
                 table, model_uri=oracle.model_uri, prepare=prepare, flag=flag, out_uri=out_uri
             )
-            counts = spark_engine.count_flags(spark, out_uri, auditor.signals)
+        log_batch(params={keys.PARAM_QUERY_FINGERPRINT: counts.fingerprint})
         result = auditor.audit_counts(counts.n_flagged, counts.n_query)
         if config.membership_out is not None:
             tags[keys.TAG_MEMBERSHIP_URI] = config.membership_out
         membership = {} if config.membership_out else {keys.ARTIFACT_MEMBERSHIP_PARQUET: Path(out_uri)}
-        yield Scored(request, {"ema": result}, tags, reference.access, reference.detected, fingerprint, membership)
+        yield Scored(
+            request, {"ema": result}, tags, reference.access, reference.detected, counts.fingerprint, membership
+        )
 
 
 def _output_kind(outputs: str, access: str) -> str:
