@@ -202,6 +202,8 @@ def _memory_row(sizes: tuple[int, ...], on_spark: dict[int, dict]) -> dict:
     growth = on_spark[large]["peak"] - on_spark[small]["peak"]
     jvm = ", ".join(f"{n:,}: {on_spark[n]['jvm_peak'] / MB:,.0f} MB" for n in sizes)
     before = ", ".join(f"{n:,}: {on_spark[n]['rss_before_audit'] / MB:,.0f} MB" for n in sizes)
+    walls = ", ".join(f"{n:,}: {on_spark[n]['seconds']:.0f} s" for n in sizes)
+    marginal = (large - small) / (on_spark[large]["seconds"] - on_spark[small]["seconds"])
     return row(
         NAME,
         f"Spark driver (Python) peak RSS at {large:,} vs {small:,} images",
@@ -214,7 +216,8 @@ def _memory_row(sizes: tuple[int, ...], on_spark: dict[int, dict]) -> dict:
         goal=f"grows < {MEMORY_GOAL_BYTES // MB} MB",
         met=growth < MEMORY_GOAL_BYTES,
         note=f"growth {growth / MB:+.0f} MB; RSS before the audit (imports, session) {before}; "
-        f"JVM peak (driver + local executors) {jvm}",
+        f"JVM peak (driver + local executors) {jvm}; Spark wall {walls}, so {marginal:,.0f} images/s "
+        f"for the images beyond the first {small:,} (start-up excluded)",
     )
 
 
