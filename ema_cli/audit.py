@@ -15,7 +15,6 @@ from ema.workflows.options import (
     METHODS,
     METRIC_N_QUERY,
     OUTPUT_KINDS,
-    QUERY_NAMES,
     THRESHOLD_MODES,
 )
 from ema.workflows.target import transform_from_options
@@ -25,6 +24,8 @@ from ema_cli.options import (
     k_option,
     model_option,
     progress_option,
+    query_file_option,
+    query_option,
     recipe_option,
     workflow_command,
 )
@@ -33,14 +34,8 @@ from ema_cli.options import (
 @click.command("audit")
 @model_option
 @click.option("--model-url", help="Score through a scoring server instead, e.g. http://127.0.0.1:5001/invocations.")
-@click.option(
-    "--query",
-    type=click.Choice(QUERY_NAMES),
-    help="A named query set: M1..M5 (members), M6 (held out), S (other domain).",
-)
-@click.option(
-    "--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index."
-)
+@query_option
+@query_file_option
 @click.option(
     "--query-table",
     help=(

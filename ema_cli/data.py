@@ -5,8 +5,8 @@ from pathlib import Path
 import click
 
 from ema.workflows.data import EXPORT_FORMATS, describe_source, export_query, export_splits
-from ema.workflows.options import QUERY_NAMES, SOURCE_NAMES, EMAError
-from ema_cli.options import data_option, data_seed_option, root_option
+from ema.workflows.options import SOURCE_NAMES, EMAError
+from ema_cli.options import data_option, data_seed_option, query_file_option, query_option, root_option
 
 
 @click.group("data")
@@ -71,8 +71,8 @@ def splits(out_dir, data_name, root, data_seed):
     required=True,
     help="Folder of the table (ema audit --query-table FOLDER).",
 )
-@click.option("--query", type=click.Choice(QUERY_NAMES), help="A named query set of the splits: M1..M6, S.")
-@click.option("--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x, y and index.")
+@query_option
+@query_file_option
 @data_option
 @root_option
 @data_seed_option

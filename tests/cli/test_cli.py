@@ -24,6 +24,22 @@ def test_data_splits_writes_every_split(tmp_path):
         assert data["y"].dtype == np.int64 and data["index"].dtype == np.int64
 
 
+def test_data_export_writes_a_query_table_of_the_split(tmp_path):
+    from ema.data.parquet import read_table
+    from ema.data.presets import load_splits
+
+    result = invoke("data", "export", "--format", "parquet", "--query", "M6", "--out", str(tmp_path / "m6"))
+    assert result.exit_code == 0, result.output
+    table, split = read_table(tmp_path / "m6"), load_splits("mnist-embedded", 0).query("M6")
+    assert table.fingerprint == split.fingerprint and f"fingerprint {split.fingerprint}" in result.output
+    np.testing.assert_array_equal(table.index, split.index)
+
+
+def test_data_export_needs_exactly_one_query(tmp_path):
+    result = CliRunner().invoke(main, ["data", "export", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "exactly one of --query NAME or --query-file FILE" in result.output
+
+
 def test_audit_unknown_model_is_one_line_error_and_failed_run(store):
     result = invoke("audit", "--model", "models:/missing@target", "--query", "M1", "--no-progress")
     assert result.exit_code == 1
