@@ -8,7 +8,7 @@ One audit is two Spark steps:
    it through ``mlflow.pyfunc.spark_udf`` (the two chained in one Python worker), computes
    each sample's signals, flags and M on the executors, and writes the membership table (one
    row per sample) as Parquet; while it writes, Spark sums the table's row hashes, the
-   samples, the flagged samples and the flags per signal. The driver decides from these
+   samples and the flagged samples. The driver decides from these
    counts (:meth:`ema.auditors.EMAAuditor.audit_counts`), exactly as the in-process audit does.
 
 The driver holds the session, the model's UDF and a handful of numbers, whatever the table's size.
@@ -64,14 +64,11 @@ class TableCounts:
         Rows in the table.
     n_flagged : int
         Rows with M = 1 (flagged by any signal).
-    per_signal : dict of str to int
-        Rows each signal flagged.
     """
 
     fingerprint: str
     n_query: int
     n_flagged: int
-    per_signal: dict[str, int]
 
 
 @contextmanager
@@ -143,25 +140,20 @@ def audit_table(
     scored = table.observe(read, F.sum(row_hash).alias("hash")).select(
         "index", "label", model(inputs("pixels")).alias("outputs")
     )
-    signals = flag.auditor.signals
-    flagged = scored.mapInPandas(flag, _membership_schema(signals)).observe(
+    flagged = scored.mapInPandas(flag, _membership_schema(flag.auditor.signals)).observe(
         counted,
         F.count(F.lit(1)).alias("n"),
         F.sum(F.col("M").cast("long")).alias("M"),
-        *(F.sum(F.col(f"flag_{name}").cast("long")).alias(name) for name in signals),
     )
     try:
-        flagged.write.mode("overwrite").parquet(out_uri)
+        flagged.write.parquet(out_uri)  # refuses an existing path: a membership table is never overwritten
     except Exception as exc:  # a failed Spark job: its cause is the executor's Python error, deep in the message
         raise EMAError(f"the Spark audit failed: {_executor_cause(exc)}") from exc
     counts = counted.get
     if not counts["n"]:
-        raise InputError(f"expected at least one image to score, the query table {out_uri} has no rows")
+        raise InputError("expected at least one image to score, got a query table with no rows")
     return TableCounts(
-        fingerprint=format(int(read.get["hash"]) % 2**64, "016x"),
-        n_query=int(counts["n"]),
-        n_flagged=int(counts["M"]),
-        per_signal={name: int(counts[name]) for name in signals},
+        fingerprint=format(int(read.get["hash"]) % 2**64, "016x"), n_query=int(counts["n"]), n_flagged=int(counts["M"])
     )
 
 

@@ -78,6 +78,12 @@ def test_spark_audit_writes_membership_to_the_uri_given(trained, spark, tables, 
     assert keys.ARTIFACT_MEMBERSHIP_PARQUET not in artifacts_of(result.run_id)
 
 
+def wrong_image_size(directory) -> str:
+    directory.mkdir()
+    pq.write_table(pa.table({"label": [1], "index": [0], "pixels": [b"\x00" * 100]}), directory / "part-0.parquet")
+    return str(directory)
+
+
 def wrong_columns(directory) -> str:
     directory.mkdir()
     pq.write_table(pa.table({"label": [1], "index": [0], "image": [b"x"]}), directory / "part-0.parquet")
@@ -90,6 +96,7 @@ def wrong_columns(directory) -> str:
         (lambda d: str(d / "missing"), {}, InputError, "could not read query table .*PATH_NOT_FOUND"),
         (wrong_columns, {}, InputError, r"expected columns label .* missing \['pixels'\]"),
         (wrong_columns, {"method": "both"}, InputError, "--engine spark runs --method ema only"),
+        (wrong_image_size, {}, EMAError, r"the Spark audit failed: .*expected `pixels` of 784 bytes"),
     ],
 )
 def test_spark_audit_bad_input_is_one_line_and_a_failed_run(
