@@ -34,4 +34,5 @@ MEASUREMENTS = (
     "end_to_end",
     "memory",
     "grid_workers",
+    "spark",
 )

@@ -42,10 +42,10 @@ SETUP_EPOCHS = 1
 MB = 1 << 20
 
 
-def _status_kib(field: str) -> int:
-    """A ``/proc/self/status`` field in bytes (Linux; 0 elsewhere)."""
+def _status_kib(field: str, status: str = "/proc/self/status") -> int:
+    """A field of a process's ``status`` file (this process's by default) in bytes (Linux; 0 elsewhere)."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
+        for line in Path(status).read_text().splitlines():
             if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     except OSError:

@@ -9,10 +9,11 @@ from ema.workflows.options import (
     DEFAULT_TARGET_URI,
     DEFAULT_TIMEOUT,
     EMA_TESTS,
+    ENGINE_IN_PROCESS,
+    ENGINES,
     METHODS,
     METRIC_N_QUERY,
     OUTPUT_KINDS,
-    QUERY_NAMES,
     THRESHOLD_MODES,
 )
 from ema_cli.options import (
@@ -20,6 +21,8 @@ from ema_cli.options import (
     cal_seed_option,
     k_option,
     progress_option,
+    query_file_option,
+    query_option,
     recipe_option,
     workflow_command,
 )
@@ -48,13 +51,32 @@ from ema_cli.options import (
         "(else its input example's; over HTTP without --model, 1,28,28)."
     ),
 )
+@query_option
+@query_file_option
 @click.option(
-    "--query",
-    type=click.Choice(QUERY_NAMES),
-    help="A named query set: M1..M5 (members), M6 (held out), S (other domain).",
+    "--query-table",
+    help=(
+        "A Parquet query table (label, index, pixels: 784 bytes), as `ema data export` writes; with --engine spark "
+        "any URI Spark reads (hdfs://, s3a://)."
+    ),
 )
 @click.option(
-    "--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index."
+    "--engine",
+    type=click.Choice(ENGINES),
+    default=ENGINE_IN_PROCESS,
+    show_default=True,
+    help="Where the query is scored: in this process, or on Spark (--query-table and --method ema only).",
+)
+@click.option(
+    "--spark-master",
+    help="With --engine spark: the master URL, e.g. spark://host:7077. Default: the active session, else local[2].",
+)
+@click.option(
+    "--membership-out",
+    help=(
+        "With --engine spark: write the per-sample membership table (Parquet) here instead of logging it as the "
+        "run's membership.parquet artifact; required on a cluster."
+    ),
 )
 @click.option(
     "--method",
@@ -188,8 +210,8 @@ def audit(
     from ema.workflows.audit import audit as audit_workflow
     from ema.workflows.target import input_shape_from_option, transform_from_options
 
-    if (query is None) == (query_file is None):
-        raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
+    if sum(v is not None for v in (query, query_file, options["query_table"])) != 1:
+        raise click.UsageError("give exactly one of --query NAME, --query-file FILE or --query-table URI")
     supplied = (calibration_model, calibration_members, calibration_nonmembers)
     if any(supplied) and not all(supplied):
         raise click.UsageError("--calibration-model needs --calibration-members and --calibration-nonmembers")

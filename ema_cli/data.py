@@ -4,9 +4,9 @@ from pathlib import Path
 
 import click
 
-from ema.workflows.data import describe_source, export_splits
+from ema.workflows.data import EXPORT_FORMATS, describe_source, export_query, export_splits
 from ema.workflows.options import SOURCE_NAMES, EMAError
-from ema_cli.options import data_option, data_seed_option, root_option
+from ema_cli.options import data_option, data_seed_option, query_file_option, query_option, root_option
 
 
 @click.group("data")
@@ -53,3 +53,35 @@ def splits(out_dir, data_name, root, data_seed):
             click.echo(f"{path}  {len(arrays)} images, fingerprint {arrays.fingerprint}")
     except (EMAError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@data.command("export")
+@click.option(
+    "--format",
+    "table_format",
+    type=click.Choice(EXPORT_FORMATS),
+    default="parquet",
+    show_default=True,
+    help="Table format: Parquet with columns label, index and pixels (784 bytes).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder of the table (ema audit --query-table FOLDER).",
+)
+@query_option
+@query_file_option
+@data_option
+@root_option
+@data_seed_option
+def export(table_format, out_dir, query, query_file, data_name, root, data_seed):
+    """Write a query as a table that --engine spark (or any Parquet reader) audits."""
+    if (query is None) == (query_file is None):
+        raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
+    try:
+        arrays = export_query(out_dir, query=query, query_file=query_file, data=data_name, seed=data_seed, root=root)
+    except (EMAError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{out_dir}  {len(arrays)} images ({table_format}), fingerprint {arrays.fingerprint}")

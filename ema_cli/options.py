@@ -15,6 +15,7 @@ from ema.workflows.options import (
     DEFAULT_EXPERIMENT,
     DEFAULT_TARGET_URI,
     OPTIMIZERS,
+    QUERY_NAMES,
     EMAError,
     TrainSpec,
     configure,
@@ -83,6 +84,14 @@ root_option = click.option(
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Folder holding the source's files (default: none; fashion then reads /usr/share/datasets/fashion-mnist).",
+)
+query_option = click.option(
+    "--query",
+    type=click.Choice(QUERY_NAMES),
+    help="A named query set: M1..M5 (members), M6 (held out), S (other domain).",
+)
+query_file_option = click.option(
+    "--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index."
 )
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
-from ema.auditors.result import MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.auditors.result import MEMORIZED, NOT_MEMORIZED, AuditResult, SampleFlags
 from ema.errors import InputError
 from ema.signals import PAPER_SIGNALS, check_probabilities, check_signal_names, compute_scores
-from ema.stats import EMA_TESTS, ema_pvalue
+from ema.stats import EMA_TESTS, ema_pvalue_from_counts
 from ema.thresholds import THRESHOLD_MODES, select_class_thresholds, select_threshold
 from ema.validation import check_choice
 
@@ -152,13 +153,16 @@ class EMAAuditor:
             return {m: self.class_thresholds_[m][labels] for m in self.signals}
         return dict(self.thresholds_)
 
-    def audit(self, proba: np.ndarray, labels: np.ndarray) -> AuditResult:
-        """Flag each query sample and decide whether the query set is memorized.
+    def flag(self, proba: np.ndarray, labels: np.ndarray) -> SampleFlags:
+        """Each query sample's scores, each metric's flags and M: the per-sample half of :meth:`audit`.
+
+        A Spark job calls it on each batch of the query on its executors and adds up M;
+        :meth:`audit_counts` then decides from the totals, as :meth:`audit` does.
 
         Parameters
         ----------
         proba : ndarray of shape (n_query, n_classes)
-            The target model's probabilities on the query set.
+            The target model's probabilities on the query samples.
         labels : ndarray of shape (n_query,)
             The query samples' labels.
         """
@@ -174,18 +178,45 @@ class EMAAuditor:
         limits = self._signal_thresholds(labels)
         flags = {m: scores[m] >= limits[m] for m in self.signals}
         membership = np.logical_or.reduce(list(flags.values())).astype(np.int8)
-        rho_t, rho_ks = ema_pvalue(membership, "t").pvalue, ema_pvalue(membership, "ks").pvalue
+        return SampleFlags(scores, flags, membership)
+
+    def audit(self, proba: np.ndarray, labels: np.ndarray) -> AuditResult:
+        """Flag each query sample and decide whether the query set is memorized.
+
+        Parameters
+        ----------
+        proba : ndarray of shape (n_query, n_classes)
+            The target model's probabilities on the query set.
+        labels : ndarray of shape (n_query,)
+            The query samples' labels.
+        """
+        samples = self.flag(proba, labels)
+        result = self.audit_counts(int(samples.membership.sum()), samples.membership.size)
+        return dataclasses.replace(result, scores=samples.scores, flags=samples.flags, membership=samples.membership)
+
+    def audit_counts(self, n_flagged: int, n_query: int) -> AuditResult:
+        """The set-level decision from how many of the ``n_query`` samples :meth:`flag` flagged.
+
+        rho_EMA depends on the membership vector only through its count of ones
+        (:func:`~ema.stats.ema_pvalue_from_counts`), so this equals :meth:`audit` on the same
+        samples, to the bit. The result carries no per-sample arrays (they stay where they were
+        computed, e.g. in a Parquet table).
+        """
+        self._check_fitted()
+        self._check_config()
+        rho_t = ema_pvalue_from_counts(n_flagged, n_query, "t").pvalue
+        rho_ks = ema_pvalue_from_counts(n_flagged, n_query, "ks").pvalue
         rho = rho_t if self.test == "t" else rho_ks
         return AuditResult(
             method=self.method,
-            scores=scores,
-            flags=flags,
-            membership=membership,
+            scores={},
+            flags={},
+            membership=np.zeros(0, dtype=np.int8),
             metrics={
                 "rho_ema": rho_t,
                 "rho_ema_ks": rho_ks,
-                "flag_rate": float(membership.mean()),
-                "n_query": float(membership.size),
+                "flag_rate": n_flagged / n_query,
+                "n_query": float(n_query),
             },
             verdict=str(pvalue_verdict(rho, self.alpha)),
             alpha=self.alpha,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -12,6 +13,21 @@ NOT_MEMORIZED = "not_memorized"
 INCONCLUSIVE = "inconclusive"
 #: Every verdict an auditor may return.
 VERDICTS = (MEMORIZED, NOT_MEMORIZED, INCONCLUSIVE)
+
+
+class SampleFlags(NamedTuple):
+    """Per query sample: each metric's score and flag, and M (each auditor documents its rule)."""
+
+    scores: dict[str, np.ndarray]
+    flags: dict[str, np.ndarray]
+    membership: np.ndarray
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The membership table's columns: each metric, each metric's flag (``flag_<metric>``), and M, as int8."""
+        columns: dict[str, np.ndarray] = dict(self.scores)
+        columns.update({f"flag_{name}": flag.astype(np.int8) for name, flag in self.flags.items()})
+        columns["M"] = self.membership.astype(np.int8)
+        return columns
 
 
 @dataclass(frozen=True)
@@ -50,15 +66,14 @@ class AuditResult:
 
     @property
     def n_query(self) -> int:
-        return int(self.membership.size)
+        """The query's size: the ``n_query`` metric where the auditor counted it (no per-sample arrays), else M's."""
+        return int(self.metrics.get("n_query", self.membership.size))
 
     @property
     def flag_rate(self) -> float:
-        return float(self.membership.mean())
+        """The share of the query flagged: the ``flag_rate`` metric where the auditor counted it, else M's mean."""
+        return float(self.metrics.get("flag_rate", self.membership.mean()))
 
     def sample_columns(self) -> dict[str, np.ndarray]:
         """Per-sample columns: each metric, each metric's flag, and M."""
-        columns: dict[str, np.ndarray] = dict(self.scores)
-        columns.update({f"flag_{name}": flag.astype(np.int8) for name, flag in self.flags.items()})
-        columns["M"] = self.membership.astype(np.int8)
-        return columns
+        return SampleFlags(self.scores, self.flags, self.membership).columns()

@@ -18,7 +18,7 @@ One job per module:
 - :mod:`ema.oracle.wire_format`: the scoring server's JSON (:func:`request_body`, :func:`parse_reply`).
 """
 
-from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle
+from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle, prepare_inputs
 from ema.oracle.outputs import (
     ACCESS_LABEL_ONLY,
     ACCESS_PROBABILITIES,
@@ -27,7 +27,7 @@ from ema.oracle.outputs import (
     interpret_outputs,
     numeric_outputs,
 )
-from ema.oracle.pyfunc import PyfuncOracle
+from ema.oracle.pyfunc import PyfuncOracle, pyfunc_spark_udf
 from ema.oracle.scoring_server import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -58,4 +58,6 @@ __all__ = [
     "interpret_outputs",
     "numeric_outputs",
     "parse_reply",
+    "prepare_inputs",
+    "pyfunc_spark_udf",
 ]

@@ -20,6 +20,36 @@ DEFAULT_BATCH_SIZE = 4096
 IMAGE_INPUT_SHAPE = MODEL_INPUT_SHAPE
 
 
+def prepare_inputs(pixels: np.ndarray, transform: InputTransform, spec: InputSpec) -> np.ndarray | pd.DataFrame:
+    """Cast and reshape images as the model declares: dtype, shape (e.g. flatten for (-1, 784)), columns.
+
+    uint8 images (n, H, W) are turned into pixels in [0, 1], as torchvision's ``ToTensor`` does,
+    then scaled by the transform, for a model that takes floats; a model that takes integers
+    receives the pixel values 0-255. A function of its arguments alone (no model), so that a
+    Spark job prepares batches on its executors exactly as the in-process oracle does.
+    """
+    if pixels.dtype == np.uint8 and pixels.ndim != 3:
+        raise InputError(f"expected uint8 images of shape (n, height, width), got shape {pixels.shape}")
+    if spec.takes_integers:
+        images = pixels if pixels.dtype == np.uint8 else np.rint(np.clip(pixels, 0, 1) * 255).astype(np.uint8)
+        inputs = np.ascontiguousarray(images, dtype=spec.dtype)
+    else:
+        pixels = to_pixels(pixels) if pixels.dtype == np.uint8 else pixels
+        inputs = np.ascontiguousarray(transform.apply(pixels), dtype=spec.dtype)
+    if spec.shape is not None:
+        target = (len(inputs), *spec.shape[1:])
+        if int(np.prod(target[1:])) != int(np.prod(inputs.shape[1:])):
+            raise InputError(
+                f"expected images that fit the model's declared input shape {spec.shape}, got images of shape "
+                f"{inputs.shape[1:]} ({int(np.prod(inputs.shape[1:]))} values); give the model's shape with "
+                "--input-shape"
+            )
+        inputs = inputs.reshape(target)
+    if spec.columns is not None:
+        return pd.DataFrame(inputs, columns=list(spec.columns))
+    return inputs
+
+
 class Oracle:
     """Scores images through a model in batches. Subclasses say how one batch is scored.
 
@@ -72,33 +102,8 @@ class Oracle:
         return other
 
     def prepare(self, pixels: np.ndarray) -> np.ndarray | pd.DataFrame:
-        """Cast and reshape images as the model declares: dtype, shape (e.g. flatten for (-1, 784)), columns.
-
-        uint8 images (n, H, W) are turned into pixels in [0, 1], as torchvision's ``ToTensor`` does,
-        then scaled by the transform, for a model that takes floats; a model that takes integers
-        receives the pixel values 0-255.
-        """
-        if pixels.dtype == np.uint8 and pixels.ndim != 3:
-            raise InputError(f"expected uint8 images of shape (n, height, width), got shape {pixels.shape}")
-        spec = self.input_spec
-        if spec.takes_integers:
-            images = pixels if pixels.dtype == np.uint8 else np.rint(np.clip(pixels, 0, 1) * 255).astype(np.uint8)
-            inputs = np.ascontiguousarray(images, dtype=spec.dtype)
-        else:
-            pixels = to_pixels(pixels) if pixels.dtype == np.uint8 else pixels
-            inputs = np.ascontiguousarray(self.transform.apply(pixels), dtype=spec.dtype)
-        if spec.shape is not None:
-            target = (len(inputs), *spec.shape[1:])
-            if int(np.prod(target[1:])) != int(np.prod(inputs.shape[1:])):
-                raise InputError(
-                    f"expected images that fit the model's declared input shape {spec.shape}, got images of shape "
-                    f"{inputs.shape[1:]} ({int(np.prod(inputs.shape[1:]))} values); give the model's shape with "
-                    "--input-shape"
-                )
-            inputs = inputs.reshape(target)
-        if spec.columns is not None:
-            return pd.DataFrame(inputs, columns=list(spec.columns))
-        return inputs
+        """What this oracle hands the model for ``pixels``: :func:`prepare_inputs` with its transform and spec."""
+        return prepare_inputs(pixels, self.transform, self.input_spec)
 
     def predict(self, pixels: np.ndarray) -> Predictions:
         """Validated predictions for ``pixels`` of shape (n, 1, 28, 28) in [0, 1], or uint8 images (n, 28, 28).

@@ -71,6 +71,27 @@ class PyfuncOracle(Oracle):
             ) from exc
 
 
+def pyfunc_spark_udf(spark: object, model_uri: str, *, result_type: str = "array<float>") -> object:
+    """``mlflow.pyfunc.spark_udf`` of ``model_uri``, run in the executors' own Python (``env_manager="local"``).
+
+    The Spark engine scores a query table with it. ``spark`` is a ``SparkSession``; this
+    module never imports pyspark. The executors need the model's dependencies installed
+    (docs/SCALE.md says how on a cluster); mlflow ships the model's files to them.
+
+    Raises
+    ------
+    EMAError
+        If the model cannot be loaded or turned into a UDF, as one line.
+    """
+    import mlflow.pyfunc
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return mlflow.pyfunc.spark_udf(spark, model_uri, result_type=result_type, env_manager="local")
+    except (MlflowException, OSError) as exc:
+        raise EMAError(f"could not make a Spark UDF of model {model_uri!r}: {one_line(exc)}") from exc
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of a model's own error (its code's message; a traceback below it is not ours to show)."""
     lines = str(exc).strip().splitlines()

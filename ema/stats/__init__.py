@@ -24,7 +24,7 @@ from ema.stats.member_tails import (
     member_tail_test,
 )
 from ema.stats.multiple_testing import CORRECTIONS, adjust_pvalues
-from ema.stats.paper import EMA_TESTS, EMATestResult, check_flags, ema_pvalue
+from ema.stats.paper import EMA_TESTS, KS_EXACT_MAX_N, EMATestResult, check_flags, ema_pvalue, ema_pvalue_from_counts
 from ema.stats.placement import (
     StratifiedCutoffs,
     cutoff_ranks,
@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_INTERVAL_DRAWS",
     "EMA_TESTS",
     "JEFFREYS_PSEUDOCOUNT",
+    "KS_EXACT_MAX_N",
     "TAIL_ALTERNATIVES",
     "ConfidenceInterval",
     "EMATestResult",
@@ -62,6 +63,7 @@ __all__ = [
     "check_flags",
     "cutoff_ranks",
     "ema_pvalue",
+    "ema_pvalue_from_counts",
     "expected_cutoff_levels",
     "member_tail_curve",
     "member_tail_pvalues",

@@ -68,6 +68,10 @@ TAG_CALIBRATED_ROUTE = "ema.calibrated_route"
 #: JSON list of the audit's warnings (``[]`` when none).
 TAG_WARNINGS = "ema.warnings"
 TAG_STRICT = "ema.strict"
+#: Where the query was scored: in-process or spark.
+TAG_ENGINE = "ema.engine"
+#: Where a Spark audit wrote its membership table (--membership-out), when not logged as an artifact.
+TAG_MEMBERSHIP_URI = "ema.membership_uri"
 #: Grid parent runs: the grid's name, and the hash of everything that decides a cell's numbers.
 TAG_GRID = "ema.grid"
 TAG_GRID_CONFIG = "ema.grid.config"
@@ -118,6 +122,9 @@ PARAM_N_RETAIN = "n_retain"
 PARAM_N_FORGET = "n_forget"
 PARAM_SEEDS = "seeds"
 PARAM_METHODS = "methods"
+#: Where the query was scored (ema.engines.ENGINES), and on which Spark master.
+PARAM_ENGINE = "engine"
+PARAM_SPARK_MASTER = "spark_master"
 
 # Metrics.
 METRIC_RHO_EMA = "rho_ema"
@@ -146,6 +153,8 @@ METRIC_UNLEARN_SECONDS = "unlearn_seconds"
 #: Each auditor's calibration: thresholds, their balanced accuracies, diagnostics and assumptions.
 ARTIFACT_CALIBRATION = "calibration.json"
 ARTIFACT_MEMBERSHIP = "membership.csv"
+#: The Spark engine's membership table: a Parquet folder with the columns of membership.csv.
+ARTIFACT_MEMBERSHIP_PARQUET = "membership.parquet"
 ARTIFACT_SUMMARY = "summary.csv"
 ARTIFACT_SUMMARY_TXT = "summary.txt"
 ARTIFACT_TABLES_MD = "tables.md"

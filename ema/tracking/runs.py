@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -224,17 +225,20 @@ def download_artifact(run_id: str, name: str, folder: str | Path) -> Path:
         raise MissingArtifact(f"{name} of run {run_id} cannot be read: {message}") from exc
 
 
-def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]) -> None:
+def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict | Path]) -> None:
     """Write every artifact to a scratch folder, then log them in one call.
 
     Called last in a run, after everything it reports was computed, so that a failure
-    leaves no half-written artifacts.
+    leaves no half-written artifacts. A ``Path`` is a local file or folder, copied as it is
+    (a Parquet table written by Spark).
     """
     with tempfile.TemporaryDirectory() as tmp:
         for name, content in files.items():
             path = Path(tmp) / name
             path.parent.mkdir(parents=True, exist_ok=True)  # names may hold a folder: figures/x.png
-            if isinstance(content, pd.DataFrame):
+            if isinstance(content, Path):
+                _copy(content, path)
+            elif isinstance(content, pd.DataFrame):
                 content.to_csv(path, index=False)
             elif isinstance(content, dict):
                 path.write_text(json.dumps(content, indent=2, sort_keys=True))
@@ -243,6 +247,13 @@ def log_artifacts_atomically(files: dict[str, str | bytes | pd.DataFrame | dict]
             else:
                 path.write_text(content)
         mlflow.log_artifacts(tmp)
+
+
+def _copy(source: Path, destination: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, destination)
+    else:
+        shutil.copyfile(source, destination)
 
 
 class MissingArtifact(EMAError):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,16 +20,15 @@ import pandas as pd
 from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.splits import EXPECTED_VERDICTS
-from ema.oracle import (
-    Oracle,
-    Predictions,
-)
+from ema.engines import ENGINE_SPARK
+from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
 from ema.workflows.audit_gates import audit_warnings
 from ema.workflows.audit_methods import RUNNERS, fit_calibrated
-from ema.workflows.audit_request import AuditConfig, AuditRequest, SuppliedCalibration
+from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, SuppliedCalibration, log_audit_params
+from ema.workflows.audit_spark import score_on_spark
 from ema.workflows.methods import METHOD_PLANS, METHODS
 from ema.workflows.references import is_forget_set
 from ema.workflows.reporting import report_artifacts
@@ -61,12 +62,12 @@ def membership_table(query: ArraySet, results: dict[str, AuditResult]) -> pd.Dat
     return pd.DataFrame(columns)
 
 
-def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: str, when: time.struct_time) -> str:
+def audit_record(query_name: str, fingerprint: str, result: AuditResult, run_id: str, when: time.struct_time) -> str:
     """The audit as a model-version tag value: what was asked, what came out, where to look."""
     return json.dumps(
         {
             "query": query_name,
-            "query_fingerprint": query.fingerprint,
+            "query_fingerprint": fingerprint,
             "method": result.method,
             **result.metrics,
             "verdict": result.verdict,
@@ -77,15 +78,15 @@ def audit_record(query_name: str, query: ArraySet, result: AuditResult, run_id: 
     )
 
 
-def record_on_version(config: AuditConfig, outcome: AuditOutcome, data: ArraySet, version: RegisteredVersion) -> None:
+def record_on_version(config: AuditConfig, outcome: AuditOutcome, fingerprint: str, version: RegisteredVersion) -> None:
     """Add the audit to the version's trail: a tag of its own (never overwriting an earlier audit's), and last_audit.
 
     The trail tag is ``ema.audit.<query>.<UTC time>.<run id prefix>``, so that audits of the
     same query, even in the same second from two processes, each keep their record.
     """
     when = time.gmtime()
-    record = audit_record(outcome.query, data, outcome.primary, outcome.run_id, when)
-    query_key = config.query if config.query is not None else f"file-{data.fingerprint}"
+    record = audit_record(outcome.query, fingerprint, outcome.primary, outcome.run_id, when)
+    query_key = config.query if config.query is not None else f"file-{fingerprint}"
     trail_key = f"{keys.TAG_AUDIT_PREFIX}{query_key}.{time.strftime('%Y%m%dT%H%M%SZ', when)}.{outcome.run_id[:8]}"
     set_version_tags(version, {trail_key: record, keys.TAG_LAST_AUDIT: record})
 
@@ -100,44 +101,50 @@ def audit(
     target's version is tagged with the audit afterwards (its audit history), unless
     ``tag_version`` is False (a grid records itself on the version once, for all its cells).
     ``oracle`` replaces the target's own (a grid scores every cell through one).
+    ``config.engine`` says where the query is scored: in this process, or on Spark
+    (:mod:`ema.workflows.audit_spark`); the run's metrics, tags and verdict are the same.
     """
-    with start_run(f"audit {config.method}", tags={keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT}) as run:
+    tags = {keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_ENGINE: config.engine}
+    with start_run(f"audit {config.method}", tags=tags) as run:
         config.validate()
-        request = _resolve(config, oracle, progress)
-        target, data = request.target, request.data
-        predictions = request.oracle.predict(data.x)
-        results, tags = _run_methods(request, predictions)
-        warnings = audit_warnings(request, results)
-        if config.strict and warnings:
-            results = _inconclusive(results, METHOD_PLANS[config.method][0])
-            tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
-        tags[keys.TAG_WARNINGS] = json.dumps(warnings)
-        expected = expected_verdict(config, target, data)
-        _log_results(config, results, tags, predictions, expected)
-        log_artifacts_atomically(
-            {
-                keys.ARTIFACT_CALIBRATION: {m: r.thresholds for m, r in results.items()},
-                keys.ARTIFACT_MEMBERSHIP: membership_table(data, results),
-                # report.html and figures/*.png (ema.workflows.reporting)
-                **report_artifacts(request, results, tags, warnings, run.info.run_id),
-            }
-        )
+        score = score_on_spark if config.engine == ENGINE_SPARK else _score_in_process
+        with score(config, oracle, progress) as scored:
+            request, results, tags = scored.request, scored.results, dict(scored.tags)
+            expected = expected_verdict(config, request.target, request.data)
+            warnings = audit_warnings(request, results)
+            if config.strict and warnings:
+                results = _inconclusive(results, METHOD_PLANS[config.method][0])
+                tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
+            tags[keys.TAG_WARNINGS] = json.dumps(warnings)
+            _log_results(config, results, tags, scored, expected)
+            # report.html and figures/*.png (ema.workflows.reporting) draw the per-sample scores this process holds
+            report = (
+                report_artifacts(request, results, tags, warnings, run.info.run_id) if request.data is not None else {}
+            )
+            log_artifacts_atomically(
+                {
+                    keys.ARTIFACT_CALIBRATION: {m: r.thresholds for m, r in results.items()},
+                    **scored.membership,
+                    **report,
+                }
+            )
     outcome = AuditOutcome(
         run.info.run_id,
         config.query_name,
         config.method,
         expected,
-        predictions.access,
+        scored.access,
         results,
         tuple(warnings),
     )
-    if tag_version and target.version is not None:
-        record_on_version(config, outcome, data, target.version)
+    if tag_version and request.target.version is not None:
+        record_on_version(config, outcome, scored.fingerprint, request.target.version)
     return outcome
 
 
-def _resolve(config: AuditConfig, oracle: Oracle | None, progress: bool) -> AuditRequest:
-    """Find the target, log the run's params, read and record the query data."""
+@contextmanager
+def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
+    """Find the target, log the run's params, read and record the query data, score it here and audit it."""
     target = resolve_target(
         config.model_uri,
         model_url=config.model_url,
@@ -147,11 +154,8 @@ def _resolve(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Audi
     )
     if config.calibration is None:
         target.require_recipe()  # before any scoring: a target with no way to calibrate fails at once
-    data = target.query_set(query=config.query, query_file=config.query_file)
-    log_batch(
-        tags={keys.TAG_RUN_NAME: f"audit {config.query_name} {config.method} {target.label}"},
-        params={**config.params(target), keys.PARAM_QUERY_FINGERPRINT: data.fingerprint},
-    )
+    data = target.query_set(query=config.query, query_file=config.query_file, query_table=config.query_table)
+    log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(
         outputs=config.outputs,
@@ -160,7 +164,18 @@ def _resolve(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Audi
         request_timeout=config.request_timeout,
         http_concurrency=config.http_concurrency,
     )
-    return AuditRequest(config, target, data, oracle, progress)
+    request = AuditRequest(config, target, data, oracle, progress)
+    predictions = request.oracle.predict(data.x)
+    results, tags = _run_methods(request, predictions)
+    yield Scored(
+        request,
+        results,
+        tags,
+        predictions.access,
+        predictions.detected,
+        data.fingerprint,
+        {keys.ARTIFACT_MEMBERSHIP: membership_table(data, results)},
+    )
 
 
 def _run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[str, AuditResult], dict[str, str]]:
@@ -173,11 +188,7 @@ def _run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[
 
 
 def _log_results(
-    config: AuditConfig,
-    results: dict[str, AuditResult],
-    tags: dict[str, str],
-    predictions: Predictions,
-    expected: str | None,
+    config: AuditConfig, results: dict[str, AuditResult], tags: dict[str, str], scored: Scored, expected: str | None
 ) -> None:
     primary = results[METHOD_PLANS[config.method][0]]
     log_batch(
@@ -186,8 +197,8 @@ def _log_results(
             **tags,
             keys.TAG_VERDICT: primary.verdict,
             **{f"{keys.TAG_VERDICT}.{m}": r.verdict for m, r in results.items()},
-            keys.TAG_ACCESS: predictions.access,
-            keys.TAG_OUTPUTS_DETECTED: predictions.detected,
+            keys.TAG_ACCESS: scored.access,
+            keys.TAG_OUTPUTS_DETECTED: scored.detected,
             **({keys.TAG_EXPECTED_VERDICT: expected} if expected else {}),
         },
     )
@@ -198,12 +209,13 @@ def _inconclusive(results: dict[str, AuditResult], method: str) -> dict[str, Aud
     return {**results, method: dataclasses.replace(results[method], verdict=INCONCLUSIVE)}
 
 
-def expected_verdict(config: AuditConfig, target: Target, data: ArraySet) -> str | None:
+def expected_verdict(config: AuditConfig, target: Target, data: ArraySet | None) -> str | None:
     """What a correct auditor says about a named query set of our splits (None for files).
 
-    The forget set of an unlearned version should read as removed, whatever its name.
+    The forget set of an unlearned version should read as removed, whatever its name (``data``
+    None: a Spark table this process never holds, known by its name only).
     """
-    if is_forget_set(target, data):
+    if data is not None and is_forget_set(target, data):
         return NOT_MEMORIZED
     return EXPECTED_VERDICTS.get(config.query) if config.query is not None else None
 

@@ -25,15 +25,21 @@ ROUTE_MEMBER_REFERENCE = "member reference scored on the target"
 ROUTE_TRANSFER = "transfer from the calibration model"
 
 
-def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
-    """The paper's auditor; correctness alone when the model returns labels only."""
+def ema_auditor(request: AuditRequest, access: str) -> tuple[EMAAuditor, dict[str, str]]:
+    """The paper's auditor, calibrated for this audit; correctness alone when the model returns labels only."""
     thresholds, tags = request.thresholds()
-    predictions = predictions.with_classes(int(thresholds["n_classes"]))
-    signals = LABEL_ONLY_SIGNALS if predictions.access == ACCESS_LABEL_ONLY else PAPER_SIGNALS
+    signals = LABEL_ONLY_SIGNALS if access == ACCESS_LABEL_ONLY else PAPER_SIGNALS
     config = request.config
     auditor = EMAAuditor.from_dict(
         thresholds, signals=signals, threshold_mode=config.threshold_mode, test=config.test, alpha=config.alpha
     )
+    return auditor, tags
+
+
+def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+    """The paper's auditor on the query's predictions."""
+    auditor, tags = ema_auditor(request, predictions.access)
+    predictions = predictions.with_classes(auditor.n_classes_)
     return auditor.audit(predictions.proba, request.data.y), tags
 
 

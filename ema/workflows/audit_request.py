@@ -9,15 +9,18 @@ from pathlib import Path
 import numpy as np
 
 from ema.auditors.reference import DEFAULT_MARGIN
+from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
 from ema.data.files import read_set
+from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES
 from ema.errors import InputError
 from ema.inputs import InputTransform
-from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS, Oracle, PyfuncOracle
+from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS, Oracle, Predictions, PyfuncOracle
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
+from ema.tracking.runs import log_batch
 from ema.validation import check_choice, check_finite, check_model_name, check_open_unit, check_positive_int
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.methods import METHODS
@@ -48,8 +51,9 @@ class AuditConfig:
     model_uri, model_url
         The target: a pyfunc URI (``models:/NAME@ALIAS``, ``runs:/...``, a path) and/or a
         scoring server's ``/invocations`` URL (predictions then come from the server).
-    query, query_file
-        Exactly one: a named query set of the target's splits, or an ``.npz`` file.
+    query, query_file, query_table
+        Exactly one: a named query set of the target's splits, an ``.npz`` file, or a Parquet
+        query table (:mod:`ema.data.parquet`; any URI Spark reads with ``engine="spark"``).
     method, test, alpha, threshold_mode
         Which auditors run (:data:`METHODS`), EMA's test, the significance level and the
         threshold granularity.
@@ -73,12 +77,17 @@ class AuditConfig:
         Over HTTP: seconds the whole scoring, and one request, may take (wall time).
     http_concurrency
         Over HTTP: requests in flight at once.
+    engine, spark_master, membership_out
+        Where the query is scored (:data:`~ema.engines.ENGINES`); with ``"spark"``, the master
+        (default: the active session, else ``local[2]``) and where the membership table is
+        written (default: logged as the run's ``membership.parquet`` artifact).
     """
 
     model_uri: str | None = None
     model_url: str | None = None
     query: str | None = None
     query_file: str | None = None
+    query_table: str | None = None
     method: str = "ema"
     test: str = "t"
     alpha: float = 0.1
@@ -101,19 +110,32 @@ class AuditConfig:
     timeout: float = DEFAULT_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     http_concurrency: int = 1
+    engine: str = ENGINE_IN_PROCESS
+    spark_master: str | None = None
+    membership_out: str | None = None
 
     @property
     def query_name(self) -> str:
-        """The name runs and records use: the named set, or the query file's name."""
-        return self.query if self.query is not None else Path(self.query_file).name
+        """The name runs and records use: the named set, or the query file's or table's name."""
+        if self.query is not None:
+            return self.query
+        return (
+            Path(self.query_file).name if self.query_file is not None else self.query_table.rstrip("/").split("/")[-1]
+        )
 
     def validate(self) -> AuditConfig:
         """Check every option before any work; returns ``self``."""
-        if (self.query is None) == (self.query_file is None):
+        given = [v for v in (self.query, self.query_file, self.query_table) if v is not None]
+        if len(given) != 1:
             raise InputError(
-                f"expected exactly one of a query name or a query file, got query={self.query!r}, "
-                f"query_file={self.query_file!r}"
+                f"expected exactly one of a query name, a query file or a query table, got query={self.query!r}, "
+                f"query_file={self.query_file!r}, query_table={self.query_table!r}"
             )
+        check_choice("engine", self.engine, ENGINES)
+        if self.engine == ENGINE_SPARK:
+            self._validate_spark()
+        elif self.spark_master is not None or self.membership_out is not None:
+            raise InputError("expected --spark-master and --membership-out only with --engine spark")
         if self.model_uri is None and self.model_url is None:
             raise InputError(
                 "expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither"
@@ -138,6 +160,28 @@ class AuditConfig:
         check_positive_int("HTTP concurrency", self.http_concurrency)
         return self
 
+    def _validate_spark(self) -> None:
+        """What the Spark engine can do: EMA on a query table, through a pyfunc it can make a Spark UDF of."""
+        if self.query_table is None:
+            raise InputError(
+                "expected a query table (--query-table URI) with --engine spark; `ema data export` writes one"
+            )
+        if self.model_uri is None or self.model_url is not None:
+            raise InputError(
+                "expected a pyfunc model URI (--model) and no --model-url with --engine spark: executors load the model"
+            )
+        if self.method != "ema":
+            raise InputError(
+                f"--engine spark runs --method ema only, got {self.method!r}: ks-ratio trains models on the query "
+                "and calibrated tests the query's score distribution; audit those with --engine in-process"
+            )
+        master = self.spark_master or ""
+        if self.membership_out is None and master and not master.startswith("local"):
+            raise InputError(
+                f"expected --membership-out URI (a filesystem every executor and the driver reach) with "
+                f"--spark-master {master}: the executors cannot write to the driver's scratch folder"
+            )
+
     def params(self, target: Target) -> dict[str, object]:
         """The run's params: the options, and the target as resolved."""
         return {
@@ -159,16 +203,28 @@ class AuditConfig:
             keys.PARAM_INPUT_SHAPE: ",".join(map(str, self.input_shape)) if self.input_shape else "",
             keys.PARAM_MARGIN: self.margin,
             keys.PARAM_STRICT: self.strict,
+            keys.PARAM_ENGINE: self.engine,
         }
+
+
+def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> None:
+    """The audit run's name and params: the options, the target as resolved, and ``extra`` (the query's fingerprint)."""
+    log_batch(
+        tags={keys.TAG_RUN_NAME: f"audit {config.query_name} {config.method} {target.label}"},
+        params={**config.params(target), **extra},
+    )
 
 
 @dataclass(frozen=True)
 class AuditRequest:
-    """One audit's configuration with what it resolved to: the target, the query data, the oracle."""
+    """One audit's configuration with what it resolved to: the target, the query data, the oracle.
+
+    ``data`` is None when the query is a table scored by Spark: it never comes to this process.
+    """
 
     config: AuditConfig
     target: Target
-    data: ArraySet
+    data: ArraySet | None
     oracle: Oracle
     progress: bool
 
@@ -189,9 +245,14 @@ class AuditRequest:
         return nonmember_reference(self.target, self.config.reference_file)
 
     @cached_property
+    def nonmember_predictions(self) -> Predictions:
+        """The target's predictions on the non-member reference (scored once per audit)."""
+        return self.oracle.predict(self.nonmembers.data.x)
+
+    @cached_property
     def nonmember_proba(self) -> np.ndarray:
         """The target's probabilities on the non-member reference (scored once per audit)."""
-        return self.oracle.predict_proba(self.nonmembers.data.x)
+        return self.nonmember_predictions.proba
 
     @cached_property
     def members(self) -> Reference | None:
@@ -224,3 +285,32 @@ class AuditRequest:
             keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
             keys.TAG_CALIBRATION_SOURCE: self.target.calibration_source,
         }
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What an engine hands back to the audit: the resolved request, each auditor's result and what it scored.
+
+    Attributes
+    ----------
+    request : AuditRequest
+    results : dict of str to AuditResult
+        By method, in the order of :data:`ema.workflows.methods.METHOD_PLANS`.
+    tags : dict of str to str
+        The tags the auditors and the engine produced.
+    access, detected : str
+        What the model returns, and how that was decided (for the run's tags).
+    fingerprint : str
+        The query's content hash (params and the version's audit record).
+    membership : dict
+        The per-sample table as artifacts: ``membership.csv``, a ``membership.parquet`` folder,
+        or nothing when it was written elsewhere.
+    """
+
+    request: AuditRequest
+    results: dict[str, AuditResult]
+    tags: dict[str, str]
+    access: str
+    detected: str
+    fingerprint: str
+    membership: dict[str, object]

@@ -6,10 +6,15 @@ from pathlib import Path
 
 from ema.data.arrays import ArraySet
 from ema.data.catalog import SourceDescription, describe_source
-from ema.data.files import write_set
-from ema.data.presets import load_splits
+from ema.data.files import read_set, write_set
+from ema.data.parquet import write_table
+from ema.data.presets import DEFAULT_DATA, load_splits
+from ema.errors import InputError
 
-__all__ = ["SourceDescription", "describe_source", "export_splits"]
+__all__ = ["EXPORT_FORMATS", "SourceDescription", "describe_source", "export_query", "export_splits"]
+
+#: What ``ema data export`` writes: Parquet query tables (:mod:`ema.data.parquet`), for the Spark engine.
+EXPORT_FORMATS = ("parquet",)
 
 
 def export_splits(out_dir: Path, data: str, seed: int = 0, root: str | Path | None = None) -> dict[Path, ArraySet]:
@@ -19,3 +24,23 @@ def export_splits(out_dir: Path, data: str, seed: int = 0, root: str | Path | No
         write_set(arrays, out_dir / f"{name}.npz"): arrays
         for name, arrays in load_splits(data, seed, root).as_dict().items()
     }
+
+
+def export_query(
+    out_dir: Path,
+    *,
+    query: str | None = None,
+    query_file: str | Path | None = None,
+    data: str = DEFAULT_DATA,
+    seed: int = 0,
+    root: str | Path | None = None,
+) -> ArraySet:
+    """Write one query (a named set of ``data``'s splits, or a query file) as a Parquet query table ``out_dir``.
+
+    Returns the set written. ``ema audit --query-table out_dir`` audits it, in-process or on Spark.
+    """
+    if (query is None) == (query_file is None):
+        raise InputError(f"expected exactly one of a query name or a query file, got {query!r} and {query_file!r}")
+    arrays = read_set(query_file) if query_file is not None else load_splits(data, seed, root).query(query)
+    write_table([arrays], out_dir)
+    return arrays

@@ -10,6 +10,7 @@ from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
 from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
 from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
+from ema.engines import ENGINE_IN_PROCESS, ENGINES
 from ema.errors import EMAError, InputError
 from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS
 from ema.stats import EMA_TESTS
@@ -48,6 +49,8 @@ __all__ = [
     "DEFAULT_TARGET_URI",
     "DEFAULT_TIMEOUT",
     "EMA_TESTS",
+    "ENGINES",
+    "ENGINE_IN_PROCESS",
     "EMAError",
     "InputError",
     "MEMBER_NAMES",

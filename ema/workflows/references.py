@@ -58,15 +58,20 @@ def without_query(pool: ArraySet, query: ArraySet) -> ArraySet:
     return pool.take(np.flatnonzero(keep), name=f"{pool.name} without the query")
 
 
-def member_reference(target: Target, query: ArraySet, members_file: str | None = None) -> Reference | None:
-    """Samples known to be in the target's training data, the query's own left out; None when none are known."""
+def member_reference(target: Target, query: ArraySet | None, members_file: str | None = None) -> Reference | None:
+    """Samples known to be in the target's training data, the query's own left out; None when none are known.
+
+    ``query`` None: the query is a table this process never holds (the Spark engine), so
+    nothing is left out; the description says so.
+    """
     known = Reference(read_set(members_file), f"file {members_file}") if members_file else training_data(target)
     if known is None:
         return None
-    members = without_query(known.data, query)
+    members = without_query(known.data, query) if query is not None else known.data
     if len(members) == 0:
         return None
-    return Reference(members, f"{known.description}: {len(members)} samples, the query's own left out")
+    left_out = "the query's own left out" if query is not None else "the query (a Spark table) not left out"
+    return Reference(members, f"{known.description}: {len(members)} samples, {left_out}")
 
 
 def training_data(target: Target) -> Reference | None:

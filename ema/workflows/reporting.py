@@ -30,6 +30,7 @@ CLI_FLAGS = {
     "model_url": "--model-url",
     "query": "--query",
     "query_file": "--query-file",
+    "query_table": "--query-table",
     "method": "--method",
     "test": "--test",
     "alpha": "--alpha",
@@ -46,9 +47,12 @@ CLI_FLAGS = {
     "margin": "--margin",
     "timeout": "--timeout",
     "request_timeout": "--request-timeout",
+    "engine": "--engine",
+    "spark_master": "--spark-master",
+    "membership_out": "--membership-out",
 }
 #: Always written, even at their defaults: what was audited, on what, how.
-ALWAYS = ("model_uri", "model_url", "query", "query_file", "method")
+ALWAYS = ("model_uri", "model_url", "query", "query_file", "query_table", "method")
 
 
 def reproduce_command(config: AuditConfig) -> str:

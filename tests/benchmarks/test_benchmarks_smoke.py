@@ -110,3 +110,17 @@ def test_python_m_benchmarks_quick_thresholds_writes_results(tmp_path):
     text = output.read_text()
     assert "## Machine" in text and "torch" in text and "n=100k" in text and "n=1M" in text
     assert "thresholds" in done.stdout
+
+
+def test_spark_augmented_chunks_are_seeded_shifted_noisy_images():
+    from benchmarks.spark import augmented_chunks
+    from ema.data.embedded import load_mnist_embedded
+
+    first, second = list(augmented_chunks(12_000)), list(augmented_chunks(12_000))
+    assert [len(c) for c in first] == [10_000, 2_000]
+    np.testing.assert_array_equal(first[1].x, second[1].x)
+    np.testing.assert_array_equal(first[1].index, np.arange(10_000, 12_000))
+    base = load_mnist_embedded()
+    np.testing.assert_array_equal(first[0].y, base.y)
+    difference = np.abs(first[0].x.astype(int) - base.x.astype(int)).mean()
+    assert 2 < difference < 60

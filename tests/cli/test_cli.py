@@ -24,6 +24,22 @@ def test_data_splits_writes_every_split(tmp_path):
         assert data["y"].dtype == np.int64 and data["index"].dtype == np.int64
 
 
+def test_data_export_writes_a_query_table_of_the_split(tmp_path):
+    from ema.data.parquet import read_table
+    from ema.data.presets import load_splits
+
+    result = invoke("data", "export", "--format", "parquet", "--query", "M6", "--out", str(tmp_path / "m6"))
+    assert result.exit_code == 0, result.output
+    table, split = read_table(tmp_path / "m6"), load_splits("mnist-embedded", 0).query("M6")
+    assert table.fingerprint == split.fingerprint and f"fingerprint {split.fingerprint}" in result.output
+    np.testing.assert_array_equal(table.index, split.index)
+
+
+def test_data_export_needs_exactly_one_query(tmp_path):
+    result = CliRunner().invoke(main, ["data", "export", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "exactly one of --query NAME or --query-file FILE" in result.output
+
+
 def test_audit_unknown_model_is_one_line_error_and_failed_run(store):
     result = invoke("audit", "--model", "models:/missing@target", "--query", "M1", "--no-progress")
     assert result.exit_code == 1
@@ -43,7 +59,7 @@ def test_audit_unknown_query_name_is_usage_error(store):
 def test_audit_needs_exactly_one_query(store):
     result = invoke("audit", "--query", "M1", "--query-file", "x.npz")
     assert result.exit_code == 2
-    assert "exactly one of --query NAME or --query-file FILE" in result.output
+    assert "exactly one of --query NAME, --query-file FILE or --query-table URI" in result.output
 
 
 def test_train_rejects_bad_hidden(store):
@@ -99,6 +115,9 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--calibration-name": "cal",
         "--input-shape": "28,28",
         "--output-name": "probabilities",
+        "--engine": "spark",
+        "--spark-master": "local[1]",
+        "--membership-out": "out",
     }
     result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
     assert "captured" in result.output
@@ -126,9 +145,11 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     assert (config.margin, config.timeout, config.request_timeout, config.strict) == (0.2, 9.0, 4.0, True)
     assert (config.input_shape, config.output_name) == ((-1, 28, 28), "probabilities")
     assert config.http_concurrency == 3
+    assert (config.engine, config.spark_master, config.membership_out) == ("spark", "local[1]", "out")
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "timeout", "request_timeout", "strict",
-        "calibration_name", "input_shape", "output_name", "http_concurrency",
+        "calibration_name", "input_shape", "output_name", "http_concurrency", "engine", "spark_master",
+        "membership_out",
     }  # fmt: skip
-    assert unset == {"query_file", "transform", "calibration", "calibration_outputs", "corruption"}
+    assert unset == {"query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption"}

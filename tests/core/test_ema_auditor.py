@@ -71,3 +71,16 @@ def test_ema_auditor_refuses_class_count_mismatch(calibrated):
 def test_ema_auditor_rejects_bad_alpha():
     with pytest.raises(InputError, match=r"alpha in \(0, 1\)"):
         EMAAuditor(alpha=1.5).calibrate(np.eye(2), np.array([0, 1]), np.eye(2), np.array([0, 1]))
+
+
+def test_ema_auditor_audit_counts_equals_audit_of_the_batches(calibrated):
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, 3, 300)
+    proba = peaked(labels, rng.uniform(0.3, 1.0, 300))
+    whole = calibrated.audit(proba, labels)
+    flagged = sum(
+        int(calibrated.flag(proba[i : i + 64], labels[i : i + 64]).membership.sum()) for i in range(0, 300, 64)
+    )
+    counted = calibrated.audit_counts(flagged, 300)
+    assert (counted.metrics, counted.verdict, counted.thresholds) == (whole.metrics, whole.verdict, whole.thresholds)
+    assert (counted.n_query, counted.flag_rate, counted.membership.size) == (300, whole.flag_rate, 0)

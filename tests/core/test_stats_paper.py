@@ -1,13 +1,14 @@
 """ema.stats.paper: rho_EMA, the t-test and KS test of the membership vector against all ones."""
 
 import dataclasses
+import warnings
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from ema.errors import InputError
-from ema.stats import EMATestResult, ema_pvalue
+from ema.stats import EMATestResult, ema_pvalue, ema_pvalue_from_counts
 
 
 def flags_with_zeros(n: int, zeros: int) -> np.ndarray:
@@ -69,10 +70,39 @@ def test_ema_pvalue_statistics_are_scipys():
     flags = flags_with_zeros(20, 2)
     t_test = stats.ttest_ind(flags, np.ones(20), equal_var=True)
     ks_test = stats.ks_2samp(flags, np.ones(20))
-    assert (ema_pvalue(flags).statistic, ema_pvalue(flags).pvalue) == (t_test.statistic, t_test.pvalue)
+    # from summary statistics (the count of ones), not the vector: equal up to the vector's rounding
+    assert ema_pvalue(flags).statistic == pytest.approx(t_test.statistic, rel=1e-12)
+    assert ema_pvalue(flags).pvalue == pytest.approx(t_test.pvalue, rel=1e-12)
     assert ema_pvalue(flags, test="ks").statistic == pytest.approx(0.1)
     assert ema_pvalue(flags, test="ks").pvalue == ks_test.pvalue
 
 
 def test_ema_pvalue_all_ones_statistic_is_zero():
     assert ema_pvalue(np.ones(4), test="t") == EMATestResult(statistic=0.0, pvalue=1.0, test="t", n=4)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 999, 10_000, 10_001, 123_457])
+def test_ema_pvalue_from_counts_matches_scipy_on_the_vector(n):
+    rng = np.random.default_rng(n)
+    for n_flagged in sorted({0, n // 2, max(n - 1, 0), int(0.96 * n)}):
+        flags = np.zeros(n)
+        flags[rng.choice(n, n_flagged, replace=False)] = 1.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            t_test = stats.ttest_ind(flags, np.ones(n), equal_var=True)
+            ks_test = stats.ks_2samp(flags, np.ones(n))
+        assert ema_pvalue_from_counts(n_flagged, n, "ks").pvalue == ks_test.pvalue
+        assert ema_pvalue_from_counts(n_flagged, n, "t").pvalue == pytest.approx(t_test.pvalue, rel=1e-12, nan_ok=True)
+
+
+def test_ema_pvalue_from_counts_is_ema_pvalue_of_any_vector_with_those_counts():
+    flags = flags_with_zeros(2000, 70)
+    shuffled = np.random.default_rng(0).permutation(flags)
+    for test in ("t", "ks"):
+        assert ema_pvalue(flags, test) == ema_pvalue(shuffled, test) == ema_pvalue_from_counts(1930, 2000, test)
+
+
+@pytest.mark.parametrize(("n_flagged", "n"), [(-1, 5), (6, 5), (0, 0), (1.0, 5), (True, 5)])
+def test_ema_pvalue_from_counts_rejects_impossible_counts(n_flagged, n):
+    with pytest.raises(InputError, match="n_flagged"):
+        ema_pvalue_from_counts(n_flagged, n)

@@ -48,7 +48,7 @@ CASES = {
     "input scale nan": ([*AUDIT, "--input-scale", "nan"], "scale"),
     "timeout zero": ([*AUDIT, "--timeout", "0"], "expected timeout to be a finite number > 0, got 0.0"),
     "request timeout nan": ([*AUDIT, "--request-timeout", "nan"], "expected request timeout to be a finite number"),
-    "no query": (["audit", "--no-progress"], "exactly one of --query NAME or --query-file FILE"),
+    "no query": (["audit", "--no-progress"], "exactly one of --query NAME, --query-file FILE or --query-table URI"),
     "history name with a quote": (["history", "--model", "it's"], "without single quotes"),
 }
 

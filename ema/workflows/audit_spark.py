@@ -1,0 +1,87 @@
+"""An audit whose query is a Parquet table scored on Spark: the engine half of ``ema audit --engine spark``.
+
+The driver resolves the target, scores the (small) references in-process as every audit does
+(they give EMA's warnings and tell what the model returns), and calibrates EMA. The executors
+score the query table and flag each sample (:mod:`ema.engines.spark`); the driver gets counts
+back and decides with :meth:`ema.auditors.EMAAuditor.audit_counts`, so the metrics, tags and
+verdict equal the in-process audit's on the same data. Only ``--method ema`` runs here
+(:meth:`AuditConfig._validate_spark` refuses the rest).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ema.engines.batches import FlagBatch, PrepareBatch
+from ema.errors import EMAError
+from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle
+from ema.tracking import keys
+from ema.tracking.runs import log_batch
+from ema.workflows.audit_methods import ema_auditor
+from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, log_audit_params
+from ema.workflows.target import resolve_target
+
+
+@contextmanager
+def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
+    """Score ``config.query_table`` on Spark and audit it with EMA; the membership table stays on disk.
+
+    Yields while the membership table written to a scratch folder (no ``--membership-out``)
+    still exists, so that the caller logs it as the ``membership.parquet`` artifact.
+
+    Raises
+    ------
+    EMAError
+        If pyspark is not installed, the table is missing or malformed, or the Spark job fails.
+    """
+    spark_engine = _spark_engine()
+    target = resolve_target(
+        config.model_uri, recipe_file=config.recipe_file, transform=config.transform, input_shape=config.input_shape
+    )
+    if config.calibration is None:
+        target.require_recipe()  # before any scoring: a target with no way to calibrate fails at once
+    oracle = oracle or target.oracle(outputs=config.outputs)
+    if not isinstance(oracle, PyfuncOracle):
+        raise EMAError(f"expected a pyfunc model for --engine spark, got {type(oracle).__name__}")
+    with tempfile.TemporaryDirectory(prefix="ema-membership-") as scratch:
+        out_uri = config.membership_out or str(Path(scratch) / keys.ARTIFACT_MEMBERSHIP_PARQUET)
+        with spark_engine.spark_session(config.spark_master) as spark:
+            table = spark_engine.read_query(spark, config.query_table)
+            log_audit_params(config, target, **{keys.PARAM_SPARK_MASTER: spark.sparkContext.master})
+            request = AuditRequest(config, target, None, oracle, progress)
+            reference = request.nonmember_predictions
+            auditor, tags = ema_auditor(request, reference.access)
+            flag = FlagBatch(auditor, _output_kind(config.outputs, reference.access), auditor.n_classes_)
+            prepare = PrepareBatch(oracle.transform, oracle.input_spec)
+            counts = spark_engine.audit_table(
+                table, model_uri=oracle.model_uri, prepare=prepare, flag=flag, out_uri=out_uri
+            )
+        log_batch(params={keys.PARAM_QUERY_FINGERPRINT: counts.fingerprint})
+        result = auditor.audit_counts(counts.n_flagged, counts.n_query)
+        if config.membership_out is not None:
+            tags[keys.TAG_MEMBERSHIP_URI] = config.membership_out
+        membership = {} if config.membership_out else {keys.ARTIFACT_MEMBERSHIP_PARQUET: Path(out_uri)}
+        yield Scored(
+            request, {"ema": result}, tags, reference.access, reference.detected, counts.fingerprint, membership
+        )
+
+
+def _output_kind(outputs: str, access: str) -> str:
+    """The output kind every executor batch is read as: the one asked for, else the one found on the reference."""
+    if outputs != "auto":
+        return outputs
+    return "labels" if access == ACCESS_LABEL_ONLY else "probabilities"
+
+
+def _spark_engine():
+    """:mod:`ema.engines.spark`, or a one-line error saying how to install pyspark."""
+    try:
+        from ema.engines import spark
+    except ImportError as exc:
+        raise EMAError(
+            f"--engine spark needs pyspark and pyarrow ({exc}): pip install 'ema-audit[spark]' (and Java 17+)"
+        ) from exc
+    return spark

@@ -1,0 +1,129 @@
+"""The Spark engine in local[2]: an audit of a Parquet query table equals the in-process audit of the same table."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ema.errors import EMAError, InputError
+from ema.tracking import keys
+from ema.workflows.audit import AuditConfig, audit
+from ema.workflows.data import export_query
+from tests.workflows.conftest import trained  # noqa: F401 (the module's registered target)
+from tests.workflows.test_pipeline import artifacts_of, failed_runs
+
+spark_engine = pytest.importorskip(
+    "ema.engines.spark", reason="the Spark engine needs pyspark (pip install '.[spark]')"
+)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] session for every test; audits find it active and leave it running."""
+    with spark_engine.spark_session("local[2]") as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def tables(trained, tmp_path_factory):  # noqa: F811
+    """M6 (held out) and M1 (members) of the target's splits, exported as Parquet query tables."""
+    root = tmp_path_factory.mktemp("tables")
+    return {name: str(export_query(root / name, query=name) and root / name) for name in ("M6", "M1")}
+
+
+def run_data(run_id: str):
+    return MlflowClient().get_run(run_id).data
+
+
+@pytest.mark.parametrize(
+    ("query", "options"),
+    [
+        ("M6", {}),
+        ("M1", {"test": "ks", "threshold_mode": "per-class", "alpha": 0.05}),
+    ],
+)
+def test_spark_audit_equals_in_process_audit_of_the_same_table(trained, spark, tables, query, options):  # noqa: F811
+    _, outcome = trained
+    config = AuditConfig(model_uri=outcome.version.uri, query_table=tables[query], **options)
+    local = audit(config, progress=False)
+    on_spark = audit(AuditConfig(**{**config.__dict__, "engine": "spark"}), progress=False)
+    assert on_spark.primary.verdict == local.primary.verdict
+    assert on_spark.primary.metrics == local.primary.metrics  # p-values to the bit
+    assert on_spark.warnings == local.warnings
+    local_run, spark_run = run_data(local.run_id), run_data(on_spark.run_id)
+    assert spark_run.metrics == local_run.metrics
+    differing = {
+        k for k in local_run.tags.keys() | spark_run.tags.keys() if local_run.tags.get(k) != spark_run.tags.get(k)
+    }
+    assert differing <= {keys.TAG_ENGINE, keys.TAG_CACHE}  # the first audit trained the calibration model
+    assert spark_run.tags[keys.TAG_CACHE] == "hit"
+    assert (local_run.tags[keys.TAG_ENGINE], spark_run.tags[keys.TAG_ENGINE]) == ("in-process", "spark")
+    assert spark_run.params[keys.PARAM_SPARK_MASTER] == "local[2]"
+    membership = MlflowClient().download_artifacts(on_spark.run_id, keys.ARTIFACT_MEMBERSHIP_PARQUET)
+    per_sample = pd.read_parquet(membership).sort_values("index", ignore_index=True)
+    expected = pd.read_csv(MlflowClient().download_artifacts(local.run_id, keys.ARTIFACT_MEMBERSHIP))
+    pd.testing.assert_frame_equal(per_sample, expected.sort_values("index", ignore_index=True), check_dtype=False)
+
+
+def test_spark_audit_writes_membership_to_the_uri_given(trained, spark, tables, tmp_path):  # noqa: F811
+    _, outcome = trained
+    out = str(tmp_path / "membership")
+    config = AuditConfig(model_uri=outcome.version.uri, query_table=tables["M6"], engine="spark", membership_out=out)
+    result = audit(config, progress=False)
+    assert len(pd.read_parquet(out)) == result.primary.n_query == 2000
+    assert run_data(result.run_id).tags[keys.TAG_MEMBERSHIP_URI] == out
+    assert keys.ARTIFACT_MEMBERSHIP_PARQUET not in artifacts_of(result.run_id)
+
+
+def wrong_image_size(directory) -> str:
+    directory.mkdir()
+    pq.write_table(pa.table({"label": [1], "index": [0], "pixels": [b"\x00" * 100]}), directory / "part-0.parquet")
+    return str(directory)
+
+
+def wrong_columns(directory) -> str:
+    directory.mkdir()
+    pq.write_table(pa.table({"label": [1], "index": [0], "image": [b"x"]}), directory / "part-0.parquet")
+    return str(directory)
+
+
+@pytest.mark.parametrize(
+    ("make_table", "options", "error", "message"),
+    [
+        (lambda d: str(d / "missing"), {}, InputError, "could not read query table .*PATH_NOT_FOUND"),
+        (wrong_columns, {}, InputError, r"expected columns label .* missing \['pixels'\]"),
+        (wrong_columns, {"method": "both"}, InputError, "--engine spark runs --method ema only"),
+        (wrong_image_size, {}, EMAError, r"the Spark audit failed: .*expected `pixels` of 784 bytes"),
+    ],
+)
+def test_spark_audit_bad_input_is_one_line_and_a_failed_run(
+    trained,  # noqa: F811
+    spark,
+    tmp_path,
+    make_table,
+    options,
+    error,
+    message,
+):
+    _, outcome = trained
+    before = {r.info.run_id for r in failed_runs()}
+    config = AuditConfig(
+        model_uri=outcome.version.uri, query_table=make_table(tmp_path / "t"), engine="spark", **options
+    )
+    with pytest.raises(error, match=message) as caught:
+        audit(config, progress=False)
+    assert "\n" not in str(caught.value)
+    new = [r for r in failed_runs() if r.info.run_id not in before]
+    assert len(new) == 1 and artifacts_of(new[0].info.run_id) == set()
+
+
+def test_spark_audit_on_a_cluster_needs_membership_out(trained):  # noqa: F811
+    _, outcome = trained
+    config = AuditConfig(
+        model_uri=outcome.version.uri, query_table="s3a://b/t", engine="spark", spark_master="spark://h:7077"
+    )
+    with pytest.raises(EMAError, match="expected --membership-out URI"):
+        config.validate()
