@@ -64,12 +64,13 @@ def one_channel_resnet18(n_classes: int) -> nn.Module:
 
 
 def image_inputs(images: np.ndarray) -> torch.Tensor:
-    """uint8 images (n, 28, 28) as the network's float32 input (n, 1, 28, 28) in [0, 1].
+    """Images (n, 28, 28) of pixel values 0-255 as the network's float32 input (n, 1, 28, 28) in [0, 1].
 
-    The same float32 arithmetic as the pixels the network was trained on
-    (``ema.data.arrays.to_pixels``), so a model fed raw images predicts bitwise what it
-    predicts on those pixels.
+    uint8 as a signature declares them, or any numeric type holding the same values (a Spark
+    UDF hands over float arrays): the same float32 arithmetic as the pixels the network was
+    trained on (``ema.data.arrays.to_pixels``), so the model predicts bitwise what it predicts
+    on those pixels.
     """
-    inputs = torch.from_numpy(np.require(images, np.uint8, ["C", "W"])).to(torch.float32).unsqueeze(1)
+    inputs = torch.from_numpy(np.require(images, np.float32, ["C", "W"])).unsqueeze(1)
     inputs /= PIXEL_MAX
     return inputs

@@ -38,8 +38,10 @@ def load_networks(path: str | None) -> ModuleType:
 class TorchStateDictModel(mlflow.pyfunc.PythonModel):
     """Rebuilds the network from ``model_config`` and the stored state dict; predicts class probabilities.
 
-    Inputs are raw uint8 images (n, 28, 28), scaled to [0, 1] inside, or float32 pixels
-    (n, 1, 28, 28) for a model whose recipe scales its inputs otherwise (and models logged before 0.2).
+    Inputs are images (n, 28, 28) of pixel values 0-255 (uint8 as the signature declares, or
+    floats holding them, as a Spark UDF passes them), scaled to [0, 1] inside; or float32
+    pixels (n, 1, 28, 28) for a model whose recipe scales its inputs otherwise (and models
+    logged before 0.2).
     """
 
     def load_context(self, context) -> None:
@@ -52,7 +54,7 @@ class TorchStateDictModel(mlflow.pyfunc.PythonModel):
         self.network = network.eval()
 
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
-        if model_input.dtype == np.uint8:
+        if np.ndim(model_input) == 3:  # images (n, 28, 28): pixel values 0-255, scaled here
             inputs = self.networks.image_inputs(model_input)
         else:
             inputs = torch.from_numpy(np.require(model_input, np.float32, ["C", "W"]))

@@ -8,7 +8,7 @@ from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import MODEL_INPUT_SHAPE
 from ema.engines.batches import FlagBatch, PrepareBatch
 from ema.errors import InputError
-from ema.inputs import InputTransform
+from ema.inputs import InputSpec, InputTransform
 from ema.oracle import prepare_inputs
 
 
@@ -16,17 +16,24 @@ def images(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (n, 28, 28), dtype=np.uint8)
 
 
-def test_prepare_batch_is_the_oracles_preparation_flattened():
-    x, transform = images(5), InputTransform(scale=255.0, mean=0.1, std=0.3)
-    (prepared,) = PrepareBatch(transform, MODEL_INPUT_SHAPE)(iter([pd.Series([row.tobytes() for row in x])]))
-    expected = prepare_inputs(x, transform, MODEL_INPUT_SHAPE).reshape(5, -1)
+@pytest.mark.parametrize(
+    "spec, transform",
+    [
+        (InputSpec(MODEL_INPUT_SHAPE), InputTransform(scale=255.0, mean=0.1, std=0.3)),
+        (InputSpec((-1, 28, 28), "uint8"), InputTransform()),  # our models: the pixel values 0-255, in float32
+    ],
+)
+def test_prepare_batch_is_the_oracles_preparation_flattened(spec, transform):
+    x = images(5)
+    (prepared,) = PrepareBatch(transform, spec)(iter([pd.Series([row.tobytes() for row in x])]))
+    expected = prepare_inputs(x, transform, spec).reshape(5, -1)
     np.testing.assert_array_equal(np.stack(prepared.to_numpy()), expected)
     assert prepared.iloc[0].dtype == np.float32
 
 
 def test_prepare_batch_rejects_images_of_another_size():
     with pytest.raises(InputError, match="expected `pixels` of 784 bytes"):
-        next(PrepareBatch(InputTransform(), MODEL_INPUT_SHAPE)(iter([pd.Series([b"\x00" * 100])])))
+        next(PrepareBatch(InputTransform(), InputSpec(MODEL_INPUT_SHAPE))(iter([pd.Series([b"\x00" * 100])])))
 
 
 @pytest.fixture

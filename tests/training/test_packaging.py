@@ -8,6 +8,7 @@ from pathlib import Path
 import mlflow
 import mlflow.pyfunc
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from mlflow.exceptions import MlflowException
@@ -56,6 +57,8 @@ def test_logged_model_takes_raw_images_and_predicts_exactly_what_the_trained_mod
     schema = loaded.metadata.get_input_schema().inputs[0]
     assert (tuple(schema.shape), schema.type) == ((-1, 28, 28), np.dtype(np.uint8))
     assert loaded.predict(x[:7]).shape == (7, 10)  # the batch dimension stays free
+    as_spark_sends_them = pd.DataFrame({"inputs": list(x.reshape(len(x), -1).astype(np.float32))})
+    np.testing.assert_array_equal(loaded.predict(as_spark_sends_them), loaded.predict(x))
 
 
 def test_a_recipe_that_scales_its_inputs_keeps_float_pixel_inputs(store, images):
