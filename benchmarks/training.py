@@ -37,7 +37,7 @@ def dataloader_trainer(spec, x: np.ndarray, y: np.ndarray):
     from torch.utils.data import DataLoader, Dataset
     from torchvision import transforms
 
-    from ema.training.architectures import build_network
+    from ema.training.networks import build_network
     from ema.training.fit import make_optimizer
 
     transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MNIST_MEAN,), (MNIST_STD,))])
@@ -54,7 +54,7 @@ def dataloader_trainer(spec, x: np.ndarray, y: np.ndarray):
 
     def train() -> nn.Module:
         torch.manual_seed(spec.seed)
-        network = build_network(spec)
+        network = build_network(spec.arch, spec.hidden)
         optimizer = make_optimizer(spec, network.parameters())
         loss_fn = nn.CrossEntropyLoss()
         loader = DataLoader(ImageDataset(x, y), batch_size=spec.batch_size, shuffle=True, num_workers=0)
@@ -77,7 +77,7 @@ def floor_trainer(spec, x: np.ndarray, y: np.ndarray):
     import torch
     from torch import nn
 
-    from ema.training.architectures import build_network
+    from ema.training.networks import build_network
     from ema.training.fit import make_optimizer
 
     inputs = torch.from_numpy((x.astype(np.float32) / 255.0)[:, None, :, :])
@@ -93,7 +93,7 @@ def floor_trainer(spec, x: np.ndarray, y: np.ndarray):
 
     def train() -> nn.Module:
         torch.manual_seed(spec.seed)
-        network = build_network(spec)
+        network = build_network(spec.arch, spec.hidden)
         optimizer = make_optimizer(spec, network.parameters())
         loss_fn = nn.CrossEntropyLoss()
         network.train()

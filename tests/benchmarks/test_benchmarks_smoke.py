@@ -124,3 +124,10 @@ def test_spark_augmented_chunks_are_seeded_shifted_noisy_images():
     np.testing.assert_array_equal(first[0].y, base.y)
     difference = np.abs(first[0].x.astype(int) - base.x.astype(int)).mean()
     assert 2 < difference < 60
+
+
+def test_training_measure_runs_on_a_tiny_set():
+    from benchmarks.training import measure as measure_training
+
+    rows = measure_training(TINY, n_images=128, epochs=1, repeats=1)
+    assert rows and all(r["benchmark"] == "training" and r["ours"] > 0 and r["baseline"] > 0 for r in rows)
