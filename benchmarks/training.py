@@ -37,8 +37,8 @@ def dataloader_trainer(spec, x: np.ndarray, y: np.ndarray):
     from torch.utils.data import DataLoader, Dataset
     from torchvision import transforms
 
-    from ema.training.networks import build_network
     from ema.training.fit import make_optimizer
+    from ema.training.networks import build_network
 
     transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MNIST_MEAN,), (MNIST_STD,))])
 
@@ -77,8 +77,8 @@ def floor_trainer(spec, x: np.ndarray, y: np.ndarray):
     import torch
     from torch import nn
 
-    from ema.training.networks import build_network
     from ema.training.fit import make_optimizer
+    from ema.training.networks import build_network
 
     inputs = torch.from_numpy((x.astype(np.float32) / 255.0)[:, None, :, :])
     targets = torch.from_numpy(y.astype(np.int64))
