@@ -11,6 +11,7 @@ from ema.workflows.options import (
     EMA_TESTS,
     ENGINE_IN_PROCESS,
     ENGINES,
+    INPUT_DTYPES,
     METHODS,
     METRIC_N_QUERY,
     OUTPUT_KINDS,
@@ -49,6 +50,14 @@ from ema_cli.options import (
     help=(
         "The model's input shape after the batch, e.g. 784, 28,28, 1,28,28 or 28,28,1. Default: its signature's "
         "(else its input example's; over HTTP without --model, 1,28,28)."
+    ),
+)
+@click.option(
+    "--input-dtype",
+    type=click.Choice(INPUT_DTYPES),
+    help=(
+        "The model's input type: integer types get the pixel values 0-255 (the workbench's own models take "
+        "uint8), float types pixels in [0, 1]. Default: its signature's (over HTTP without --model, float32)."
     ),
 )
 @query_option

@@ -13,7 +13,7 @@ from ema.errors import InputError
 #: Images are square, IMAGE_SIZE pixels a side: (n, 28, 28) uint8 as stored, (n, 1, 28, 28) as models take them.
 IMAGE_SIZE = 28
 IMAGE_SHAPE = (IMAGE_SIZE, IMAGE_SIZE)
-#: The shape of float32 pixels as models take them (ours take uint8 images (-1, 28, 28) since 0.2).
+#: The shape of float32 pixels as models take them (ours now take uint8 images (-1, 28, 28)).
 MODEL_INPUT_SHAPE = (-1, 1, *IMAGE_SHAPE)
 
 #: Number of hex digits of the sha256 kept in a fingerprint.

@@ -114,7 +114,10 @@ def schema_reason(exc: BaseException) -> str:
 
 
 def requirement_mismatches(requirements_file: Path) -> list[str]:
-    """The model's pinned requirements that the packages installed here do not satisfy, as ``name==want (have X)``."""
+    """The model's requirements that the packages installed here do not satisfy, as ``name==want (installed: X)``.
+
+    A requirement whose environment marker does not hold here (another platform or Python) is skipped.
+    """
     if not requirements_file.is_file():
         return []
     mismatches = []
@@ -122,6 +125,8 @@ def requirement_mismatches(requirements_file: Path) -> list[str]:
         try:
             requirement = Requirement(line.strip())
         except InvalidRequirement:  # blank lines, comments, pip options: nothing to compare
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate():
             continue
         try:
             installed = metadata.version(requirement.name)

@@ -6,8 +6,9 @@ import http.client
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from urllib.parse import SplitResult, urlsplit
 
 import numpy as np
@@ -45,7 +46,7 @@ class _RetryableFailure(Exception):
 class HttpOracle(Oracle):
     """An MLflow scoring server (``mlflow models serve``) at ``url`` (``http://HOST:PORT/invocations``).
 
-    One kept-alive connection for all batches. Connection errors, request timeouts and
+    One kept-alive connection per request in flight (one by default). Connection errors, request timeouts and
     5xx answers are retried with exponential backoff; a 4xx answer is not retried and its
     message is shown. Every limit is wall-clock time, enforced however slowly the server
     sends its bytes: when one runs out, the connection is shut down. No proxy is used.
@@ -123,12 +124,16 @@ class HttpOracle(Oracle):
             yield from super()._scored_batches(pixels, starts)
             return
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="ema-http") as pool:
-            futures = [pool.submit(self._score, pixels[start : start + self.batch_size]) for start in starts]
+            pending: deque[Future] = deque()  # at most one batch waits beyond those in flight: memory stays bounded
             try:
-                for future in futures:
-                    yield future.result()
+                for start in starts:
+                    pending.append(pool.submit(self._score, pixels[start : start + self.batch_size]))
+                    if len(pending) > self.concurrency:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
             finally:
-                for future in futures:
+                for future in pending:
                     future.cancel()
 
     @property

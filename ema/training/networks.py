@@ -71,6 +71,4 @@ def image_inputs(images: np.ndarray) -> torch.Tensor:
     trained on (``ema.data.arrays.to_pixels``), so the model predicts bitwise what it predicts
     on those pixels.
     """
-    inputs = torch.from_numpy(np.require(images, np.float32, ["C", "W"])).unsqueeze(1)
-    inputs /= PIXEL_MAX
-    return inputs
+    return torch.from_numpy(np.require(images, np.float32, ["C", "W"])).unsqueeze(1) / PIXEL_MAX

@@ -34,7 +34,7 @@ from ema.training.architectures import ProbabilityModel
 from ema.training.fit import predict_proba
 from ema.training.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, ModelPackage
 
-# Models logged before 0.2 load their class from here; their code file says `from ema.training.packaging import ...`.
+# Models logged by earlier versions load their class from here (their code file imports it from this module).
 from ema.training.pyfunc_code import NETWORKS, WEIGHTS, TorchStateDictModel
 from ema.training.spec import TrainSpec
 

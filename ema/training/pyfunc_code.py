@@ -41,7 +41,7 @@ class TorchStateDictModel(mlflow.pyfunc.PythonModel):
     Inputs are images (n, 28, 28) of pixel values 0-255 (uint8 as the signature declares, or
     floats holding them, as a Spark UDF passes them), scaled to [0, 1] inside; or float32
     pixels (n, 1, 28, 28) for a model whose recipe scales its inputs otherwise (and models
-    logged before 0.2).
+    logged by earlier versions of the workbench).
     """
 
     def load_context(self, context) -> None:

@@ -151,6 +151,7 @@ def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool
         recipe_file=config.recipe_file,
         transform=config.transform,
         input_shape=config.input_shape,
+        input_dtype=config.input_dtype,
     )
     if config.calibration is None:
         target.require_recipe()  # before any scoring: a target with no way to calibrate fails at once

@@ -15,7 +15,7 @@ from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
 from ema.data.files import read_set
 from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES
 from ema.errors import InputError
-from ema.inputs import InputTransform
+from ema.inputs import INPUT_DTYPES, InputTransform
 from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS, Oracle, Predictions, PyfuncOracle
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
@@ -59,9 +59,10 @@ class AuditConfig:
         threshold granularity.
     k, cal_seed, corruption, calibration_name
         The calibration plan: quality k, seed, corruption protocol, registered name.
-    outputs, output_name, recipe_file, transform, input_shape
+    outputs, output_name, recipe_file, transform, input_shape, input_dtype
         What the model returns (and which of its named outputs to read), how the calibration
-        model is trained, how inputs are scaled, the model's input shape (overriding its signature's).
+        model is trained, how inputs are scaled, the model's input shape and type (overriding its
+        signature's).
     calibration, calibration_outputs
         An already-trained calibration model (EMA's thresholds come from it), and what it
         returns (default: as ``outputs``).
@@ -101,6 +102,7 @@ class AuditConfig:
     recipe_file: str | None = None
     transform: InputTransform | None = None
     input_shape: tuple[int, ...] | None = None
+    input_dtype: str | None = None
     calibration: SuppliedCalibration | None = None
     calibration_outputs: str | None = None
     reference_file: str | None = None
@@ -144,6 +146,8 @@ class AuditConfig:
         check_choice("test", self.test, EMA_TESTS)
         check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
         check_choice("outputs", self.outputs, OUTPUT_KINDS)
+        if self.input_dtype is not None:
+            check_choice("input dtype", self.input_dtype, INPUT_DTYPES)
         if self.calibration_outputs is not None:
             check_choice("calibration outputs", self.calibration_outputs, OUTPUT_KINDS)
             if self.calibration is None:
@@ -162,6 +166,11 @@ class AuditConfig:
 
     def _validate_spark(self) -> None:
         """What the Spark engine can do: EMA on a query table, through a pyfunc it can make a Spark UDF of."""
+        if self.output_name is not None:
+            raise InputError(
+                f"expected no --output-name with --engine spark (its UDF reads one array of outputs), got "
+                f"{self.output_name!r}"
+            )
         if self.query_table is None:
             raise InputError(
                 "expected a query table (--query-table URI) with --engine spark; `ema data export` writes one"
@@ -201,6 +210,7 @@ class AuditConfig:
             keys.PARAM_OUTPUT_NAME: self.output_name or "",
             keys.PARAM_CALIBRATION_OUTPUTS: self.calibration_outputs or "",
             keys.PARAM_INPUT_SHAPE: ",".join(map(str, self.input_shape)) if self.input_shape else "",
+            keys.PARAM_INPUT_DTYPE: self.input_dtype or "",
             keys.PARAM_MARGIN: self.margin,
             keys.PARAM_STRICT: self.strict,
             keys.PARAM_ENGINE: self.engine,

@@ -39,7 +39,11 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
     """
     spark_engine = _spark_engine()
     target = resolve_target(
-        config.model_uri, recipe_file=config.recipe_file, transform=config.transform, input_shape=config.input_shape
+        config.model_uri,
+        recipe_file=config.recipe_file,
+        transform=config.transform,
+        input_shape=config.input_shape,
+        input_dtype=config.input_dtype,
     )
     if config.calibration is None:
         target.require_recipe()  # before any scoring: a target with no way to calibrate fails at once

@@ -47,6 +47,8 @@ CLI_FLAGS = {
     "margin": "--margin",
     "timeout": "--timeout",
     "request_timeout": "--request-timeout",
+    "http_concurrency": "--http-concurrency",
+    "input_dtype": "--input-dtype",
     "engine": "--engine",
     "spark_master": "--spark-master",
     "membership_out": "--membership-out",

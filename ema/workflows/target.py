@@ -44,6 +44,9 @@ class Target:
         How pixels in [0, 1] are scaled for the target (and its calibration model).
     input_shape : tuple of int or None
         ``--input-shape``: overrides the shape the target's signature declares.
+    input_dtype : str or None
+        ``--input-dtype``: overrides the type it declares (an HTTP endpoint with no registry
+        entry declares none; our own models take uint8).
     calibration_source : {"clone", "recipe"} or None
         Where ``recipe`` came from, for the run's tag ``ema.calibration_source``.
     data, data_seed, data_root
@@ -56,6 +59,7 @@ class Target:
     recipe: Recipe | CloneRecipe | None
     transform: InputTransform = InputTransform()
     input_shape: tuple[int, ...] | None = None
+    input_dtype: str | None = None
     calibration_source: str | None = None
     data: str = DEFAULT_DATA
     data_seed: int = 0
@@ -107,16 +111,16 @@ class Target:
         """Black-box access: HTTP when a URL is given, else the pyfunc loaded in-process.
 
         Inputs follow the model's signature (over HTTP, the registered model's, when ``--model``
-        names one), with ``input_shape`` overriding its shape. ``timeout`` and ``request_timeout``
-        (seconds; None keeps HttpOracle's defaults) bound scoring over HTTP;
-        ``http_concurrency`` requests are in flight at once.
+        names one), with ``input_shape`` and ``input_dtype`` overriding its shape and type.
+        ``timeout`` and ``request_timeout`` (seconds; None keeps HttpOracle's defaults) bound
+        scoring over HTTP; ``http_concurrency`` requests are in flight at once.
         """
         options = {"outputs": outputs, "transform": self.transform, "output_name": output_name}
         if batch_size:
             options["batch_size"] = batch_size
         if self.model_url is not None:
             declared = declared_input_spec(self.model_uri) if self.model_uri is not None else None
-            spec = with_shape(declared, self.input_shape)
+            spec = with_declared(declared, self.input_shape, self.input_dtype)
             if spec is not None:
                 options["input_spec"] = spec
             limits = {"timeout": timeout, "request_timeout": request_timeout}
@@ -127,16 +131,22 @@ class Target:
                 **{k: v for k, v in limits.items() if v is not None},
             )
         oracle = PyfuncOracle(self.model_uri, **options)
-        if self.input_shape is not None:
-            oracle.input_spec = with_shape(oracle.input_spec, self.input_shape)
+        if self.input_shape is not None or self.input_dtype is not None:
+            oracle.input_spec = with_declared(oracle.input_spec, self.input_shape, self.input_dtype)
         return oracle
 
 
-def with_shape(spec: InputSpec | None, shape: tuple[int, ...] | None) -> InputSpec | None:
-    """``spec`` with its shape replaced by ``--input-shape`` (a column-based signature keeps its columns)."""
-    if shape is None or (spec is not None and spec.columns is not None):
+def with_declared(spec: InputSpec | None, shape: tuple[int, ...] | None, dtype: str | None) -> InputSpec | None:
+    """``spec`` with its shape and type replaced by ``--input-shape`` and ``--input-dtype``.
+
+    A column-based signature keeps its columns (and so its shape).
+    """
+    if shape is None and dtype is None:
         return spec
-    return dataclasses.replace(spec or InputSpec(), shape=shape)
+    changes = {"dtype": dtype} if dtype is not None else {}
+    if shape is not None and (spec is None or spec.columns is None):
+        changes["shape"] = shape
+    return dataclasses.replace(spec or InputSpec(), **changes)
 
 
 def resolve_target(
@@ -149,6 +159,7 @@ def resolve_target(
     data_root: str | None = None,
     transform: InputTransform | None = None,
     input_shape: tuple[int, ...] | None = None,
+    input_dtype: str | None = None,
 ) -> Target:
     """Find the model's registry entry and how to train its calibration model.
 
@@ -184,6 +195,7 @@ def resolve_target(
         recipe=dataclasses.replace(recipe, transform=transform) if recipe is not None else None,
         transform=transform,
         input_shape=input_shape,
+        input_dtype=input_dtype,
         calibration_source=source,
         data=data or tags.get(keys.TAG_DATA_SOURCE, DEFAULT_DATA),
         data_seed=int(data_seed if data_seed is not None else tags.get(keys.TAG_DATA_SEED, 0)),

@@ -114,6 +114,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--http-concurrency": "3",
         "--calibration-name": "cal",
         "--input-shape": "28,28",
+        "--input-dtype": "uint8",
         "--output-name": "probabilities",
         "--engine": "spark",
         "--spark-master": "local[1]",
@@ -144,12 +145,12 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     )
     assert (config.margin, config.timeout, config.request_timeout, config.strict) == (0.2, 9.0, 4.0, True)
     assert (config.input_shape, config.output_name) == ((-1, 28, 28), "probabilities")
-    assert config.http_concurrency == 3
+    assert (config.http_concurrency, config.input_dtype) == (3, "uint8")
     assert (config.engine, config.spark_master, config.membership_out) == ("spark", "local[1]", "out")
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "timeout", "request_timeout", "strict",
         "calibration_name", "input_shape", "output_name", "http_concurrency", "engine", "spark_master",
-        "membership_out",
+        "membership_out", "input_dtype",
     }  # fmt: skip
     assert unset == {"query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption"}

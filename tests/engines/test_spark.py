@@ -96,6 +96,7 @@ def wrong_columns(directory) -> str:
         (lambda d: str(d / "missing"), {}, InputError, "could not read query table .*PATH_NOT_FOUND"),
         (wrong_columns, {}, InputError, r"expected columns label .* missing \['pixels'\]"),
         (wrong_columns, {"method": "both"}, InputError, "--engine spark runs --method ema only"),
+        (wrong_columns, {"output_name": "probabilities"}, InputError, "no --output-name with --engine spark"),
         (wrong_image_size, {}, EMAError, r"the Spark audit failed: .*expected `pixels` of 784 bytes"),
     ],
 )

@@ -149,3 +149,13 @@ def test_poor_accuracy_suggests_the_scaling_that_fits_without_switching():
     assert "rerun with --input-scale 255" in warning and "did not switch" in warning
     assert oracle.transform.is_identity
     assert scaling_suggestion(oracle, reference, accuracy=0.9) is None
+
+
+def test_input_dtype_overrides_what_an_http_endpoint_without_a_registry_entry_is_sent(tmp_path):
+    from ema.workflows.target import resolve_target
+
+    target = resolve_target(model_url="http://127.0.0.1:1/invocations", input_shape=(-1, 28, 28), input_dtype="uint8")
+    spec = target.oracle().input_spec
+    assert (spec.shape, spec.dtype) == ((-1, 28, 28), "uint8")
+    images = np.full((2, 28, 28), 200, np.uint8)
+    np.testing.assert_array_equal(target.oracle().prepare(images), images)  # pixel values, not 0/1 floats
