@@ -46,8 +46,7 @@ COMMANDS = {
     ),
     "grid": (
         "ema_cli.grid:grid",
-        "Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors): audits, tables, figures; "
-        "resumes finished cells.",
+        "Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors, unlearning): audits, tables, figures.",
     ),
 }
 

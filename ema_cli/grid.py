@@ -137,7 +137,7 @@ def grid(
     workers,
     progress,
 ):
-    """Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors): audits, tables, figures; resumes finished cells.
+    """Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors, unlearning): audits, tables, figures.
 
     ``errors`` is the validity study (docs/VALIDITY.md): two targets on the embedded data,
     --draws seeded query sets per kind and size, every auditor's error rates. ``unlearning``
