@@ -27,12 +27,19 @@ from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
 from ema.workflows.audit_gates import audit_warnings
 from ema.workflows.audit_methods import RUNNERS, fit_calibrated
-from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, SuppliedCalibration, log_audit_params
+from ema.workflows.audit_request import (
+    AuditConfig,
+    AuditRequest,
+    Scored,
+    SuppliedCalibration,
+    audit_target,
+    log_audit_params,
+)
 from ema.workflows.audit_spark import score_on_spark
 from ema.workflows.methods import METHOD_PLANS, METHODS
 from ema.workflows.references import is_forget_set
 from ema.workflows.reporting import report_artifacts
-from ema.workflows.target import Target, resolve_target
+from ema.workflows.target import Target
 
 
 @dataclass(frozen=True)
@@ -145,16 +152,7 @@ def audit(
 @contextmanager
 def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
     """Find the target, log the run's params, read and record the query data, score it here and audit it."""
-    target = resolve_target(
-        config.model_uri,
-        model_url=config.model_url,
-        recipe_file=config.recipe_file,
-        transform=config.transform,
-        input_shape=config.input_shape,
-        input_dtype=config.input_dtype,
-    )
-    if config.calibration is None:
-        target.require_recipe()  # before any scoring: a target with no way to calibrate fails at once
+    target = audit_target(config)
     data = target.query_set(query=config.query, query_file=config.query_file, query_table=config.query_table)
     log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")

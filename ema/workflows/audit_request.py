@@ -25,7 +25,7 @@ from ema.validation import check_choice, check_finite, check_model_name, check_o
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.methods import METHODS
 from ema.workflows.references import Reference, member_reference, nonmember_reference
-from ema.workflows.target import SOURCE_SUPPLIED, Target
+from ema.workflows.target import SOURCE_SUPPLIED, Target, resolve_target
 
 
 @dataclass(frozen=True)
@@ -215,6 +215,23 @@ class AuditConfig:
             keys.PARAM_STRICT: self.strict,
             keys.PARAM_ENGINE: self.engine,
         }
+
+
+def audit_target(config: AuditConfig) -> Target:
+    """The target the audit names, as both engines resolve it; refused at once when nothing can train its
+    calibration model (no recipe, no clone and no supplied calibration model), before any scoring.
+    """
+    target = resolve_target(
+        config.model_uri,
+        model_url=config.model_url,
+        recipe_file=config.recipe_file,
+        transform=config.transform,
+        input_shape=config.input_shape,
+        input_dtype=config.input_dtype,
+    )
+    if config.calibration is None:
+        target.require_recipe()
+    return target
 
 
 def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> None:

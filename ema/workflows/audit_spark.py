@@ -21,8 +21,7 @@ from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
 from ema.workflows.audit_methods import ema_auditor
-from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, log_audit_params
-from ema.workflows.target import resolve_target
+from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, audit_target, log_audit_params
 
 
 @contextmanager
@@ -38,15 +37,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         If pyspark is not installed, the table is missing or malformed, or the Spark job fails.
     """
     spark_engine = _spark_engine()
-    target = resolve_target(
-        config.model_uri,
-        recipe_file=config.recipe_file,
-        transform=config.transform,
-        input_shape=config.input_shape,
-        input_dtype=config.input_dtype,
-    )
-    if config.calibration is None:
-        target.require_recipe()  # before any scoring: a target with no way to calibrate fails at once
+    target = audit_target(config)  # config.validate refused --model-url with --engine spark
     oracle = oracle or target.oracle(outputs=config.outputs)
     if not isinstance(oracle, PyfuncOracle):
         raise EMAError(f"expected a pyfunc model for --engine spark, got {type(oracle).__name__}")
