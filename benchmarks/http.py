@@ -1,21 +1,23 @@
-"""``http``: scoring our MLP through a real ``mlflow models serve``, before and after raw-image inputs.
+"""``http``: scoring our MLP through a real ``mlflow models serve``, before and after raw-image inputs and Parquet.
 
 Both models are the same untrained MLP (the cost does not depend on its weights), logged
 with the same model code into a temporary sqlite store and served by ``mlflow models serve
 --env-manager local`` on 127.0.0.1, one uvicorn worker, on the machine the client runs on:
 
-- baseline ("before 0.2"): the model declares float32 pixels (n, 1, 28, 28), and
-  ``HttpOracle`` sends each 4,096-image batch as JSON floats, one request at a time (how
-  every audit over HTTP ran before);
-- ours: the model declares uint8 images (n, 28, 28) and scales them itself, so the JSON
-  carries integers 0-255; each case names its batch size, ``--http-concurrency`` and the
-  server's ``--workers``.
+- baseline (how every audit over HTTP ran before issue 17): the model declares float32 pixels
+  (n, 1, 28, 28), and ``HttpOracle`` sends each 4,096-image batch as JSON floats, one request
+  at a time;
+- ours: the model declares uint8 images (n, 28, 28) and scales them itself; each case names
+  the request format (``--http-format``: JSON integers 0-255, or Parquet), its batch size,
+  ``--http-concurrency`` and the server's ``--workers``.
 
-Where a request's time goes (profiled in-process, 4,096 images): MLflow's scoring server
+Where a JSON request's time goes (profiled in-process, 4,096 images): MLflow's scoring server
 deep-copies the parsed JSON lists before casting them (``_cast_schema_type``, about 1.2 s of
 1.7 s) and parses the JSON twice (0.7 s); the client's encoding takes 0.3 s for integers
 and 0.8 s for floats. The copy costs per value, integer or float, which bounds what
-smaller JSON alone can gain with one worker.
+smaller JSON alone can gain with one worker. A Parquet body carries each batch's uint8 values
+in one column that the server reshapes to the signature's tensor as a whole, so nothing is
+parsed or copied per value.
 
 Every case's probabilities are compared with the in-process model's on the same images.
 """
@@ -32,8 +34,14 @@ from benchmarks._common import Config, interleaved, progress, row, spread, tempo
 NAME = "http"
 #: Images per timed scoring (full run, --quick).
 N_IMAGES = (8_192, 4_096)
-#: (batch size, requests in flight, server workers) of the raw-image cases.
-CASES = ((4096, 1, 1), (1024, 1, 1), (1024, 2, 2), (512, 2, 2))
+#: (request format, batch size, requests in flight, server workers) of the raw-image cases.
+CASES = (
+    ("json", 4096, 1, 1),
+    ("json", 1024, 2, 2),
+    ("parquet", 4096, 1, 1),
+    ("parquet", 1024, 1, 1),
+    ("parquet", 1024, 2, 2),
+)
 GOAL = 3.0
 
 
@@ -74,11 +82,13 @@ def measure(config: Config) -> list[dict]:
         ):
             urls = {1: one_worker_url, 2: two_workers_url}
             oracles = {"baseline": HttpOracle(f"{float_url}/invocations", batch_size=4096)}
-            for batch, concurrency, workers in CASES:
-                oracles[(batch, concurrency, workers)] = HttpOracle(
+            for case in CASES:
+                request_format, batch, concurrency, workers = case
+                oracles[case] = HttpOracle(
                     f"{urls[workers]}/invocations",
                     batch_size=batch,
                     concurrency=concurrency,
+                    request_format=request_format,
                     input_spec=InputSpec((-1, 28, 28), "uint8"),
                 )
             differences = {name: np.abs(o.predict_proba(images) - expected).max() for name, o in oracles.items()}
@@ -88,16 +98,17 @@ def measure(config: Config) -> list[dict]:
     baseline_rate = n_images / statistics.median(times["baseline"])
     rows = []
     for case in CASES:
-        batch, concurrency, workers = case
+        request_format, batch, concurrency, workers = case
         rate = n_images / statistics.median(times[case])
         rows.append(
             row(
                 NAME,
-                f"mlp: uint8 images, batch {batch}, {concurrency} in flight, server with {workers} worker(s)",
+                f"mlp: uint8 images as {request_format}, batch {batch}, {concurrency} in flight, "
+                f"server with {workers} worker(s)",
                 ours=rate,
                 baseline=baseline_rate,
                 unit="images/s",
-                baseline_label="float32 pixels as JSON, batch 4096, one request at a time, 1 worker (before 0.2)",
+                baseline_label="float32 pixels as JSON, batch 4096, one request at a time, 1 worker (before)",
                 ratio=rate / baseline_rate,
                 ratio_label="ours / before",
                 goal=f">= {GOAL:g}x",

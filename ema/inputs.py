@@ -55,11 +55,14 @@ class InputSpec:
         model scales them itself); float dtypes receive pixels in [0, 1] after the input transform.
     columns : tuple of str or None
         A column-based signature: a DataFrame with one column per pixel, named so.
+    tensor_name : str or None
+        The name a tensor signature gives its input, if any (a Parquet request names its column so).
     """
 
     shape: tuple[int, ...] | None = None
     dtype: str = "float32"
     columns: tuple[str, ...] | None = None
+    tensor_name: str | None = None
 
     def __post_init__(self) -> None:
         if self.dtype not in INPUT_DTYPES:

@@ -11,6 +11,7 @@ from ema.workflows.options import (
     EMA_TESTS,
     ENGINE_IN_PROCESS,
     ENGINES,
+    HTTP_FORMATS,
     INPUT_DTYPES,
     METHODS,
     METRIC_N_QUERY,
@@ -191,6 +192,14 @@ from ema_cli.options import (
     default=1,
     show_default=True,
     help="With --model-url: scoring requests in flight at once (helps a server with several workers).",
+)
+@click.option(
+    "--http-format",
+    type=click.Choice(HTTP_FORMATS),
+    default="auto",
+    show_default=True,
+    help="With --model-url: request bodies as JSON or Parquet; auto: Parquet when --model's signature declares "
+    "the inputs (JSON if the server refuses it), else JSON.",
 )
 @click.option(
     "--calibration-name",

@@ -15,7 +15,8 @@ One job per module:
   :class:`~ema.inputs.InputSpec` of its signature or input example), and its flavor's own object.
 - :mod:`ema.oracle.scoring_server`: :class:`HttpOracle`, its retries and overall deadline.
 - :mod:`ema.oracle.timed_connection`: one kept-alive HTTP connection with a wall-clock limit per request.
-- :mod:`ema.oracle.wire_format`: the scoring server's JSON (:func:`request_body`, :func:`parse_reply`).
+- :mod:`ema.oracle.wire_format`: what the scoring server reads (JSON or Parquet requests,
+  :func:`encode_request`) and writes (:func:`parse_reply`).
 """
 
 from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle, prepare_inputs
@@ -31,12 +32,13 @@ from ema.oracle.pyfunc import PyfuncOracle, pyfunc_spark_udf
 from ema.oracle.scoring_server import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TIMEOUT,
+    HTTP_FORMATS,
     MAX_REPLY_BYTES_PER_IMAGE,
     REPLY_BYTES_ALLOWANCE,
     HttpOracle,
     ScoringTimeout,
 )
-from ema.oracle.wire_format import REPLY_SHAPES, parse_reply, request_body
+from ema.oracle.wire_format import REPLY_SHAPES, encode_request, parse_reply, request_body
 
 __all__ = [
     "ACCESS_LABEL_ONLY",
@@ -44,6 +46,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_TIMEOUT",
+    "HTTP_FORMATS",
     "IMAGE_INPUT_SHAPE",
     "MAX_REPLY_BYTES_PER_IMAGE",
     "OUTPUT_KINDS",
@@ -54,6 +57,7 @@ __all__ = [
     "Predictions",
     "PyfuncOracle",
     "ScoringTimeout",
+    "encode_request",
     "request_body",
     "interpret_outputs",
     "numeric_outputs",

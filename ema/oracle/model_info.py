@@ -35,7 +35,7 @@ def input_spec_from(schema: object, example: object = None) -> InputSpec | None:
                     f"{[str(t) for t in schema.inputs][:5]}"
                 )
             tensor = schema.inputs[0]
-            return _tensor_spec(tuple(tensor.shape), np.dtype(tensor.type).name)
+            return _tensor_spec(tuple(tensor.shape), np.dtype(tensor.type).name, tensor.name)
         dtypes = {str(np.dtype(column.type.to_numpy())) for column in schema.inputs}
         return _column_spec(tuple(schema.input_names()), dtypes)
     if isinstance(example, pd.DataFrame):
@@ -45,11 +45,11 @@ def input_spec_from(schema: object, example: object = None) -> InputSpec | None:
     return None
 
 
-def _tensor_spec(shape: tuple[int, ...], dtype: str) -> InputSpec:
+def _tensor_spec(shape: tuple[int, ...], dtype: str, name: str | None = None) -> InputSpec:
     if dtype not in INPUT_DTYPES:
         raise InputError(f"expected a model whose input tensor holds numbers of a dtype in {INPUT_DTYPES}, got {dtype}")
     fixed = all(size > 0 for size in shape[1:])  # a size left open (-1) beyond the batch: images go as they come
-    return InputSpec(shape if fixed else None, dtype)
+    return InputSpec(shape if fixed else None, dtype, tensor_name=name)
 
 
 def _column_spec(columns: tuple[str, ...], dtypes: set[str]) -> InputSpec:

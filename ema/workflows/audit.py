@@ -162,6 +162,7 @@ def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool
         timeout=config.timeout,
         request_timeout=config.request_timeout,
         http_concurrency=config.http_concurrency,
+        http_format=config.http_format,
     )
     request = AuditRequest(config, target, data, oracle, progress)
     predictions = request.oracle.predict(data.x)

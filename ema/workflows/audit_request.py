@@ -16,7 +16,15 @@ from ema.data.files import read_set
 from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES
 from ema.errors import InputError
 from ema.inputs import INPUT_DTYPES, InputTransform
-from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS, Oracle, Predictions, PyfuncOracle
+from ema.oracle import (
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    HTTP_FORMATS,
+    OUTPUT_KINDS,
+    Oracle,
+    Predictions,
+    PyfuncOracle,
+)
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
@@ -76,8 +84,9 @@ class AuditConfig:
         A warned audit (see ``AuditOutcome.warnings``) gets the verdict ``inconclusive``.
     timeout, request_timeout
         Over HTTP: seconds the whole scoring, and one request, may take (wall time).
-    http_concurrency
-        Over HTTP: requests in flight at once.
+    http_concurrency, http_format
+        Over HTTP: requests in flight at once, and how batches are sent (``auto``: Parquet when
+        the registered model's signature declares its inputs, else JSON; see :class:`HttpOracle`).
     engine, spark_master, membership_out
         Where the query is scored (:data:`~ema.engines.ENGINES`); with ``"spark"``, the master
         (default: the active session, else ``local[2]``) and where the membership table is
@@ -112,6 +121,7 @@ class AuditConfig:
     timeout: float = DEFAULT_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     http_concurrency: int = 1
+    http_format: str = "auto"
     engine: str = ENGINE_IN_PROCESS
     spark_master: str | None = None
     membership_out: str | None = None
@@ -162,6 +172,7 @@ class AuditConfig:
         check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
         check_open_unit("margin", self.margin)
         check_positive_int("HTTP concurrency", self.http_concurrency)
+        check_choice("HTTP format", self.http_format, HTTP_FORMATS)
         return self
 
     def _validate_spark(self) -> None:

@@ -13,7 +13,7 @@ from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.engines import ENGINE_IN_PROCESS, ENGINES
 from ema.errors import EMAError, InputError
 from ema.inputs import INPUT_DTYPES
-from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, OUTPUT_KINDS
+from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, HTTP_FORMATS, OUTPUT_KINDS
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking.keys import (
@@ -53,6 +53,7 @@ __all__ = [
     "ENGINES",
     "ENGINE_IN_PROCESS",
     "EMAError",
+    "HTTP_FORMATS",
     "INPUT_DTYPES",
     "InputError",
     "MEMBER_NAMES",

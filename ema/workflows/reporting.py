@@ -48,6 +48,7 @@ CLI_FLAGS = {
     "timeout": "--timeout",
     "request_timeout": "--request-timeout",
     "http_concurrency": "--http-concurrency",
+    "http_format": "--http-format",
     "input_dtype": "--input-dtype",
     "engine": "--engine",
     "spark_master": "--spark-master",

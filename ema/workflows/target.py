@@ -14,6 +14,7 @@ from ema.errors import EMAError, InputError
 from ema.inputs import InputSpec, InputTransform, parse_input_shape
 from ema.oracle import HttpOracle, Oracle, PyfuncOracle
 from ema.oracle.model_info import declared_input_spec, load_native_model, model_flavors
+from ema.oracle.scoring_server import AUTO_FORMAT
 from ema.tracking import keys
 from ema.tracking.registry import MODELS_URI, RegisteredVersion, resolve_version
 from ema.training.clones import CloneRecipe, SklearnCloneRecipe, TorchCloneRecipe
@@ -107,13 +108,16 @@ class Target:
         timeout: float | None = None,
         request_timeout: float | None = None,
         http_concurrency: int = 1,
+        http_format: str = "auto",
     ) -> Oracle:
         """Black-box access: HTTP when a URL is given, else the pyfunc loaded in-process.
 
         Inputs follow the model's signature (over HTTP, the registered model's, when ``--model``
         names one), with ``input_shape`` and ``input_dtype`` overriding its shape and type.
         ``timeout`` and ``request_timeout`` (seconds; None keeps HttpOracle's defaults) bound
-        scoring over HTTP; ``http_concurrency`` requests are in flight at once.
+        scoring over HTTP; ``http_concurrency`` requests are in flight at once. ``http_format``
+        ``auto`` sends Parquet when the registered model's signature declares its inputs (a
+        tensor of fixed shape, or columns: the server then shapes them), JSON otherwise.
         """
         options = {"outputs": outputs, "transform": self.transform, "output_name": output_name}
         if batch_size:
@@ -123,10 +127,13 @@ class Target:
             spec = with_declared(declared, self.input_shape, self.input_dtype)
             if spec is not None:
                 options["input_spec"] = spec
+            if http_format == AUTO_FORMAT and (declared is None or declared.shape is None):
+                http_format = "json"
             limits = {"timeout": timeout, "request_timeout": request_timeout}
             return HttpOracle(
                 self.model_url,
                 concurrency=http_concurrency,
+                request_format=http_format,
                 **options,
                 **{k: v for k, v in limits.items() if v is not None},
             )

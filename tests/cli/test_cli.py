@@ -112,6 +112,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--timeout": "9",
         "--request-timeout": "4",
         "--http-concurrency": "3",
+        "--http-format": "parquet",
         "--calibration-name": "cal",
         "--input-shape": "28,28",
         "--input-dtype": "uint8",
@@ -145,12 +146,12 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     )
     assert (config.margin, config.timeout, config.request_timeout, config.strict) == (0.2, 9.0, 4.0, True)
     assert (config.input_shape, config.output_name) == ((-1, 28, 28), "probabilities")
-    assert (config.http_concurrency, config.input_dtype) == (3, "uint8")
+    assert (config.http_concurrency, config.http_format, config.input_dtype) == (3, "parquet", "uint8")
     assert (config.engine, config.spark_master, config.membership_out) == ("spark", "local[1]", "out")
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "timeout", "request_timeout", "strict",
-        "calibration_name", "input_shape", "output_name", "http_concurrency", "engine", "spark_master",
+        "calibration_name", "input_shape", "output_name", "http_concurrency", "http_format", "engine", "spark_master",
         "membership_out", "input_dtype",
     }  # fmt: skip
     assert unset == {"query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption"}

@@ -6,11 +6,13 @@ Every test is bounded by small limits: none waits more than a few seconds.
 from __future__ import annotations
 
 import http.server
+import io
 import json
 import threading
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ema.errors import EMAError, InputError
@@ -364,3 +366,98 @@ def test_a_refused_batch_among_concurrent_ones_fails_the_scoring(server):
 def test_concurrency_must_be_a_positive_integer():
     with pytest.raises(InputError, match="concurrency"):
         HttpOracle("http://127.0.0.1:1/invocations", concurrency=0)
+
+
+# --- request formats ----------------------------------------------------------------------------------------------
+
+
+class FormatHandler(Handler):
+    """Reads JSON or Parquet (or answers 415 to Parquet when ``server.refuse_parquet``); records each content type;
+    answers each image with probabilities [first pixel / 255, rest]."""
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        content_type = self.headers["Content-Type"]
+        self.server.content_types.append(content_type)
+        if content_type == "application/vnd.apache.parquet":
+            if self.server.refuse_parquet:
+                return self.reply('{"message": "This predictor only supports the following content types"}', 415)
+            frame = pd.read_parquet(io.BytesIO(body))
+            inputs = np.vstack(frame.iloc[:, 0].tolist()).astype(np.float64)
+        else:
+            inputs = np.asarray(json.loads(body)["inputs"], np.float64)
+        first = inputs.reshape(len(inputs), -1)[:, 0] / 255
+        self.reply(json.dumps({"predictions": np.stack([first, 1 - first], axis=1).tolist()}))
+
+
+@pytest.fixture
+def format_server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FormatHandler)
+    httpd.content_types, httpd.refuse_parquet = [], False
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/invocations", httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+FIRST_PIXELS = np.repeat(np.arange(6, dtype=np.uint8), 28 * 28).reshape(6, 28, 28)
+
+
+def score_first_pixels(url: str, request_format: str) -> np.ndarray:
+    oracle = HttpOracle(url, batch_size=2, request_format=request_format, input_spec=InputSpec((-1, 28, 28), "uint8"))
+    return oracle.predict_proba(FIRST_PIXELS)[:, 0] * 255
+
+
+@pytest.mark.parametrize(
+    "request_format, refuse_parquet, sent",
+    [
+        ("json", False, ["application/json"] * 3),
+        ("parquet", False, ["application/vnd.apache.parquet"] * 3),
+        ("auto", False, ["application/vnd.apache.parquet"] * 3),
+        ("auto", True, ["application/vnd.apache.parquet", *["application/json"] * 3]),
+    ],
+    ids=["json", "parquet", "auto", "auto-refused"],
+)
+def test_each_request_format_is_sent_as_asked_and_auto_falls_back_to_json_once(
+    format_server, caplog, request_format, refuse_parquet, sent
+):
+    url, httpd = format_server
+    httpd.refuse_parquet = refuse_parquet
+    np.testing.assert_allclose(score_first_pixels(url, request_format), np.arange(6))
+    assert httpd.content_types == sent
+    fell_back = [r.getMessage() for r in caplog.records if "instead of Parquet" in r.getMessage()]
+    assert len(fell_back) == refuse_parquet
+    assert all("HTTP 415" in message for message in fell_back)
+
+
+def test_parquet_asked_for_and_refused_fails_with_the_servers_reason(format_server):
+    url, httpd = format_server
+    httpd.refuse_parquet = True
+    with pytest.raises(EMAError, match=r"refused the query \(HTTP 415\): This predictor only supports"):
+        score_first_pixels(url, "parquet")
+    assert httpd.content_types == ["application/vnd.apache.parquet"]
+
+
+@pytest.mark.parametrize(
+    "declared, given, used",
+    [
+        (InputSpec((-1, 28, 28), "uint8"), "auto", "auto"),  # Parquet, JSON if the server refuses it
+        (InputSpec(None, "float32"), "auto", "json"),  # a shape left open: the server could not reshape a column
+        (None, "auto", "json"),  # no registry entry, so no known signature
+        (None, "parquet", "parquet"),
+        (InputSpec((-1, 28, 28), "uint8"), "json", "json"),
+    ],
+)
+def test_target_oracle_sends_parquet_only_where_the_signature_declares_the_inputs(monkeypatch, declared, given, used):
+    import ema.workflows.target as target_module
+    from ema.training.recipes import TorchRecipe
+    from ema.training.spec import TrainSpec
+
+    monkeypatch.setattr(target_module, "declared_input_spec", lambda uri: declared)
+    target = target_module.Target(
+        model_uri="models:/m/1" if declared is not None else None,
+        model_url="http://127.0.0.1:1/invocations",
+        version=None,
+        recipe=TorchRecipe(TrainSpec()),
+    )
+    assert target.oracle(http_format=given).request_format == used

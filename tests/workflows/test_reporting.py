@@ -63,6 +63,7 @@ def parsed_back(command: str, monkeypatch) -> AuditConfig:
             timeout=30.0,
             request_timeout=5.0,
             http_concurrency=3,
+            http_format="json",
         ),
         AuditConfig(model_uri="runs:/abc/model", query="S", transform=InputTransform(scale=255.0)),
     ],

@@ -19,7 +19,8 @@ from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError
 from ema.inputs import InputSpec
-from ema.oracle import HttpOracle
+from ema.oracle import HttpOracle, PyfuncOracle
+from ema.oracle.model_info import declared_input_spec
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from tests.without_ema import environment_without_ema
@@ -101,16 +102,28 @@ def failed_ids() -> set[str]:
     return {r.info.run_id for r in runs}
 
 
-def test_http_audit_equals_in_process(trained, server):
+@pytest.mark.parametrize("http_format", ["auto", "json", "parquet"])
+def test_http_audit_equals_in_process(trained, server, http_format):
     _, outcome = trained
     url, _ = server
-    over_http = audit(AuditConfig(model_uri=outcome.version.uri, model_url=url, query="M6"), progress=False)
+    config = AuditConfig(model_uri=outcome.version.uri, model_url=url, query="M6", http_format=http_format)
+    over_http = audit(config, progress=False)
     in_process = audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
     np.testing.assert_array_equal(over_http.primary.membership, in_process.primary.membership)
     assert over_http.primary.metrics == in_process.primary.metrics
     for name in in_process.primary.scores:
         np.testing.assert_array_equal(over_http.primary.scores[name], in_process.primary.scores[name])
     assert MlflowClient().get_run(over_http.run_id).data.params[keys.PARAM_MODEL_URL] == url
+
+
+@pytest.mark.parametrize("request_format", ["json", "parquet"])
+def test_the_server_returns_the_in_process_probabilities_for_either_request_format(trained, server, request_format):
+    _, outcome = trained
+    url, _ = server
+    images = np.random.default_rng(0).integers(0, 256, (300, 28, 28), dtype=np.uint8)
+    spec = declared_input_spec(outcome.version.uri)
+    over_http = HttpOracle(url, batch_size=128, request_format=request_format, input_spec=spec).predict_proba(images)
+    np.testing.assert_array_equal(over_http, PyfuncOracle(outcome.version.uri).predict_proba(images))
 
 
 def test_http_schema_error_shows_server_message(server):
