@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import platform
 from importlib import metadata
 from pathlib import Path
 
@@ -39,7 +40,8 @@ class PyfuncOracle(Oracle):
             self._model = mlflow.pyfunc.load_model(local_path, suppress_warnings=True)
         except (MlflowException, OSError) as exc:
             raise EMAError(f"could not load model {model_uri!r}: {one_line(exc)}") from exc
-        warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt")
+        python = self._model.metadata.flavors.get("python_function", {}).get("python_version")
+        warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt", python)
         self.model_uri = model_uri
         self.source = f"model {model_uri!r}"
         if options.get("input_spec") is None:
@@ -137,13 +139,22 @@ def requirement_mismatches(requirements_file: Path) -> list[str]:
     return mismatches
 
 
-def warn_about_mismatches(model_uri: str, requirements_file: Path) -> None:
-    """Log, as MLflow would, which of the model's requirements differ from what is installed."""
-    mismatches = requirement_mismatches(requirements_file)
+def python_mismatch(model_python: str | None) -> list[str]:
+    """The model's Python, if its major.minor version is not the one running here (or it recorded none)."""
+    running = platform.python_version()
+    if model_python is None:
+        return [f"python unrecorded (running: {running})"]
+    if model_python.split(".")[:2] != running.split(".")[:2]:
+        return [f"python {model_python} (running: {running})"]
+    return []
+
+
+def warn_about_mismatches(model_uri: str, requirements_file: Path, model_python: str | None) -> None:
+    """Log, as MLflow would, which of the model's requirements (and its Python version) differ from what runs here."""
+    mismatches = python_mismatch(model_python) + requirement_mismatches(requirements_file)
     if mismatches:
         logging.getLogger(__name__).warning(
-            "model %r was logged with requirements that differ from this environment (its predictions may "
-            "differ too): %s",
+            "model %r was logged for an environment that differs from this one (its predictions may differ too): %s",
             model_uri,
             "; ".join(mismatches),
         )
