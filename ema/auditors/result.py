@@ -72,7 +72,7 @@ class AuditResult:
     @property
     def flag_rate(self) -> float:
         """The share of the query flagged: the ``flag_rate`` metric where the auditor counted it, else M's mean."""
-        return float(self.metrics.get("flag_rate", self.membership.mean()))
+        return float(self.metrics["flag_rate"] if "flag_rate" in self.metrics else self.membership.mean())
 
     def sample_columns(self) -> dict[str, np.ndarray]:
         """Per-sample columns: each metric, each metric's flag, and M."""

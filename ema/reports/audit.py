@@ -143,6 +143,7 @@ def render_audit_report(
     figures = {
         f"{_UNSAFE.sub('-', method)}_scores.png": _score_figure(method, result, query, references)
         for method, result in results.items()
+        if result.scores
     }
     body = "".join(
         (
@@ -280,8 +281,19 @@ def _distributions(
         f"<p>Histograms (left) and ECDFs (right) of each score on the query set {esc(beside)}; "
         "a dashed vertical line marks a single threshold.</p>"
     ]
-    for (method, _), (name, png) in zip(results.items(), figures.items()):
-        parts.append(image(png, alt=f"{method} score distributions of {query}", caption=f"{method}: figures/{name}"))
+    for method in results:
+        name = f"{_UNSAFE.sub('-', method)}_scores.png"
+        if name in figures:
+            parts.append(
+                image(
+                    figures[name], alt=f"{method} score distributions of {query}", caption=f"{method}: figures/{name}"
+                )
+            )
+        else:
+            parts.append(
+                f'<p class="muted">{esc(method)}: the query\'s per-sample scores stayed where they were computed '
+                "(an audit on Spark keeps them in its membership table), so they are not drawn.</p>"
+            )
     return "".join(parts)
 
 
@@ -289,10 +301,14 @@ def _thresholds(results: Mapping[str, AuditResult]) -> str:
     parts = []
     for method, result in results.items():
         rows = []
-        for name, flags in result.flags.items():
+        signals = result.thresholds.get("signals", {})
+        flags = result.flags or {f"flag_{signal}": np.zeros(0) for signal in signals}  # counted elsewhere (Spark)
+        for name, flagged in flags.items():
             signal = name.removeprefix("flag_")
-            entry = result.thresholds.get("signals", {}).get(signal, {})
-            rows.append((name, _threshold_text(result, signal, entry), number(np.mean(flags)) if flags.size else ""))
+            entry = signals.get(signal, {})
+            rows.append(
+                (name, _threshold_text(result, signal, entry), number(np.mean(flagged)) if flagged.size else "")
+            )
         mode = result.thresholds.get("mode", "")
         parts.append(
             f"<h3>{esc(method)}</h3><p>Threshold mode: {esc(mode or 'n/a')}; flag rate (share of M = 1): "

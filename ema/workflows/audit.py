@@ -124,10 +124,7 @@ def audit(
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
             _log_results(config, results, tags, scored, expected)
-            # report.html and figures/*.png (ema.workflows.reporting) draw the per-sample scores this process holds
-            report = (
-                report_artifacts(request, results, tags, warnings, run.info.run_id) if request.data is not None else {}
-            )
+            report = report_artifacts(request, results, tags, warnings, run.info.run_id, scored.fingerprint)
             log_artifacts_atomically(
                 {
                     keys.ARTIFACT_CALIBRATION: {m: r.thresholds for m, r in results.items()},

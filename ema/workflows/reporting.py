@@ -20,7 +20,6 @@ from ema.signals import SIGNALS, compute_scores
 from ema.tracking import keys
 
 if TYPE_CHECKING:
-    from ema.data.arrays import ArraySet
     from ema.workflows.audit_request import AuditConfig, AuditRequest
     from ema.workflows.target import Target
 
@@ -97,7 +96,7 @@ def reproduce_command(config: AuditConfig) -> str:
 
 
 def audit_lineage(
-    config: AuditConfig, target: Target, data: ArraySet, tags: dict[str, str], run_id: str
+    config: AuditConfig, target: Target, n_query: int, fingerprint: str, tags: dict[str, str], run_id: str
 ) -> dict[str, object]:
     """Where the audit's inputs came from, as label -> value (None: not known for this target)."""
     version = target.version
@@ -114,8 +113,10 @@ def audit_lineage(
         "Training data": version_tags.get(keys.TAG_DATA_SOURCE),
         "Training data fingerprint": version_tags.get(keys.TAG_DATA_FINGERPRINT),
         "Splits (named queries, calibration set)": f"{target.data}, data seed {target.data_seed}",
-        "Query set": f"{config.query_name} ({len(data)} samples)",
-        "Query fingerprint": data.fingerprint,
+        "Query set": f"{config.query_name} ({n_query} samples)",
+        "Query fingerprint": fingerprint,
+        "Engine": config.engine,
+        "Membership table": tags.get(keys.TAG_MEMBERSHIP_URI),
         "Calibration version": tags.get(keys.TAG_CALIBRATION_VERSION),
         "Calibration cache": tags.get(keys.TAG_CACHE),
         "Calibration plan": None
@@ -153,20 +154,28 @@ def reference_scores(request: AuditRequest, results: dict[str, AuditResult]) -> 
 
 
 def report_artifacts(
-    request: AuditRequest, results: dict[str, AuditResult], tags: dict[str, str], warnings: list[str], run_id: str
+    request: AuditRequest,
+    results: dict[str, AuditResult],
+    tags: dict[str, str],
+    warnings: list[str],
+    run_id: str,
+    fingerprint: str,
 ) -> dict[str, str | bytes]:
     """``report.html`` and ``figures/<method>_scores.png`` for the audit run's artifacts.
 
     ``results`` in the audit's order: the first method's verdict is the run's. ``warnings``:
-    every warning of the audit (the gates' and the auditors'). The command pins the model
-    version the alias pointed to, so that it audits the same model later.
+    every warning of the audit (the gates' and the auditors'). ``fingerprint``: the query's, as
+    the run records it. The command pins the model version the alias pointed to, so that it
+    audits the same model later. A method whose query scores stayed on Spark's executors gets
+    no figure.
     """
-    config, target, data = request.config, request.target, request.data
+    config, target = request.config, request.target
     pinned = dataclasses.replace(config, model_uri=target.model_uri) if target.model_uri else config
+    n_query = next(iter(results.values())).n_query
     report = render_audit_report(
         results,
         query=config.query_name,
-        lineage=audit_lineage(config, target, data, tags, run_id),
+        lineage=audit_lineage(config, target, n_query, fingerprint, tags, run_id),
         command=reproduce_command(pinned),
         references=reference_scores(request, results),
         warnings=warnings,

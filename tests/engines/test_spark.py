@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -66,6 +68,18 @@ def test_spark_audit_equals_in_process_audit_of_the_same_table(trained, spark, t
     per_sample = pd.read_parquet(membership).sort_values("index", ignore_index=True)
     expected = pd.read_csv(MlflowClient().download_artifacts(local.run_id, keys.ARTIFACT_MEMBERSHIP))
     pd.testing.assert_frame_equal(per_sample, expected.sort_values("index", ignore_index=True), check_dtype=False)
+    assert_spark_report(on_spark, local)
+
+
+def assert_spark_report(on_spark, local) -> None:
+    """The Spark run files a report like the in-process one, less the query's figure (its scores stayed on Spark)."""
+    assert keys.ARTIFACT_REPORT in artifacts_of(on_spark.run_id)
+    assert keys.ARTIFACT_FIGURES_DIR in artifacts_of(local.run_id)
+    assert keys.ARTIFACT_FIGURES_DIR not in artifacts_of(on_spark.run_id)
+    html = Path(MlflowClient().download_artifacts(on_spark.run_id, keys.ARTIFACT_REPORT)).read_text()
+    assert f"<code>{on_spark.primary.verdict}</code>" in html
+    assert "per-sample scores stayed where they were computed" in html
+    assert f"{on_spark.primary.n_query} samples" in html and "<td>spark</td>" in html
 
 
 def test_spark_audit_writes_membership_to_the_uri_given(trained, spark, tables, tmp_path):  # noqa: F811
@@ -76,6 +90,8 @@ def test_spark_audit_writes_membership_to_the_uri_given(trained, spark, tables, 
     assert len(pd.read_parquet(out)) == result.primary.n_query == 2000
     assert run_data(result.run_id).tags[keys.TAG_MEMBERSHIP_URI] == out
     assert keys.ARTIFACT_MEMBERSHIP_PARQUET not in artifacts_of(result.run_id)
+    html = Path(MlflowClient().download_artifacts(result.run_id, keys.ARTIFACT_REPORT)).read_text()
+    assert f"<td>{out}</td>" in html  # the report's lineage says where the membership table is
 
 
 def wrong_image_size(directory) -> str:
