@@ -236,7 +236,12 @@ class HttpOracle(Oracle):
             raise _RetryableFailure(f"HTTP {status}: {text[:300]}", timed_out=False)
         if not 200 <= status < 300:
             error = _UnsupportedFormat if status == 415 else EMAError
-            raise error(f"scoring server {self.url} refused the query (HTTP {status}): {server_message(text)}")
+            hint = (
+                "; it was sent as Parquet: --http-format json sends JSON"
+                if content_type == CONTENT_TYPES["parquet"]
+                else ""
+            )
+            raise error(f"scoring server {self.url} refused the query (HTTP {status}): {server_message(text)}{hint}")
         return reply
 
     def _overall_timeout(self, problem: str = "") -> ScoringTimeout:

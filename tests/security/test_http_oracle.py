@@ -433,7 +433,7 @@ def test_each_request_format_is_sent_as_asked_and_auto_falls_back_to_json_once(
 def test_parquet_asked_for_and_refused_fails_with_the_servers_reason(format_server):
     url, httpd = format_server
     httpd.refuse_parquet = True
-    with pytest.raises(EMAError, match=r"refused the query \(HTTP 415\): This predictor only supports"):
+    with pytest.raises(EMAError, match=r"\(HTTP 415\): This predictor only supports.*--http-format json sends JSON"):
         score_first_pixels(url, "parquet")
     assert httpd.content_types == ["application/vnd.apache.parquet"]
 
