@@ -29,7 +29,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ema.auditors.reference import ReferenceAuditor
-from ema.data.presets import DEFAULT_DATA
+from ema.data.presets import DEFAULT_DATA, load_splits
+from ema.data.splits import Splits
 from ema.errors import InputError
 from ema.experiments.grids import BENCHMARK_RECIPE
 from ema.experiments.runner import ensure_target
@@ -142,21 +143,36 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
 
 
 def _grid_target(config: UnlearningGridConfig, progress: bool) -> Target:
-    """The given registered target, or the benchmark recipe trained on the grid's data (cached)."""
+    """The given registered target, or the benchmark recipe trained on the grid's data (cached).
+
+    The trace sweep's sizes are checked against the forget set before anything is trained.
+    """
     model_uri = config.model_uri
     if model_uri is None:
         recipe = dataclasses.replace(BENCHMARK_RECIPE, epochs=config.epochs or BENCHMARK_RECIPE.epochs)
-        data = config.data or DEFAULT_DATA
-        log_params({keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: config.data_seed, keys.PARAM_EPOCHS: recipe.epochs})
+        data, data_seed = config.data or DEFAULT_DATA, config.data_seed or 0
+        log_params({keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed, keys.PARAM_EPOCHS: recipe.epochs})
+        _check_sizes(config, load_splits(data, data_seed, config.data_root), data)
         version, _ = ensure_target(
-            recipe, data=data, data_seed=config.data_seed, data_root=config.data_root, progress=progress
+            recipe, data=data, data_seed=data_seed, data_root=config.data_root, progress=progress
         )
         model_uri = version.uri
     target = resolve_target(model_uri)
     if target.version is None:
         raise InputError(f"expected a registered target models:/NAME@ALIAS or models:/NAME/VERSION, got {model_uri!r}")
+    _check_sizes(config, target.splits(), target.label)
     log_params({keys.PARAM_TARGET_URI: target.model_uri})
     return target
+
+
+def _check_sizes(config: UnlearningGridConfig, splits: Splits, where: str) -> None:
+    """Refuse trace sweep sizes larger than the forget set (no subset of them exists)."""
+    n_forget = len(splits.query(config.forget))
+    if max(config.sizes) > n_forget:
+        raise InputError(
+            f"expected trace sweep sizes (--sizes) of at most {n_forget}, the size of the forget set {config.forget} "
+            f"of {where}, got {', '.join(str(s) for s in config.sizes if s > n_forget)}"
+        )
 
 
 def _accuracies(config: UnlearningGridConfig, target: Target) -> dict[str, float]:
@@ -221,7 +237,7 @@ def _trace_sweep(config: UnlearningGridConfig, entry: Version, target: Target, o
     proba = oracle.predict_proba(forget.x)
     rng = np.random.default_rng([config.sample_seed, entry.seed if entry.seed is not None else 0])
     rows = []
-    for size in (s for s in config.sizes if s <= len(forget)):
+    for size in config.sizes:
         for draw in range(config.n_draws):
             chosen = rng.choice(len(forget), size=size, replace=False)
             metrics = auditor.audit(proba[chosen], forget.y[chosen]).metrics
