@@ -172,7 +172,10 @@ def grid(
 
         outcome = run_unlearning_grid(config, progress=progress)
         click.echo(outcome.markdown)
-        click.echo(f"parent run {outcome.run_id}; target {outcome.target_uri}; {outcome.wall_seconds:.0f} s")
+        click.echo(
+            f"parent run {outcome.run_id}; target {outcome.target_uri}; {len(outcome.versions) - 1} unlearned versions "
+            f"({outcome.n_reused} reused); {outcome.wall_seconds:.0f} s"
+        )
         return
     if name == VALIDITY_GRID:
         from ema.experiments.validity_plots import rates_table

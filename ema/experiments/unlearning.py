@@ -2,7 +2,9 @@
 
 One target (the grid's benchmark recipe, cached as ``ema-grid-target``, or ``--model``) has
 its forget set (fold M1) removed by each method under each seed; every result is a new
-version of that model (:func:`ema.workflows.unlearn.unlearn`, no alias). The target and every
+version of that model (:func:`ema.workflows.unlearn.unlearn`, no alias), made once: a rerun
+reuses the versions registered with the same source, forget set, method, hyperparameters and
+seed (:func:`ema.workflows.unlearn.unlearn_cached`) and audits them again. The target and every
 new version are then audited on three query sets, the forget set, a retained fold (M2) and
 held-out data (M6), by three auditors: EMA and the KS ratio (one ``--method both`` audit run)
 and the calibrated auditor (one ``--method calibrated`` run). Exact retraining is the baseline
@@ -50,7 +52,7 @@ from ema.training.unlearn_spec import UnlearnSpec
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.references import member_reference, nonmember_reference
 from ema.workflows.target import Target, resolve_target
-from ema.workflows.unlearn import UnlearnConfig, unlearn
+from ema.workflows.unlearn import UnlearnConfig, unlearn_cached
 
 #: The grid's name under ``ema grid``.
 #: The row of the target itself, before any removal.
@@ -67,7 +69,7 @@ AUDITORS = {
 
 @dataclass(frozen=True)
 class UnlearningOutcome:
-    """The parent run, the frames behind the tables, the tables as Markdown, the wall time."""
+    """The parent run, the frames behind the tables, the tables as Markdown, the wall time, versions reused."""
 
     run_id: str
     target_uri: str
@@ -76,6 +78,7 @@ class UnlearningOutcome:
     traces: pd.DataFrame
     markdown: str
     wall_seconds: float
+    n_reused: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,9 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
         target = _grid_target(config, progress)
         versions = [Version(BEFORE, None, target.version, _accuracies(config, target))]
         plan = [(m, s) for m in config.methods for s in config.seeds]
+        n_reused = 0
         for method, seed in tqdm(plan, desc="unlearn", unit="version", disable=not progress):
-            outcome = unlearn(
+            outcome, reused = unlearn_cached(
                 UnlearnConfig(
                     model_uri=target.model_uri,
                     forget=config.forget,
@@ -108,6 +112,7 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
                 ),
                 progress=False,
             )
+            n_reused += reused
             versions.append(Version(method, seed, outcome.version, outcome.metrics))
         audits, traces = [], []
         for entry in tqdm(versions, desc="audit", unit="version", disable=not progress):
@@ -120,7 +125,13 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
         title = f"ema grid unlearning: removing {config.forget} from {target.label} ({target.data})"
         tables = render_tables(*frames, config=config, title=title, wall_seconds=wall)
         figure = trace_figure(summarise_traces(frames[2]), alpha=config.alpha)
-        log_metrics({keys.METRIC_WALL_SECONDS: wall, keys.METRIC_N_AUDITED: float(len(frames[1]))})
+        log_metrics(
+            {
+                keys.METRIC_WALL_SECONDS: wall,
+                keys.METRIC_N_AUDITED: float(len(frames[1])),
+                keys.METRIC_N_REUSED: float(n_reused),  # unlearned versions found in the registry
+            }
+        )
         log_artifacts_atomically(
             {
                 keys.ARTIFACT_TABLES_MD: tables.markdown,
@@ -139,7 +150,7 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
                 ),
             }
         )
-    return UnlearningOutcome(parent.info.run_id, target.model_uri, *frames, tables.markdown, wall)
+    return UnlearningOutcome(parent.info.run_id, target.model_uri, *frames, tables.markdown, wall, n_reused)
 
 
 def _grid_target(config: UnlearningGridConfig, progress: bool) -> Target:

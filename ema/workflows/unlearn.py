@@ -15,6 +15,7 @@ target's weights: it is the data owner's side of a removal request, not the audi
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,12 +26,13 @@ from ema.data.files import read_set, write_set
 from ema.data.splits import QUERY_NAMES
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
-from ema.tracking.registry import MODELS_URI, RegisteredVersion, log_and_register
-from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
+from ema.tracking.registry import MODELS_URI, RegisteredVersion, find_cached_version, log_and_register, set_version_tags
+from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, run_metrics, start_run
+from ema.tracking.single_flight import single_flight
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, package_trained
 from ema.training.recipes import Classifier, SklearnRecipe, TorchRecipe, recipe_to_json
 from ema.training.unlearn_spec import UnlearnSpec
-from ema.validation import check_alias
+from ema.validation import check_alias, short_hash
 from ema.workflows.references import contains_all, training_data, without_query
 from ema.workflows.target import Target, resolve_target
 
@@ -138,6 +140,75 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
                 tags=_lineage_tags(target, spec, config.forget_name, forget, retain, metrics),
             )
     return UnlearnOutcome(run.info.run_id, version, target.version, spec, metrics)
+
+
+#: What an unlearn run measures, logged as its metrics (and, formatted, as the new version's tags).
+UNLEARN_METRICS = (
+    keys.METRIC_RETAIN_ACCURACY,
+    keys.METRIC_FORGET_ACCURACY,
+    keys.METRIC_TEST_ACCURACY,
+    keys.METRIC_UNLEARN_SECONDS,
+)
+
+
+def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[UnlearnOutcome, bool]:
+    """The version :func:`unlearn` makes of ``config``, reused from the registry when it was made before.
+
+    The cache key (the version tag ``ema.cache_key``) holds everything that determines the
+    result: the source version (name, number and the run that logged it), the forget set's
+    fingerprint, the method with every hyperparameter resolved (seed included), and the
+    ``retain_file``'s fingerprint when one is given. Processes that miss the same key at once
+    unlearn once (:func:`ema.tracking.single_flight.single_flight`). A reused version keeps
+    its own unlearn run, metrics and time; no alias is moved, so ``config.alias`` must be None.
+
+    Returns
+    -------
+    (UnlearnOutcome, bool)
+        The outcome, and whether the registry already held the version.
+
+    Raises
+    ------
+    EMAError
+        As :func:`unlearn`; and for ``config.alias`` other than None.
+    """
+    if config.alias is not None:
+        raise InputError(
+            f"expected no alias for a cached unlearned version (a reused one moves none), got {config.alias!r}"
+        )
+    config.validate()
+    target = resolve_target(config.model_uri)
+    spec = _resolved(config.spec, target)
+    cache_key = unlearn_cache_key(target, _forget_set(target, config.forget), spec, config.retain_file)
+    name = target.version.name
+
+    def find() -> UnlearnOutcome | None:
+        version = find_cached_version(name, cache_key)
+        metrics = run_metrics(version.run_id) if version is not None and version.run_id else {}
+        if version is None or not set(UNLEARN_METRICS) <= set(metrics):
+            return None
+        stored = UnlearnSpec(**json.loads(version.tags[keys.TAG_UNLEARN_SPEC]))
+        return UnlearnOutcome(version.run_id, version, target.version, stored, {k: metrics[k] for k in UNLEARN_METRICS})
+
+    def build() -> UnlearnOutcome:
+        outcome = unlearn(config, progress=progress)
+        set_version_tags(outcome.version, {keys.TAG_CACHE_KEY: cache_key})
+        return outcome
+
+    outcome, built = single_flight(name, cache_key, find=find, build=build)
+    return outcome, not built
+
+
+def unlearn_cache_key(target: Target, forget: ArraySet, spec: UnlearnSpec, retain_file: str | None = None) -> str:
+    """The key of an unlearned version: source version, forget set, resolved method and hyperparameters, --retain."""
+    return short_hash(
+        {
+            "source": target.version.uri,
+            "source_run": target.version.run_id,
+            "forget": forget.fingerprint,
+            "spec": spec.to_dict(),
+            "retain": read_set(retain_file).fingerprint if retain_file else None,
+        }
+    )
 
 
 def accuracy(classifier: Classifier, data: ArraySet) -> float:

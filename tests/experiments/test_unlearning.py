@@ -253,3 +253,15 @@ def test_a_small_unlearning_grid_unlearns_audits_and_logs_its_tables(store):
     member_tags = client.get_run(retrained["run_id"].iloc[-1]).data.tags[keys.TAG_MEMBER_REFERENCE]
     assert "minus the forget set M1" in member_tags
     assert "## Traces on forget-set subsets" in outcome.markdown
+    assert outcome.n_reused == 0
+
+    again = run_unlearning_grid(config, progress=False)  # the unlearned versions come from the registry
+    assert again.n_reused == 2 and client.get_run(again.run_id).data.metrics[keys.METRIC_N_REUSED] == 2
+    pd.testing.assert_frame_equal(again.versions, outcome.versions)  # same versions, same recorded numbers
+    pd.testing.assert_frame_equal(again.audits.drop(columns="run_id"), outcome.audits.drop(columns="run_id"))
+    pd.testing.assert_frame_equal(again.traces, outcome.traces)
+    assert not set(again.audits["run_id"]) & set(outcome.audits["run_id"])  # audited again, in runs of its own
+    children = client.search_runs(
+        [client.get_run(again.run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{again.run_id}'"
+    )
+    assert not [run for run in children if run.data.tags[keys.TAG_RUN_NAME].startswith("unlearn ")]
