@@ -177,7 +177,7 @@ def _config_given(monkeypatch, *options: str) -> UnlearningGridConfig:
     return seen[0]
 
 
-def test_cli_grid_unlearning_hands_every_option_it_reads_to_the_grid(monkeypatch):
+def test_cli_grid_unlearning_hands_every_option_it_reads_to_the_grid(store, monkeypatch):
     from ema_cli.grid import grid
 
     options = [word for words, _ in READ_OPTIONS.values() for word in words]
