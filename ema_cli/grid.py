@@ -27,6 +27,8 @@ UNREAD = {
     UNLEARNING_GRID: ("ks", "queries", "n_ks_draws", "workers"),
 }
 PAPER_UNREAD = (*VALIDITY_ONLY, *UNLEARNING_ONLY)
+#: Options that say how the unlearning grid trains its own target: with --model, the version's tags say it.
+UNLEARNING_TARGET_OPTIONS = ("data_name", "root", "data_seed", "epochs")
 DEFAULTS = ErrorGridConfig()
 UNLEARNING_DEFAULTS = UnlearningGridConfig()
 
@@ -145,6 +147,13 @@ def grid(
     """
     refuse_ignored(UNREAD.get(name, PAPER_UNREAD), name)
     if name == UNLEARNING_GRID:
+        if model_uri is not None:
+            refuse_ignored(
+                UNLEARNING_TARGET_OPTIONS,
+                name,
+                qualifier=" with --model",
+                why="the target's recipe and data come from the version's tags",
+            )
         config = UnlearningGridConfig(
             methods=UNLEARNING_DEFAULTS.methods if methods.strip().lower() == "all" else comma_list(methods, str),
             seeds=comma_list(seeds, int),
@@ -154,7 +163,7 @@ def grid(
             epochs=epochs or None,
             data=data_name,
             data_root=str(root) if root else None,
-            data_seed=data_seed,
+            data_seed=data_seed if model_uri is None else None,
             alpha=alpha,
             cal_seed=cal_seed,
             sample_seed=sample_seed,
@@ -163,7 +172,10 @@ def grid(
 
         outcome = run_unlearning_grid(config, progress=progress)
         click.echo(outcome.markdown)
-        click.echo(f"parent run {outcome.run_id}; target {outcome.target_uri}; {outcome.wall_seconds:.0f} s")
+        click.echo(
+            f"parent run {outcome.run_id}; target {outcome.target_uri}; {len(outcome.versions) - 1} unlearned versions "
+            f"({outcome.n_reused} reused); {outcome.wall_seconds:.0f} s"
+        )
         return
     if name == VALIDITY_GRID:
         from ema.experiments.validity_plots import rates_table
@@ -206,16 +218,22 @@ def grid(
     )
 
 
-def refuse_ignored(names: tuple[str, ...], grid_name: str) -> None:
-    """A usage error naming every option given on the command line that grid ``grid_name`` does not read."""
+def refuse_ignored(names: tuple[str, ...], grid_name: str, *, qualifier: str = "", why: str = "") -> None:
+    """A usage error naming every option given on the command line that grid ``grid_name`` does not read.
+
+    One line: the options, when (``qualifier``) and why (``why``) they do not apply, what was expected and what arrived
+    (``grid 'errors' does not use --data, --k: expected them left out, got --data fashion --k 60``).
+    """
     context = click.get_current_context()
-    given = [
-        next(p.opts[0] for p in context.command.params if p.name == name)
-        for name in names
-        if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
-    ]
+    params = {p.name: p for p in context.command.params}
+    given = [name for name in names if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
     if given:
-        raise click.UsageError(f"grid {grid_name!r} does not use {', '.join(given)}; leave them out")
+        flags = [params[name].opts[0] for name in given]
+        arrived = " ".join(f"{flag} {context.params[name]}" for flag, name in zip(flags, given, strict=True))
+        raise click.UsageError(
+            f"grid '{grid_name}'{qualifier} does not use {', '.join(flags)}{f' ({why})' if why else ''}: "
+            f"expected {'them' if len(flags) > 1 else 'it'} left out, got {arrived}"
+        )
 
 
 def error_sizes(text: str) -> dict:

@@ -22,15 +22,17 @@ from ema_cli.options import model_option, progress_option, workflow_command
 )
 @click.option(
     "--epochs",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Epochs. Default: the recipe's for retrain, the method's otherwise (docs/UNLEARNING.md).",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Epochs; 0 keeps the recipe's for retrain and the method's otherwise (docs/UNLEARNING.md).",
 )
 @click.option(
     "--lr",
-    type=click.FloatRange(0, min_open=True),
-    default=None,
-    help="Learning rate. Default: the recipe's for retrain, the method's otherwise.",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Learning rate; 0 keeps the recipe's for retrain and the method's otherwise.",
 )
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of weights and batches.")
 @click.option("--alias", default=UNLEARNED_ALIAS, show_default=True, help="Alias set on the new version.")
@@ -47,7 +49,7 @@ def unlearn_command(model_uri, forget, method, epochs, lr, seed, alias, retain_f
     """Remove --forget from --model by --method; register the result as a new version of the same model."""
     from ema.workflows.unlearn import UnlearnConfig, unlearn
 
-    spec = UnlearnSpec(method=method, epochs=epochs, lr=lr, seed=seed)
+    spec = UnlearnSpec(method=method, epochs=epochs or None, lr=lr or None, seed=seed)
     outcome = unlearn(
         UnlearnConfig(model_uri=model_uri, forget=forget, spec=spec, alias=alias, retain_file=retain_file),
         progress=progress,

@@ -2,7 +2,9 @@
 
 One target (the grid's benchmark recipe, cached as ``ema-grid-target``, or ``--model``) has
 its forget set (fold M1) removed by each method under each seed; every result is a new
-version of that model (:func:`ema.workflows.unlearn.unlearn`, no alias). The target and every
+version of that model (:func:`ema.workflows.unlearn.unlearn`, no alias), made once: a rerun
+reuses the versions registered with the same source, forget set, method, hyperparameters and
+seed (:func:`ema.workflows.unlearn.unlearn_cached`) and audits them again. The target and every
 new version are then audited on three query sets, the forget set, a retained fold (M2) and
 held-out data (M6), by three auditors: EMA and the KS ratio (one ``--method both`` audit run)
 and the calibrated auditor (one ``--method calibrated`` run). Exact retraining is the baseline
@@ -29,7 +31,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ema.auditors.reference import ReferenceAuditor
-from ema.data.presets import DEFAULT_DATA
+from ema.data.presets import DEFAULT_DATA, load_splits
+from ema.data.splits import Splits
 from ema.errors import InputError
 from ema.experiments.grids import BENCHMARK_RECIPE
 from ema.experiments.runner import ensure_target
@@ -49,7 +52,7 @@ from ema.training.unlearn_spec import UnlearnSpec
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.references import member_reference, nonmember_reference
 from ema.workflows.target import Target, resolve_target
-from ema.workflows.unlearn import UnlearnConfig, unlearn
+from ema.workflows.unlearn import UnlearnConfig, unlearn_cached
 
 #: The grid's name under ``ema grid``.
 #: The row of the target itself, before any removal.
@@ -66,7 +69,7 @@ AUDITORS = {
 
 @dataclass(frozen=True)
 class UnlearningOutcome:
-    """The parent run, the frames behind the tables, the tables as Markdown, the wall time."""
+    """The parent run, the frames behind the tables, the tables as Markdown, the wall time, versions reused."""
 
     run_id: str
     target_uri: str
@@ -75,6 +78,7 @@ class UnlearningOutcome:
     traces: pd.DataFrame
     markdown: str
     wall_seconds: float
+    n_reused: int = 0
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,9 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
         target = _grid_target(config, progress)
         versions = [Version(BEFORE, None, target.version, _accuracies(config, target))]
         plan = [(m, s) for m in config.methods for s in config.seeds]
+        n_reused = 0
         for method, seed in tqdm(plan, desc="unlearn", unit="version", disable=not progress):
-            outcome = unlearn(
+            outcome, reused = unlearn_cached(
                 UnlearnConfig(
                     model_uri=target.model_uri,
                     forget=config.forget,
@@ -107,6 +112,7 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
                 ),
                 progress=False,
             )
+            n_reused += reused
             versions.append(Version(method, seed, outcome.version, outcome.metrics))
         audits, traces = [], []
         for entry in tqdm(versions, desc="audit", unit="version", disable=not progress):
@@ -119,7 +125,13 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
         title = f"ema grid unlearning: removing {config.forget} from {target.label} ({target.data})"
         tables = render_tables(*frames, config=config, title=title, wall_seconds=wall)
         figure = trace_figure(summarise_traces(frames[2]), alpha=config.alpha)
-        log_metrics({keys.METRIC_WALL_SECONDS: wall, keys.METRIC_N_AUDITED: float(len(frames[1]))})
+        log_metrics(
+            {
+                keys.METRIC_WALL_SECONDS: wall,
+                keys.METRIC_N_AUDITED: float(len(frames[1])),
+                keys.METRIC_N_REUSED: float(n_reused),  # unlearned versions found in the registry
+            }
+        )
         log_artifacts_atomically(
             {
                 keys.ARTIFACT_TABLES_MD: tables.markdown,
@@ -138,25 +150,40 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
                 ),
             }
         )
-    return UnlearningOutcome(parent.info.run_id, target.model_uri, *frames, tables.markdown, wall)
+    return UnlearningOutcome(parent.info.run_id, target.model_uri, *frames, tables.markdown, wall, n_reused)
 
 
 def _grid_target(config: UnlearningGridConfig, progress: bool) -> Target:
-    """The given registered target, or the benchmark recipe trained on the grid's data (cached)."""
+    """The given registered target, or the benchmark recipe trained on the grid's data (cached).
+
+    The trace sweep's sizes are checked against the forget set before anything is trained.
+    """
     model_uri = config.model_uri
     if model_uri is None:
         recipe = dataclasses.replace(BENCHMARK_RECIPE, epochs=config.epochs or BENCHMARK_RECIPE.epochs)
-        data = config.data or DEFAULT_DATA
-        log_params({keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: config.data_seed, keys.PARAM_EPOCHS: recipe.epochs})
+        data, data_seed = config.data or DEFAULT_DATA, config.data_seed or 0
+        log_params({keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed, keys.PARAM_EPOCHS: recipe.epochs})
+        _check_sizes(config, load_splits(data, data_seed, config.data_root), data)
         version, _ = ensure_target(
-            recipe, data=data, data_seed=config.data_seed, data_root=config.data_root, progress=progress
+            recipe, data=data, data_seed=data_seed, data_root=config.data_root, progress=progress
         )
         model_uri = version.uri
     target = resolve_target(model_uri)
     if target.version is None:
         raise InputError(f"expected a registered target models:/NAME@ALIAS or models:/NAME/VERSION, got {model_uri!r}")
+    _check_sizes(config, target.splits(), target.label)
     log_params({keys.PARAM_TARGET_URI: target.model_uri})
     return target
+
+
+def _check_sizes(config: UnlearningGridConfig, splits: Splits, where: str) -> None:
+    """Refuse trace sweep sizes larger than the forget set (no subset of them exists)."""
+    n_forget = len(splits.query(config.forget))
+    if max(config.sizes) > n_forget:
+        raise InputError(
+            f"expected trace sweep sizes (--sizes) of at most {n_forget}, the size of the forget set {config.forget} "
+            f"of {where}, got {', '.join(str(s) for s in config.sizes if s > n_forget)}"
+        )
 
 
 def _accuracies(config: UnlearningGridConfig, target: Target) -> dict[str, float]:
@@ -221,7 +248,7 @@ def _trace_sweep(config: UnlearningGridConfig, entry: Version, target: Target, o
     proba = oracle.predict_proba(forget.x)
     rng = np.random.default_rng([config.sample_seed, entry.seed if entry.seed is not None else 0])
     rows = []
-    for size in (s for s in config.sizes if s <= len(forget)):
+    for size in config.sizes:
         for draw in range(config.n_draws):
             chosen = rng.choice(len(forget), size=size, replace=False)
             metrics = auditor.audit(proba[chosen], forget.y[chosen]).metrics

@@ -34,7 +34,7 @@ class UnlearningGridConfig:
     model_uri : str, optional
         A registered target to unlearn from instead of the grid's benchmark target.
     epochs, data, data_root, data_seed
-        The grid's target (as for the paper's grids).
+        The grid's own target (as for the paper's grids; ``data_seed`` None is 0); refused with ``model_uri``.
     alpha, cal_seed, sample_seed
     """
 
@@ -49,7 +49,7 @@ class UnlearningGridConfig:
     epochs: int | None = None
     data: str | None = None
     data_root: str | None = None
-    data_seed: int = 0
+    data_seed: int | None = None
     alpha: float = 0.1
     cal_seed: int = 0
     sample_seed: int = 0
@@ -58,6 +58,8 @@ class UnlearningGridConfig:
         """Check the options before any training; returns the config with ``retrain`` first among the methods."""
         for method in self.methods:
             check_choice("unlearning method", method, UNLEARN_METHODS)
+        if not self.methods or len(set(self.methods)) != len(self.methods):
+            raise InputError(f"expected distinct unlearning methods, got {self.methods!r}")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
             raise InputError(f"expected distinct non-negative seeds, got {self.seeds!r}")
         check_choice("forget set", self.forget, MEMBER_NAMES)
@@ -68,10 +70,17 @@ class UnlearningGridConfig:
             check_positive_int("trace sweep size", size)
         check_positive_int("draws", self.n_draws)
         check_open_unit("alpha", self.alpha)
-        if self.model_uri is not None and (self.epochs is not None or self.data is not None):
+        own_target = {
+            "--epochs": self.epochs,
+            "--data": self.data,
+            "--root": self.data_root,
+            "--data-seed": self.data_seed,
+        }
+        given = [f"{flag} {value}" for flag, value in own_target.items() if value is not None]
+        if self.model_uri is not None and given:
             raise InputError(
-                "expected either --model (its recipe and data come from its version tags) or --epochs and --data, "
-                "got both"
+                "expected either --model (its recipe and data come from its version tags) or --epochs, --data, "
+                f"--root and --data-seed, got both: --model {self.model_uri} with {', '.join(given)}"
             )
         return dataclasses.replace(self, methods=("retrain", *(m for m in self.methods if m != "retrain")))
 

@@ -15,6 +15,7 @@ target's weights: it is the data owner's side of a removal request, not the audi
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,11 +26,13 @@ from ema.data.files import read_set, write_set
 from ema.data.splits import QUERY_NAMES
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
-from ema.tracking.registry import MODELS_URI, RegisteredVersion, log_and_register
-from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
+from ema.tracking.registry import MODELS_URI, RegisteredVersion, find_cached_version, log_and_register, set_version_tags
+from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, run_metrics, start_run
+from ema.tracking.single_flight import single_flight
+from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, package_trained
 from ema.training.recipes import Classifier, SklearnRecipe, TorchRecipe, recipe_to_json
 from ema.training.unlearn_spec import UnlearnSpec
-from ema.validation import check_alias
+from ema.validation import check_alias, short_hash
 from ema.workflows.references import contains_all, training_data, without_query
 from ema.workflows.target import Target, resolve_target
 
@@ -129,9 +132,7 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
         }
         log_batch(metrics=metrics)
         log_artifacts_atomically({keys.ARTIFACT_FORGET: _npz_bytes(forget)})
-        from ema.training.packaging import package_classifier  # torch: only when a model is logged
-
-        with package_classifier(classifier, retain.x) as package:
+        with package_trained(classifier, retain.x) as package:
             version = log_and_register(
                 package,
                 name=target.version.name,
@@ -139,6 +140,75 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
                 tags=_lineage_tags(target, spec, config.forget_name, forget, retain, metrics),
             )
     return UnlearnOutcome(run.info.run_id, version, target.version, spec, metrics)
+
+
+#: What an unlearn run measures, logged as its metrics (and, formatted, as the new version's tags).
+UNLEARN_METRICS = (
+    keys.METRIC_RETAIN_ACCURACY,
+    keys.METRIC_FORGET_ACCURACY,
+    keys.METRIC_TEST_ACCURACY,
+    keys.METRIC_UNLEARN_SECONDS,
+)
+
+
+def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[UnlearnOutcome, bool]:
+    """The version :func:`unlearn` makes of ``config``, reused from the registry when it was made before.
+
+    The cache key (the version tag ``ema.cache_key``) holds everything that determines the
+    result: the source version (name, number and the run that logged it), the forget set's
+    fingerprint, the method with every hyperparameter resolved (seed included), and the
+    ``retain_file``'s fingerprint when one is given. Processes that miss the same key at once
+    unlearn once (:func:`ema.tracking.single_flight.single_flight`). A reused version keeps
+    its own unlearn run, metrics and time; no alias is moved, so ``config.alias`` must be None.
+
+    Returns
+    -------
+    (UnlearnOutcome, bool)
+        The outcome, and whether the registry already held the version.
+
+    Raises
+    ------
+    EMAError
+        As :func:`unlearn`; and for ``config.alias`` other than None.
+    """
+    if config.alias is not None:
+        raise InputError(
+            f"expected no alias for a cached unlearned version (a reused one moves none), got {config.alias!r}"
+        )
+    config.validate()
+    target = resolve_target(config.model_uri)
+    spec = _resolved(config.spec, target)
+    cache_key = unlearn_cache_key(target, _forget_set(target, config.forget), spec, config.retain_file)
+    name = target.version.name
+
+    def find() -> UnlearnOutcome | None:
+        version = find_cached_version(name, cache_key)
+        metrics = run_metrics(version.run_id) if version is not None and version.run_id else {}
+        if version is None or not set(UNLEARN_METRICS) <= set(metrics):
+            return None
+        stored = UnlearnSpec(**json.loads(version.tags[keys.TAG_UNLEARN_SPEC]))
+        return UnlearnOutcome(version.run_id, version, target.version, stored, {k: metrics[k] for k in UNLEARN_METRICS})
+
+    def build() -> UnlearnOutcome:
+        outcome = unlearn(config, progress=progress)
+        set_version_tags(outcome.version, {keys.TAG_CACHE_KEY: cache_key})
+        return outcome
+
+    outcome, built = single_flight(name, cache_key, find=find, build=build)
+    return outcome, not built
+
+
+def unlearn_cache_key(target: Target, forget: ArraySet, spec: UnlearnSpec, retain_file: str | None = None) -> str:
+    """The key of an unlearned version: source version, forget set, resolved method and hyperparameters, --retain."""
+    return short_hash(
+        {
+            "source": target.version.uri,
+            "source_run": target.version.run_id,
+            "forget": forget.fingerprint,
+            "spec": spec.to_dict(),
+            "retain": read_set(retain_file).fingerprint if retain_file else None,
+        }
+    )
 
 
 def accuracy(classifier: Classifier, data: ArraySet) -> float:
@@ -180,11 +250,17 @@ def _retained_data(target: Target, forget: ArraySet, retain_file: str | None) ->
 
 
 def _resolved(spec: UnlearnSpec, target: Target) -> UnlearnSpec:
-    """The spec with the method's defaults; ``retrain`` of a torch recipe defaults to the recipe's epochs and rate."""
+    """The spec with the method's defaults; ``retrain`` of a torch recipe defaults to the recipe's epochs and rate.
+
+    Any other model is retrained by its recipe (or a clone of its own architecture) as it
+    stands: approximate methods, ``--epochs`` and ``--lr`` are refused, and so is a seed other
+    than 0 where the estimator has no ``random_state`` to take it (its training is deterministic).
+    """
     recipe = target.require_recipe()
     if isinstance(recipe, TorchRecipe):
         return spec.resolved(recipe.spec.epochs, recipe.spec.lr)
-    kind = "a scikit-learn model" if isinstance(recipe, SklearnRecipe) else "not one of the workbench's torch models"
+    scikit = isinstance(recipe, (SklearnRecipe, SklearnCloneRecipe))
+    kind = "a scikit-learn model" if scikit else "not one of the workbench's torch models"
     if not spec.is_exact:
         raise EMAError(
             f"{target.label} is {kind}: approximate unlearning needs one of the workbench's torch models; "
@@ -192,7 +268,46 @@ def _resolved(spec: UnlearnSpec, target: Target) -> UnlearnSpec:
         )
     if spec.epochs is not None or spec.lr is not None:
         raise InputError(f"expected no --epochs or --lr for {target.label} ({kind}): its recipe trains it, got them")
+    if scikit and spec.seed != 0 and not _random_states(_estimator(recipe)):
+        raise InputError(
+            f"expected --seed 0 for {target.label}: its {type(_estimator(recipe)).__name__} takes no random_state, "
+            f"so retraining it is deterministic; got --seed {spec.seed}"
+        )
     return spec
+
+
+def _retrain_recipe(recipe, spec: UnlearnSpec):
+    """The target's recipe with the spec's seed (and, for a torch recipe, its epochs and rate).
+
+    A scikit-learn estimator gets the seed as every ``random_state`` it has (a Pipeline's steps' too).
+    """
+    if isinstance(recipe, TorchRecipe):
+        return dataclasses.replace(
+            recipe, spec=dataclasses.replace(recipe.spec, epochs=spec.epochs, lr=spec.lr, seed=spec.seed)
+        )
+    if isinstance(recipe, TorchCloneRecipe):
+        return dataclasses.replace(recipe, spec=dataclasses.replace(recipe.spec, seed=spec.seed))
+    if isinstance(recipe, SklearnRecipe):
+        seeded = dict.fromkeys(_random_states(recipe.build()), spec.seed)
+        return dataclasses.replace(recipe, params={**recipe.params, **seeded})
+    if isinstance(recipe, SklearnCloneRecipe):
+        from sklearn.base import clone
+
+        template = clone(recipe.template)
+        return dataclasses.replace(
+            recipe, template=template.set_params(**dict.fromkeys(_random_states(template), spec.seed))
+        )
+    return recipe
+
+
+def _estimator(recipe):
+    """The (unfitted) scikit-learn estimator a scikit-learn recipe or clone trains."""
+    return recipe.build() if isinstance(recipe, SklearnRecipe) else recipe.template
+
+
+def _random_states(estimator) -> list[str]:
+    """The estimator's ``random_state`` parameters, a Pipeline's steps' included (``mlp__random_state``)."""
+    return [name for name in estimator.get_params(deep=True) if name.split("__")[-1] == "random_state"]
 
 
 def _run_method(
@@ -204,10 +319,7 @@ def _run_method(
     """
     recipe = target.require_recipe()
     if spec.is_exact:
-        if isinstance(recipe, TorchRecipe):
-            recipe = dataclasses.replace(
-                recipe, spec=dataclasses.replace(recipe.spec, epochs=spec.epochs, lr=spec.lr, seed=spec.seed)
-            )
+        recipe = _retrain_recipe(recipe, spec)
         started = time.monotonic()
         return recipe.fit(retain.pixels(), retain.y, progress=progress), time.monotonic() - started
     from ema.training.fit import TorchClassifier  # torch: only when a model is changed
@@ -234,10 +346,17 @@ def _npz_bytes(data: ArraySet) -> bytes:
 def _lineage_tags(
     target: Target, spec: UnlearnSpec, forget_name: str, forget: ArraySet, retain: ArraySet, metrics: dict[str, float]
 ) -> dict[str, str]:
-    """The new version's tags: the target's recipe and data, and what was removed, how, with what result."""
+    """The new version's tags: the target's recipe and data, and what was removed, how, with what result.
+
+    A target reached through a clone of its own architecture has no recipe to record (a clone's
+    description is a cache key, not a recipe): the new version, of the same flavor, is cloned in turn.
+    """
+    recipe = target.version.tags.get(keys.TAG_RECIPE)
+    if recipe is None and isinstance(target.recipe, (TorchRecipe, SklearnRecipe)):
+        recipe = recipe_to_json(target.recipe)
     return {
         keys.TAG_ROLE: keys.ROLE_UNLEARNED,
-        keys.TAG_RECIPE: target.version.tags.get(keys.TAG_RECIPE) or recipe_to_json(target.recipe),
+        **({keys.TAG_RECIPE: recipe} if recipe is not None else {}),
         keys.TAG_DATA_SOURCE: target.data,
         keys.TAG_DATA_SEED: str(target.data_seed),
         **({keys.TAG_DATA_ROOT: str(target.data_root)} if target.data_root else {}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,11 @@ REPO = Path(__file__).resolve().parents[2]
 def test_mlflow_run_train_then_audit(store, tmp_path):
     mlflow_cli = Path(sys.executable).with_name("mlflow")
     env = {**os.environ, "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}"}
-    for entry, params in (("train", ["-P", "epochs=2"]), ("audit", ["-P", "query=M6"])):
+    for entry, params in (
+        ("train", ["-P", "epochs=2"]),
+        ("unlearn", ["-P", "method=finetune", "-P", "epochs=1", "-P", "forget=M2"]),
+        ("audit", ["-P", "query=M6"]),
+    ):
         subprocess.run(
             [
                 str(mlflow_cli),
@@ -44,3 +49,7 @@ def test_mlflow_run_train_then_audit(store, tmp_path):
     assert len(audits) == 1 and audits[0].info.status == "FINISHED"
     assert "rho_ema" in audits[0].data.metrics
     assert str(client.get_model_version_by_alias("ema-target", "target").version) == "1"
+    unlearned = client.get_model_version_by_alias("ema-target", "unlearned")
+    assert str(unlearned.version) == "2" and unlearned.tags["ema.unlearned_from"] == "1"
+    assert unlearned.tags["ema.unlearn.method"] == "finetune" and unlearned.tags["ema.forget"] == "M2"
+    assert json.loads(unlearned.tags["ema.unlearn.spec"])["epochs"] == 1

@@ -57,3 +57,57 @@ def test_mlproject_defaults_match_cli_defaults(entry_point):
             param.default,
             default,
         )
+
+
+#: MLproject parameter types and the click types that parse them.
+PARAM_TYPES = {"int": (click.types.IntParamType,), "float": (click.types.FloatParamType,), "string": None}
+
+
+@pytest.mark.parametrize("entry_point", sorted(ENTRY_POINTS))
+def test_mlproject_parameters_are_typed_and_map_one_to_one_to_their_flags(entry_point):
+    spec = ENTRY_POINTS[entry_point]
+    command, arguments = cli_command(entry_point)
+    passed = {
+        match[1]: flag
+        for flag, value in zip(arguments, arguments[1:])
+        if flag.startswith("--") and (match := re.fullmatch(r"\{(\w+)\}", value))
+    }
+    for name, declared in spec.get("parameters", {}).items():
+        assert set(declared) == {"type", "default"}, (name, declared)
+        if name not in passed:  # a positional argument (grid's name)
+            continue
+        assert passed[name] == "--" + name.replace("_", "-"), (name, passed[name])
+        param = next(p for p in command.params if passed[name] in p.opts)
+        expected = PARAM_TYPES[declared["type"]]
+        if expected is not None:
+            assert isinstance(param.type, expected), (name, declared["type"], param.type)
+
+
+@pytest.mark.parametrize("entry_point", sorted(ENTRY_POINTS))
+def test_mlproject_defaults_parse_as_the_cli_command_line(entry_point):
+    """The command MLproject renders from its defaults is one the command accepts (choices, ranges, required)."""
+    spec = ENTRY_POINTS[entry_point]
+    command, arguments = cli_command(entry_point)
+    defaults = {name: str(declared["default"]) for name, declared in spec.get("parameters", {}).items()}
+    words = [re.sub(r"\{(\w+)\}", lambda m: defaults[m[1]], word) for word in arguments]
+    context = command.make_context(command.name, words)
+    flags = {value[1:-1]: flag for flag, value in zip(arguments, arguments[1:]) if flag.startswith("--")}
+    for name, declared in spec.get("parameters", {}).items():
+        param = next(p for p in command.params if flags.get(name) in p.opts or p.name == name)
+        given = context.params[param.name]
+        assert str(given) == str(declared["default"]) or float(given) == float(declared["default"]), (name, given)
+
+
+def test_mlproject_unlearn_entry_point_passes_every_option_of_a_removal():
+    command, arguments = cli_command("unlearn")
+    flags = {w for w in arguments if w.startswith("--")}
+    required = {p.opts[0] for p in command.params if getattr(p, "required", False)}
+    assert required == {"--forget", "--method"} and required <= flags
+    assert {"--model", "--epochs", "--lr", "--seed", "--alias"} <= flags
+
+
+def test_readme_names_the_mlproject_entry_points():
+    readme = (ROOT / "README.md").read_text()
+    after = readme.split("are also MLflow project entry points with the same", 1)[1]
+    sentence = " ".join(after.split("run as")[0].split())
+    assert set(re.findall(r"`(\w+)`", sentence)) == set(ENTRY_POINTS), sentence

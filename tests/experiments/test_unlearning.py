@@ -30,7 +30,9 @@ def test_config_puts_retrain_first_and_refuses_bad_choices():
         UnlearningGridConfig(forget="M2", retained="M2").validate()
     with pytest.raises(InputError, match="expected distinct non-negative seeds"):
         UnlearningGridConfig(seeds=(0, 0)).validate()
-    with pytest.raises(InputError, match="expected either --model .* or --epochs and --data, got both"):
+    with pytest.raises(
+        InputError, match="expected either --model .* got both: --model models:/t/1 with --data fashion"
+    ):
         UnlearningGridConfig(model_uri="models:/t/1", data="fashion").validate()
 
 
@@ -113,11 +115,118 @@ def test_tables_render_as_markdown_with_one_cell_per_column_and_a_figure():
     assert trace_figure(summarise_traces(traces), alpha=0.1).startswith(b"\x89PNG")
 
 
-def test_cli_grid_unlearning_refuses_options_it_does_not_read(store):
-    result = CliRunner().invoke(main, ["grid", "unlearning", "--k", "100"])
-    assert result.exit_code != 0
-    assert "grid 'unlearning' does not use --k; leave them out" in result.output
+#: What `ema grid unlearning` reads, each given a value unlike its default, and where it lands in the config.
+READ_OPTIONS = {
+    "methods": (["--methods", "finetune,scrub"], ("methods", ("retrain", "finetune", "scrub"))),
+    "seeds": (["--seeds", "4,5"], ("seeds", (4, 5))),
+    "sizes": (["--sizes", "30,60"], ("sizes", (30, 60))),
+    "n_draws": (["--draws", "3"], ("n_draws", 3)),
+    "epochs": (["--epochs", "7"], ("epochs", 7)),
+    "data_name": (["--data", "fashion"], ("data", "fashion")),
+    "root": (["--root", "."], ("data_root", ".")),
+    "data_seed": (["--data-seed", "2"], ("data_seed", 2)),
+    "cal_seed": (["--cal-seed", "3"], ("cal_seed", 3)),
+    "alpha": (["--alpha", "0.05"], ("alpha", 0.05)),
+    "sample_seed": (["--sample-seed", "9"], ("sample_seed", 9)),
+}
+#: Options it refuses, with what the line says.
+REFUSED = {
+    "ks": (["--k", "60"], "grid 'unlearning' does not use --k: expected it left out, got --k 60"),
+    "queries": (
+        ["--queries", "M1", "--workers", "2"],
+        "grid 'unlearning' does not use --queries, --workers: expected them left out, got --queries M1 --workers 2",
+    ),
+    "n_ks_draws": (
+        ["--ks-draws", "3"],
+        "grid 'unlearning' does not use --ks-draws: expected it left out, got --ks-draws 3",
+    ),
+}
+WITH_MODEL = (
+    "grid 'unlearning' with --model does not use {flags} (the target's recipe and data come from the version's tags): "
+)
+REFUSED_WITH_MODEL = {
+    "data_seed": (
+        ["--data-seed", "3"],
+        WITH_MODEL.format(flags="--data-seed") + "expected it left out, got --data-seed 3",
+    ),
+    "root": (["--root", "/data"], WITH_MODEL.format(flags="--root") + "expected it left out, got --root /data"),
+    "data_name": (
+        ["--data", "fashion", "--epochs", "4"],
+        WITH_MODEL.format(flags="--data, --epochs") + "expected them left out, got --data fashion --epochs 4",
+    ),
+}
+
+
+class _Stop(Exception):
+    """Raised by the stand-in grid: the config arrived, nothing runs."""
+
+
+def _config_given(monkeypatch, *options: str) -> UnlearningGridConfig:
+    """The config `ema grid unlearning OPTIONS` hands to the grid (which then does not run)."""
+    import ema.experiments.unlearning as grid_module
+
+    seen = []
+
+    def record(config, progress):
+        seen.append(config)
+        raise _Stop
+
+    monkeypatch.setattr(grid_module, "run_unlearning_grid", record)
+    result = CliRunner().invoke(main, ["grid", "unlearning", *options, "--no-progress"])
+    assert isinstance(result.exception, _Stop), result.output
+    return seen[0]
+
+
+def test_cli_grid_unlearning_hands_every_option_it_reads_to_the_grid(store, monkeypatch):
+    from ema_cli.grid import grid
+
+    options = [word for words, _ in READ_OPTIONS.values() for word in words]
+    config = _config_given(monkeypatch, *options).validate()
+    for name, (words, (field, value)) in READ_OPTIONS.items():
+        assert getattr(config, field) == value, (words, getattr(config, field))
+    model = _config_given(monkeypatch, "--model", "models:/t/1")
+    assert model.model_uri == "models:/t/1" and model.data_seed is None and model.validate()
+    # every option of `ema grid` is either read (above) or refused (below): none is accepted and ignored
+    shared = {"progress", "experiment_name"}  # every command's, read by workflow_command
+    classified = {"name", "model_uri", *shared, *READ_OPTIONS, *REFUSED, "workers"}
+    assert {param.name for param in grid.params} == classified
+
+
+@pytest.mark.parametrize("options, line", REFUSED.values(), ids=list(REFUSED))
+def test_cli_grid_unlearning_refuses_options_it_does_not_read(store, options, line):
+    result = CliRunner().invoke(main, ["grid", "unlearning", *options, "--no-progress"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == f"Error: {line}"
     assert CliRunner().invoke(main, ["grid", "benchmark", "--methods", "scrub"]).exit_code != 0
+    assert not MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
+
+
+@pytest.mark.parametrize("options, line", REFUSED_WITH_MODEL.values(), ids=list(REFUSED_WITH_MODEL))
+def test_cli_grid_unlearning_with_model_refuses_the_options_of_its_own_target(store, options, line):
+    result = CliRunner().invoke(main, ["grid", "unlearning", "--model", "models:/t/1", *options, "--no-progress"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == f"Error: {line}"
+    assert not MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
+
+
+def test_config_refuses_model_with_own_target_options_and_repeated_methods():
+    for extra, shown in (({"data_seed": 0}, "--data-seed 0"), ({"data_root": "/d"}, "--root /d")):
+        with pytest.raises(InputError, match=f"got both: --model models:/t/1 with {shown}"):
+            UnlearningGridConfig(model_uri="models:/t/1", **extra).validate()
+    with pytest.raises(InputError, match=r"expected distinct unlearning methods, got \('scrub', 'scrub'\)"):
+        UnlearningGridConfig(methods=("scrub", "scrub")).validate()
+
+
+def test_grid_refuses_trace_sizes_beyond_the_forget_set_before_training(store):
+    from ema.tracking.runs import configure
+
+    configure()
+    with pytest.raises(InputError, match=r"sizes \(--sizes\) of at most 1000, .* M1 of mnist-embedded, got 1500"):
+        run_unlearning_grid(UnlearningGridConfig(sizes=(20, 1500)), progress=False)
+    client = MlflowClient()
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [run.info.status for run in runs] == ["FAILED"]
+    assert not client.search_registered_models()  # nothing trained
 
 
 @pytest.mark.slow
@@ -144,3 +253,15 @@ def test_a_small_unlearning_grid_unlearns_audits_and_logs_its_tables(store):
     member_tags = client.get_run(retrained["run_id"].iloc[-1]).data.tags[keys.TAG_MEMBER_REFERENCE]
     assert "minus the forget set M1" in member_tags
     assert "## Traces on forget-set subsets" in outcome.markdown
+    assert outcome.n_reused == 0
+
+    again = run_unlearning_grid(config, progress=False)  # the unlearned versions come from the registry
+    assert again.n_reused == 2 and client.get_run(again.run_id).data.metrics[keys.METRIC_N_REUSED] == 2
+    pd.testing.assert_frame_equal(again.versions, outcome.versions)  # same versions, same recorded numbers
+    pd.testing.assert_frame_equal(again.audits.drop(columns="run_id"), outcome.audits.drop(columns="run_id"))
+    pd.testing.assert_frame_equal(again.traces, outcome.traces)
+    assert not set(again.audits["run_id"]) & set(outcome.audits["run_id"])  # audited again, in runs of its own
+    children = client.search_runs(
+        [client.get_run(again.run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{again.run_id}'"
+    )
+    assert not [run for run in children if run.data.tags[keys.TAG_RUN_NAME].startswith("unlearn ")]

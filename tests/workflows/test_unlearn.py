@@ -19,7 +19,7 @@ from ema.training.unlearn_spec import UnlearnSpec
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.references import contains_all, member_reference, without_query
 from ema.workflows.target import resolve_target
-from ema.workflows.unlearn import UnlearnConfig, unlearn
+from ema.workflows.unlearn import UnlearnConfig, unlearn, unlearn_cached
 from ema_cli.cli import main
 
 
@@ -169,3 +169,27 @@ def test_cli_unlearn_prints_the_new_version(trained):
     line = next(line for line in result.output.splitlines() if line.startswith("registered "))
     assert line.startswith(f"registered models:/{outcome.version.name}/")
     assert f"random-labels of M3 from {outcome.version.uri}: accuracy retained" in line
+
+
+def test_unlearn_cached_reuses_a_version_made_with_the_same_key_and_no_other(trained):
+    _, outcome = trained
+
+    def cached(**spec):
+        config = UnlearnConfig(
+            model_uri=outcome.version.uri, forget="M4", spec=UnlearnSpec(method="finetune", **spec), alias=None
+        )
+        return unlearn_cached(config, progress=False)
+
+    first, first_reused = cached(epochs=1, seed=0)
+    again, again_reused = cached(epochs=1, seed=0)
+    assert (first_reused, again_reused) == (False, True)
+    assert again.version.uri == first.version.uri and again.run_id == first.run_id
+    assert again.metrics == first.metrics and again.spec == first.spec
+    assert again.source.uri == outcome.version.uri
+    made = {first.version.version}
+    for changed in ({"epochs": 1, "seed": 1}, {"epochs": 2, "seed": 0}, {"epochs": 1, "seed": 0, "lr": 0.02}):
+        other, reused = cached(**changed)
+        assert not reused and other.version.version not in made, changed
+        made.add(other.version.version)
+    with pytest.raises(EMAError, match="expected no alias for a cached unlearned version"):
+        unlearn_cached(UnlearnConfig(model_uri=outcome.version.uri, forget="M4", spec=UnlearnSpec(method="finetune")))
