@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
+from ema.tracking.runs import no_notebook_probe
 from ema.training.model_package import FLAVOR_PYTORCH, FLAVOR_SKLEARN, ModelPackage
 
 MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
@@ -83,26 +84,27 @@ def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tag
         "input_example": package.input_example[:2],
         "pip_requirements": list(package.pip_requirements),
     }
-    if package.flavor == FLAVOR_SKLEARN:
-        from mlflow import sklearn as mlflow_sklearn  # imports scikit-learn: only when one is logged
+    with no_notebook_probe():  # logging a model resolves the run context's tags, as start_run does
+        if package.flavor == FLAVOR_SKLEARN:
+            from mlflow import sklearn as mlflow_sklearn  # imports scikit-learn: only when one is logged
 
-        info = mlflow_sklearn.log_model(
-            package.estimator,
-            pyfunc_predict_fn="predict_proba",
-            serialization_format=mlflow_sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
-            **common,
-        )
-    elif package.flavor == FLAVOR_PYTORCH:
-        from mlflow import pytorch as mlflow_pytorch  # imports torch: only when a cloned torch model is logged
+            info = mlflow_sklearn.log_model(
+                package.estimator,
+                pyfunc_predict_fn="predict_proba",
+                serialization_format=mlflow_sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+                **common,
+            )
+        elif package.flavor == FLAVOR_PYTORCH:
+            from mlflow import pytorch as mlflow_pytorch  # imports torch: only when a cloned torch model is logged
 
-        info = mlflow_pytorch.log_model(package.estimator, serialization_format="pt2", **common)
-    else:
-        info = mlflow.pyfunc.log_model(
-            python_model=package.python_model,
-            artifacts=package.artifacts,
-            model_config=package.model_config,
-            **common,
-        )
+            info = mlflow_pytorch.log_model(package.estimator, serialization_format="pt2", **common)
+        else:
+            info = mlflow.pyfunc.log_model(
+                python_model=package.python_model,
+                artifacts=package.artifacts,
+                model_config=package.model_config,
+                **common,
+            )
     return register(info.model_uri, name=name, alias=alias, tags=tags)
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -103,24 +104,48 @@ def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlf
     """
     tags = {**(tags or {}), keys.TAG_PID: str(os.getpid()), keys.TAG_HOST: socket.gethostname()}
     parent = active_parent()
-    if parent is not None:
-        run = mlflow.start_run(
-            run_name=run_name,
-            nested=mlflow.active_run() is not None,
-            parent_run_id=parent.run_id,
-            experiment_id=parent.experiment_id,
-            tags=tags,
-        )
-    elif os.environ.get("MLFLOW_RUN_ID"):
-        run = mlflow.start_run(tags=tags)  # resumes the run that `mlflow run` created
-    else:
-        run = mlflow.start_run(run_name=run_name, tags=tags)
+    with no_notebook_probe():
+        if parent is not None:
+            run = mlflow.start_run(
+                run_name=run_name,
+                nested=mlflow.active_run() is not None,
+                parent_run_id=parent.run_id,
+                experiment_id=parent.experiment_id,
+                tags=tags,
+            )
+        elif os.environ.get("MLFLOW_RUN_ID"):
+            run = mlflow.start_run(tags=tags)  # resumes the run that `mlflow run` created
+        else:
+            run = mlflow.start_run(run_name=run_name, tags=tags)
     with run:
         try:
             yield run
         finally:
             if parent is not None:
                 inherit_params(parent.run_id, run.info.run_id)
+
+
+@contextmanager
+def no_notebook_probe() -> Iterator[None]:
+    """Inside, a process that has not imported IPython cannot import it: MLflow's notebook probe answers at once.
+
+    Starting a run, describing a dataset for ``log_input`` and logging a model, MLflow asks each
+    run context provider for tags; its Jupyter provider imports IPython to call ``get_ipython()``
+    (0.1-0.4 s where IPython is installed). A process that has not imported IPython runs no
+    IPython shell, so the answer is known: while ``sys.modules["IPython"]`` is None the
+    import fails at once, which MLflow reads as "not a notebook", as it does where IPython is
+    not installed. In a notebook (or any process that imported IPython) nothing changes. The
+    entry is removed on the way out.
+    """
+    if "IPython" in sys.modules:
+        yield
+        return
+    sys.modules["IPython"] = None
+    try:
+        yield
+    finally:
+        if "IPython" in sys.modules and sys.modules["IPython"] is None:
+            del sys.modules["IPython"]
 
 
 def inherit_params(parent_id: str, child_id: str) -> None:
@@ -206,7 +231,8 @@ def log_dataset(data: ArraySet, *, name: str, context: str, source: str | None =
     were read from, when there is one (it then serves as a member reference, see
     :func:`training_dataset_files`).
     """
-    dataset = mlflow.data.from_numpy(data.x, targets=data.y, name=name, digest=data.fingerprint, source=source)
+    with no_notebook_probe():  # from_numpy resolves the run context's tags, as start_run does
+        dataset = mlflow.data.from_numpy(data.x, targets=data.y, name=name, digest=data.fingerprint, source=source)
     mlflow.log_input(dataset, context=context)
 
 

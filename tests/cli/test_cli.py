@@ -155,3 +155,28 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "membership_out", "input_dtype",
     }  # fmt: skip
     assert unset == {"query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption"}
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_main_runs_a_command_with_gc_thresholds_then_restores_the_callers(monkeypatch, fails):
+    import gc
+
+    import click
+
+    from ema_cli.cli import GC_THRESHOLDS
+
+    seen = []
+
+    @click.command("probe")
+    def probe():
+        seen.append(gc.get_threshold())
+        if fails:
+            raise click.ClickException("probe failed")
+
+    monkeypatch.setattr(main, "get_command", lambda ctx, name: probe)
+    before = gc.get_threshold()
+    assert before != GC_THRESHOLDS
+    result = CliRunner().invoke(main, ["probe"])
+    assert result.exit_code == (1 if fails else 0), result.output
+    assert seen == [GC_THRESHOLDS]
+    assert gc.get_threshold() == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +117,13 @@ def test_audit_members_and_non_members(trained):
         keys.ARTIFACT_REPORT,
         keys.ARTIFACT_FIGURES_DIR,
     }
+
+
+def test_audit_outside_a_notebook_leaves_ipython_unimported(trained, monkeypatch):
+    _, outcome = trained
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)  # as in a fresh `ema audit` process
+    audit(AuditConfig(model_uri=outcome.version.uri, query="M6"), progress=False)
+    assert "IPython" not in sys.modules  # MLflow's notebook probe would import it (0.1-0.4 s)
 
 
 def test_audit_membership_artifact_matches_result(trained, tmp_path):

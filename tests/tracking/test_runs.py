@@ -1,0 +1,62 @@
+"""Opening runs and logging datasets: MLflow's notebook probe does not import IPython into a process that never did."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ema.data.arrays import ArraySet
+from ema.tracking.runs import configure, log_dataset, start_run
+
+SOURCE_TYPE = "mlflow.source.type"
+
+
+@pytest.fixture
+def configured(store) -> str:
+    """A fresh store with the workbench's experiment set (an earlier test may have left another one active)."""
+    configure()
+    return store
+
+
+def source_type(run_id: str) -> str:
+    return MlflowClient().get_run(run_id).data.tags[SOURCE_TYPE]
+
+
+def test_start_run_outside_a_notebook_leaves_ipython_unimported(configured, monkeypatch):
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)  # as in a fresh `ema` process
+    with start_run("plain") as run:
+        assert "IPython" not in sys.modules  # neither imported by MLflow's probe nor left as None
+    assert "IPython" not in sys.modules
+    assert source_type(run.info.run_id) == "LOCAL"
+
+
+def test_start_run_in_a_notebook_still_tags_the_notebook(configured, monkeypatch):
+    shell = type("ZMQInteractiveShell", (), {"user_ns": {"__vsc_ipynb_file__": "/work/audit.ipynb"}})()
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: shell
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+    with start_run("in a notebook") as run:
+        assert sys.modules["IPython"] is fake
+    assert source_type(run.info.run_id) == "NOTEBOOK"
+
+
+def test_start_run_removes_its_ipython_entry_when_the_run_fails(configured, monkeypatch):
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)
+    with pytest.raises(RuntimeError, match="inside the run"):
+        with start_run("failing"):
+            raise RuntimeError("inside the run")
+    assert "IPython" not in sys.modules
+
+
+def test_log_dataset_outside_a_notebook_leaves_ipython_unimported(configured, monkeypatch):
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)
+    data = ArraySet("tiny", np.zeros((3, 28, 28), np.uint8), np.arange(3), np.arange(3))
+    with start_run("with a dataset") as run:
+        log_dataset(data, name="query tiny", context="query")
+    assert "IPython" not in sys.modules
+    (logged,) = MlflowClient().get_run(run.info.run_id).inputs.dataset_inputs
+    assert logged.dataset.name == "query tiny" and logged.dataset.digest == data.fingerprint
