@@ -136,8 +136,14 @@ def _run_child(mode: str, n: int, table: Path, uri: str, scratch: Path) -> dict:
     progress(f"spark: {mode} audit of {n:,} images in a fresh process")
     out = scratch / f"membership-{mode}-{n}"
     command = [sys.executable, "-m", "benchmarks.spark", "child", mode, str(n), str(table), uri, str(out)]
+    root = str(Path(__file__).resolve().parents[1])  # the child imports benchmarks.spark from any working folder
+    path = os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))
     done = subprocess.run(
-        command, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONWARNINGS": "ignore"}
+        command,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": path},
     )
     if done.returncode != 0:
         raise RuntimeError(f"{mode} audit of {n} images failed:\n{done.stderr[-3000:]}")
