@@ -236,11 +236,9 @@ class HttpOracle(Oracle):
             raise _RetryableFailure(f"HTTP {status}: {text[:300]}", timed_out=False)
         if not 200 <= status < 300:
             error = _UnsupportedFormat if status == 415 else EMAError
-            hint = (
-                "; it was sent as Parquet: --http-format json sends JSON"
-                if content_type == CONTENT_TYPES["parquet"]
-                else ""
-            )
+            falls_back = error is _UnsupportedFormat and self.request_format == AUTO_FORMAT  # JSON follows at once
+            sent_parquet = content_type == CONTENT_TYPES["parquet"]
+            hint = "; it was sent as Parquet: --http-format json sends JSON" if sent_parquet and not falls_back else ""
             raise error(f"scoring server {self.url} refused the query (HTTP {status}): {server_message(text)}{hint}")
         return reply
 
