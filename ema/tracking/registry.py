@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
 from ema.tracking.runs import no_notebook_probe
+from ema.tracking.store import retry_set
 from ema.training.model_package import FLAVOR_PYTORCH, FLAVOR_SKLEARN, ModelPackage
 
 MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
@@ -112,15 +113,16 @@ def set_version_tags(version: RegisteredVersion, tags: dict[str, str]) -> None:
     """Tag a model version (e.g. with its latest audit), so the registry shows it."""
     client = MlflowClient()
     for key, value in tags.items():
-        client.set_model_version_tag(version.name, version.version, key, value)
+        retry_set(lambda: client.set_model_version_tag(version.name, version.version, key, value))
 
 
 def register(model_uri: str, *, name: str, alias: str | None, tags: dict[str, str]) -> RegisteredVersion:
     """Register ``model_uri`` under ``name``, tag the version and point ``alias`` at it (no alias when None)."""
     version = mlflow.register_model(model_uri, name, tags=tags)
+    registered = RegisteredVersion.from_entity(MlflowClient().get_model_version(name, version.version))
     if alias is not None:
-        MlflowClient().set_registered_model_alias(name, alias, version.version)
-    return RegisteredVersion.from_entity(MlflowClient().get_model_version(name, version.version))
+        set_alias(registered, alias)
+    return registered
 
 
 def find_cached_version(name: str, cache_key: str) -> RegisteredVersion | None:
@@ -136,4 +138,5 @@ def find_cached_version(name: str, cache_key: str) -> RegisteredVersion | None:
 
 
 def set_alias(version: RegisteredVersion, alias: str) -> None:
-    MlflowClient().set_registered_model_alias(version.name, alias, version.version)
+    """Point ``alias`` of the version's model at it (safe when another process sets the same new alias at once)."""
+    retry_set(lambda: MlflowClient().set_registered_model_alias(version.name, alias, version.version))

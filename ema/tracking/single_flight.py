@@ -51,7 +51,7 @@ from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError
 from ema.tracking import keys
-from ema.tracking.store import lock_folder, retry_busy, sqlite_path
+from ema.tracking.store import lock_folder, retry_busy, retry_set, sqlite_path
 
 T = TypeVar("T")
 
@@ -219,7 +219,7 @@ class _LeaseStore:
         return Lease.parse(tags.get(self.tag))
 
     def write(self, lease: Lease) -> None:
-        retry_busy(lambda: self.client.set_registered_model_tag(self.name, self.tag, lease.to_json()))
+        retry_set(lambda: self.client.set_registered_model_tag(self.name, self.tag, lease.to_json()))
 
     def delete(self) -> None:
         retry_busy(lambda: self.client.delete_registered_model_tag(self.name, self.tag))

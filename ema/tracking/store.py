@@ -38,6 +38,8 @@ BUSY_FIRST_PAUSE = 0.1
 BUSY_MAX_PAUSE = 5.0
 #: What sqlite says when another connection holds the write lock past the busy timeout.
 BUSY_MESSAGES = ("database is locked", "database is busy", "database table is locked")
+#: What PostgreSQL, sqlite and MySQL say when two connections insert the same key at once.
+CONFLICT_MESSAGES = ("duplicate key value violates unique constraint", "UNIQUE constraint failed", "Duplicate entry")
 
 SUPPORTED = (
     "sqlite:///PATH (the default is sqlite:///mlflow.db in the working directory), "
@@ -73,10 +75,43 @@ def lock_folder(db: Path) -> Path:
 
 def is_busy(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception it wraps) is sqlite's "database is locked"."""
+    return _says_any(exc, BUSY_MESSAGES)
+
+
+def is_write_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it wraps) is a unique-key violation: another writer inserted the row first.
+
+    >>> is_write_conflict(MlflowException('duplicate key value violates unique constraint "registered_model_tag_pk"'))
+    True
+    >>> is_write_conflict(MlflowException("Registered Model with name=x not found"))
+    False
+    """
+    return _says_any(exc, CONFLICT_MESSAGES)
+
+
+def retry_set(call: Callable[[], T]) -> T:
+    """``call()``, an MLflow set of a tag or an alias, tried once more if it raced another writer of the same key.
+
+    MLflow's SQL stores set a key by looking its row up and inserting the row when missing,
+    so of two processes that set the same new key at once (two audits of one version writing
+    its first ``last_audit``), one fails on the unique key. The row exists by then, so the
+    second try updates it: the last writer wins, as for any two sets. sqlite's "database is
+    locked" is retried as by :func:`retry_busy`.
+    """
+    try:
+        return retry_busy(call)
+    except Exception as exc:
+        if not is_write_conflict(exc):
+            raise
+        _logger.info("another process set the same key at the same moment (%s); setting it again", exc)
+        return retry_busy(call)
+
+
+def _says_any(exc: BaseException | None, messages: tuple[str, ...]) -> bool:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if any(message in str(exc) for message in BUSY_MESSAGES):
+        if any(message in str(exc) for message in messages):
             return True
         exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
     return False

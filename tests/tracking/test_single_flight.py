@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError
@@ -108,6 +109,28 @@ def test_an_expired_or_unreadable_lease_is_taken_over(lease, stale):
     MlflowClient().set_registered_model_tag(NAME, TAG, stale)
     with claim(NAME, KEY):
         assert "dead-host" not in claim_tag()
+    assert claim_tag() is None
+
+
+def test_a_claim_write_that_races_another_process_creating_the_tag_is_written_again(lease, monkeypatch):
+    """PostgreSQL behind a tracking server: both insert the new tag at once, the loser's insert is refused.
+
+    The loser's second try overwrites the other's claim, so it is the last writer and holds the
+    claim; the other reads the tag back after the settle pause and waits.
+    """
+    MlflowClient().create_registered_model(NAME)
+    real, calls = MlflowClient.set_registered_model_tag, []
+
+    def set_tag(self, name, key, value):
+        if key == TAG and not calls:
+            calls.append(value)
+            write_claim("other-host:1:abc", time.time() + 60)  # the other process, meanwhile
+            raise MlflowException("(psycopg2.errors.UniqueViolation) duplicate key value violates unique constraint")
+        return real(self, name, key, value)
+
+    monkeypatch.setattr(MlflowClient, "set_registered_model_tag", set_tag)
+    with claim(NAME, KEY):
+        assert json.loads(claim_tag())["owner"] == json.loads(calls[0])["owner"] != "other-host:1:abc"
     assert claim_tag() is None
 
 

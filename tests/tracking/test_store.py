@@ -6,6 +6,7 @@ import sqlite3
 
 import mlflow
 import pytest
+from mlflow.exceptions import MlflowException
 
 from ema.errors import EMAError
 from ema.tracking import store
@@ -89,6 +90,51 @@ def test_retry_busy_passes_other_errors_through_at_once():
     with pytest.raises(ValueError, match="not a busy store"):
         store.retry_busy(broken)
     assert len(calls) == 1
+
+
+#: What MLflow's server answered the loser of two processes setting the same new tag on PostgreSQL (CI, stop 20).
+POSTGRES_CONFLICT = (
+    "BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates unique constraint "
+    '"registered_model_tag_pk"'
+)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [POSTGRES_CONFLICT, "(sqlite3.IntegrityError) UNIQUE constraint failed: model_version_tags.key", "Duplicate entry"],
+)
+def test_is_write_conflict_knows_each_databases_unique_violation(message):
+    assert store.is_write_conflict(MlflowException(message))
+    assert not store.is_write_conflict(MlflowException("FOREIGN KEY constraint failed"))
+
+
+def test_retry_set_sets_once_more_after_racing_another_writer():
+    calls = []
+
+    def set_tag():
+        calls.append(1)
+        if len(calls) == 1:
+            raise MlflowException(POSTGRES_CONFLICT)
+        return "set"
+
+    assert store.retry_set(set_tag) == "set"
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("error", "tries"), [(MlflowException(POSTGRES_CONFLICT), 2), (MlflowException("PERMISSION_DENIED"), 1)]
+)
+def test_retry_set_raises_a_second_conflict_and_other_errors(error, tries):
+    calls = []
+
+    def set_tag():
+        calls.append(1)
+        raise error
+
+    with pytest.raises(MlflowException) as raised:
+        store.retry_set(set_tag)
+    assert raised.value is error
+    assert len(calls) == tries
 
 
 def test_configure_creates_the_store_and_experiment_under_a_lock_beside_it(fresh_folder):
