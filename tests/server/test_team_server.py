@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.tracking import keys
+from ema.tracking.registry import RegisteredVersion, set_alias, set_version_tags
 from ema_cli.cli import main
 from tests.experiments.test_grid_cli import audit_children, grid_parents
 from tests.experiments.test_grid_workers import TRAINED, grid_cells, versions_by_cache_key
@@ -56,6 +58,43 @@ def test_train_calibrate_audit_and_history_through_the_server(on_server, tmp_pat
     with open(client.download_artifacts(run.info.run_id, keys.ARTIFACT_REPORT)) as handle:
         assert "p-value" in handle.read()
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def at_once(calls: list) -> list[Exception]:
+    """Run the calls in threads released together; the exceptions they raised."""
+    barrier, errors = threading.Barrier(len(calls)), []
+
+    def run(call) -> None:
+        barrier.wait()
+        try:
+            call()
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return errors
+
+
+def test_processes_setting_the_same_new_tag_or_alias_at_once_all_succeed(on_server):
+    """PostgreSQL refuses the second of two inserts of one new key (CI's stop 20 died of it): each set is kept.
+
+    Without the second try, 18 of 120 writes of a new registered-model tag (30 rounds of four) failed so.
+    """
+    client = MlflowClient()
+    client.create_registered_model("ema-race")
+    run = client.create_run(client.get_experiment_by_name("Default").experiment_id)
+    source = f"{run.info.artifact_uri}/model"
+    version = RegisteredVersion.from_entity(client.create_model_version("ema-race", source, run.info.run_id))
+    for round_ in range(10):
+        tag, alias = f"ema.race.{round_}", f"race{round_}"
+        assert at_once([lambda i=i: set_version_tags(version, {tag: f"writer {i}"}) for i in range(4)]) == []
+        assert at_once([lambda: set_alias(version, alias)] * 4) == []
+        assert client.get_model_version("ema-race", "1").tags[tag].startswith("writer ")
+        assert str(client.get_model_version_by_alias("ema-race", alias).version) == "1"
 
 
 @pytest.mark.slow
