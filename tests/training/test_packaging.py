@@ -61,6 +61,17 @@ def test_logged_model_takes_raw_images_and_predicts_exactly_what_the_trained_mod
     np.testing.assert_array_equal(loaded.predict(as_spark_sends_them), loaded.predict(x))
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+def test_image_inputs_are_the_training_pixels_and_leave_the_callers_array_alone(images, dtype):
+    """Scaled in place, but in a copy: a float32 batch handed over as it is must not come back divided by 255."""
+    batch = images[0].astype(dtype)
+    batch.flags.writeable = dtype != np.float64  # read-only, as from Arrow buffers
+    before = batch.copy()
+    scaled = networks.image_inputs(batch)
+    np.testing.assert_array_equal(scaled.numpy(), to_pixels(images[0]))
+    np.testing.assert_array_equal(batch, before)
+
+
 def test_a_recipe_that_scales_its_inputs_keeps_float_pixel_inputs(store, images):
     transform = InputTransform(mean=0.5, std=0.25)
     model, version = _logged(TrainSpec(hidden=(16,), epochs=1), images, transform)
