@@ -69,6 +69,10 @@ def image_inputs(images: np.ndarray) -> torch.Tensor:
     uint8 as a signature declares them, or any numeric type holding the same values (a Spark
     UDF hands over float arrays): the same float32 arithmetic as the pixels the network was
     trained on (``ema.data.arrays.to_pixels``), so the model predicts bitwise what it predicts
-    on those pixels. The copy is scaled in place: one pass fewer over the batch.
+    on those pixels. Other types are converted into a copy that is then scaled in place (one
+    pass fewer over the batch); float32 is scaled into a new tensor, leaving the caller's array as it is.
     """
-    return torch.from_numpy(np.array(images, dtype=np.float32, order="C")).div_(PIXEL_MAX).unsqueeze(1)
+    images = np.asarray(images)
+    if images.dtype == np.float32:
+        return torch.from_numpy(np.require(images, np.float32, ["C", "W"])).unsqueeze(1) / PIXEL_MAX
+    return torch.from_numpy(images.astype(np.float32, order="C")).div_(PIXEL_MAX).unsqueeze(1)
