@@ -141,7 +141,7 @@ def render_audit_report(
     if not results:
         raise InputError("expected at least one audit result to report, got none")
     figures = {
-        f"{_UNSAFE.sub('-', method)}_scores.png": _score_figure(method, result, query, references)
+        _figure_name(method): _score_figure(method, result, query, references)
         for method, result in results.items()
         if result.scores
     }
@@ -282,7 +282,7 @@ def _distributions(
         "a dashed vertical line marks a single threshold.</p>"
     ]
     for method in results:
-        name = f"{_UNSAFE.sub('-', method)}_scores.png"
+        name = _figure_name(method)
         if name in figures:
             parts.append(
                 image(
@@ -295,6 +295,11 @@ def _distributions(
                 "(an audit on Spark keeps them in its membership table), so they are not drawn.</p>"
             )
     return "".join(parts)
+
+
+def _figure_name(method: str) -> str:
+    """The file name of a method's score figure, under ``figures/``."""
+    return f"{_UNSAFE.sub('-', method)}_scores.png"
 
 
 def _thresholds(results: Mapping[str, AuditResult]) -> str:
