@@ -2,7 +2,7 @@
 
 import sys
 
-from ema_cli.cli import main
+from ema_cli.cli import run
 
 if __name__ == "__main__":
-    main(["unlearn", *sys.argv[1:]], prog_name="ema")
+    run(["unlearn", *sys.argv[1:]])

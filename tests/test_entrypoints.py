@@ -18,17 +18,17 @@ FOLDER = ROOT / "entrypoints"
 ENTRY_POINTS = yaml.safe_load((ROOT / "MLproject").read_text())["entry_points"]
 SCRIPTS = sorted(FOLDER.glob("*.py"))
 #: All a script may import: the command group, and sys for its arguments.
-SCRIPT_IMPORTS = {"sys", "ema_cli.cli", "ema_cli.cli.main"}
+SCRIPT_IMPORTS = {"sys", "ema_cli.cli", "ema_cli.cli.run"}
 
 
 def script_command(path: Path) -> str:
-    """The `ema` command a script runs: the first word of its ``main([...])`` call."""
+    """The `ema` command a script runs: the first word of its ``run([...])`` call (the program, as ``ema`` is)."""
     calls = [
         node
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "main"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "run"
     ]
-    assert len(calls) == 1, f"{path.name}: expected one main([...]) call, got {len(calls)}"
+    assert len(calls) == 1, f"{path.name}: expected one run([...]) call, got {len(calls)}"
     (words,) = calls[0].args
     assert isinstance(words, ast.List) and isinstance(words.elts[0], ast.Constant), ast.dump(words)
     assert isinstance(words.elts[1], ast.Starred) and ast.unparse(words.elts[1]) == "*sys.argv[1:]"

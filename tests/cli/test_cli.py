@@ -180,3 +180,36 @@ def test_main_runs_a_command_with_gc_thresholds_then_restores_the_callers(monkey
     assert result.exit_code == (1 if fails else 0), result.output
     assert seen == [GC_THRESHOLDS]
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize(("args", "code"), [(["--version"], 0), (["nope"], 2)])
+def test_the_program_exits_with_the_commands_code_its_objects_frozen(args, code):
+    import gc
+
+    from ema_cli.cli import run
+
+    assert gc.get_freeze_count() == 0
+    try:
+        with pytest.raises(SystemExit) as exited:
+            run(args)
+        assert exited.value.code == code
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_main_in_process_leaves_the_collector_unfrozen():
+    import gc
+
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert gc.get_freeze_count() == 0
+
+
+def test_the_console_script_is_the_program():
+    from pathlib import Path
+
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    assert tomllib.loads(pyproject.read_text())["project"]["scripts"]["ema"] == "ema_cli.cli:run"

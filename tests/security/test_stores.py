@@ -30,7 +30,7 @@ def run_ema(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProce
     environment = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
     environment.update(PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **env)
     return subprocess.run(
-        [sys.executable, "-c", "from ema_cli.cli import main; main()", *args],
+        [sys.executable, "-c", "from ema_cli.cli import run; run()", *args],
         cwd=cwd,
         env=environment,
         capture_output=True,

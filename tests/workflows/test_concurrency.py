@@ -32,7 +32,7 @@ def ema_processes(argv_list: list[list[str]], cwd: Path, **env: str) -> list[tup
     """Start one `ema` process per argv at once in ``cwd``; (exit code, stdout, stderr) of each, within DEADLINE."""
     environment = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
     environment.update(PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **env)
-    command = [sys.executable, "-c", "from ema_cli.cli import main; main()"]
+    command = [sys.executable, "-c", "from ema_cli.cli import run; run()"]
     processes = [
         subprocess.Popen(
             [*command, *argv],
