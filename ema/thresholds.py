@@ -16,7 +16,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.metrics import roc_curve
 
 from ema.errors import InputError
 from ema.stats._validation import check_score_vector
@@ -36,6 +35,8 @@ class ThresholdResult:
 
 def _sweep(member_scores: np.ndarray, nonmember_scores: np.ndarray) -> ThresholdResult:
     """Best threshold for validated, non-empty score arrays."""
+    from sklearn.metrics import roc_curve  # scikit-learn only where thresholds are fitted, not for a cached audit
+
     scores = np.concatenate([member_scores, nonmember_scores])
     is_member = np.concatenate([np.ones(member_scores.size, bool), np.zeros(nonmember_scores.size, bool)])
     fpr, tpr, thresholds = roc_curve(is_member, scores, drop_intermediate=False)

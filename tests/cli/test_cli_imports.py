@@ -55,6 +55,12 @@ def test_group_help_shows_each_commands_own_first_line(name):
     assert COMMANDS[name][1] == command.help.splitlines()[0]
 
 
+def test_the_audit_command_imports_scikit_learn_only_to_fit_thresholds():
+    probe = "import sys, ema_cli.audit; print('sklearn' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False"]
+
+
 def test_unknown_command_is_a_usage_error():
     result = click.testing.CliRunner().invoke(main, ["nope"])
     assert result.exit_code == 2
