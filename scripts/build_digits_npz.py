@@ -1,7 +1,7 @@
 """Rebuild ``ema/data/digits_8x8.npz`` from scikit-learn's ``load_digits`` (UCI optdigits).
 
 The other-domain set S is these 1,797 digits resized to 28x28. Shipping the 8x8 originals
-(integers 0-16, stored as uint8, 30 KB) lets every command that draws the embedded splits
+(integers 0-16, stored as uint8, 45 KB) lets every command that draws the embedded splits
 skip importing scikit-learn. Run from the repository root::
 
     python scripts/build_digits_npz.py
