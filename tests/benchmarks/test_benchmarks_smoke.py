@@ -5,8 +5,10 @@ No wall-clock assertions: timings belong in benchmarks/RESULTS.md, not in tests.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +133,19 @@ def test_training_measure_runs_on_a_tiny_set():
 
     rows = measure_training(TINY, n_images=128, epochs=1, repeats=1)
     assert rows and all(r["benchmark"] == "training" and r["ours"] > 0 and r["baseline"] > 0 for r in rows)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc (Linux)")
+def test_spark_cpu_counts_the_cpu_of_the_processes_below_a_root():
+    from benchmarks.spark_cpu import _cpu_below
+
+    burner = subprocess.Popen([sys.executable, "-c", "import time; sum(range(10**8)); time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 30
+        while (below := _cpu_below(os.getpid())[1]) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert below >= 0.5
+        assert _cpu_below(burner.pid)[1] == 0.0
+    finally:
+        burner.kill()
+        burner.wait()
