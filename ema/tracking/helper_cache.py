@@ -21,10 +21,13 @@ builds, :mod:`ema.training.helper_loading`), whatever entry is found.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
+import functools
 import hashlib
 import json
 import logging
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -163,6 +166,20 @@ def _checked(
 
 
 def _download(version: RegisteredVersion) -> Path:
-    """The version's files, in a fresh local folder."""
-    folder = tempfile.mkdtemp(prefix="ema-helper-")
-    return Path(mlflow.artifacts.download_artifacts(artifact_uri=version.uri, dst_path=folder))
+    """The version's files in a local folder, downloaded once per process (checked and loaded from the same copy)."""
+    key = (mlflow.get_tracking_uri(), version.uri, version.run_id)
+    if key not in _DOWNLOADS:
+        folder = tempfile.mkdtemp(dir=_scratch())
+        _DOWNLOADS[key] = Path(mlflow.artifacts.download_artifacts(artifact_uri=version.uri, dst_path=folder))
+    return _DOWNLOADS[key]
+
+
+@functools.cache
+def _scratch() -> str:
+    """This process's folder for downloaded entries, removed when the process exits."""
+    folder = tempfile.mkdtemp(prefix="ema-helpers-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+_DOWNLOADS: dict[tuple[str, str, str | None], Path] = {}

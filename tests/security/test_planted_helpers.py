@@ -109,3 +109,42 @@ def test_find_entry_ignores_versions_whose_run_did_not_record_them(audited, tmp_
     assert entry is not None and entry.version.version != number
     assert [w for w in foreign if f"models:/{name}/{number}" in w]
     assert find_entry("ema-target", "no-such-key") is None
+
+
+def test_a_helper_whose_files_changed_after_its_run_recorded_them_is_ignored(audited, monkeypatch):
+    from ema.tracking import helper_cache
+
+    _, version, _ = audited
+    name = "ema-query-model"
+    real = recorded(name)
+    source = MlflowClient().get_logged_model(real.source.removeprefix("models:/")).artifact_location
+    weights = Path(source.removeprefix("file://")) / "artifacts" / "weights.pt"
+    weights.write_bytes(weights.read_bytes() + b"\0")  # changed in the artifact store, not in the registry
+    monkeypatch.setattr(helper_cache, "_DOWNLOADS", {})  # a new process would download the files anew
+    with collect_foreign_entries() as foreign:
+        entry = find_entry(name, real.tags[keys.TAG_CACHE_KEY])
+    assert entry is None or entry.version.version != str(real.version)
+    assert [w for w in foreign if f"models:/{name}/{real.version}" in w and "digest mismatch" in w]
+
+
+def test_a_planted_unlearned_version_with_copied_tags_and_metrics_is_not_reused(audited, tmp_path):
+    from ema.training.unlearn_spec import UnlearnSpec
+    from ema.workflows.unlearn import UnlearnConfig, unlearn_cached
+
+    _, version, _ = audited
+    config = UnlearnConfig(
+        model_uri=version.uri, forget="M4", spec=UnlearnSpec(method="finetune", epochs=1), alias=None
+    )
+    first, _ = unlearn_cached(config, progress=False)
+    canary = tmp_path / "canary"
+    with mlflow.start_run():
+        mlflow.log_metrics(MlflowClient().get_run(first.run_id).data.metrics)
+        info = mlflow.pyfunc.log_model(name="model", python_model=CanaryModel(str(canary)))
+    canary.unlink()
+    tags = MlflowClient().get_model_version(version.name, first.version.version).tags
+    planted = mlflow.register_model(info.model_uri, version.name, tags=tags)
+    with collect_foreign_entries() as foreign:
+        again, reused = unlearn_cached(config, progress=False)
+    assert reused and again.version.version == first.version.version
+    assert [w for w in foreign if f"models:/{version.name}/{planted.version}" in w]
+    assert not canary.exists()
