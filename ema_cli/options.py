@@ -104,7 +104,8 @@ max_query_option = click.option(
         "The most images a set read from a file or table may hold (query, references, calibration members, "
         "retained and forget sets), checked from its header before it is read. An audit holds about "
         f"{AUDIT_BYTES_PER_IMAGE // 1000} KB per image at its peak (measured), so the default needs about "
-        f"{DEFAULT_MAX_QUERY * AUDIT_BYTES_PER_IMAGE / 1e9:.0f} GB: a fifth of a 24 GB machine."
+        f"{DEFAULT_MAX_QUERY * AUDIT_BYTES_PER_IMAGE / 1e9:.0f} GB beside the process's own 1 GB: a fifth of a "
+        "24 GB machine."
     ),
 )
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
