@@ -22,6 +22,7 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     k_option,
+    max_query_option,
     progress_option,
     query_file_option,
     query_option,
@@ -167,6 +168,7 @@ from ema_cli.options import (
     show_default=True,
     help="With --method calibrated: not_memorized only if the retained share's upper bound is at most this.",
 )
+@max_query_option
 @click.option(
     "--strict",
     is_flag=True,

@@ -10,9 +10,11 @@ import click
 
 from ema.workflows.options import (
     ARCHITECTURES,
+    AUDIT_BYTES_PER_IMAGE,
     DATA_SOURCES,
     DEFAULT_DATA,
     DEFAULT_EXPERIMENT,
+    DEFAULT_MAX_QUERY,
     DEFAULT_TARGET_URI,
     OPTIMIZERS,
     QUERY_NAMES,
@@ -92,6 +94,19 @@ query_option = click.option(
 )
 query_file_option = click.option(
     "--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index."
+)
+max_query_option = click.option(
+    "--max-query",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_QUERY,
+    show_default=True,
+    help=(
+        "The most images a set read from a file or table may hold (query, references, calibration members, "
+        "retained and forget sets), checked from its header before it is read. An audit holds about "
+        f"{AUDIT_BYTES_PER_IMAGE // 1000} KB per image at its peak (measured), so the default needs about "
+        f"{DEFAULT_MAX_QUERY * AUDIT_BYTES_PER_IMAGE / 1e9:.0f} GB beside the process's own 1 GB: a fifth of a "
+        "24 GB machine."
+    ),
 )
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
 

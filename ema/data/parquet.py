@@ -17,9 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ema.data.arrays import IMAGE_SHAPE, ArraySet
+from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
 from ema.errors import InputError
 
 #: Column -> what it holds; the order the exporter writes.
@@ -84,18 +86,23 @@ def write_table(chunks: Iterable[ArraySet], out_dir: Path) -> Path:
     return out_dir
 
 
-def read_table(path: str | Path) -> ArraySet:
+def read_table(path: str | Path, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
     """Read a local query table (a Parquet file or folder) whole, for the in-process engine.
+
+    The row count comes from the Parquet metadata first: a table of more than ``max_images``
+    rows is refused before any row is read.
 
     Raises
     ------
     InputError
-        If the path is missing, not Parquet, lacks a column, or holds images of another size.
+        If the path is missing, not Parquet, holds more than ``max_images`` rows, lacks a
+        column, or holds images of another size.
     """
     path = Path(path)
     if not path.exists():
         raise InputError(f"expected a query table (a Parquet file or folder) at {path}, found nothing there")
     try:
+        check_set_size(ds.dataset(path, format="parquet").count_rows(), limit=max_images, where=str(path))
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise InputError(f"could not read query table {path} as Parquet: {str(exc).splitlines()[0]}") from exc

@@ -151,7 +151,9 @@ def audit(
 def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
     """Find the target, log the run's params, read and record the query data, score it here and audit it."""
     target = audit_target(config)
-    data = target.query_set(query=config.query, query_file=config.query_file, query_table=config.query_table)
+    data = target.query_set(
+        query=config.query, query_file=config.query_file, query_table=config.query_table, max_images=config.max_query
+    )
     log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(
