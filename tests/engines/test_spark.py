@@ -153,6 +153,13 @@ def test_spark_audit_on_a_cluster_needs_membership_out(trained):  # noqa: F811
         config.validate()
 
 
+@pytest.mark.parametrize("master", ["foo://bar", "mesos://h:5050", "spark:/h"])
+def test_spark_audit_refuses_a_master_spark_submit_refuses_before_starting_java(master):
+    config = AuditConfig(model_uri="models:/m@a", query_table="t", engine="spark", spark_master=master)
+    with pytest.raises(InputError, match=rf"expected --spark-master local\[N\], .* or yarn .*got '{master}'"):
+        config.validate()
+
+
 class FakeJavaError:
     """A Java exception as Py4J hands it over: a message, a cause, and Spark's error condition if it is Spark's."""
 
