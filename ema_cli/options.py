@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,6 +41,14 @@ experiment_option = click.option(
     default=DEFAULT_EXPERIMENT,
     show_default=True,
     help="MLflow experiment for the runs (ignored under `mlflow run`, which picks its own).",
+)
+verbose_option = click.option(
+    "--verbose",
+    is_flag=True,
+    help=(
+        "On failure, print the error's full traceback (with the Spark executor's, under --engine spark) before its "
+        "one-line message. Default: the one line only."
+    ),
 )
 k_option = click.option(
     "--k",
@@ -168,15 +177,20 @@ def spec_from_options(
 
 
 def workflow_command(fn: Callable) -> Callable:
-    """Configure tracking from --experiment-name, and turn EMAError into a one-line usage error."""
+    """Configure tracking from --experiment-name, and turn EMAError into a one-line error (after its traceback
+    under --verbose).
+    """
 
     @experiment_option
+    @verbose_option
     @functools.wraps(fn)
-    def wrapper(experiment_name: str, **kwargs):
+    def wrapper(experiment_name: str, verbose: bool, **kwargs):
         try:
             configure(experiment_name)
             return fn(**kwargs)
         except EMAError as exc:
+            if verbose:
+                click.echo("".join(traceback.format_exception(exc)), err=True, nl=False)
             raise click.ClickException(str(exc)) from exc
 
     return wrapper

@@ -52,6 +52,11 @@ def images_from_bytes(pixels: Iterable[bytes], *, where: str = "query table") ->
     return np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), *IMAGE_SHAPE)
 
 
+def unreadable_table(where: str, reason: str) -> InputError:
+    """The error for a query table that is not Parquet or is corrupt, as every engine words it."""
+    return InputError(f"could not read query table {where} as Parquet: {reason}")
+
+
 def _wrong_size(where: str, sizes: list[int]) -> InputError:
     return InputError(
         f"{where}: expected `pixels` of {IMAGE_BYTES} bytes (a {IMAGE_SHAPE[0]}x{IMAGE_SHAPE[1]} uint8 image), "
@@ -105,7 +110,7 @@ def read_table(path: str | Path, *, max_images: int = DEFAULT_MAX_QUERY) -> Arra
         check_set_size(ds.dataset(path, format="parquet").count_rows(), limit=max_images, where=str(path))
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"could not read query table {path} as Parquet: {str(exc).splitlines()[0]}") from exc
+        raise unreadable_table(str(path), str(exc).splitlines()[0]) from exc
     check_columns({field.name: field.type for field in table.schema}, where=str(path))
     empty = [name for name in QUERY_COLUMNS if table.column(name).null_count]
     if empty:

@@ -14,7 +14,7 @@ from ema.data.arrays import ArraySet
 from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
 from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
-from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES
+from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES, SPARK_MASTER_PREFIXES
 from ema.errors import InputError
 from ema.inputs import INPUT_DTYPES, InputTransform
 from ema.oracle import (
@@ -207,6 +207,11 @@ class AuditConfig:
                 "and calibrated tests the query's score distribution; audit those with --engine in-process"
             )
         master = self.spark_master or ""
+        if master and not (master == "yarn" or master.startswith(SPARK_MASTER_PREFIXES)):
+            raise InputError(
+                f"expected --spark-master local[N], spark://HOST:PORT, k8s://URL or yarn (what spark-submit "
+                f"accepts), got {master!r}"
+            )
         if self.membership_out is None and master and not master.startswith("local"):
             raise InputError(
                 f"expected --membership-out URI (a filesystem every executor and the driver reach) with "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -48,6 +50,15 @@ def test_audit_unknown_model_is_one_line_error_and_failed_run(store):
     assert "Traceback" not in result.output
     runs = MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
     assert [r.info.status for r in runs] == ["FAILED"]
+
+
+def test_audit_verbose_prints_the_traceback_before_the_one_line_error(store):
+    result = invoke("audit", "--model", "models:/missing@target", "--query", "M1", "--no-progress", "--verbose")
+    assert result.exit_code == 1
+    assert "Traceback (most recent call last):" in result.output
+    message = f"registered model 'missing' does not exist in {store}; known: []"
+    assert re.search(rf"^ema\.errors\.\w+: {re.escape(message)}$", result.output, re.M)  # the traceback's last line
+    assert result.output.rstrip().endswith(f"Error: {message}")
 
 
 def test_audit_unknown_query_name_is_usage_error(store):
