@@ -3,7 +3,7 @@
 import click
 
 from ema.workflows.options import MEMBER_NAMES, UNLEARN_METHODS, UNLEARNED_ALIAS, UnlearnSpec
-from ema_cli.options import model_option, progress_option, workflow_command
+from ema_cli.options import max_params_option, model_option, progress_option, timeout_option, workflow_command
 
 
 @click.command("unlearn")
@@ -43,6 +43,8 @@ from ema_cli.options import model_option, progress_option, workflow_command
     default=None,
     help="The data to keep (.npz), for a model whose training data is not recorded.",
 )
+@max_params_option
+@timeout_option(None)
 @progress_option
 @workflow_command
 def unlearn_command(model_uri, forget, method, epochs, lr, seed, alias, retain_file, progress):
