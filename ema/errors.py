@@ -7,3 +7,7 @@ class EMAError(Exception):
 
 class InputError(EMAError, ValueError):
     """An argument or data array does not have the expected form."""
+
+
+class NotCalibratedError(InputError):
+    """An auditor was asked to audit or export before ``calibrate()``: calibrate it first."""

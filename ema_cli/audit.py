@@ -23,6 +23,7 @@ from ema_cli.options import (
     cal_seed_option,
     k_option,
     max_params_option,
+    max_query_option,
     progress_option,
     query_file_option,
     query_option,
@@ -169,6 +170,7 @@ from ema_cli.options import (
     show_default=True,
     help="With --method calibrated: not_memorized only if the retained share's upper bound is at most this.",
 )
+@max_query_option
 @click.option(
     "--strict",
     is_flag=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,10 +11,12 @@ import click
 
 from ema.workflows.options import (
     ARCHITECTURES,
+    AUDIT_BYTES_PER_IMAGE,
     DATA_SOURCES,
     DEFAULT_DATA,
     DEFAULT_EXPERIMENT,
     DEFAULT_MAX_PARAMS,
+    DEFAULT_MAX_QUERY,
     DEFAULT_TARGET_URI,
     OPTIMIZERS,
     QUERY_NAMES,
@@ -40,6 +43,14 @@ experiment_option = click.option(
     default=DEFAULT_EXPERIMENT,
     show_default=True,
     help="MLflow experiment for the runs (ignored under `mlflow run`, which picks its own).",
+)
+verbose_option = click.option(
+    "--verbose",
+    is_flag=True,
+    help=(
+        "On failure, print the error's full traceback (with the Spark executor's, under --engine spark) before its "
+        "one-line message. Default: the one line only."
+    ),
 )
 k_option = click.option(
     "--k",
@@ -122,6 +133,19 @@ def timeout_option(default: float | None) -> Callable:
     )
 
 
+max_query_option = click.option(
+    "--max-query",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_QUERY,
+    show_default=True,
+    help=(
+        "The most images a set read from a file or table may hold (query, references, calibration members, "
+        "retained and forget sets), checked from its header before it is read. An audit holds about "
+        f"{AUDIT_BYTES_PER_IMAGE // 1000} KB per image at its peak (measured), so the default needs about "
+        f"{DEFAULT_MAX_QUERY * AUDIT_BYTES_PER_IMAGE / 1e9:.0f} GB beside the process's own 1 GB: a fifth of a "
+        "24 GB machine."
+    ),
+)
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
 
 train_spec_options = _compose(
@@ -187,17 +211,21 @@ LIMIT_OPTIONS = ("max_params", "timeout")
 
 def workflow_command(fn: Callable) -> Callable:
     """Configure tracking from --experiment-name, run under --max-params and --timeout (where the command has
-    them), and turn EMAError into a one-line usage error."""
+    them), and turn EMAError into a one-line error (after its traceback under --verbose).
+    """
 
     @experiment_option
+    @verbose_option
     @functools.wraps(fn)
-    def wrapper(experiment_name: str, **kwargs):
+    def wrapper(experiment_name: str, verbose: bool, **kwargs):
         limits = {name: kwargs.pop(name) for name in LIMIT_OPTIONS if name in kwargs}
         try:
             with command_limits(**limits):
                 configure(experiment_name)
                 return fn(**kwargs)
         except EMAError as exc:
+            if verbose:
+                click.echo("".join(traceback.format_exception(exc)), err=True, nl=False)
             raise click.ClickException(str(exc)) from exc
 
     return wrapper

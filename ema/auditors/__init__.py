@@ -1,6 +1,24 @@
-"""Auditors: plain values over numpy arrays, with ``calibrate`` and ``audit``."""
+"""Auditors: plain values over numpy arrays, with ``calibrate`` and ``audit``.
 
+Every auditor follows the :class:`Auditor` protocol (:mod:`ema.auditors.base`): ``__init__``
+stores configuration, ``calibrate(...)`` returns ``self``, ``audit(proba, labels)`` returns an
+:class:`AuditResult`, ``to_dict()`` exports the calibration as JSON.
+
+Adding an auditor
+-----------------
+Write one module here with one class: a ``method`` name; ``__init__`` that only stores its
+options; ``calibrate(...)`` that validates its arrays (:func:`ema.signals.check_probabilities`),
+sets fitted attributes whose names end in ``_`` and returns ``self``; ``audit(proba, labels)``
+that first calls :func:`ema.auditors.base.check_calibrated` and returns an :class:`AuditResult`
+whose verdict is one of :data:`VERDICTS` and whose p-values are named ``p_*``; and ``to_dict()``
+with JSON-ready values. Seed any randomness (``random_state=0``). Then add one line for it to
+the list of built-in auditors in ``tests/core/test_check_auditor.py``, which runs
+:func:`check_auditor` on it.
+"""
+
+from ema.auditors.base import Auditor
 from ema.auditors.calibrated import CalibratedAuditor
+from ema.auditors.conformance import CheckFailed, check_auditor
 from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, VERDICTS, AuditResult
@@ -11,7 +29,10 @@ __all__ = [
     "NOT_MEMORIZED",
     "VERDICTS",
     "AuditResult",
+    "Auditor",
     "CalibratedAuditor",
+    "CheckFailed",
     "EMAAuditor",
     "KSRatioAuditor",
+    "check_auditor",
 ]

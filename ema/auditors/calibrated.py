@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ema.auditors.base import check_calibrated
 from ema.auditors.calibrated_checks import check_calibration_arrays, check_quantile_levels
 from ema.auditors.calibrated_record import ASSUMPTIONS, audit_record
 from ema.auditors.ema import check_alpha
@@ -157,10 +158,6 @@ class CalibratedAuditor:
         if not (isinstance(self.n_draws, (int, np.integer)) and self.n_draws >= 100):
             raise InputError(f"expected n_draws to be an integer >= 100, got {self.n_draws!r}")
         return check_quantile_levels(self.quantiles)
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "cutoffs_"):
-            raise InputError("this CalibratedAuditor is not calibrated yet: call calibrate() first")
 
     # ------------------------------------------------------------------ calibrate
     def calibrate(
@@ -296,7 +293,7 @@ class CalibratedAuditor:
         Raises
         ------
         InputError
-            If not calibrated, or on invalid probabilities or labels.
+            If not calibrated (:class:`~ema.errors.NotCalibratedError`), or on invalid probabilities or labels.
         """
         levels, proba, labels = self._check_query(query_proba, query_labels)
         scores = compute_scores(proba, labels, self.signals)
@@ -323,7 +320,7 @@ class CalibratedAuditor:
 
     def _check_query(self, query_proba: np.ndarray, query_labels: np.ndarray) -> tuple[np.ndarray, ...]:
         """Refuse an uncalibrated auditor, changed quantiles and invalid query arrays; return levels, proba, labels."""
-        self._check_fitted()
+        check_calibrated(self)
         levels = self._check_config()
         if levels.shape != self.levels_.shape or not np.allclose(levels, self.levels_):
             raise InputError(
@@ -402,7 +399,7 @@ class CalibratedAuditor:
         transfer assumption); see :func:`ema.stats.required_query_size`. In per-class mode the
         cut-offs are approximated by global ones.
         """
-        self._check_fitted()
+        check_calibrated(self)
         rates = np.stack([self.member_rates_[m].rate for m in self.signals])
         return _required_query_size(
             rates, self.levels_, self.n_reference_, alpha=self.alpha, power=power, n_tests=int(rates.size), max_n=max_n
@@ -410,7 +407,7 @@ class CalibratedAuditor:
 
     def to_dict(self) -> dict:
         """The calibration as JSON-ready data (``thresholds.json``): cut-offs, member shares, assumptions."""
-        self._check_fitted()
+        check_calibrated(self)
         per_class = self.threshold_mode == "per-class"
         return {
             "method": self.method,

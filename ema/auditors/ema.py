@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ema.auditors.base import check_calibrated
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED, AuditResult, SampleFlags
 from ema.errors import InputError
 from ema.signals import PAPER_SIGNALS, check_probabilities, check_signal_names, compute_scores
@@ -111,7 +112,7 @@ class EMAAuditor:
 
     def to_dict(self) -> dict:
         """The fitted thresholds as JSON-ready data (``thresholds.json``)."""
-        self._check_fitted()
+        check_calibrated(self)
         return {
             "method": self.method,
             "n_classes": self.n_classes_,
@@ -144,10 +145,6 @@ class EMAAuditor:
             ) from exc
         return auditor
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "thresholds_"):
-            raise InputError("this EMAAuditor is not calibrated yet: call calibrate() first")
-
     def _signal_thresholds(self, labels: np.ndarray) -> dict[str, np.ndarray | float]:
         if self.threshold_mode == "per-class":
             return {m: self.class_thresholds_[m][labels] for m in self.signals}
@@ -166,7 +163,7 @@ class EMAAuditor:
         labels : ndarray of shape (n_query,)
             The query samples' labels.
         """
-        self._check_fitted()
+        check_calibrated(self)
         self._check_config()
         proba, labels = check_probabilities(proba, labels)
         if proba.shape[1] != self.n_classes_:
@@ -202,7 +199,7 @@ class EMAAuditor:
         samples, to the bit. The result carries no per-sample arrays (they stay where they were
         computed, e.g. in a Parquet table).
         """
-        self._check_fitted()
+        check_calibrated(self)
         self._check_config()
         rho_t = ema_pvalue_from_counts(n_flagged, n_query, "t").pvalue
         rho_ks = ema_pvalue_from_counts(n_flagged, n_query, "ks").pvalue

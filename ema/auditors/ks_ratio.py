@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
+from ema.auditors.base import check_calibrated
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
 from ema.signals import check_probabilities
@@ -105,10 +106,6 @@ class KSRatioAuditor:
         ):
             raise InputError(f"expected a finite threshold > 0, got {self.threshold!r}")
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "query_model_proba_"):
-            raise InputError("this KSRatioAuditor is not calibrated yet: call calibrate() first")
-
     def calibrate(self, query_model_proba: np.ndarray, calibration_model_proba: np.ndarray) -> KSRatioAuditor:
         """Store the two reference models' outputs on the query set.
 
@@ -159,10 +156,10 @@ class KSRatioAuditor:
         Raises
         ------
         InputError
-            If not calibrated, or if ``target_proba`` is not a probability matrix of the
-            calibrated shape.
+            If not calibrated (:class:`~ema.errors.NotCalibratedError`), or if ``target_proba`` is not
+            a probability matrix of the calibrated shape.
         """
-        self._check_fitted()
+        check_calibrated(self)
         self._check_config()
         target_proba, labels = check_probabilities(target_proba, labels)
         if target_proba.shape != self.query_model_proba_.shape:
@@ -192,11 +189,19 @@ class KSRatioAuditor:
             },
             verdict=verdict,
             alpha=float("nan"),
-            thresholds={
-                "method": self.method,
-                "threshold": float(self.threshold),
-                "ks": "two-sample Kolmogorov-Smirnov statistic between flattened probability matrices",
-                "membership": "target row closer in total variation to the query model's row than to the "
-                "calibration model's",
-            },
+            thresholds=self.to_dict(),
         )
+
+    def to_dict(self) -> dict:
+        """The rule as JSON-ready data (``thresholds.json``): the threshold and what each number measures.
+
+        The reference models' probabilities stay out: they are per-sample arrays, not a rule.
+        """
+        check_calibrated(self)
+        return {
+            "method": self.method,
+            "threshold": float(self.threshold),
+            "ks": "two-sample Kolmogorov-Smirnov statistic between flattened probability matrices",
+            "membership": "target row closer in total variation to the query model's row than to the "
+            "calibration model's",
+        }

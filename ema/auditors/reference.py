@@ -29,6 +29,7 @@ from dataclasses import asdict
 import numpy as np
 from scipy import stats
 
+from ema.auditors.base import check_calibrated
 from ema.auditors.ema import check_alpha
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
@@ -265,10 +266,6 @@ class ReferenceAuditor:
                 raise InputError(f"expected {name} to be an integer >= 100, got {value!r}")
         return check_levels(self.levels)
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "weights_"):
-            raise InputError("this ReferenceAuditor is not calibrated yet: call calibrate() first")
-
     # ------------------------------------------------------------------ calibrate
     def calibrate(
         self,
@@ -332,7 +329,7 @@ class ReferenceAuditor:
     # ------------------------------------------------------------------ power
     def detection_power(self, n_query: int) -> DetectionPower:
         """Power of H0 "removed" at ``n_query`` samples, resampling the member reference (cached per size, seeded)."""
-        self._check_fitted()
+        check_calibrated(self)
         if n_query not in self._power_cache:
             self._power_cache[n_query] = resampled_power(
                 self.member_scores_,
@@ -370,9 +367,9 @@ class ReferenceAuditor:
         Raises
         ------
         InputError
-            If not calibrated, or on invalid probabilities or labels.
+            If not calibrated (:class:`~ema.errors.NotCalibratedError`), or on invalid probabilities or labels.
         """
-        self._check_fitted()
+        check_calibrated(self)
         levels = self._check_config()
         if levels.shape != self.levels_.shape or not np.allclose(levels, self.levels_):
             raise InputError(
@@ -459,7 +456,7 @@ class ReferenceAuditor:
     # ------------------------------------------------------------------ export
     def to_dict(self) -> dict:
         """The calibration as JSON-ready data (``thresholds.json``): bins, weights, diagnostics, assumptions."""
-        self._check_fitted()
+        check_calibrated(self)
         return {
             "method": self.method,
             "signal": self.signal,

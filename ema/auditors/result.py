@@ -13,6 +13,17 @@ NOT_MEMORIZED = "not_memorized"
 INCONCLUSIVE = "inconclusive"
 #: Every verdict an auditor may return.
 VERDICTS = (MEMORIZED, NOT_MEMORIZED, INCONCLUSIVE)
+#: Metrics that are p-values besides ``p_*``: the paper's rho_EMA under each test.
+PVALUE_METRICS = ("rho_ema", "rho_ema_ks")
+
+
+def is_pvalue(metric: str) -> bool:
+    """Whether a metric name denotes a p-value (``rho_ema``, ``rho_ema_ks``, ``p_*``); ``rho_ks`` is a ratio.
+
+    >>> [is_pvalue(m) for m in ("rho_ema", "p_removed", "rho_ks", "flag_rate")]
+    [True, True, False, False]
+    """
+    return metric in PVALUE_METRICS or metric.startswith("p_")
 
 
 class SampleFlags(NamedTuple):
@@ -73,6 +84,19 @@ class AuditResult:
     def flag_rate(self) -> float:
         """The share of the query flagged: the ``flag_rate`` metric where the auditor counted it, else M's mean."""
         return float(self.metrics["flag_rate"] if "flag_rate" in self.metrics else self.membership.mean())
+
+    def to_dict(self) -> dict:
+        """The set-level outcome as JSON-ready data: method, verdict, alpha, metrics, thresholds.
+
+        The per-sample arrays stay out (they go to the membership table, :meth:`sample_columns`).
+        """
+        return {
+            "method": self.method,
+            "verdict": self.verdict,
+            "alpha": self.alpha,
+            "metrics": dict(self.metrics),
+            "thresholds": self.thresholds,
+        }
 
     def sample_columns(self) -> dict[str, np.ndarray]:
         """Per-sample columns: each metric, each metric's flag, and M."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ema.data.arrays import IMAGE_SHAPE, ArraySet
+from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
 from ema.errors import InputError
 
 REQUIRED_ARRAYS = ("x", "y")
@@ -42,19 +43,23 @@ def write_set(data: ArraySet, path: Path) -> Path:
     return path
 
 
-def read_set(path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE) -> ArraySet:
+def read_set(
+    path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE, max_images: int = DEFAULT_MAX_QUERY
+) -> ArraySet:
     """Read and validate a query file written by :func:`write_set` or by a user.
 
     Never unpickles: object arrays are refused. Each array's declared shape and dtype
     are checked against the size its archive member stores, and that size against what
-    its compressed bytes can expand to, before anything is allocated.
+    its compressed bytes can expand to, and the number of images against ``max_images``,
+    before anything is allocated: a small file that inflates to millions of images is
+    refused from its headers.
 
     Raises
     ------
     InputError
         If the file is missing, empty, not an ``.npz`` (a ``.npy``, a pickle, other bytes),
-        a damaged archive, lacks an array, declares more data than it holds, or an array
-        has the wrong dtype or shape, or the set is empty.
+        a damaged archive, lacks an array, declares more data than it holds or more than
+        ``max_images`` images, or an array has the wrong dtype or shape, or the set is empty.
     """
     path = Path(path)
     if not path.is_file():
@@ -80,6 +85,7 @@ def read_set(path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE) -> Array
             present = [name for name in (*REQUIRED_ARRAYS, *OPTIONAL_ARRAYS) if name in members]
             declared = {name: _declared_array(archive, members[name], path) for name in present}
             _check_declared(declared, path, image_shape)
+            check_set_size(declared["x"][0][0], limit=max_images, where=str(path))
             arrays = {name: _read_member(archive, members[name]) for name in present}
     except InputError:
         raise

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult, is_pvalue
 from ema.errors import InputError
 from ema.reports.page import (
     bullet_list,
@@ -40,8 +40,6 @@ VERDICT_WORDS = {
         "The evidence decides neither way: the records may be partly retained, or the query set is too small to tell.",
     ),
 }
-#: Metrics that are p-values besides ``p_*``: the paper's rho_EMA under each test.
-PVALUE_METRICS = ("rho_ema", "rho_ema_ks")
 #: Metrics about the audit's power; shown in their own section when a method reports them.
 POWER_METRICS = ("power_retained", "min_detectable_fraction")
 #: What each known metric means; other metrics are listed under their own name.
@@ -88,15 +86,6 @@ class AuditReport:
 
     html: str
     figures: dict[str, bytes] = field(default_factory=dict)
-
-
-def is_pvalue(metric: str) -> bool:
-    """Whether a metric name denotes a p-value (``rho_ema``, ``rho_ema_ks``, ``p_*``).
-
-    >>> [is_pvalue(m) for m in ("rho_ema", "p_removed", "rho_ks", "flag_rate")]
-    [True, True, False, False]
-    """
-    return metric in PVALUE_METRICS or metric.startswith("p_")
 
 
 def render_audit_report(

@@ -24,6 +24,7 @@ from ema.engines import ENGINE_SPARK
 from ema.limits import seconds_left
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
+from ema.tracking.helper_cache import collect_foreign_entries
 from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
 from ema.workflows.audit_gates import audit_warnings
@@ -116,10 +117,10 @@ def audit(
     with start_run(f"audit {config.method}", tags=tags) as run:
         config.validate()
         score = score_on_spark if config.engine == ENGINE_SPARK else _score_in_process
-        with score(config, oracle, progress) as scored:
+        with collect_foreign_entries() as foreign, score(config, oracle, progress) as scored:
             request, results, tags = scored.request, scored.results, dict(scored.tags)
             expected = expected_verdict(config, request.target, request.data)
-            warnings = audit_warnings(request, results)
+            warnings = audit_warnings(request, results) + foreign
             if config.strict and warnings:
                 results = _inconclusive(results, METHOD_PLANS[config.method][0])
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
@@ -151,7 +152,9 @@ def audit(
 def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
     """Find the target, log the run's params, read and record the query data, score it here and audit it."""
     target = audit_target(config)
-    data = target.query_set(query=config.query, query_file=config.query_file, query_table=config.query_table)
+    data = target.query_set(
+        query=config.query, query_file=config.query_file, query_table=config.query_table, max_images=config.max_query
+    )
     log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(

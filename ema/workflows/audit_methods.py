@@ -11,12 +11,13 @@ from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import AuditResult
 from ema.data.files import read_set
+from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, Oracle, Predictions
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.tracking import keys
 from ema.workflows.audit_request import AuditRequest
-from ema.workflows.cached_models import cached_model, registered_oracle
+from ema.workflows.cached_models import cached_model, helper_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
 from ema.workflows.target import Target
 
@@ -84,6 +85,7 @@ def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[Aud
         alpha=config.alpha,
         threshold_mode=config.threshold_mode,
         reference_file=config.reference_file,
+        max_images=config.max_query,
         progress=request.progress,
     )
     tags.update({**request.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
@@ -98,12 +100,16 @@ def fit_calibrated(
     alpha: float = 0.1,
     threshold_mode: str = "global",
     reference_file: str | None = None,
+    max_images: int = DEFAULT_MAX_QUERY,
     progress: bool = True,
 ) -> tuple[CalibratedAuditor, dict[str, str]]:
-    """Score the reference through the target and the calibration halves through f_cal, and calibrate."""
-    reference = read_set(reference_file) if reference_file else target.splits().calibration
+    """Score the reference through the target and the calibration halves through f_cal, and calibrate.
+
+    ``reference_file`` is read only when it holds at most ``max_images`` images.
+    """
+    reference = read_set(reference_file, max_images=max_images) if reference_file else target.splits().calibration
     outcome = ensure_plan(plan, progress=progress)
-    calibration_model = registered_oracle(outcome.version, target.transform)
+    calibration_model = helper_oracle(outcome.entry, target)
     members, nonmembers = plan.halves()
     auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
         oracle.predict_proba(reference.x),

@@ -31,6 +31,7 @@ SAME_NAME = (
     "outputs",
     "calibration_name",
     "margin",
+    "max_query",
     "strict",
 )
 #: Evaluator config keys named as `ema audit`'s options -> AuditConfig fields.
@@ -74,7 +75,7 @@ class EMAEvaluator(AuditEvaluator):
 
     Evaluator config (``evaluator_config={"ema": {...}}``), every key optional:
     ``method``, ``test``, ``alpha``, ``k``, ``cal_seed``, ``threshold_mode``, ``outputs``,
-    ``calibration_name``, ``recipe``, ``reference``, ``members``, ``margin``, ``strict``,
+    ``calibration_name``, ``recipe``, ``reference``, ``members``, ``margin``, ``max_query``, ``strict``,
     ``input_scale``, ``normalize``, and
     ``calibration_model`` with ``calibration_members`` and ``calibration_nonmembers``:
     as the `ema audit` options of the same names. ``model_uri``: the registered version to

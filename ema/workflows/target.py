@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
+from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.parquet import read_table
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
@@ -90,14 +91,24 @@ class Target:
     def splits(self) -> Splits:
         return load_splits(self.data, self.data_seed, self.data_root)
 
-    def query_set(self, *, query: str | None, query_file: str | None, query_table: str | None = None) -> ArraySet:
-        """A named query set of the target's splits, a query file, or a local query table; exactly one."""
+    def query_set(
+        self,
+        *,
+        query: str | None,
+        query_file: str | None,
+        query_table: str | None = None,
+        max_images: int = DEFAULT_MAX_QUERY,
+    ) -> ArraySet:
+        """A named query set of the target's splits, a query file, or a local query table; exactly one.
+
+        A file or table is read only when it holds at most ``max_images`` images.
+        """
         given = {"query": query, "query_file": query_file, "query_table": query_table}
         if sum(v is not None for v in given.values()) != 1:
             raise InputError(f"expected exactly one of a query name, a query file or a query table, got {given}")
         if query_table is not None:
-            return read_table(query_table)
-        return read_set(query_file) if query_file is not None else self.splits().query(query)
+            return read_table(query_table, max_images=max_images)
+        return read_set(query_file, max_images=max_images) if query_file is not None else self.splits().query(query)
 
     def oracle(
         self,

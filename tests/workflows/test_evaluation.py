@@ -138,6 +138,13 @@ def test_the_ema_evaluator_refuses_pixels_in_another_range(trained, ema_evaluato
         evaluate(frame)
 
 
+def test_the_ema_evaluator_refuses_a_table_over_max_query_before_converting_it(trained, ema_evaluator, query):
+    with pytest.raises(ValueError, match=rf"expected at most 50 images, got {N_QUERY} .*--max-query {N_QUERY}"):
+        evaluate(pixel_frame(query), max_query=50)
+    with pytest.raises(ValueError, match="expected max_query to be a positive integer, got 'many'"):
+        evaluate(pixel_frame(query), max_query="many")
+
+
 def test_pyproject_declares_the_ema_evaluator_entry_point():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["mlflow.model_evaluator"]
