@@ -15,12 +15,14 @@ from ema.workflows.options import (
     DATA_SOURCES,
     DEFAULT_DATA,
     DEFAULT_EXPERIMENT,
+    DEFAULT_MAX_PARAMS,
     DEFAULT_MAX_QUERY,
     DEFAULT_TARGET_URI,
     OPTIMIZERS,
     QUERY_NAMES,
     EMAError,
     TrainSpec,
+    command_limits,
     configure,
 )
 
@@ -104,6 +106,33 @@ query_option = click.option(
 query_file_option = click.option(
     "--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index."
 )
+max_params_option = click.option(
+    "--max-params",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_PARAMS,
+    show_default=True,
+    help=(
+        "The most parameters a model this command trains may have, estimated from its recipe before anything is "
+        "built; its training may also hold at most 16 bytes per such parameter. The default takes about 8 GB to "
+        "train (float32 weight, gradient and Adam's two moments): a third of a 24 GB machine."
+    ),
+)
+
+
+def timeout_option(default: float | None) -> Callable:
+    """``--timeout``: seconds the whole command may take (``default`` None: no limit)."""
+    return click.option(
+        "--timeout",
+        type=float,  # checked by command_limits, with the workbench's message
+        default=default,
+        show_default=default is not None,
+        help=(
+            "Seconds of wall time the whole command may take, training and scoring included; past them it stops, "
+            "its run is FAILED and nothing more is registered." + (" Default: no limit." if default is None else "")
+        ),
+    )
+
+
 max_query_option = click.option(
     "--max-query",
     type=click.IntRange(min=1),
@@ -176,18 +205,24 @@ def spec_from_options(
     )
 
 
+#: Options the command runs under (``ema.limits.command_limits``) rather than passes on.
+LIMIT_OPTIONS = ("max_params", "timeout")
+
+
 def workflow_command(fn: Callable) -> Callable:
-    """Configure tracking from --experiment-name, and turn EMAError into a one-line error (after its traceback
-    under --verbose).
+    """Configure tracking from --experiment-name, run under --max-params and --timeout (where the command has
+    them), and turn EMAError into a one-line error (after its traceback under --verbose).
     """
 
     @experiment_option
     @verbose_option
     @functools.wraps(fn)
     def wrapper(experiment_name: str, verbose: bool, **kwargs):
+        limits = {name: kwargs.pop(name) for name in LIMIT_OPTIONS if name in kwargs}
         try:
-            configure(experiment_name)
-            return fn(**kwargs)
+            with command_limits(**limits):
+                configure(experiment_name)
+                return fn(**kwargs)
         except EMAError as exc:
             if verbose:
                 click.echo("".join(traceback.format_exception(exc)), err=True, nl=False)

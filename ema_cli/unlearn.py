@@ -3,7 +3,14 @@
 import click
 
 from ema.workflows.options import DEFAULT_RETAIN_MARGIN, MEMBER_NAMES, UNLEARN_METHODS, UNLEARNED_ALIAS, UnlearnSpec
-from ema_cli.options import max_query_option, model_option, progress_option, workflow_command
+from ema_cli.options import (
+    max_params_option,
+    max_query_option,
+    model_option,
+    progress_option,
+    timeout_option,
+    workflow_command,
+)
 
 
 @click.command("unlearn")
@@ -53,6 +60,8 @@ from ema_cli.options import max_query_option, model_option, progress_option, wor
     ),
 )
 @max_query_option
+@max_params_option
+@timeout_option(None)
 @progress_option
 @workflow_command
 def unlearn_command(

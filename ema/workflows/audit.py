@@ -21,6 +21,7 @@ from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.engines import ENGINE_SPARK
+from ema.limits import seconds_left
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
 from ema.tracking.helper_cache import collect_foreign_entries
@@ -159,7 +160,7 @@ def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool
     oracle = oracle or target.oracle(
         outputs=config.outputs,
         output_name=config.output_name,
-        timeout=config.timeout,
+        timeout=seconds_left(config.timeout),
         request_timeout=config.request_timeout,
         http_concurrency=config.http_concurrency,
         http_format=config.http_format,

@@ -92,7 +92,9 @@ class AuditConfig:
     strict
         A warned audit (see ``AuditOutcome.warnings``) gets the verdict ``inconclusive``.
     timeout, request_timeout
-        Over HTTP: seconds the whole scoring, and one request, may take (wall time).
+        Over HTTP: seconds the whole scoring, and one request, may take (wall time). Inside a
+        command with a ``--timeout`` (:func:`ema.limits.command_limits`) the scoring gets what is
+        left of the command's time instead of ``timeout``.
     http_concurrency, http_format
         Over HTTP: requests in flight at once, and how batches are sent (``auto``: Parquet when
         the registered model's signature declares its inputs, else JSON; see :class:`HttpOracle`).

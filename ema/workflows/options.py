@@ -14,6 +14,7 @@ from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.engines import ENGINE_IN_PROCESS, ENGINES
 from ema.errors import EMAError, InputError
 from ema.inputs import INPUT_DTYPES
+from ema.limits import DEFAULT_MAX_PARAMS, command_limits
 from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, HTTP_FORMATS, OUTPUT_KINDS
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
@@ -48,6 +49,7 @@ __all__ = [
     "DEFAULT_DATA",
     "DEFAULT_EXPERIMENT",
     "DEFAULT_MARGIN",
+    "DEFAULT_MAX_PARAMS",
     "DEFAULT_MAX_QUERY",
     "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_RETAIN_MARGIN",
@@ -75,5 +77,6 @@ __all__ = [
     "UNLEARN_METHODS",
     "UnlearnSpec",
     "VERDICTS",
+    "command_limits",
     "configure",
 ]

@@ -100,7 +100,9 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     seen = {}
 
     def capture(config, progress):
-        seen["config"] = config
+        from ema.limits import current_limits
+
+        seen["config"], seen["limits"] = config, current_limits()
         raise EMAError("captured")
 
     monkeypatch.setattr(workflow, "audit", capture)  # the command imports it when it runs
@@ -121,6 +123,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--members": "members.npz",
         "--margin": "0.2",
         "--timeout": "9",
+        "--max-params": "1000",
         "--request-timeout": "4",
         "--http-concurrency": "3",
         "--http-format": "parquet",
@@ -156,18 +159,21 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "members.npz",
         "cal",
     )
-    assert (config.margin, config.timeout, config.request_timeout, config.strict) == (0.2, 9.0, 4.0, True)
+    assert (config.margin, config.request_timeout, config.strict) == (0.2, 4.0, True)
+    assert (seen["limits"].timeout, seen["limits"].max_params) == (9.0, 1000)  # the whole command's limits
     assert (config.input_shape, config.output_name) == ((-1, 28, 28), "probabilities")
     assert (config.http_concurrency, config.http_format, config.input_dtype) == (3, "parquet", "uint8")
     assert (config.engine, config.spark_master, config.membership_out) == ("spark", "local[1]", "out")
     assert config.max_query == 77
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
-        "recipe_file", "reference_file", "members_file", "margin", "timeout", "request_timeout", "strict",
+        "recipe_file", "reference_file", "members_file", "margin", "request_timeout", "strict",
         "calibration_name", "input_shape", "output_name", "http_concurrency", "http_format", "engine", "spark_master",
         "membership_out", "input_dtype", "max_query",
     }  # fmt: skip
-    assert unset == {"query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption"}
+    assert unset == {
+        "query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption", "timeout"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("fails", [False, True])
