@@ -19,6 +19,7 @@ from ema.workflows.options import (
     EMAError,
     TrainSpec,
     configure,
+    redact_url,
 )
 
 DEFAULTS = TrainSpec()
@@ -153,7 +154,11 @@ def spec_from_options(
 
 
 def workflow_command(fn: Callable) -> Callable:
-    """Configure tracking from --experiment-name, and turn EMAError into a one-line usage error."""
+    """Configure tracking from --experiment-name, and turn EMAError into a one-line usage error without secrets.
+
+    The message is the screen's last boundary: any URL it quotes is shown with its
+    credentials as ``***`` (:func:`ema.validation.redact_url`).
+    """
 
     @experiment_option
     @functools.wraps(fn)
@@ -162,6 +167,6 @@ def workflow_command(fn: Callable) -> Callable:
             configure(experiment_name)
             return fn(**kwargs)
         except EMAError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(redact_url(str(exc))) from exc
 
     return wrapper

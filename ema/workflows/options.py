@@ -26,6 +26,7 @@ from ema.tracking.keys import (
 )
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
 from ema.training.unlearn_spec import UNLEARN_METHODS, UnlearnSpec
+from ema.validation import redact_url
 from ema.workflows.methods import METHODS
 
 
@@ -72,4 +73,5 @@ __all__ = [
     "UnlearnSpec",
     "VERDICTS",
     "configure",
+    "redact_url",
 ]
