@@ -48,7 +48,8 @@ from ema.oracle import Oracle
 from ema.reports.grid import render_grid_report
 from ema.signals import PAPER_SIGNALS, compute_scores
 from ema.tracking import keys
-from ema.tracking.registry import RegisteredVersion, find_cached_version, set_version_tags
+from ema.tracking.helper_cache import find_entry, record_entry
+from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import (
     RemoteParent,
     active_parent,
@@ -194,11 +195,13 @@ def ensure_target(
             recipe, data=data, data_seed=data_seed, data_root=data_root, model_name=GRID_TARGET_NAME, progress=progress
         )
         set_version_tags(trained.version, {keys.TAG_CACHE_KEY: cache_key})
-        return trained.version
+        return record_entry(trained.version, cache_key).version
 
-    version, built = single_flight(
-        GRID_TARGET_NAME, cache_key, find=lambda: find_cached_version(GRID_TARGET_NAME, cache_key), build=build
-    )
+    def find() -> RegisteredVersion | None:
+        entry = find_entry(GRID_TARGET_NAME, cache_key)
+        return entry.version if entry is not None else None
+
+    version, built = single_flight(GRID_TARGET_NAME, cache_key, find=find, build=build)
     return version, not built
 
 

@@ -11,6 +11,7 @@ One job per module:
 - :mod:`ema.oracle.outputs`: output kinds, :class:`Predictions`, :func:`interpret_outputs`,
   :func:`numeric_outputs`.
 - :mod:`ema.oracle.pyfunc`: :class:`PyfuncOracle`, the model loaded in-process.
+- :mod:`ema.oracle.local`: :class:`LocalOracle`, a classifier this process holds (the auditor's own helpers).
 - :mod:`ema.oracle.model_info`: what a logged model declares without being loaded (flavors, the
   :class:`~ema.inputs.InputSpec` of its signature or input example), and its flavor's own object.
 - :mod:`ema.oracle.scoring_server`: :class:`HttpOracle`, its retries and overall deadline.
@@ -20,6 +21,7 @@ One job per module:
 """
 
 from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle, prepare_inputs
+from ema.oracle.local import LocalOracle
 from ema.oracle.outputs import (
     ACCESS_LABEL_ONLY,
     ACCESS_PROBABILITIES,
@@ -53,6 +55,7 @@ __all__ = [
     "REPLY_BYTES_ALLOWANCE",
     "REPLY_SHAPES",
     "HttpOracle",
+    "LocalOracle",
     "Oracle",
     "Predictions",
     "PyfuncOracle",

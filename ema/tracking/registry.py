@@ -1,4 +1,4 @@
-"""The model registry: logging and registering our models, resolving URIs, the calibration cache."""
+"""The model registry: logging and registering our models, resolving URIs, tagging versions."""
 
 from __future__ import annotations
 
@@ -92,13 +92,16 @@ def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tag
             info = mlflow_sklearn.log_model(
                 package.estimator,
                 pyfunc_predict_fn="predict_proba",
-                serialization_format=mlflow_sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+                serialization_format=mlflow_sklearn.SERIALIZATION_FORMAT_SKOPS,
+                skops_trusted_types=list(package.skops_trusted_types),
                 **common,
             )
         elif package.flavor == FLAVOR_PYTORCH:
             from mlflow import pytorch as mlflow_pytorch  # imports torch: only when a cloned torch model is logged
 
-            info = mlflow_pytorch.log_model(package.estimator, serialization_format="pt2", **common)
+            info = mlflow_pytorch.log_model(
+                package.estimator, serialization_format="pt2", extra_files=list(package.extra_files), **common
+            )
         else:
             info = mlflow.pyfunc.log_model(
                 python_model=package.python_model,
@@ -123,18 +126,6 @@ def register(model_uri: str, *, name: str, alias: str | None, tags: dict[str, st
     if alias is not None:
         set_alias(registered, alias)
     return registered
-
-
-def find_cached_version(name: str, cache_key: str) -> RegisteredVersion | None:
-    """The newest version of ``name`` tagged with ``cache_key``, or None (also when ``name`` is not registered).
-
-    Asked of the registry every time: a version deleted since is not found. Concurrent
-    builders of the same key are kept to one by :func:`ema.tracking.single_flight.single_flight`.
-    """
-    found = MlflowClient().search_model_versions(f"name = '{name}' and tags.`{keys.TAG_CACHE_KEY}` = '{cache_key}'")
-    if not found:
-        return None
-    return RegisteredVersion.from_entity(max(found, key=lambda v: int(v.version)))
 
 
 def set_alias(version: RegisteredVersion, alias: str) -> None:

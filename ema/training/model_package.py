@@ -19,7 +19,9 @@ class ModelPackage:
 
     ``input_example`` and ``output_example`` (the model's probabilities on it) give the
     signature. A pyfunc-code package names the code file, its artifact files and config; a
-    scikit-learn package carries the fitted estimator, whose pyfunc returns ``predict_proba``.
+    scikit-learn package carries the fitted estimator, whose pyfunc returns ``predict_proba``,
+    saved with skops (``skops_trusted_types``: the types in it that skops does not trust by
+    itself); a pytorch package carries the module and ``extra_files`` stored beside it.
     """
 
     flavor: str
@@ -30,3 +32,5 @@ class ModelPackage:
     artifacts: dict[str, str] = field(default_factory=dict)
     model_config: dict | None = None
     estimator: object = None
+    skops_trusted_types: tuple[str, ...] = ()
+    extra_files: tuple[str, ...] = ()

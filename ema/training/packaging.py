@@ -64,12 +64,17 @@ def package_classifier(classifier, images: np.ndarray) -> Iterator[ModelPackage]
         import sklearn
 
         flat = flatten(classifier.transform.apply(to_pixels(images[:2])))
+        import skops
+
+        from ema.training.helper_loading import sklearn_types
+
         yield ModelPackage(
             FLAVOR_SKLEARN,
             flat,
             classifier.estimator.predict_proba(flat),
-            (f"scikit-learn=={sklearn.__version__}",),
+            (f"scikit-learn=={sklearn.__version__}", f"skops=={skops.__version__}"),
             estimator=classifier.estimator,
+            skops_trusted_types=tuple(sorted(sklearn_types(classifier.estimator))),
         )
         return
     with package_torch_model(classifier.model, images, classifier.transform) as package:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import copy
 import math
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -31,6 +33,8 @@ PROBABILITY_FLOOR = 1e-12
 PROBE_ROWS = 64
 #: How far from 1 a row of probabilities may sum (as :data:`ema.signals.ROW_SUM_TOLERANCE`).
 ROW_SUM_TOLERANCE = 1e-3
+#: The file beside a clone's ``pt2`` graph that holds its output kind and state dict, read back as weights only.
+CLONE_WEIGHTS_NAME = "clone_weights.pt"
 
 
 def architecture_digest(module: nn.Module) -> str:
@@ -147,12 +151,20 @@ class TorchCloneClassifier:
 
     @contextmanager
     def package(self, pixels: np.ndarray) -> Iterator[ModelPackage]:
-        """The clone as MLflow's pytorch flavor logs it (``pt2``), its example the first two images."""
+        """The clone as MLflow's pytorch flavor logs it (``pt2``), its example the first two images.
+
+        Its output kind and state dict travel beside the graph (:data:`CLONE_WEIGHTS_NAME`): the
+        auditor reads a cached clone back from them alone, into a copy of the target's module.
+        """
         example = _model_inputs(self.recipe, pixels[:2])
-        yield ModelPackage(
-            FLAVOR_PYTORCH,
-            example,
-            predict_proba(self.model, example),
-            (f"torch=={torch.__version__.split('+')[0]}",),
-            estimator=self.model,
-        )
+        with tempfile.TemporaryDirectory() as folder:
+            weights = Path(folder) / CLONE_WEIGHTS_NAME
+            torch.save({"logits": bool(self.model.logits), "state_dict": self.model.state_dict()}, weights)
+            yield ModelPackage(
+                FLAVOR_PYTORCH,
+                example,
+                predict_proba(self.model, example),
+                (f"torch=={torch.__version__.split('+')[0]}",),
+                estimator=self.model,
+                extra_files=(str(weights),),
+            )

@@ -23,6 +23,7 @@ from ema.data.splits import EXPECTED_VERDICTS
 from ema.engines import ENGINE_SPARK
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
+from ema.tracking.helper_cache import collect_foreign_entries
 from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
 from ema.workflows.audit_gates import audit_warnings
@@ -115,10 +116,10 @@ def audit(
     with start_run(f"audit {config.method}", tags=tags) as run:
         config.validate()
         score = score_on_spark if config.engine == ENGINE_SPARK else _score_in_process
-        with score(config, oracle, progress) as scored:
+        with collect_foreign_entries() as foreign, score(config, oracle, progress) as scored:
             request, results, tags = scored.request, scored.results, dict(scored.tags)
             expected = expected_verdict(config, request.target, request.data)
-            warnings = audit_warnings(request, results)
+            warnings = audit_warnings(request, results) + foreign
             if config.strict and warnings:
                 results = _inconclusive(results, METHOD_PLANS[config.method][0])
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"

@@ -16,7 +16,7 @@ from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, Oracle, Predicti
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.tracking import keys
 from ema.workflows.audit_request import AuditRequest
-from ema.workflows.cached_models import cached_model, registered_oracle
+from ema.workflows.cached_models import cached_model, helper_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
 from ema.workflows.target import Target
 
@@ -103,7 +103,7 @@ def fit_calibrated(
     """Score the reference through the target and the calibration halves through f_cal, and calibrate."""
     reference = read_set(reference_file) if reference_file else target.splits().calibration
     outcome = ensure_plan(plan, progress=progress)
-    calibration_model = registered_oracle(outcome.version, target.transform)
+    calibration_model = helper_oracle(outcome.entry, target)
     members, nonmembers = plan.halves()
     auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
         oracle.predict_proba(reference.x),

@@ -1,17 +1,21 @@
-"""Models the auditor trains for itself with the target's recipe, cached in the registry."""
+"""Models the auditor trains for itself with the target's recipe, cached in the registry, read back as data.
+
+A cached model is used only if the auditor's own run recorded it with the files it has now
+(:mod:`ema.tracking.helper_cache`), and it is rebuilt from its weights into the recipe's
+architecture (:mod:`ema.training.helper_loading`): nothing the registry holds runs here.
+"""
 
 from __future__ import annotations
 
-import functools
-
 from ema.data.arrays import ArraySet
-from ema.inputs import InputTransform
-from ema.oracle import Oracle, PyfuncOracle
+from ema.oracle import LocalOracle, Oracle
 from ema.tracking import keys
-from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register
+from ema.tracking.helper_cache import TrustedEntry, find_entry, record_entry
+from ema.tracking.registry import log_and_register
 from ema.tracking.runs import start_run, tracking_uri
 from ema.tracking.single_flight import single_flight
 from ema.training.clones import package_trained
+from ema.training.helper_loading import load_helper
 from ema.training.recipes import recipe_to_json
 from ema.validation import short_hash
 from ema.workflows.target import Target
@@ -36,11 +40,11 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
     name = ROLE_MODEL_NAMES[role]
     cache_key = model_cache_key(target, role, data)
 
-    def build() -> RegisteredVersion:
+    def build() -> TrustedEntry:
         with start_run(f"train {role} {data.name} for {target.label}"):
             classifier = target.require_recipe().fit(data.pixels(), data.y, progress=progress)
             with package_trained(classifier, data.x) as package:
-                return log_and_register(
+                version = log_and_register(
                     package,
                     name=name,
                     alias=None,
@@ -51,23 +55,38 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
                         keys.TAG_DATA_FINGERPRINT: data.fingerprint,
                     },
                 )
+            return record_entry(version, cache_key)
 
-    version, built = single_flight(name, cache_key, find=lambda: find_cached_version(name, cache_key), build=build)
-    return registered_oracle(version, target.transform), not built
+    entry, built = single_flight(name, cache_key, find=lambda: usable_entry(name, cache_key, target), build=build)
+    return helper_oracle(entry, target), not built
 
 
-def registered_oracle(version: RegisteredVersion, transform: InputTransform) -> Oracle:
-    """A registered version of one of our models as an oracle, loaded once per process and store.
+def usable_entry(name: str, cache_key: str, target: Target) -> TrustedEntry | None:
+    """The auditor's own entry under ``cache_key`` whose files the target's recipe reads back, or None."""
+    return find_entry(name, cache_key, read=lambda entry: helper_oracle(entry, target))
 
-    A version's files never change, so a grid that audits many cells against the same
-    calibration or KS-ratio models loads each of them once. The cache key includes the
-    version's run: a model deleted and registered again restarts at version 1.
+
+def helper_oracle(entry: TrustedEntry, target: Target) -> Oracle:
+    """One of the auditor's own models as an oracle, rebuilt from its weights once per process and store.
+
+    A checked entry's files never change (their digest is part of the key, and the cache key
+    they were found under holds the recipe), so a grid that audits many cells against the
+    same calibration or KS-ratio models loads each of them once.
+
+    Raises
+    ------
+    HelperLoadError
+        If the files do not hold what the target's recipe builds.
     """
-    if version.run_id is None:
-        return PyfuncOracle(version.uri, outputs="probabilities", transform=transform)
-    return _pinned_oracle(tracking_uri(), version.uri, version.run_id, transform)
+    key = (tracking_uri(), entry.version.uri, entry.version.run_id, entry.digest)
+    if key not in _LOADED:
+        if len(_LOADED) >= MAX_LOADED:
+            _LOADED.pop(next(iter(_LOADED)))
+        classifier = load_helper(target.require_recipe(), entry.path)
+        _LOADED[key] = LocalOracle(classifier, source=f"helper model {entry.version.uri!r}")
+    return _LOADED[key]
 
 
-@functools.lru_cache(maxsize=16)
-def _pinned_oracle(tracking_uri: str, model_uri: str, run_id: str, transform: InputTransform) -> Oracle:
-    return PyfuncOracle(model_uri, outputs="probabilities", transform=transform)
+#: Helper oracles loaded in this process, oldest first, at most :data:`MAX_LOADED`.
+MAX_LOADED = 16
+_LOADED: dict[tuple[str, str, str | None, str], Oracle] = {}

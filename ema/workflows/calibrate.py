@@ -22,7 +22,8 @@ from ema.data.arrays import ArraySet
 from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality
 from ema.signals import SIGNALS
 from ema.tracking import keys
-from ema.tracking.registry import RegisteredVersion, find_cached_version, log_and_register, set_alias
+from ema.tracking.helper_cache import TrustedEntry, record_entry
+from ema.tracking.registry import RegisteredVersion, log_and_register, set_alias
 from ema.tracking.runs import (
     MissingArtifact,
     log_artifacts_atomically,
@@ -36,6 +37,7 @@ from ema.tracking.single_flight import single_flight
 from ema.training.clones import CloneRecipe, package_trained
 from ema.training.recipes import Recipe, recipe_to_json
 from ema.validation import check_model_name, redact_url, short_hash
+from ema.workflows.cached_models import usable_entry
 from ema.workflows.target import Target, resolve_target
 
 #: Tag values of ``ema.calibration_cache``; a stale cache says ``stale: <why>``.
@@ -46,13 +48,13 @@ MAX_REASON = 400
 
 @dataclass(frozen=True)
 class CalibrationOutcome:
-    """A calibration version, its thresholds (``calibration.json``), and how the cache answered.
+    """A calibration version (an entry the auditor made), its thresholds (``calibration.json``), how the cache answered.
 
     ``cache`` is ``hit``, ``miss``, or ``stale: <reason>`` when a cached version was found
     but could not be used, and was trained again.
     """
 
-    version: RegisteredVersion
+    entry: TrustedEntry
     thresholds: dict
     cached: bool
     cache: str = ""
@@ -60,6 +62,10 @@ class CalibrationOutcome:
     def __post_init__(self) -> None:
         if not self.cache:
             object.__setattr__(self, "cache", CACHE_HIT if self.cached else CACHE_MISS)
+
+    @property
+    def version(self) -> RegisteredVersion:
+        return self.entry.version
 
 
 def calibration_halves(calibration: ArraySet, seed: int) -> tuple[ArraySet, ArraySet]:
@@ -104,7 +110,7 @@ class CalibrationPlan:
     cal_seed: int
     cache_key: str
     model_name: str
-    cached: RegisteredVersion | None
+    cached: TrustedEntry | None
     corruption: str = DEFAULT_CORRUPTION
 
     @classmethod
@@ -113,7 +119,7 @@ class CalibrationPlan:
     ) -> CalibrationPlan:
         clean = target.splits().calibration
         cache_key = calibration_cache_key(target.require_recipe(), clean, k, cal_seed, corruption)
-        cached = find_cached_version(model_name, cache_key)
+        cached = usable_entry(model_name, cache_key, target)
         return cls(
             target=target,
             clean=clean,
@@ -138,7 +144,7 @@ class CalibrationPlan:
         """The plan's cached version with its thresholds; raises MissingArtifact if they cannot be read."""
         return self.load(self.cached)
 
-    def load(self, version: RegisteredVersion) -> CalibrationOutcome:
+    def load(self, entry: TrustedEntry) -> CalibrationOutcome:
         """A registered calibration with its thresholds.
 
         Raises
@@ -146,12 +152,11 @@ class CalibrationPlan:
         MissingArtifact
             If the version's run or its ``calibration.json`` is gone, or holds no thresholds.
         """
-        if version.run_id is None:
-            raise MissingArtifact(f"version {version.version} of {version.name} has no run holding its thresholds")
-        thresholds = read_json_artifact(version.run_id, keys.ARTIFACT_CALIBRATION)
+        run_id = entry.version.run_id
+        thresholds = read_json_artifact(run_id, keys.ARTIFACT_CALIBRATION)
         if not isinstance(thresholds.get("signals"), dict):
-            raise MissingArtifact(f"{keys.ARTIFACT_CALIBRATION} of run {version.run_id} holds no thresholds")
-        return CalibrationOutcome(version, thresholds, cached=True)
+            raise MissingArtifact(f"{keys.ARTIFACT_CALIBRATION} of run {run_id} holds no thresholds")
+        return CalibrationOutcome(entry, thresholds, cached=True)
 
     def halves(self) -> tuple[ArraySet, ArraySet]:
         """f_cal's training half (members) and held-out half (non-members), at quality k."""
@@ -199,7 +204,7 @@ class CalibrationPlan:
                 },
             )
         set_tags({keys.TAG_CALIBRATION_VERSION: version.uri})
-        return CalibrationOutcome(version, thresholds, cached=False, cache=cache)
+        return CalibrationOutcome(record_entry(version, self.cache_key), thresholds, cached=False, cache=cache)
 
     @property
     def run_name(self) -> str:
@@ -228,16 +233,16 @@ class _CacheLookup:
 
     def find(self) -> CalibrationOutcome | None:
         """The usable cached calibration, or None; the first look reuses the plan's own lookup."""
-        version = self.plan.cached if not self._asked else None
-        if version is None:
-            version = find_cached_version(self.plan.model_name, self.plan.cache_key)
+        entry = self.plan.cached if not self._asked else None
+        if entry is None:
+            entry = usable_entry(self.plan.model_name, self.plan.cache_key, self.plan.target)
         self._asked = True
-        if version is None:
+        if entry is None:
             return None
         try:
-            return self.plan.load(version)
+            return self.plan.load(entry)
         except MissingArtifact as exc:
-            reason = f"{CACHE_STALE}: version {version.version} of {version.name}: {exc}"
+            reason = f"{CACHE_STALE}: version {entry.version.version} of {entry.version.name}: {exc}"
             self.stale = reason[:MAX_REASON]
             return None
 

@@ -26,7 +26,8 @@ from ema.data.files import read_set, write_set
 from ema.data.splits import QUERY_NAMES
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
-from ema.tracking.registry import MODELS_URI, RegisteredVersion, find_cached_version, log_and_register, set_version_tags
+from ema.tracking.helper_cache import find_entry, record_entry
+from ema.tracking.registry import MODELS_URI, RegisteredVersion, log_and_register, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, run_metrics, start_run
 from ema.tracking.single_flight import single_flight
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, package_trained
@@ -182,7 +183,8 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
     name = target.version.name
 
     def find() -> UnlearnOutcome | None:
-        version = find_cached_version(name, cache_key)
+        entry = find_entry(name, cache_key)
+        version = entry.version if entry is not None else None
         metrics = run_metrics(version.run_id) if version is not None and version.run_id else {}
         if version is None or not set(UNLEARN_METRICS) <= set(metrics):
             return None
@@ -192,6 +194,7 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
     def build() -> UnlearnOutcome:
         outcome = unlearn(config, progress=progress)
         set_version_tags(outcome.version, {keys.TAG_CACHE_KEY: cache_key})
+        record_entry(outcome.version, cache_key)
         return outcome
 
     outcome, built = single_flight(name, cache_key, find=find, build=build)

@@ -84,17 +84,19 @@ def test_a_deleted_calibration_version_is_trained_again(trained):
     assert not again.cached and again.version.version != first.version.version
 
 
-def test_registered_models_are_loaded_once_per_process(trained):
-    from ema.inputs import InputTransform
-    from ema.workflows.cached_models import registered_oracle
+def test_helper_models_are_loaded_once_per_process(trained):
+    from ema.workflows.cached_models import helper_oracle
+    from ema.workflows.target import resolve_target
 
     _, outcome = trained
-    oracle = registered_oracle(outcome.version, InputTransform())
-    assert registered_oracle(outcome.version, InputTransform()) is oracle
-    with pytest.raises(InputError, match="drop --input-scale"):  # our models take raw images and scale them
-        registered_oracle(outcome.version, InputTransform(scale=255.0))
-    reborn = dataclasses.replace(outcome.version, run_id="another-run")  # same name and number, registered anew
-    assert registered_oracle(reborn, InputTransform()) is not oracle
+    calibration = calibrate(outcome.version.uri, k=90, progress=False)
+    target = resolve_target(outcome.version.uri)
+    oracle = helper_oracle(calibration.entry, target)
+    assert helper_oracle(calibration.entry, target) is oracle
+    reborn = dataclasses.replace(  # same name and number, registered anew
+        calibration.entry, version=dataclasses.replace(calibration.entry.version, run_id="another-run")
+    )
+    assert helper_oracle(reborn, target) is not oracle
 
 
 def test_audit_members_and_non_members(trained):

@@ -1,0 +1,111 @@
+"""Issue 23, critical: a model planted in the registry under a helper's name must not run in the auditor.
+
+The auditor finds its own helper models (calibration, the KS ratio's query and calibration-set
+models) by the version tag ``ema.cache_key``, which anyone who reads the registry can copy. A
+planted pyfunc whose ``load_context`` writes a canary file, registered under each helper name
+with every tag of the real version, must neither run nor change the audit's numbers, and the
+audit must say that it ignored a foreign entry.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from ema.tracking import keys
+from ema.tracking.helper_cache import TAG_HELPER, collect_foreign_entries, files_digest, find_entry
+from ema.training.spec import TrainSpec
+from ema.workflows.audit import AuditConfig, audit
+from ema.workflows.train import train_target
+from tests.conftest import module_store
+
+HELPER_NAMES = (keys.CALIBRATION_MODEL_NAME, "ema-query-model", "ema-calset-model")
+
+
+class CanaryModel(mlflow.pyfunc.PythonModel):
+    """What an attacker registers: loading it writes a file (it could run any command)."""
+
+    def __init__(self, canary: str) -> None:
+        self.canary = canary
+
+    def load_context(self, context) -> None:
+        Path(self.canary).write_text("planted code ran")
+
+    def predict(self, context, model_input, params=None):
+        return np.full((len(model_input), 10), 0.1, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory, template_db):
+    """A store with a small target, audited once by EMA and the KS ratio (which trains all three helpers)."""
+    with module_store(tmp_path_factory, template_db) as uri:
+        trained = train_target(TrainSpec(epochs=3), progress=False)
+        first = audit(AuditConfig(model_uri=trained.version.uri, query="M1", method="both"), progress=False)
+        yield uri, trained.version, first
+
+
+def recorded(name: str):
+    """The newest version of ``name`` that the auditor's own run recorded (the real helper)."""
+    client = MlflowClient()
+    versions = client.search_model_versions(f"name = '{name}'")
+    return max((v for v in versions if TAG_HELPER in client.get_run(v.run_id).data.tags), key=lambda v: int(v.version))
+
+
+def plant(name: str, canary: Path) -> str:
+    """Register a canary pyfunc under ``name`` with every tag of the real helper's version; its number."""
+    with mlflow.start_run():
+        info = mlflow.pyfunc.log_model(name="model", python_model=CanaryModel(str(canary)))
+    canary.unlink()  # MLflow loads a python_model once while logging it: the canary works
+    return str(mlflow.register_model(info.model_uri, name, tags=dict(recorded(name).tags)).version)
+
+
+def numbers(outcome) -> dict:
+    return {method: (result.metrics, result.verdict) for method, result in outcome.results.items()}
+
+
+def test_planted_helpers_with_copied_tags_run_nothing_and_change_nothing(audited, tmp_path):
+    _, version, first = audited
+    canary = tmp_path / "canary"
+    planted = {name: plant(name, canary) for name in HELPER_NAMES}
+    again = audit(AuditConfig(model_uri=version.uri, query="M1", method="both"), progress=False)
+    assert not canary.exists()
+    assert numbers(again) == numbers(first)
+    for name, number in planted.items():
+        assert any(f"models:/{name}/{number}" in w and "foreign cache entry" in w for w in again.warnings), name
+    logged = json.loads(MlflowClient().get_run(again.run_id).data.tags[keys.TAG_WARNINGS])
+    assert any("foreign cache entry" in w for w in logged)
+
+
+def test_a_planted_helper_with_a_forged_run_record_is_still_not_run(audited, tmp_path):
+    """Even a planted run that claims the entry (copying the run tag's form) loads as weights only, and fails."""
+    _, version, first = audited
+    canary = tmp_path / "canary"
+    name = keys.CALIBRATION_MODEL_NAME
+    claimed = json.loads(MlflowClient().get_run(recorded(name).run_id).data.tags[TAG_HELPER])
+    number = plant(name, canary)
+    planted = MlflowClient().get_model_version(name, number)
+    files = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{name}/{number}", dst_path=str(tmp_path / "f"))
+    forged = {**claimed, "version": number, "digest": files_digest(Path(files))}
+    MlflowClient().set_tag(planted.run_id, TAG_HELPER, json.dumps(forged))
+    again = audit(AuditConfig(model_uri=version.uri, query="M1", method="both"), progress=False)
+    assert not canary.exists()
+    assert numbers(again) == numbers(first)
+    assert any(f"models:/{name}/{number}" in w for w in again.warnings)
+
+
+def test_find_entry_ignores_versions_whose_run_did_not_record_them(audited, tmp_path):
+    """The unlearning and grid-target caches look up entries the same way: a copied version tag is not enough."""
+    _, version, _ = audited
+    name = keys.CALIBRATION_MODEL_NAME
+    key = recorded(name).tags[keys.TAG_CACHE_KEY]
+    number = plant(name, tmp_path / "canary")
+    with collect_foreign_entries() as foreign:
+        entry = find_entry(name, key)
+    assert entry is not None and entry.version.version != number
+    assert [w for w in foreign if f"models:/{name}/{number}" in w]
+    assert find_entry("ema-target", "no-such-key") is None
