@@ -24,6 +24,7 @@ from ema.workflows.options import (
     TrainSpec,
     command_limits,
     configure,
+    redact_url,
 )
 
 DEFAULTS = TrainSpec()
@@ -211,7 +212,10 @@ LIMIT_OPTIONS = ("max_params", "timeout")
 
 def workflow_command(fn: Callable) -> Callable:
     """Configure tracking from --experiment-name, run under --max-params and --timeout (where the command has
-    them), and turn EMAError into a one-line error (after its traceback under --verbose).
+    them), and turn EMAError into a one-line error without secrets (after its traceback under --verbose).
+
+    The message is the screen's last boundary: any URL it quotes is shown with its
+    credentials as ``***`` (:func:`ema.validation.redact_url`).
     """
 
     @experiment_option
@@ -225,7 +229,7 @@ def workflow_command(fn: Callable) -> Callable:
                 return fn(**kwargs)
         except EMAError as exc:
             if verbose:
-                click.echo("".join(traceback.format_exception(exc)), err=True, nl=False)
-            raise click.ClickException(str(exc)) from exc
+                click.echo(redact_url("".join(traceback.format_exception(exc))), err=True, nl=False)
+            raise click.ClickException(redact_url(str(exc))) from exc
 
     return wrapper

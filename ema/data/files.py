@@ -8,6 +8,9 @@ never unpickles.
 
 from __future__ import annotations
 
+import errno
+import os
+import uuid
 import zipfile
 import zlib
 from pathlib import Path
@@ -33,14 +36,56 @@ NPY_VERSIONS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.form
 NPZ_COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 
 
-def write_set(data: ArraySet, path: Path) -> Path:
-    """Write one set as a compressed ``.npz``; the file appears whole or not at all."""
+def write_set(data: ArraySet, path: Path, *, overwrite: bool = True) -> Path:
+    """Write one set as a compressed ``.npz``; the file appears whole or not at all.
+
+    The arrays go to a new file of a unique name in ``path``'s folder, which then takes
+    ``path``'s place in one step. With ``overwrite=False`` nothing already at ``path`` (a file,
+    a link, a folder) is ever replaced, not even one that appears while the set is written.
+
+    Raises
+    ------
+    FileExistsError
+        With ``overwrite=False``, if something is at ``path``.
+    OSError
+        If the folder does not exist or cannot be written.
+    """
     path = Path(path)
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("wb") as handle:
-        np.savez_compressed(handle, x=data.x, y=data.y, index=data.index)
-    partial.replace(path)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.partial")
+    try:
+        with partial.open("xb") as handle:
+            np.savez_compressed(handle, x=data.x, y=data.y, index=data.index)
+        if overwrite:
+            os.replace(partial, path)
+        else:
+            _publish_new(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
+
+
+def _publish_new(partial: Path, path: Path) -> None:
+    """Give the written ``partial`` the name ``path`` unless something is there: a hard link fails if it is."""
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links: check, then move (a writer racing us could still lose)
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
+        os.replace(partial, path)
+
+
+def holds_set(path: Path, data: ArraySet) -> bool:
+    """Whether ``path`` is a set file holding exactly ``data``'s arrays (images, labels, positions).
+
+    Anything else (a missing or unreadable file, another format, other values) is False.
+    """
+    try:
+        found = read_set(path, image_shape=data.x.shape[1:3])
+    except (InputError, OSError):
+        return False
+    return all(np.array_equal(getattr(found, name), getattr(data, name)) for name in ("x", "y", "index"))
 
 
 def read_set(

@@ -63,6 +63,16 @@ class AuditEvaluator(ModelEvaluator):
         return model_type == MODEL_TYPE
 
     @abstractmethod
+    def checked_config(self, config: dict[str, object]) -> dict[str, object]:
+        """The evaluator config, refused on an unknown key or a value of the wrong type before any work.
+
+        Raises
+        ------
+        InputError
+            Naming the key, what it takes and what arrived.
+        """
+
+    @abstractmethod
     def run_audit(self, model_uri: str, query: ArraySet, config: Mapping[str, object]) -> str:
         """Audit ``query`` against ``model_uri`` in a run nested under the active one; return its run id.
 
@@ -90,10 +100,10 @@ class AuditEvaluator(ModelEvaluator):
             Without a model (static predictions cannot be audited: the audit queries the
             model itself), or when the model's registered version cannot be told.
         InputError
-            On a table that is not 28 x 28 images with integer labels, or of more rows than the
-            config's ``max_query``, or a bad config.
+            On a bad config (refused first, by :meth:`checked_config`), a table that is not
+            28 x 28 images with integer labels, or one of more rows than the config's ``max_query``.
         """
-        config = dict(evaluator_config or {})
+        config = self.checked_config(dict(evaluator_config or {}))
         if model is None:
             raise EMAError(
                 "the ema evaluator audits a model, got none: pass model='models:/NAME@ALIAS' to "

@@ -30,7 +30,14 @@ from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
-from ema.validation import check_choice, check_finite, check_model_name, check_open_unit, check_positive_int
+from ema.validation import (
+    check_choice,
+    check_finite,
+    check_model_name,
+    check_open_unit,
+    check_positive_int,
+    redact_url,
+)
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.methods import METHODS
 from ema.workflows.references import Reference, member_reference, nonmember_reference
@@ -230,8 +237,8 @@ class AuditConfig:
             keys.PARAM_K: self.k,
             keys.PARAM_CAL_SEED: self.cal_seed,
             keys.PARAM_CORRUPTION: self.corruption,
-            keys.PARAM_MODEL_URI: target.model_uri or "",
-            keys.PARAM_MODEL_URL: target.model_url or "",
+            keys.PARAM_MODEL_URI: redact_url(target.model_uri or ""),
+            keys.PARAM_MODEL_URL: redact_url(target.model_url or ""),
             keys.PARAM_MODEL_NAME: target.version.name if target.version else "",
             keys.PARAM_MODEL_VERSION: target.version.version if target.version else "",
             keys.PARAM_THRESHOLD_MODE: self.threshold_mode,

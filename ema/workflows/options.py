@@ -28,6 +28,7 @@ from ema.tracking.keys import (
 )
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
 from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UNLEARN_METHODS, UnlearnSpec
+from ema.validation import redact_url
 from ema.workflows.methods import METHODS
 
 
@@ -79,4 +80,5 @@ __all__ = [
     "VERDICTS",
     "command_limits",
     "configure",
+    "redact_url",
 ]

@@ -21,6 +21,7 @@ from ema.tracking.registry import MODELS_URI, RegisteredVersion, resolve_version
 from ema.training.clones import CloneRecipe, SklearnCloneRecipe, TorchCloneRecipe
 from ema.training.recipes import Recipe, TorchRecipe, load_recipe, recipe_from_json
 from ema.training.spec import TrainSpec
+from ema.validation import redact_url
 
 #: Values of the tag ``ema.calibration_source``: how the calibration model came to be.
 SOURCE_CLONE, SOURCE_RECIPE, SOURCE_SUPPLIED = "clone", "recipe", "supplied"
@@ -72,7 +73,7 @@ class Target:
         if self.recipe is not None:
             return self.recipe
         if self.model_url is not None:
-            where = f"{self.model_url} is reached over HTTP, where its architecture cannot be cloned"
+            where = f"{redact_url(self.model_url)} is reached over HTTP, where its architecture cannot be cloned"
         elif self.version is not None:
             where = f"model {self.version.uri} has no tag {keys.TAG_RECIPE!r} and is not a sklearn or pytorch model"
         else:
@@ -84,9 +85,10 @@ class Target:
 
     @property
     def label(self) -> str:
+        """How runs and messages name the model: its registered version, else its URI or URL without secrets."""
         if self.version is not None:
             return f"{self.version.name} v{self.version.version}"
-        return self.model_uri or self.model_url or "model"
+        return redact_url(self.model_uri or self.model_url or "model")
 
     def splits(self) -> Splits:
         return load_splits(self.data, self.data_seed, self.data_root)

@@ -183,3 +183,11 @@ def test_audit_config_maps_every_evaluator_key_as_ema_audit_names_it():
     )
     assert config.strict and config.margin == 0.2 and config.transform == InputTransform(scale=255.0)
     assert config.calibration.model_uri == "models:/cal/1" and config.query_file == "q.npz"
+
+
+def test_every_evaluator_config_key_the_glue_or_audit_config_reads_has_a_kind():
+    from ema.tracking.evaluator import GLUE_KEYS
+    from ema.workflows.evaluation import CALIBRATION_KEYS, KEY_KINDS, KINDS, RENAMED, SAME_NAME
+
+    assert {*GLUE_KEYS, *SAME_NAME, *RENAMED, *CALIBRATION_KEYS} <= set(KEY_KINDS)
+    assert set(KEY_KINDS.values()) <= set(KINDS)
