@@ -78,8 +78,10 @@ def current_limits() -> Limits:
 
 
 @contextmanager
-def command_limits(*, max_params: int = DEFAULT_MAX_PARAMS, timeout: float | None = None) -> Iterator[Limits]:
-    """Run the body under these limits; the deadline starts now.
+def command_limits(
+    *, max_params: int = DEFAULT_MAX_PARAMS, timeout: float | None = None, started: float | None = None
+) -> Iterator[Limits]:
+    """Run the body under these limits; the deadline runs from ``started`` (``time.monotonic()``; default now).
 
     Raises
     ------
@@ -89,7 +91,8 @@ def command_limits(*, max_params: int = DEFAULT_MAX_PARAMS, timeout: float | Non
     check_positive_int("max_params", max_params)
     if timeout is not None:
         check_finite("timeout", timeout, minimum=0.0, open_minimum=True)
-    deadline = time.monotonic() + timeout if timeout is not None else math.inf
+    start = time.monotonic() if started is None else started
+    deadline = start + timeout if timeout is not None else math.inf
     token = _LIMITS.set(Limits(max_params=max_params, timeout=timeout, deadline=deadline))
     try:
         yield _LIMITS.get()

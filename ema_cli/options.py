@@ -26,6 +26,7 @@ from ema.workflows.options import (
     configure,
     redact_url,
 )
+from ema_cli.cli import STARTED
 
 DEFAULTS = TrainSpec()
 
@@ -128,7 +129,8 @@ def timeout_option(default: float | None) -> Callable:
         default=default,
         show_default=default is not None,
         help=(
-            "Seconds of wall time the whole command may take, training and scoring included; past them it stops, "
+            "Seconds of wall time the whole command may take from the program's start, imports, training and "
+            "scoring included; past them it stops, "
             "its run is FAILED and nothing more is registered." + (" Default: no limit." if default is None else "")
         ),
     )
@@ -223,8 +225,9 @@ def workflow_command(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(experiment_name: str, verbose: bool, **kwargs):
         limits = {name: kwargs.pop(name) for name in LIMIT_OPTIONS if name in kwargs}
+        started = (click.get_current_context().find_root().obj or {}).get(STARTED)
         try:
-            with command_limits(**limits):
+            with command_limits(**limits, started=started):
                 configure(experiment_name)
                 return fn(**kwargs)
         except EMAError as exc:
