@@ -240,6 +240,7 @@ def audit(
         query_file=query_file,
         transform=transform_from_options(input_scale, normalize),
         calibration=SuppliedCalibration(*supplied) if all(supplied) else None,
+        timeout=click.get_current_context().params["timeout"],  # the command's limit, recorded with the audit
         **options,
     )
     outcome = audit_workflow(config, progress=progress)

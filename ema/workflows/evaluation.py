@@ -78,6 +78,7 @@ KEY_KINDS = {
     "input_scale": NUMBER,
     "normalize": TEXT,
     "query_file": PATH,
+    "max_query": INTEGER,
     "progress": FLAG,
 }
 #: What a wrong value of a key most likely meant, and the fix.

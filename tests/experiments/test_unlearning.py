@@ -187,7 +187,8 @@ def test_cli_grid_unlearning_hands_every_option_it_reads_to_the_grid(store, monk
     model = _config_given(monkeypatch, "--model", "models:/t/1")
     assert model.model_uri == "models:/t/1" and model.data_seed is None and model.validate()
     # every option of `ema grid` is either read (above) or refused (below): none is accepted and ignored
-    shared = {"progress", "experiment_name"}  # every command's, read by workflow_command
+    # every command's, read by workflow_command; --max-params bounds every model the grid trains (ema.limits)
+    shared = {"progress", "experiment_name", "verbose", "max_params"}
     classified = {"name", "model_uri", *shared, *READ_OPTIONS, *REFUSED, "workers"}
     assert {param.name for param in grid.params} == classified
 

@@ -141,7 +141,7 @@ def test_the_ema_evaluator_refuses_pixels_in_another_range(trained, ema_evaluato
 def test_the_ema_evaluator_refuses_a_table_over_max_query_before_converting_it(trained, ema_evaluator, query):
     with pytest.raises(ValueError, match=rf"expected at most 50 images, got {N_QUERY} .*--max-query {N_QUERY}"):
         evaluate(pixel_frame(query), max_query=50)
-    with pytest.raises(ValueError, match="expected max_query to be a positive integer, got 'many'"):
+    with pytest.raises(ValueError, match="expected ema evaluator config key 'max_query' as an integer, got str 'many'"):
         evaluate(pixel_frame(query), max_query="many")
 
 
