@@ -26,7 +26,7 @@ from ema.tracking.keys import (
 )
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
 from ema.training.unlearn_spec import UNLEARN_METHODS, UnlearnSpec
-from ema.workflows.methods import METHODS
+from ema.workflows.methods import METHODS, method_help
 
 
 def configure(experiment_name: str) -> None:
@@ -72,4 +72,5 @@ __all__ = [
     "UnlearnSpec",
     "VERDICTS",
     "configure",
+    "method_help",
 ]
