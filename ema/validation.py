@@ -17,6 +17,15 @@ from typing import TypeVar
 from ema.errors import InputError
 
 T = TypeVar("T")
+#: What replaces a secret in a URL that is recorded or shown.
+REDACTED = "***"
+#: The user information of a URL (``scheme://USERINFO@host``), up to its last ``@`` before the path.
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s]*)@")
+#: A query parameter whose name says it carries a secret (``?api_key=...``, ``&X-Amz-Signature=...``).
+_SECRET_PARAMETER = re.compile(
+    r"(?P<name>[?&;][^=&#\s]*(?:token|key|secret|passw|pwd|sig|credential|auth)[^=&#\s]*)=(?P<value>[^&#\s]*)",
+    re.IGNORECASE,
+)
 #: Hex digits kept of a SHA-256 digest: short enough for a tag, long enough not to collide.
 SHORT_HASH_LENGTH = 16
 
@@ -108,3 +117,24 @@ def short_hash(payload: object) -> str:
     """
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:SHORT_HASH_LENGTH]
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the secrets of every URL in it replaced by ``***``: passwords, lone user names, token parameters.
+
+    ``http://user:secret@host/x?api_key=k`` becomes ``http://user:***@host/x?api_key=***``; a
+    user name without a password (``https://TOKEN@host``) is often a token and is hidden whole.
+    Applied wherever a URL is recorded (params, tags, run names, reports) or shown (messages);
+    the caller keeps the real URL to connect with. Works on a URL or on a message quoting URLs.
+
+    >>> redact_url("scoring server http://me:pw@127.0.0.1:5001/invocations?token=t failed")
+    'scoring server http://me:***@127.0.0.1:5001/invocations?token=*** failed'
+    """
+    text = _URL_USERINFO.sub(_redacted_userinfo, text)
+    return _SECRET_PARAMETER.sub(rf"\g<name>={REDACTED}", text)
+
+
+def _redacted_userinfo(match: re.Match) -> str:
+    user, has_password, _ = match["userinfo"].partition(":")
+    shown = f"{user}:{REDACTED}" if has_password else REDACTED
+    return f"{match['scheme']}{shown}@"

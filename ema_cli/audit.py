@@ -23,10 +23,13 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     k_option,
+    max_params_option,
+    max_query_option,
     progress_option,
     query_file_option,
     query_option,
     recipe_option,
+    timeout_option,
     workflow_command,
 )
 
@@ -165,18 +168,14 @@ from ema_cli.options import (
     show_default=True,
     help="With --method calibrated: not_memorized only if the retained share's upper bound is at most this.",
 )
+@max_query_option
 @click.option(
     "--strict",
     is_flag=True,
     help="A warned audit gets the verdict inconclusive and the command exits non-zero.",
 )
-@click.option(
-    "--timeout",
-    type=float,
-    default=DEFAULT_TIMEOUT,
-    show_default=True,
-    help="With --model-url: seconds the whole scoring may take (wall time), then the run fails.",
-)
+@timeout_option(DEFAULT_TIMEOUT)
+@max_params_option
 @click.option(
     "--request-timeout",
     type=float,

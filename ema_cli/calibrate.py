@@ -3,7 +3,16 @@
 import click
 
 from ema.workflows.options import CALIBRATION_MODEL_NAME
-from ema_cli.options import cal_seed_option, k_option, model_option, progress_option, recipe_option, workflow_command
+from ema_cli.options import (
+    cal_seed_option,
+    k_option,
+    max_params_option,
+    model_option,
+    progress_option,
+    recipe_option,
+    timeout_option,
+    workflow_command,
+)
 
 
 @click.command("calibrate")
@@ -17,6 +26,8 @@ from ema_cli.options import cal_seed_option, k_option, model_option, progress_op
     show_default=True,
     help="Registered name of calibration models.",
 )
+@max_params_option
+@timeout_option(None)
 @progress_option
 @workflow_command
 def calibrate(model_uri, k, cal_seed, recipe_file, calibration_name, progress):

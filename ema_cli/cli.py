@@ -22,10 +22,16 @@ in turn), for memory the operating system takes back at once. Frozen objects are
 import gc
 import importlib
 import os
+import time
 
 import click
 
 from ema import __version__
+
+#: Key of the root context's ``obj`` holding when the ``ema`` program started (``time.monotonic()``):
+#: ``--timeout`` counts from there, the command's imports included. Unset (``main`` invoked
+#: in-process, as the tests do), it counts from the command's own start.
+STARTED = "started"
 
 #: Each command: the module and attribute that define it, and the first line of its help (``ema --help`` shows it).
 COMMANDS = {
@@ -120,6 +126,6 @@ def run(args: list[str] | None = None) -> None:
     callers that go on invoke ``main`` itself, which leaves the collector as it found it.
     """
     try:
-        main(args, prog_name="ema")
+        main(args, prog_name="ema", obj={STARTED: time.monotonic()})
     finally:
         gc.freeze()

@@ -6,7 +6,14 @@ import click
 
 from ema.workflows.data import EXPORT_FORMATS, describe_source, export_query, export_splits
 from ema.workflows.options import SOURCE_NAMES, EMAError
-from ema_cli.options import data_option, data_seed_option, query_file_option, query_option, root_option
+from ema_cli.options import (
+    data_option,
+    data_seed_option,
+    max_query_option,
+    query_file_option,
+    query_option,
+    root_option,
+)
 
 
 @click.group("data")
@@ -76,12 +83,15 @@ def splits(out_dir, data_name, root, data_seed):
 @data_option
 @root_option
 @data_seed_option
-def export(table_format, out_dir, query, query_file, data_name, root, data_seed):
+@max_query_option
+def export(table_format, out_dir, query, query_file, data_name, root, data_seed, max_query):
     """Write a query as a table that --engine spark (or any Parquet reader) audits."""
     if (query is None) == (query_file is None):
         raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
     try:
-        arrays = export_query(out_dir, query=query, query_file=query_file, data=data_name, seed=data_seed, root=root)
+        arrays = export_query(
+            out_dir, query=query, query_file=query_file, data=data_name, seed=data_seed, root=root, max_query=max_query
+        )
     except (EMAError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"{out_dir}  {len(arrays)} images ({table_format}), fingerprint {arrays.fingerprint}")

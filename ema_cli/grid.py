@@ -10,6 +10,7 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     data_seed_option,
+    max_params_option,
     progress_option,
     root_option,
     workflow_command,
@@ -117,6 +118,7 @@ UNLEARNING_DEFAULTS = UnlearningGridConfig()
     show_default=True,
     help="Processes that audit the cells at once; each model is still trained once, and cells.csv is the same.",
 )
+@max_params_option
 @progress_option
 @workflow_command
 def grid(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,16 +11,22 @@ import click
 
 from ema.workflows.options import (
     ARCHITECTURES,
+    AUDIT_BYTES_PER_IMAGE,
     DATA_SOURCES,
     DEFAULT_DATA,
     DEFAULT_EXPERIMENT,
+    DEFAULT_MAX_PARAMS,
+    DEFAULT_MAX_QUERY,
     DEFAULT_TARGET_URI,
     OPTIMIZERS,
     QUERY_NAMES,
     EMAError,
     TrainSpec,
+    command_limits,
     configure,
+    redact_url,
 )
+from ema_cli.cli import STARTED
 
 DEFAULTS = TrainSpec()
 
@@ -38,6 +45,14 @@ experiment_option = click.option(
     default=DEFAULT_EXPERIMENT,
     show_default=True,
     help="MLflow experiment for the runs (ignored under `mlflow run`, which picks its own).",
+)
+verbose_option = click.option(
+    "--verbose",
+    is_flag=True,
+    help=(
+        "On failure, print the error's full traceback (with the Spark executor's, under --engine spark) before its "
+        "one-line message. Default: the one line only."
+    ),
 )
 k_option = click.option(
     "--k",
@@ -92,6 +107,47 @@ query_option = click.option(
 )
 query_file_option = click.option(
     "--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index."
+)
+max_params_option = click.option(
+    "--max-params",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_PARAMS,
+    show_default=True,
+    help=(
+        "The most parameters a model this command trains may have, estimated from its recipe before anything is "
+        "built; its training may also hold at most 16 bytes per such parameter. The default takes about 8 GB to "
+        "train (float32 weight, gradient and Adam's two moments): a third of a 24 GB machine."
+    ),
+)
+
+
+def timeout_option(default: float | None) -> Callable:
+    """``--timeout``: seconds the whole command may take (``default`` None: no limit)."""
+    return click.option(
+        "--timeout",
+        type=float,  # checked by command_limits, with the workbench's message
+        default=default,
+        show_default=default is not None,
+        help=(
+            "Seconds of wall time the whole command may take from the program's start, imports, training and "
+            "scoring included; past them it stops, "
+            "its run is FAILED and nothing more is registered." + (" Default: no limit." if default is None else "")
+        ),
+    )
+
+
+max_query_option = click.option(
+    "--max-query",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_QUERY,
+    show_default=True,
+    help=(
+        "The most images a set read from a file or table may hold (query, references, calibration members, "
+        "retained and forget sets), checked from its header before it is read. An audit holds about "
+        f"{AUDIT_BYTES_PER_IMAGE // 1000} KB per image at its peak (measured), so the default needs about "
+        f"{DEFAULT_MAX_QUERY * AUDIT_BYTES_PER_IMAGE / 1e9:.0f} GB beside the process's own 1 GB: a fifth of a "
+        "24 GB machine."
+    ),
 )
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
 
@@ -152,16 +208,31 @@ def spec_from_options(
     )
 
 
+#: Options the command runs under (``ema.limits.command_limits``) rather than passes on.
+LIMIT_OPTIONS = ("max_params", "timeout")
+
+
 def workflow_command(fn: Callable) -> Callable:
-    """Configure tracking from --experiment-name, and turn EMAError into a one-line usage error."""
+    """Configure tracking from --experiment-name, run under --max-params and --timeout (where the command has
+    them), and turn EMAError into a one-line error without secrets (after its traceback under --verbose).
+
+    The message is the screen's last boundary: any URL it quotes is shown with its
+    credentials as ``***`` (:func:`ema.validation.redact_url`).
+    """
 
     @experiment_option
+    @verbose_option
     @functools.wraps(fn)
-    def wrapper(experiment_name: str, **kwargs):
+    def wrapper(experiment_name: str, verbose: bool, **kwargs):
+        limits = {name: kwargs.pop(name) for name in LIMIT_OPTIONS if name in kwargs}
+        started = (click.get_current_context().find_root().obj or {}).get(STARTED)
         try:
-            configure(experiment_name)
-            return fn(**kwargs)
+            with command_limits(**limits, started=started):
+                configure(experiment_name)
+                return fn(**kwargs)
         except EMAError as exc:
-            raise click.ClickException(str(exc)) from exc
+            if verbose:
+                click.echo(redact_url("".join(traceback.format_exception(exc))), err=True, nl=False)
+            raise click.ClickException(redact_url(str(exc))) from exc
 
     return wrapper

@@ -6,6 +6,7 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     k_option,
+    max_query_option,
     model_option,
     progress_option,
     recipe_option,
@@ -33,6 +34,7 @@ from ema_cli.options import (
     type=click.Path(dir_okay=False),
     help=".npz of data the target never saw (default: the calibration set).",
 )
+@max_query_option
 @progress_option
 @workflow_command
 def power(target_power, **options):

@@ -6,9 +6,11 @@ from ema.workflows.options import TARGET_ALIAS, TARGET_MODEL_NAME
 from ema_cli.options import (
     data_option,
     data_seed_option,
+    max_params_option,
     progress_option,
     root_option,
     spec_from_options,
+    timeout_option,
     train_spec_options,
     workflow_command,
 )
@@ -21,6 +23,8 @@ from ema_cli.options import (
 @data_seed_option
 @click.option("--model-name", default=TARGET_MODEL_NAME, show_default=True, help="Registered model name.")
 @click.option("--alias", default=TARGET_ALIAS, show_default=True, help="Alias set on the new version.")
+@max_params_option
+@timeout_option(None)
 @progress_option
 @workflow_command
 def train(data_name, root, data_seed, model_name, alias, progress, **spec_options):

@@ -2,8 +2,15 @@
 
 import click
 
-from ema.workflows.options import MEMBER_NAMES, UNLEARN_METHODS, UNLEARNED_ALIAS, UnlearnSpec
-from ema_cli.options import model_option, progress_option, workflow_command
+from ema.workflows.options import DEFAULT_RETAIN_MARGIN, MEMBER_NAMES, UNLEARN_METHODS, UNLEARNED_ALIAS, UnlearnSpec
+from ema_cli.options import (
+    max_params_option,
+    max_query_option,
+    model_option,
+    progress_option,
+    timeout_option,
+    workflow_command,
+)
 
 
 @click.command("unlearn")
@@ -43,15 +50,37 @@ from ema_cli.options import model_option, progress_option, workflow_command
     default=None,
     help="The data to keep (.npz), for a model whose training data is not recorded.",
 )
+@click.option(
+    "--min-retain-accuracy",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help=(
+        "Refuse to register a result whose accuracy on the retained data is below this. Default: chance (the "
+        f"retained data's commonest class) + {DEFAULT_RETAIN_MARGIN}; 0 registers whatever comes out."
+    ),
+)
+@max_query_option
+@max_params_option
+@timeout_option(None)
 @progress_option
 @workflow_command
-def unlearn_command(model_uri, forget, method, epochs, lr, seed, alias, retain_file, progress):
+def unlearn_command(
+    model_uri, forget, method, epochs, lr, seed, alias, retain_file, min_retain_accuracy, max_query, progress
+):
     """Remove --forget from --model by --method; register the result as a new version of the same model."""
     from ema.workflows.unlearn import UnlearnConfig, unlearn
 
     spec = UnlearnSpec(method=method, epochs=epochs or None, lr=lr or None, seed=seed)
     outcome = unlearn(
-        UnlearnConfig(model_uri=model_uri, forget=forget, spec=spec, alias=alias, retain_file=retain_file),
+        UnlearnConfig(
+            model_uri=model_uri,
+            forget=forget,
+            spec=spec,
+            alias=alias,
+            retain_file=retain_file,
+            min_retain_accuracy=min_retain_accuracy,
+            max_query=max_query,
+        ),
         progress=progress,
     )
     m = outcome.metrics

@@ -20,6 +20,7 @@ LAYER_OF_PREFIX = {
     "ema": "root",
     "ema.errors": "base",
     "ema.validation": "base",
+    "ema.limits": "base",
     "ema.signals": "core",
     "ema.thresholds": "core",
     "ema.stats": "core",

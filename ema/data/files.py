@@ -8,6 +8,9 @@ never unpickles.
 
 from __future__ import annotations
 
+import errno
+import os
+import uuid
 import zipfile
 import zlib
 from pathlib import Path
@@ -15,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ema.data.arrays import IMAGE_SHAPE, ArraySet
+from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
 from ema.errors import InputError
 
 REQUIRED_ARRAYS = ("x", "y")
@@ -32,29 +36,75 @@ NPY_VERSIONS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.form
 NPZ_COMPRESSIONS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 
 
-def write_set(data: ArraySet, path: Path) -> Path:
-    """Write one set as a compressed ``.npz``; the file appears whole or not at all."""
+def write_set(data: ArraySet, path: Path, *, overwrite: bool = True) -> Path:
+    """Write one set as a compressed ``.npz``; the file appears whole or not at all.
+
+    The arrays go to a new file of a unique name in ``path``'s folder, which then takes
+    ``path``'s place in one step. With ``overwrite=False`` nothing already at ``path`` (a file,
+    a link, a folder) is ever replaced, not even one that appears while the set is written.
+
+    Raises
+    ------
+    FileExistsError
+        With ``overwrite=False``, if something is at ``path``.
+    OSError
+        If the folder does not exist or cannot be written.
+    """
     path = Path(path)
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("wb") as handle:
-        np.savez_compressed(handle, x=data.x, y=data.y, index=data.index)
-    partial.replace(path)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.partial")
+    try:
+        with partial.open("xb") as handle:
+            np.savez_compressed(handle, x=data.x, y=data.y, index=data.index)
+        if overwrite:
+            os.replace(partial, path)
+        else:
+            _publish_new(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 
-def read_set(path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE) -> ArraySet:
+def _publish_new(partial: Path, path: Path) -> None:
+    """Give the written ``partial`` the name ``path`` unless something is there: a hard link fails if it is."""
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        raise
+    except OSError:  # a filesystem without hard links: check, then move (a writer racing us could still lose)
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
+        os.replace(partial, path)
+
+
+def holds_set(path: Path, data: ArraySet) -> bool:
+    """Whether ``path`` is a set file holding exactly ``data``'s arrays (images, labels, positions).
+
+    Anything else (a missing or unreadable file, another format, other values) is False.
+    """
+    try:
+        found = read_set(path, image_shape=data.x.shape[1:3])
+    except (InputError, OSError):
+        return False
+    return all(np.array_equal(getattr(found, name), getattr(data, name)) for name in ("x", "y", "index"))
+
+
+def read_set(
+    path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE, max_images: int = DEFAULT_MAX_QUERY
+) -> ArraySet:
     """Read and validate a query file written by :func:`write_set` or by a user.
 
     Never unpickles: object arrays are refused. Each array's declared shape and dtype
     are checked against the size its archive member stores, and that size against what
-    its compressed bytes can expand to, before anything is allocated.
+    its compressed bytes can expand to, and the number of images against ``max_images``,
+    before anything is allocated: a small file that inflates to millions of images is
+    refused from its headers.
 
     Raises
     ------
     InputError
         If the file is missing, empty, not an ``.npz`` (a ``.npy``, a pickle, other bytes),
-        a damaged archive, lacks an array, declares more data than it holds, or an array
-        has the wrong dtype or shape, or the set is empty.
+        a damaged archive, lacks an array, declares more data than it holds or more than
+        ``max_images`` images, or an array has the wrong dtype or shape, or the set is empty.
     """
     path = Path(path)
     if not path.is_file():
@@ -80,6 +130,7 @@ def read_set(path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE) -> Array
             present = [name for name in (*REQUIRED_ARRAYS, *OPTIONAL_ARRAYS) if name in members]
             declared = {name: _declared_array(archive, members[name], path) for name in present}
             _check_declared(declared, path, image_shape)
+            check_set_size(declared["x"][0][0], limit=max_images, where=str(path))
             arrays = {name: _read_member(archive, members[name]) for name in present}
     except InputError:
         raise

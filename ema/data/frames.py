@@ -11,13 +11,16 @@ import numpy as np
 import pandas as pd
 
 from ema.data.arrays import IMAGE_SHAPE, ArraySet
+from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
 from ema.errors import InputError
 
 #: Pixel values as query files store them.
 PIXEL_MAX = 255
 
 
-def set_from_frame(features: pd.DataFrame | np.ndarray, labels: np.ndarray, *, name: str) -> ArraySet:
+def set_from_frame(
+    features: pd.DataFrame | np.ndarray, labels: np.ndarray, *, name: str, max_images: int = DEFAULT_MAX_QUERY
+) -> ArraySet:
     """The query set in a table of pixels and its labels.
 
     Parameters
@@ -30,6 +33,8 @@ def set_from_frame(features: pd.DataFrame | np.ndarray, labels: np.ndarray, *, n
         Integer class labels.
     name : str
         The set's name.
+    max_images : int
+        The most rows accepted, checked before the table is converted (which copies it as floats).
 
     Returns
     -------
@@ -39,8 +44,9 @@ def set_from_frame(features: pd.DataFrame | np.ndarray, labels: np.ndarray, *, n
     Raises
     ------
     InputError
-        If the table has another number of pixel columns, cells of another size, non-numeric
-        or fractional pixels, pixels outside 0-255, labels that are not integers, or no rows.
+        If the table has more than ``max_images`` rows, another number of pixel columns, cells of
+        another size, non-numeric or fractional pixels, pixels outside 0-255, labels that are not
+        integers, or no rows.
 
     Examples
     --------
@@ -48,6 +54,7 @@ def set_from_frame(features: pd.DataFrame | np.ndarray, labels: np.ndarray, *, n
     >>> set_from_frame(frame, np.array([3, 5]), name="q").x.shape
     (2, 28, 28)
     """
+    check_set_size(len(features), limit=max_images, where=f"evaluation table {name}")
     pixels = _pixel_matrix(features)
     n_pixels = IMAGE_SHAPE[0] * IMAGE_SHAPE[1]
     if pixels.shape[0] == 0:

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ema.data.arrays import IMAGE_SHAPE, ArraySet
+from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
 from ema.errors import InputError
 
 #: Column -> what it holds; the order the exporter writes.
@@ -48,6 +50,11 @@ def images_from_bytes(pixels: Iterable[bytes], *, where: str = "query table") ->
     if sizes - {IMAGE_BYTES}:
         raise _wrong_size(where, sorted(sizes))
     return np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), *IMAGE_SHAPE)
+
+
+def unreadable_table(where: str, reason: str) -> InputError:
+    """The error for a query table that is not Parquet or is corrupt, as every engine words it."""
+    return InputError(f"could not read query table {where} as Parquet: {reason}")
 
 
 def _wrong_size(where: str, sizes: list[int]) -> InputError:
@@ -84,21 +91,26 @@ def write_table(chunks: Iterable[ArraySet], out_dir: Path) -> Path:
     return out_dir
 
 
-def read_table(path: str | Path) -> ArraySet:
+def read_table(path: str | Path, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
     """Read a local query table (a Parquet file or folder) whole, for the in-process engine.
+
+    The row count comes from the Parquet metadata first: a table of more than ``max_images``
+    rows is refused before any row is read.
 
     Raises
     ------
     InputError
-        If the path is missing, not Parquet, lacks a column, or holds images of another size.
+        If the path is missing, not Parquet, holds more than ``max_images`` rows, lacks a
+        column, or holds images of another size.
     """
     path = Path(path)
     if not path.exists():
         raise InputError(f"expected a query table (a Parquet file or folder) at {path}, found nothing there")
     try:
+        check_set_size(ds.dataset(path, format="parquet").count_rows(), limit=max_images, where=str(path))
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"could not read query table {path} as Parquet: {str(exc).splitlines()[0]}") from exc
+        raise unreadable_table(str(path), str(exc).splitlines()[0]) from exc
     check_columns({field.name: field.type for field in table.schema}, where=str(path))
     empty = [name for name in QUERY_COLUMNS if table.column(name).null_count]
     if empty:

@@ -13,3 +13,5 @@ pyspark is imported by :mod:`ema.engines.spark` alone, so that the workbench run
 ENGINE_IN_PROCESS = "in-process"
 ENGINE_SPARK = "spark"
 ENGINES = (ENGINE_IN_PROCESS, ENGINE_SPARK)
+#: How a Spark master URL may start, besides ``yarn`` (what spark-submit accepts): checked before a JVM starts.
+SPARK_MASTER_PREFIXES = ("local", "spark://", "k8s://")

@@ -26,15 +26,17 @@ class PrepareBatch:
 
     Flat: Spark carries arrays of numbers, and the model's UDF reshapes them to its declared
     input shape and casts them to its dtype (a uint8 model's pixel values 0-255 are exact in
-    float32). ``spec`` is what the model declares, checked as the in-process oracle checks it.
+    float32). ``spec`` is what the model declares, checked as the in-process oracle checks it;
+    ``where`` names the table in errors, as the in-process engine names it.
     """
 
     transform: InputTransform
     spec: InputSpec
+    where: str = "query table"
 
     def __call__(self, batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
         for pixels in batches:
-            inputs = np.asarray(prepare_inputs(images_from_bytes(pixels), self.transform, self.spec))
+            inputs = np.asarray(prepare_inputs(images_from_bytes(pixels, where=self.where), self.transform, self.spec))
             yield pd.Series(list(inputs.reshape(len(inputs), -1).astype(np.float32)))
 
 

@@ -2,7 +2,8 @@
 
 Workers are fresh interpreters (the ``spawn`` start method): nothing of the parent's state
 (torch's thread pools, open database connections, MLflow's active run) is copied into them.
-Each runs ``initializer(*initargs)`` once, then ``work(task)`` for the tasks it is handed.
+Each takes on the parent's command limits (``--max-params``, ``--timeout``: :mod:`ema.limits`),
+runs ``initializer(*initargs)`` once, then ``work(task)`` for the tasks it is handed.
 The first task that raises stops the rest (tasks not yet started are cancelled) and its
 exception is raised here.
 """
@@ -15,6 +16,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import TypeVar
 
 from tqdm.auto import tqdm
+
+from ema.limits import Limits, adopt_limits, current_limits
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,7 +44,10 @@ def run_in_workers(
         return []
     context = multiprocessing.get_context(START_METHOD)
     with ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)), mp_context=context, initializer=initializer, initargs=initargs
+        max_workers=min(workers, len(tasks)),
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(current_limits(), initializer, initargs),
     ) as pool:
         futures = [pool.submit(work, task) for task in tasks]
         with tqdm(total=len(futures), desc=desc, unit="task", disable=not progress) as bar:
@@ -54,3 +60,8 @@ def run_in_workers(
                     pool.shutdown(wait=True, cancel_futures=True)
                     raise failed.exception()
         return [future.result() for future in futures]
+
+
+def _start_worker(limits: Limits, initializer: Callable[..., None], initargs: tuple) -> None:
+    adopt_limits(limits)
+    initializer(*initargs)

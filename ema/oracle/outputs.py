@@ -63,10 +63,12 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto") -> Predictions:
     Raises
     ------
     InputError
-        If the outputs are not of the declared or detected kind.
+        If the outputs are not of the declared or detected kind, or are booleans (see
+        :func:`refuse_booleans`), whatever the kind.
     """
     check_choice("outputs", kind, OUTPUT_KINDS)
     outputs = np.asarray(outputs)
+    refuse_booleans(outputs, "the model")
     if outputs.ndim == 0 or len(outputs) == 0:
         raise InputError(f"expected model outputs for at least one sample, got shape {outputs.shape}")
     if kind == "labels" or (kind == "auto" and _looks_like_labels(outputs)):
@@ -138,8 +140,7 @@ def numeric_outputs(raw: object, source: str = "the model", output_name: str | N
             f"expected {source} to return numbers (probabilities, logits or labels), got {_describe_outputs(raw)} "
             f"that do not form an array: {' '.join(str(exc).split())[:200]}"
         ) from exc
-    if outputs.dtype == bool:
-        return outputs.astype(np.int64)
+    refuse_booleans(outputs, source)
     if outputs.dtype.kind in "iuf":
         return outputs
     if outputs.dtype == object and outputs.ndim > 0:
@@ -152,6 +153,28 @@ def numeric_outputs(raw: object, source: str = "the model", output_name: str | N
     raise InputError(
         f"expected {source} to return numbers (probabilities, logits or labels), got {_describe_outputs(outputs)}"
     )
+
+
+def refuse_booleans(outputs: np.ndarray, source: str) -> None:
+    """Refuse booleans, under every output kind: they are neither probabilities nor class labels.
+
+    A bool matrix is a set of classes per sample (one-hot or several at once), not a
+    distribution: read as probabilities it fakes full confidence, so that a label-only answer
+    passes for probabilities and the confidence and entropy metrics measure nothing. A bool
+    vector names no class (which one is True?). Reading one-hot rows as labels would be sound
+    only for that one format; a model that answers labels can return their integers.
+
+    Raises
+    ------
+    InputError
+        If ``outputs`` is a boolean array.
+    """
+    if outputs.dtype == bool:
+        raise InputError(
+            f"expected {source} to return class probabilities or integer class labels, got booleans (shape "
+            f"{outputs.shape}), which are neither: return predict_proba's probabilities, or the predicted classes "
+            "as integers for a label-only audit"
+        )
 
 
 def select_output(outputs: dict, source: str, output_name: str | None = None) -> object:
@@ -198,7 +221,10 @@ def _as_matrix(value: object) -> np.ndarray | None:
     if _is_class_maps(value):
         value = _stack_class_maps(value)
     try:
-        matrix = np.asarray(value, dtype=np.float64)
+        matrix = np.asarray(value)
+        if matrix.dtype == bool:  # a set of classes, never a candidate for probabilities
+            return None
+        matrix = matrix.astype(np.float64)
     except (ValueError, TypeError):
         return None
     return matrix if matrix.ndim == 2 and matrix.shape[1] > 1 else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import http.client
 import logging
 import math
@@ -10,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,7 @@ from ema.oracle.base import IMAGE_INPUT_SHAPE, Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
 from ema.oracle.wire_format import CONTENT_TYPES, REQUEST_FORMATS, encode_request, parse_reply, server_message
-from ema.validation import check_choice, check_positive_int
+from ema.validation import check_choice, check_positive_int, redact_url
 
 #: Seconds one scoring through a server (one ``predict`` call: every batch, retry and wait) may take by default.
 DEFAULT_TIMEOUT = 600.0
@@ -63,6 +64,9 @@ class HttpOracle(Oracle):
     Parameters
     ----------
     url : str
+        The server's ``/invocations``. A ``user:password@`` in it is sent as HTTP Basic
+        authorization and never shown: ``self.url``, ``self.source`` and every message carry
+        the URL with its secrets replaced by ``***`` (:func:`ema.validation.redact_url`).
     timeout : float
         Seconds one scoring (one :meth:`predict` call: all batches, retries and waits) may
         take; on expiry :class:`ScoringTimeout` is raised. Default 600.
@@ -112,14 +116,15 @@ class HttpOracle(Oracle):
     ) -> None:
         parts, port = _check_url(url)
         _check_limits(timeout=timeout, request_timeout=request_timeout, retries=retries, backoff=backoff)
-        self.url, self.timeout, self.request_timeout = url, float(timeout), float(request_timeout)
+        self.url, self.timeout, self.request_timeout = redact_url(url), float(timeout), float(request_timeout)
         self.retries, self.backoff = retries, backoff
         self.concurrency = check_positive_int("concurrency", concurrency)
         self.request_format = check_choice("request format", request_format, HTTP_FORMATS)
         self._sending = "parquet" if request_format == AUTO_FORMAT else request_format
-        self.source = f"scoring server {url}"
+        self.source = f"scoring server {self.url}"
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._address = (parts.scheme, parts.hostname, port)
+        self._headers = _credential_headers(parts)
         self._local = threading.local()
         self._connections: list[TimedConnection] = []
         self._deadline = math.inf
@@ -215,7 +220,9 @@ class HttpOracle(Oracle):
             raise self._overall_timeout(problem)
         seconds = min(self.request_timeout, remaining)
         try:
-            status, reply = self._connection.post(self._path, body, content_type, seconds=seconds, most=most)
+            status, reply = self._connection.post(
+                self._path, body, {**self._headers, "Content-Type": content_type}, seconds=seconds, most=most
+            )
         except RequestExpired:
             if seconds < self.request_timeout:
                 raise self._overall_timeout(problem) from None
@@ -257,15 +264,24 @@ class HttpOracle(Oracle):
 
 
 def _check_url(url: object) -> tuple[SplitResult, int | None]:
-    """The parts and port of a scoring server's http(s) URL."""
+    """The parts and port of a scoring server's http(s) URL; messages show it without its secrets."""
     parts = urlsplit(url) if isinstance(url, str) else None
+    shown = redact_url(url) if isinstance(url, str) else url
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"expected an http(s):// URL of a scoring server's /invocations, got {url!r}")
+        raise InputError(f"expected an http(s):// URL of a scoring server's /invocations, got {shown!r}")
     try:
         port = parts.port
     except ValueError as exc:
-        raise InputError(f"expected an http(s):// URL with a valid port, got {url!r}: {exc}") from exc
+        raise InputError(f"expected an http(s):// URL with a valid port, got {shown!r}: {exc}") from exc
     return parts, port
+
+
+def _credential_headers(parts: SplitResult) -> dict[str, str]:
+    """HTTP Basic authorization from the URL's ``user:password@``, as curl sends it; none without a user."""
+    if parts.username is None:
+        return {}
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode("ascii")}
 
 
 def _check_limits(*, timeout: float, request_timeout: float, retries: int, backoff: float) -> None:

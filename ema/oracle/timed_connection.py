@@ -11,6 +11,7 @@ import http.client
 import select
 import socket
 import threading
+from collections.abc import Mapping
 
 
 class RequestExpired(Exception):
@@ -32,9 +33,11 @@ class TimedConnection:
         self.scheme, self.host, self.port = scheme, host, port
         self._connection: http.client.HTTPConnection | None = None
 
-    def post(self, path: str, body: bytes, content_type: str, *, seconds: float, most: int) -> tuple[int, bytes]:
-        """One POST of ``body`` (a ``content_type``) within ``seconds`` of wall time: (status, reply of at most
-        ``most`` + 1 bytes).
+    def post(
+        self, path: str, body: bytes, headers: Mapping[str, str], *, seconds: float, most: int
+    ) -> tuple[int, bytes]:
+        """One POST of ``body`` with ``headers`` (its Content-Type, any authorization) within ``seconds`` of wall
+        time: (status, reply of at most ``most`` + 1 bytes).
 
         A reply longer than ``most`` bytes is cut at ``most`` + 1, for the caller to refuse.
 
@@ -51,7 +54,7 @@ class TimedConnection:
             if connection.sock is None:
                 connection.connect()
             if not expired.is_set():
-                connection.request("POST", path, body=body, headers={"Content-Type": content_type})
+                connection.request("POST", path, body=body, headers=dict(headers))
                 response = connection.getresponse()
                 reply = _read_at_most(response, most)
         except (OSError, http.client.HTTPException) as exc:

@@ -31,13 +31,17 @@ from mlflow.models.evaluation.artifacts import CsvEvaluationArtifact, JsonEvalua
 
 from ema.data.arrays import ArraySet
 from ema.data.frames import set_from_frame
+from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
+from ema.validation import check_positive_int
 
 #: The model type the evaluator audits (a classifier's probabilities or labels).
 MODEL_TYPE = "classifier"
 #: Config keys the glue reads itself; every other key goes to :meth:`AuditEvaluator.run_audit`.
 GLUE_KEYS = ("model_uri",)
+#: The config key bounding the table's rows, read here (before the table is converted) and passed on to the audit.
+MAX_QUERY_KEY = "max_query"
 #: Tags of the audit run that say what kind of run it is and who ran it: not copied to the evaluation run.
 OWN_TAGS = (keys.TAG_RUN_KIND, keys.TAG_PID, keys.TAG_HOST)
 #: Set on the evaluation run: the id of the audit run nested under it.
@@ -57,6 +61,16 @@ class AuditEvaluator(ModelEvaluator):
     @classmethod
     def can_evaluate(cls, *, model_type, evaluator_config, **kwargs) -> bool:
         return model_type == MODEL_TYPE
+
+    @abstractmethod
+    def checked_config(self, config: dict[str, object]) -> dict[str, object]:
+        """The evaluator config, refused on an unknown key or a value of the wrong type before any work.
+
+        Raises
+        ------
+        InputError
+            Naming the key, what it takes and what arrived.
+        """
 
     @abstractmethod
     def run_audit(self, model_uri: str, query: ArraySet, config: Mapping[str, object]) -> str:
@@ -86,9 +100,10 @@ class AuditEvaluator(ModelEvaluator):
             Without a model (static predictions cannot be audited: the audit queries the
             model itself), or when the model's registered version cannot be told.
         InputError
-            On a table that is not 28 x 28 images with integer labels, or a bad config.
+            On a bad config (refused first, by :meth:`checked_config`), a table that is not
+            28 x 28 images with integer labels, or one of more rows than the config's ``max_query``.
         """
-        config = dict(evaluator_config or {})
+        config = self.checked_config(dict(evaluator_config or {}))
         if model is None:
             raise EMAError(
                 "the ema evaluator audits a model, got none: pass model='models:/NAME@ALIAS' to "
@@ -98,7 +113,8 @@ class AuditEvaluator(ModelEvaluator):
             raise InputError("expected the query labels: pass targets='label' (the label column's name)")
         model_uri = str(config.pop("model_uri", "") or registered_uri(model))
         name = _UNSAFE_NAME.sub("-", str(dataset.name or "query")).strip("-.") or "query"
-        query = set_from_frame(dataset.features_data, dataset.labels_data, name=name)
+        max_images = check_positive_int(MAX_QUERY_KEY, config.get(MAX_QUERY_KEY, DEFAULT_MAX_QUERY))
+        query = set_from_frame(dataset.features_data, dataset.labels_data, name=name, max_images=max_images)
         audit_run = self.run_audit(model_uri, query, config)
         metrics = mirror_audit_run(audit_run, run_id)
         artifact_uri = mlflow.get_run(audit_run).info.artifact_uri

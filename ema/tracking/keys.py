@@ -72,6 +72,8 @@ TAG_STRICT = "ema.strict"
 TAG_ENGINE = "ema.engine"
 #: Where a Spark audit wrote its membership table (--membership-out), when not logged as an artifact.
 TAG_MEMBERSHIP_URI = "ema.membership_uri"
+#: The evaluator's evaluation run: the resolved path where it kept the query table (its ``query_file``).
+TAG_QUERY_FILE = "ema.query_file"
 #: Grid parent runs: the grid's name, and the hash of everything that decides a cell's numbers.
 TAG_GRID = "ema.grid"
 TAG_GRID_CONFIG = "ema.grid.config"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -50,6 +51,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError
+from ema.limits import seconds_left
 from ema.tracking import keys
 from ema.tracking.store import lock_folder, retry_busy, retry_set, sqlite_path
 
@@ -137,11 +139,12 @@ def wait_seconds() -> float:
 def claim(name: str, cache_key: str) -> Iterator[None]:
     """Hold the right to build ``(name, cache_key)`` in the current tracking store; wait for it if needed."""
     uri = mlflow.get_tracking_uri()
+    wait = min(wait_seconds(), seconds_left(math.inf))  # never past the command's --timeout
     if claim_mode(uri) == MODE_LOCK:
-        with _file_claim(uri, name, cache_key, wait_seconds()):
+        with _file_claim(uri, name, cache_key, wait):
             yield
     else:
-        with _lease_claim(name, cache_key, wait_seconds()):
+        with _lease_claim(name, cache_key, wait):
             yield
 
 

@@ -10,7 +10,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ema.errors import EMAError
+from ema.limits import check_deadline
 from ema.training.architectures import ProbabilityModel
+from ema.training.sizes import check_size, torch_size
 from ema.training.spec import TrainSpec
 
 #: Rows per forward pass when scoring.
@@ -37,7 +39,15 @@ def fit(
     -------
     ProbabilityModel
         In eval mode; its forward returns probabilities of shape (n, 10).
+
+    Raises
+    ------
+    InputError
+        If the network is larger than the command's ``--max-params`` allows (checked before it is built).
+    TimeLimitExceeded
+        If the command's ``--timeout`` passes while training.
     """
+    check_size(torch_size(spec, len(labels)))
     torch.manual_seed(spec.seed)
     model = ProbabilityModel(spec)
     model.network.train()
@@ -65,6 +75,8 @@ def train_network(
     ------
     EMAError
         If the loss or the weights stop being finite.
+    TimeLimitExceeded
+        If the command's ``--timeout`` passes (checked before every step).
     """
     generator = torch.Generator().manual_seed(spec.seed)
     optimizer = make_optimizer(spec, network.parameters())
@@ -80,6 +92,7 @@ def train_network(
         order = torch.randperm(len(targets), generator=generator)
         total = torch.zeros(())
         for batch in order.split(spec.batch_size):
+            check_deadline(desc)
             optimizer.zero_grad(set_to_none=True)
             summed = loss_fn(network(inputs[batch]), targets[batch])
             (summed / len(batch)).backward()

@@ -39,7 +39,9 @@ import numpy as np
 
 from ema.errors import InputError
 from ema.inputs import InputTransform
-from ema.training.spec import TrainSpec
+from ema.limits import interruptible
+from ema.training.sizes import check_size, sklearn_size
+from ema.training.spec import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_HIDDEN_LAYERS, MAX_WIDTH, TrainSpec
 
 FRAMEWORKS = ("torch", "sklearn")
 SKLEARN_PACKAGE = "sklearn"
@@ -58,10 +60,8 @@ TORCH_FIELD_TYPES = {
     "batch_size": "integer",
     "seed": "integer",
 }
-#: Upper bounds on the sizes a torch recipe may ask for (a tag written by someone else must not exhaust memory).
-TORCH_FIELD_MAXIMA = {"hidden": 1 << 16, "epochs": 100_000, "batch_size": 1 << 20, "seed": (1 << 63) - 1}
-#: The most hidden layers a torch MLP recipe may ask for.
-MAX_HIDDEN_LAYERS = 64
+#: Upper bounds on the counts a torch recipe may ask for (its model's size is bounded by ``--max-params``).
+TORCH_FIELD_MAXIMA = {"hidden": MAX_WIDTH, "epochs": MAX_EPOCHS, "batch_size": MAX_BATCH_SIZE, "seed": (1 << 63) - 1}
 #: Input representation fields of a recipe's ``"input"`` mapping.
 INPUT_FIELDS = ("scale", "mean", "std")
 
@@ -154,8 +154,22 @@ class SklearnRecipe:
         return estimator
 
     def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
+        """Train the estimator on flattened pixels, within the command's limits (:mod:`ema.limits`).
+
+        Raises
+        ------
+        InputError
+            If the estimator cannot be trained on them, or would be larger than ``--max-params`` allows
+            (checked before it is built).
+        TimeLimitExceeded
+            If the command's ``--timeout`` passes while it trains.
+        """
+        estimator = self.build()
+        n_features = math.prod(pixels.shape[1:])
+        check_size(sklearn_size(estimator, len(pixels), n_features, len(np.unique(labels))))
         try:
-            estimator = self.build().fit(flatten(self.transform.apply(pixels)), labels)
+            with interruptible(f"train {self.estimator}"):
+                estimator = estimator.fit(flatten(self.transform.apply(pixels)), labels)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise

@@ -13,6 +13,10 @@ from ema.validation import check_choice, check_finite, check_momentum, check_pos
 
 ARCHITECTURES = ("mlp", "cnn", "resnet18")
 OPTIMIZERS = ("sgd", "adam")
+#: Upper bounds of a recipe's counts, whoever wrote it (a flag, a file, a registry tag). The
+#: model's size is bounded separately, by ``--max-params`` (:mod:`ema.training.sizes`), and
+#: its time by ``--timeout`` (:mod:`ema.limits`); these only keep each count sane.
+MAX_WIDTH, MAX_HIDDEN_LAYERS, MAX_EPOCHS, MAX_BATCH_SIZE = 1 << 16, 64, 100_000, 1 << 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,13 +63,14 @@ class TrainSpec:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         if isinstance(self.hidden, str | bytes) or not self.hidden:
             raise InputError(f"expected hidden to be a non-empty list of widths, got {self.hidden!r}")
-        object.__setattr__(self, "hidden", tuple(check_positive_int("hidden width", h) for h in self.hidden))
+        _check_at_most("the number of hidden layers", len(self.hidden), MAX_HIDDEN_LAYERS)
+        object.__setattr__(self, "hidden", tuple(_bounded_count("hidden width", h, MAX_WIDTH) for h in self.hidden))
         check_finite("lr", self.lr, minimum=0.0, open_minimum=True)
         check_momentum("momentum", self.momentum)
         check_finite("weight_decay", self.weight_decay, minimum=0.0)
         check_finite("lr_decay", self.lr_decay, minimum=0.0)
-        check_positive_int("epochs", self.epochs)
-        check_positive_int("batch_size", self.batch_size)
+        _bounded_count("epochs", self.epochs, MAX_EPOCHS)
+        _bounded_count("batch_size", self.batch_size, MAX_BATCH_SIZE)
         check_seed("seed", self.seed)
 
     def to_dict(self) -> dict:
@@ -92,3 +97,14 @@ class TrainSpec:
         except json.JSONDecodeError as exc:
             raise InputError(f"expected a training recipe as JSON, got {text[:60]!r}: {exc}") from exc
         return cls.from_dict(data)
+
+
+def _check_at_most(name: str, value: int, maximum: int) -> int:
+    if value > maximum:
+        raise InputError(f"expected {name} to be at most {maximum:,}, got {value:,}")
+    return value
+
+
+def _bounded_count(name: str, value: object, maximum: int) -> int:
+    """``value`` as an int from 1 to ``maximum``."""
+    return _check_at_most(name, check_positive_int(name, value), maximum)

@@ -22,6 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ema.errors import EMAError
+from ema.limits import check_deadline
 from ema.training.architectures import ProbabilityModel
 from ema.training.fit import to_tensor
 from ema.training.unlearn_spec import APPROXIMATE_METHODS, UnlearnSpec
@@ -79,8 +80,10 @@ def unlearn_model(
     student = copy.deepcopy(model).train()
     optimizer = torch.optim.SGD(student.network.parameters(), lr=spec.lr, momentum=spec.momentum)
     steps = STEPS[spec.method](student.network, model.eval(), spec, retain, forget, generator)
+    step_name = f"unlearn {spec.method}"
     for epoch in tqdm(range(spec.epochs), desc=f"unlearn {spec.method}", disable=not progress, leave=False):
         for loss_fn in steps(epoch):
+            check_deadline(step_name)
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn()
             if not torch.isfinite(loss):

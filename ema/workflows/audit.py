@@ -21,6 +21,7 @@ from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.engines import ENGINE_SPARK
+from ema.limits import seconds_left
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
 from ema.tracking.helper_cache import collect_foreign_entries
@@ -151,13 +152,15 @@ def audit(
 def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
     """Find the target, log the run's params, read and record the query data, score it here and audit it."""
     target = audit_target(config)
-    data = target.query_set(query=config.query, query_file=config.query_file, query_table=config.query_table)
+    data = target.query_set(
+        query=config.query, query_file=config.query_file, query_table=config.query_table, max_images=config.max_query
+    )
     log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(
         outputs=config.outputs,
         output_name=config.output_name,
-        timeout=config.timeout,
+        timeout=seconds_left(config.timeout),
         request_timeout=config.request_timeout,
         http_concurrency=config.http_concurrency,
         http_format=config.http_format,

@@ -17,6 +17,7 @@ from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import AuditResult
 from ema.data.files import read_set
+from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, Predictions
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
@@ -89,6 +90,7 @@ def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[Aud
         alpha=config.alpha,
         threshold_mode=config.threshold_mode,
         reference_file=config.reference_file,
+        max_images=config.max_query,
         progress=request.progress,
     )
     tags.update({**request.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
@@ -103,10 +105,14 @@ def fit_calibrated(
     alpha: float = 0.1,
     threshold_mode: str = "global",
     reference_file: str | None = None,
+    max_images: int = DEFAULT_MAX_QUERY,
     progress: bool = True,
 ) -> tuple[CalibratedAuditor, dict[str, str]]:
-    """Score the reference through the target and the calibration halves through f_cal, and calibrate."""
-    reference = read_set(reference_file) if reference_file else target.splits().calibration
+    """Score the reference through the target and the calibration halves through f_cal, and calibrate.
+
+    ``reference_file`` is read only when it holds at most ``max_images`` images.
+    """
+    reference = read_set(reference_file, max_images=max_images) if reference_file else target.splits().calibration
     outcome = ensure_plan(plan, progress=progress)
     calibration_model = helper_oracle(outcome.entry, target)
     members, nonmembers = plan.halves()

@@ -13,7 +13,8 @@ from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
 from ema.data.files import read_set
-from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES
+from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES, SPARK_MASTER_PREFIXES
 from ema.errors import InputError
 from ema.inputs import INPUT_DTYPES, InputTransform
 from ema.oracle import (
@@ -29,7 +30,14 @@ from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
-from ema.validation import check_choice, check_finite, check_model_name, check_open_unit, check_positive_int
+from ema.validation import (
+    check_choice,
+    check_finite,
+    check_model_name,
+    check_open_unit,
+    check_positive_int,
+    redact_url,
+)
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.methods import METHODS, method_engines
 from ema.workflows.references import Reference, member_reference, nonmember_reference
@@ -44,10 +52,14 @@ class SuppliedCalibration:
     members_file: str
     nonmembers_file: str
 
-    def thresholds(self, transform: InputTransform, outputs: str = "auto") -> dict:
-        """EMA's thresholds from this model's outputs (of kind ``outputs``) on its members and non-members."""
+    def thresholds(self, transform: InputTransform, outputs: str = "auto", max_images: int = DEFAULT_MAX_QUERY) -> dict:
+        """EMA's thresholds from this model's outputs (of kind ``outputs``) on its members and non-members.
+
+        Each file is read only when it holds at most ``max_images`` images.
+        """
         oracle = PyfuncOracle(self.model_uri, transform=transform, outputs=outputs)
-        return fit_thresholds(oracle, read_set(self.members_file), read_set(self.nonmembers_file)).to_dict()
+        members, nonmembers = (read_set(f, max_images=max_images) for f in (self.members_file, self.nonmembers_file))
+        return fit_thresholds(oracle, members, nonmembers).to_dict()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,10 +92,16 @@ class AuditConfig:
     margin
         The calibrated auditor says ``not_memorized`` only when the retained share's upper
         confidence bound is at most this.
+    max_query
+        The most images a set read from a file or table may hold (the query, ``--reference``,
+        ``--members``, the calibration members and non-members), checked from its header or
+        metadata before it is read (:mod:`ema.data.limits`).
     strict
         A warned audit (see ``AuditOutcome.warnings``) gets the verdict ``inconclusive``.
     timeout, request_timeout
-        Over HTTP: seconds the whole scoring, and one request, may take (wall time).
+        Over HTTP: seconds the whole scoring, and one request, may take (wall time). Inside a
+        command with a ``--timeout`` (:func:`ema.limits.command_limits`) the scoring gets what is
+        left of the command's time instead of ``timeout``.
     http_concurrency, http_format
         Over HTTP: requests in flight at once, and how batches are sent (``auto``: Parquet when
         the registered model's signature declares its inputs, else JSON; see :class:`HttpOracle`).
@@ -117,6 +135,7 @@ class AuditConfig:
     reference_file: str | None = None
     members_file: str | None = None
     margin: float = DEFAULT_MARGIN
+    max_query: int = DEFAULT_MAX_QUERY
     strict: bool = False
     timeout: float = DEFAULT_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
@@ -171,6 +190,7 @@ class AuditConfig:
         check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
         check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
         check_open_unit("margin", self.margin)
+        check_positive_int("max query", self.max_query)
         check_positive_int("HTTP concurrency", self.http_concurrency)
         check_choice("HTTP format", self.http_format, HTTP_FORMATS)
         return self
@@ -197,6 +217,11 @@ class AuditConfig:
                 "predictions in this process; audit it with --engine in-process"
             )
         master = self.spark_master or ""
+        if master and not (master == "yarn" or master.startswith(SPARK_MASTER_PREFIXES)):
+            raise InputError(
+                f"expected --spark-master local[N], spark://HOST:PORT, k8s://URL or yarn (what spark-submit "
+                f"accepts), got {master!r}"
+            )
         if self.membership_out is None and master and not master.startswith("local"):
             raise InputError(
                 f"expected --membership-out URI (a filesystem every executor and the driver reach) with "
@@ -213,8 +238,8 @@ class AuditConfig:
             keys.PARAM_K: self.k,
             keys.PARAM_CAL_SEED: self.cal_seed,
             keys.PARAM_CORRUPTION: self.corruption,
-            keys.PARAM_MODEL_URI: target.model_uri or "",
-            keys.PARAM_MODEL_URL: target.model_url or "",
+            keys.PARAM_MODEL_URI: redact_url(target.model_uri or ""),
+            keys.PARAM_MODEL_URL: redact_url(target.model_url or ""),
             keys.PARAM_MODEL_NAME: target.version.name if target.version else "",
             keys.PARAM_MODEL_VERSION: target.version.version if target.version else "",
             keys.PARAM_THRESHOLD_MODE: self.threshold_mode,
@@ -281,7 +306,7 @@ class AuditRequest:
     @cached_property
     def nonmembers(self) -> Reference:
         """Samples the target never saw: ``--reference``, else its clean calibration set."""
-        return nonmember_reference(self.target, self.config.reference_file)
+        return nonmember_reference(self.target, self.config.reference_file, max_images=self.config.max_query)
 
     @cached_property
     def nonmember_predictions(self) -> Predictions:
@@ -296,7 +321,7 @@ class AuditRequest:
     @cached_property
     def members(self) -> Reference | None:
         """Samples known to be in the target's training data, the query's own left out; None when unknown."""
-        return member_reference(self.target, self.data, self.config.members_file)
+        return member_reference(self.target, self.data, self.config.members_file, max_images=self.config.max_query)
 
     @cached_property
     def member_proba(self) -> np.ndarray | None:
@@ -313,7 +338,7 @@ class AuditRequest:
         supplied = self.config.calibration
         if supplied is not None:
             outputs = self.config.calibration_outputs or self.config.outputs
-            return supplied.thresholds(self.target.transform, outputs), {
+            return supplied.thresholds(self.target.transform, outputs, self.config.max_query), {
                 keys.TAG_CACHE: SOURCE_SUPPLIED,
                 keys.TAG_CALIBRATION_VERSION: supplied.model_uri,
                 keys.TAG_CALIBRATION_SOURCE: SOURCE_SUPPLIED,

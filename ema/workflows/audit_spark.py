@@ -50,7 +50,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             reference = request.nonmember_predictions
             auditor, tags = ema_auditor(request, reference.access)
             flag = FlagBatch(auditor, _output_kind(config.outputs, reference.access), auditor.n_classes_)
-            prepare = PrepareBatch(oracle.transform, oracle.input_spec)
+            prepare = PrepareBatch(oracle.transform, oracle.input_spec, where=config.query_table)
             counts = spark_engine.audit_table(
                 table, model_uri=oracle.model_uri, prepare=prepare, flag=flag, out_uri=out_uri
             )

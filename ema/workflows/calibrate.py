@@ -36,7 +36,7 @@ from ema.tracking.runs import (
 from ema.tracking.single_flight import single_flight
 from ema.training.clones import CloneRecipe, package_trained
 from ema.training.recipes import Recipe, recipe_to_json
-from ema.validation import check_model_name, short_hash
+from ema.validation import check_model_name, redact_url, short_hash
 from ema.workflows.cached_models import usable_entry
 from ema.workflows.target import Target, resolve_target
 
@@ -136,7 +136,7 @@ class CalibrationPlan:
             keys.PARAM_K: self.k,
             keys.PARAM_CAL_SEED: self.cal_seed,
             keys.PARAM_CORRUPTION: self.corruption,
-            keys.PARAM_MODEL_URI: self.target.model_uri or self.target.model_url,
+            keys.PARAM_MODEL_URI: redact_url(self.target.model_uri or self.target.model_url),
             keys.PARAM_RECIPE: recipe_to_json(self.target.require_recipe())[:500],
         }
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from ema.data.arrays import ArraySet
 from ema.data.catalog import SourceDescription, describe_source
 from ema.data.files import read_set, write_set
+from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.parquet import write_table
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.errors import InputError
@@ -34,13 +35,18 @@ def export_query(
     data: str = DEFAULT_DATA,
     seed: int = 0,
     root: str | Path | None = None,
+    max_query: int = DEFAULT_MAX_QUERY,
 ) -> ArraySet:
     """Write one query (a named set of ``data``'s splits, or a query file) as a Parquet query table ``out_dir``.
 
-    Returns the set written. ``ema audit --query-table out_dir`` audits it, in-process or on Spark.
+    A query file is read only when it holds at most ``max_query`` images. Returns the set
+    written. ``ema audit --query-table out_dir`` audits it, in-process or on Spark.
     """
     if (query is None) == (query_file is None):
         raise InputError(f"expected exactly one of a query name or a query file, got {query!r} and {query_file!r}")
-    arrays = read_set(query_file) if query_file is not None else load_splits(data, seed, root).query(query)
+    if query_file is not None:
+        arrays = read_set(query_file, max_images=max_query)
+    else:
+        arrays = load_splits(data, seed, root).query(query)
     write_table([arrays], out_dir)
     return arrays

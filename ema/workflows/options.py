@@ -8,11 +8,13 @@ so that ``--help`` and option errors answer without them (``tests/cli/test_cli_i
 from ema.auditors.reference import DEFAULT_MARGIN
 from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
+from ema.data.limits import AUDIT_BYTES_PER_IMAGE, DEFAULT_MAX_QUERY
 from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
 from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.engines import ENGINE_IN_PROCESS, ENGINES
 from ema.errors import EMAError, InputError
 from ema.inputs import INPUT_DTYPES
+from ema.limits import DEFAULT_MAX_PARAMS, command_limits
 from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, HTTP_FORMATS, OUTPUT_KINDS
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
@@ -25,7 +27,8 @@ from ema.tracking.keys import (
     UNLEARNED_ALIAS,
 )
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
-from ema.training.unlearn_spec import UNLEARN_METHODS, UnlearnSpec
+from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UNLEARN_METHODS, UnlearnSpec
+from ema.validation import redact_url
 from ema.workflows.methods import METHODS, method_help
 
 
@@ -41,12 +44,16 @@ DEFAULT_TARGET_URI = f"models:/{TARGET_MODEL_NAME}@{TARGET_ALIAS}"
 
 __all__ = [
     "ARCHITECTURES",
+    "AUDIT_BYTES_PER_IMAGE",
     "CALIBRATION_MODEL_NAME",
     "DATA_SOURCES",
     "DEFAULT_DATA",
     "DEFAULT_EXPERIMENT",
     "DEFAULT_MARGIN",
+    "DEFAULT_MAX_PARAMS",
+    "DEFAULT_MAX_QUERY",
     "DEFAULT_REQUEST_TIMEOUT",
+    "DEFAULT_RETAIN_MARGIN",
     "DEFAULT_TARGET_URI",
     "DEFAULT_TIMEOUT",
     "EMA_TESTS",
@@ -71,6 +78,8 @@ __all__ = [
     "UNLEARN_METHODS",
     "UnlearnSpec",
     "VERDICTS",
+    "command_limits",
     "configure",
     "method_help",
+    "redact_url",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ema.data.corruption import check_quality
+from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.stats import QuerySizeResult
 from ema.tracking import keys
 from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
@@ -21,6 +22,7 @@ def query_size_for_power(
     cal_seed: int = 0,
     recipe_file: str | None = None,
     reference_file: str | None = None,
+    max_query: int = DEFAULT_MAX_QUERY,
     progress: bool = True,
 ) -> QuerySizeResult:
     """Calibrate the calibrated auditor for the target and solve for the query size; logged as a run."""
@@ -32,7 +34,7 @@ def query_size_for_power(
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
         oracle = target.oracle(outputs="probabilities")
         auditor, tags = fit_calibrated(
-            target, oracle, plan, alpha=alpha, reference_file=reference_file, progress=progress
+            target, oracle, plan, alpha=alpha, reference_file=reference_file, max_images=max_query, progress=progress
         )
         result = auditor.required_query_size(power=power)
         log_params(

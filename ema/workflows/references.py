@@ -30,6 +30,7 @@ import numpy as np
 
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
+from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.errors import EMAError
 from ema.tracking import keys
 from ema.tracking.registry import resolve_version
@@ -58,13 +59,19 @@ def without_query(pool: ArraySet, query: ArraySet) -> ArraySet:
     return pool.take(np.flatnonzero(keep), name=f"{pool.name} without the query")
 
 
-def member_reference(target: Target, query: ArraySet | None, members_file: str | None = None) -> Reference | None:
+def member_reference(
+    target: Target, query: ArraySet | None, members_file: str | None = None, *, max_images: int = DEFAULT_MAX_QUERY
+) -> Reference | None:
     """Samples known to be in the target's training data, the query's own left out; None when none are known.
 
     ``query`` None: the query is a table this process never holds (the Spark engine), so
-    nothing is left out; the description says so.
+    nothing is left out; the description says so. Files are read only when they hold at most
+    ``max_images`` images.
     """
-    known = Reference(read_set(members_file), f"file {members_file}") if members_file else training_data(target)
+    if members_file:
+        known = Reference(read_set(members_file, max_images=max_images), f"file {members_file}")
+    else:
+        known = training_data(target, max_images=max_images)
     if known is None:
         return None
     members = without_query(known.data, query) if query is not None else known.data
@@ -74,16 +81,21 @@ def member_reference(target: Target, query: ArraySet | None, members_file: str |
     return Reference(members, f"{known.description}: {len(members)} samples, {left_out}")
 
 
-def training_data(target: Target) -> Reference | None:
-    """The target version's training data as its lineage records it (routes 2 to 4 above); None when unknown."""
+def training_data(target: Target, *, max_images: int = DEFAULT_MAX_QUERY) -> Reference | None:
+    """The target version's training data as its lineage records it (routes 2 to 4 above); None when unknown.
+
+    Files its run logged are read only when they hold at most ``max_images`` images.
+    """
     if _lineage_is_known(target):
         return Reference(
             target.splits().train, f"training data of {target.label} ({target.data}, split seed {target.data_seed})"
         )
-    if (retained := _unlearned_training_data(target)) is not None:
+    if (retained := _unlearned_training_data(target, max_images)) is not None:
         return retained
     if (logged := _logged_training_file(target)) is not None:
-        return Reference(read_set(logged), f"training dataset {logged} logged by run {target.version.run_id}")
+        return Reference(
+            read_set(logged, max_images=max_images), f"training dataset {logged} logged by run {target.version.run_id}"
+        )
     return None
 
 
@@ -97,10 +109,12 @@ def contains_all(pool: ArraySet, subset: ArraySet) -> np.ndarray:
     return np.isin(_row_keys(subset), _row_keys(pool))
 
 
-def nonmember_reference(target: Target, reference_file: str | None = None) -> Reference:
-    """Samples the target never saw: ``--reference FILE.npz``, else its clean calibration set."""
+def nonmember_reference(
+    target: Target, reference_file: str | None = None, *, max_images: int = DEFAULT_MAX_QUERY
+) -> Reference:
+    """Samples the target never saw: ``--reference FILE.npz`` (of at most ``max_images``), else its calibration set."""
     if reference_file is not None:
-        data = read_set(reference_file)
+        data = read_set(reference_file, max_images=max_images)
         return Reference(data, f"file {reference_file}: {len(data)} samples")
     data = target.splits().calibration
     return Reference(data, f"clean calibration set of {target.data}: {len(data)} samples")
@@ -123,7 +137,7 @@ def _lineage_is_known(target: Target) -> bool:
     return target.splits().train.fingerprint == target.version.tags[keys.TAG_DATA_FINGERPRINT]
 
 
-def _unlearned_training_data(target: Target) -> Reference | None:
+def _unlearned_training_data(target: Target, max_images: int) -> Reference | None:
     """An unlearned version's retained data: its source version's training data minus its forget set.
 
     None unless the version says it was unlearned, its source's training data is known, its
@@ -136,12 +150,13 @@ def _unlearned_training_data(target: Target) -> Reference | None:
         source_version = resolve_version(f"models:/{version.name}/{version.tags.get(keys.TAG_UNLEARNED_FROM, '')}")
     except EMAError:  # the source version was deleted, or the tag is not a version number
         return None
-    source = training_data(dataclasses.replace(target, version=source_version, model_uri=source_version.uri))
+    source_target = dataclasses.replace(target, version=source_version, model_uri=source_version.uri)
+    source = training_data(source_target, max_images=max_images)
     if source is None:
         return None
     with tempfile.TemporaryDirectory() as folder:
         try:
-            forget = read_set(download_artifact(version.run_id, keys.ARTIFACT_FORGET, folder))
+            forget = read_set(download_artifact(version.run_id, keys.ARTIFACT_FORGET, folder), max_images=max_images)
         except MissingArtifact:
             return None
     retained = without_query(source.data, forget)

@@ -19,6 +19,7 @@ from ema.errors import InputError
 from ema.reports.audit import render_audit_report
 from ema.signals import SIGNALS, compute_scores
 from ema.tracking import keys
+from ema.validation import redact_url
 from ema.workflows.methods import metric_vocabulary
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ def reproduce_command(config: AuditConfig) -> str:
     every option that differs from its default.
 
     An option `ema audit` does not offer (``corruption``, set by grids) is appended as a
-    shell comment, so the line stays runnable and says what it cannot set.
+    shell comment, so the line stays runnable and says what it cannot set. Secrets in URLs
+    are shown as ``***`` (:func:`ema.validation.redact_url`): the reader puts their own back.
     """
     words = ["ema", "audit"]
     unset = []
@@ -75,7 +77,7 @@ def reproduce_command(config: AuditConfig) -> str:
         if field.name == "strict":
             words.append("--strict")
         elif field.name in CLI_FLAGS:
-            words += [CLI_FLAGS[field.name], str(value)]
+            words += [CLI_FLAGS[field.name], redact_url(str(value))]
         elif field.name == "transform":
             words += ["--input-scale", str(value.scale)]
             if (value.mean, value.std) != (0.0, 1.0):
@@ -106,9 +108,9 @@ def audit_lineage(
     supplied = config.calibration is not None
     return {
         "Model": target.label,
-        "Model URI (version pinned)": target.model_uri,
-        "Model URI as given": config.model_uri if config.model_uri != target.model_uri else None,
-        "Scoring server": target.model_url,
+        "Model URI (version pinned)": _shown(target.model_uri),
+        "Model URI as given": _shown(config.model_uri) if config.model_uri != target.model_uri else None,
+        "Scoring server": _shown(target.model_url),
         "Registered model": version.name if version else None,
         "Model version": version.version if version else None,
         "Run that trained the model": version.run_id if version else None,
@@ -130,6 +132,11 @@ def audit_lineage(
         "KS-ratio models": tags.get(keys.TAG_KS_RATIO_CACHE),
         "Audit run": run_id,
     }
+
+
+def _shown(uri: str | None) -> str | None:
+    """A URI or URL as the report shows it: without its secrets."""
+    return redact_url(uri) if uri is not None else None
 
 
 def reference_scores(request: AuditRequest, results: dict[str, AuditResult]) -> dict[str, dict[str, np.ndarray]]:

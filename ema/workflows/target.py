@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
+from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.parquet import read_table
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
@@ -20,6 +21,7 @@ from ema.tracking.registry import MODELS_URI, RegisteredVersion, resolve_version
 from ema.training.clones import CloneRecipe, SklearnCloneRecipe, TorchCloneRecipe
 from ema.training.recipes import Recipe, TorchRecipe, load_recipe, recipe_from_json
 from ema.training.spec import TrainSpec
+from ema.validation import redact_url
 
 #: Values of the tag ``ema.calibration_source``: how the calibration model came to be.
 SOURCE_CLONE, SOURCE_RECIPE, SOURCE_SUPPLIED = "clone", "recipe", "supplied"
@@ -71,7 +73,7 @@ class Target:
         if self.recipe is not None:
             return self.recipe
         if self.model_url is not None:
-            where = f"{self.model_url} is reached over HTTP, where its architecture cannot be cloned"
+            where = f"{redact_url(self.model_url)} is reached over HTTP, where its architecture cannot be cloned"
         elif self.version is not None:
             where = f"model {self.version.uri} has no tag {keys.TAG_RECIPE!r} and is not a sklearn or pytorch model"
         else:
@@ -83,21 +85,32 @@ class Target:
 
     @property
     def label(self) -> str:
+        """How runs and messages name the model: its registered version, else its URI or URL without secrets."""
         if self.version is not None:
             return f"{self.version.name} v{self.version.version}"
-        return self.model_uri or self.model_url or "model"
+        return redact_url(self.model_uri or self.model_url or "model")
 
     def splits(self) -> Splits:
         return load_splits(self.data, self.data_seed, self.data_root)
 
-    def query_set(self, *, query: str | None, query_file: str | None, query_table: str | None = None) -> ArraySet:
-        """A named query set of the target's splits, a query file, or a local query table; exactly one."""
+    def query_set(
+        self,
+        *,
+        query: str | None,
+        query_file: str | None,
+        query_table: str | None = None,
+        max_images: int = DEFAULT_MAX_QUERY,
+    ) -> ArraySet:
+        """A named query set of the target's splits, a query file, or a local query table; exactly one.
+
+        A file or table is read only when it holds at most ``max_images`` images.
+        """
         given = {"query": query, "query_file": query_file, "query_table": query_table}
         if sum(v is not None for v in given.values()) != 1:
             raise InputError(f"expected exactly one of a query name, a query file or a query table, got {given}")
         if query_table is not None:
-            return read_table(query_table)
-        return read_set(query_file) if query_file is not None else self.splits().query(query)
+            return read_table(query_table, max_images=max_images)
+        return read_set(query_file, max_images=max_images) if query_file is not None else self.splits().query(query)
 
     def oracle(
         self,

@@ -21,8 +21,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set, write_set
+from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.splits import QUERY_NAMES
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
@@ -32,8 +35,8 @@ from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, 
 from ema.tracking.single_flight import single_flight
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, package_trained
 from ema.training.recipes import Classifier, SklearnRecipe, TorchRecipe, recipe_to_json
-from ema.training.unlearn_spec import UnlearnSpec
-from ema.validation import check_alias, short_hash
+from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UnlearnSpec
+from ema.validation import check_alias, check_finite, check_positive_int, short_hash
 from ema.workflows.references import contains_all, training_data, without_query
 from ema.workflows.target import Target, resolve_target
 
@@ -55,6 +58,12 @@ class UnlearnConfig:
         Pointed at the new version; None points none (a grid's versions).
     retain_file : str, optional
         The retained data, for a model whose training data is not recorded.
+    min_retain_accuracy : float, optional
+        The accuracy on the retained data below which the result is refused and nothing is
+        registered; None: chance (:func:`chance_accuracy`) plus :data:`DEFAULT_RETAIN_MARGIN`.
+    max_query : int
+        The most images the forget and ``retain_file`` sets (and a logged training set) may hold,
+        checked from their headers before they are read.
     """
 
     model_uri: str
@@ -62,6 +71,8 @@ class UnlearnConfig:
     spec: UnlearnSpec
     alias: str | None = keys.UNLEARNED_ALIAS
     retain_file: str | None = None
+    min_retain_accuracy: float | None = None
+    max_query: int = DEFAULT_MAX_QUERY
 
     @property
     def forget_name(self) -> str:
@@ -77,6 +88,11 @@ class UnlearnConfig:
             )
         if self.alias is not None:
             check_alias("alias", self.alias)
+        if self.min_retain_accuracy is not None:
+            check_finite("min retain accuracy", self.min_retain_accuracy, minimum=0.0)
+            if self.min_retain_accuracy > 1:
+                raise InputError(f"expected min retain accuracy in [0, 1], got {self.min_retain_accuracy!r}")
+        check_positive_int("max query", self.max_query)
         return self
 
 
@@ -101,13 +117,14 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
     ------
     EMAError
         If the model is not a registered version, the forget set is empty or not (wholly) in the
-        training data, or the training data is neither recorded nor given (``retain_file``).
+        training data, the training data is neither recorded nor given (``retain_file``), or the
+        result's accuracy on the retained data is below the floor (``config.min_retain_accuracy``).
     """
     with start_run(f"unlearn {config.spec.method} {config.forget_name}") as run:
         config.validate()
         target = resolve_target(config.model_uri)
-        forget = _forget_set(target, config.forget)
-        retain = _retained_data(target, forget, config.retain_file)
+        forget = _forget_set(target, config.forget, config.max_query)
+        retain = _retained_data(target, forget, config.retain_file, config.max_query)
         spec = _resolved(config.spec, target)
         log_batch(
             tags={keys.TAG_RUN_NAME: f"unlearn {spec.method} {config.forget_name} {target.label}"},
@@ -132,6 +149,7 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
             keys.METRIC_UNLEARN_SECONDS: seconds,
         }
         log_batch(metrics=metrics)
+        _check_retained(metrics[keys.METRIC_RETAIN_ACCURACY], retain, spec, config.min_retain_accuracy)
         log_artifacts_atomically({keys.ARTIFACT_FORGET: _npz_bytes(forget)})
         with package_trained(classifier, retain.x) as package:
             version = log_and_register(
@@ -179,7 +197,8 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
     config.validate()
     target = resolve_target(config.model_uri)
     spec = _resolved(config.spec, target)
-    cache_key = unlearn_cache_key(target, _forget_set(target, config.forget), spec, config.retain_file)
+    forget = _forget_set(target, config.forget, config.max_query)
+    cache_key = unlearn_cache_key(target, forget, spec, config.retain_file, config.max_query)
     name = target.version.name
 
     def find() -> UnlearnOutcome | None:
@@ -201,15 +220,24 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
     return outcome, not built
 
 
-def unlearn_cache_key(target: Target, forget: ArraySet, spec: UnlearnSpec, retain_file: str | None = None) -> str:
-    """The key of an unlearned version: source version, forget set, resolved method and hyperparameters, --retain."""
+def unlearn_cache_key(
+    target: Target,
+    forget: ArraySet,
+    spec: UnlearnSpec,
+    retain_file: str | None = None,
+    max_query: int = DEFAULT_MAX_QUERY,
+) -> str:
+    """The key of an unlearned version: source version, forget set, resolved method and hyperparameters, --retain.
+
+    ``retain_file`` is read only when it holds at most ``max_query`` images.
+    """
     return short_hash(
         {
             "source": target.version.uri,
             "source_run": target.version.run_id,
             "forget": forget.fingerprint,
             "spec": spec.to_dict(),
-            "retain": read_set(retain_file).fingerprint if retain_file else None,
+            "retain": read_set(retain_file, max_images=max_query).fingerprint if retain_file else None,
         }
     )
 
@@ -219,16 +247,40 @@ def accuracy(classifier: Classifier, data: ArraySet) -> float:
     return float((classifier.predict_proba(data.pixels()).argmax(1) == data.y).mean())
 
 
-def _forget_set(target: Target, forget: str) -> ArraySet:
-    """A named set of the target's splits, or a file."""
+def chance_accuracy(data: ArraySet) -> float:
+    """The accuracy of always answering ``data``'s commonest class (1 / n_classes on balanced data)."""
+    return float(np.bincount(data.y).max() / len(data))
+
+
+def _check_retained(accuracy: float, retain: ArraySet, spec: UnlearnSpec, floor: float | None) -> None:
+    """Refuse, before anything is registered, a result that lost the data it was meant to keep.
+
+    ``floor`` None: chance accuracy on the retained data plus :data:`DEFAULT_RETAIN_MARGIN`.
+    """
+    if floor is None:
+        chance = chance_accuracy(retain)
+        floor, why = chance + DEFAULT_RETAIN_MARGIN, f"chance {chance:.3f} + {DEFAULT_RETAIN_MARGIN}"
+    else:
+        why = "--min-retain-accuracy"
+    if accuracy < floor:
+        settings = f" (lr {spec.lr:g}, epochs {spec.epochs})" if spec.lr is not None else ""
+        raise EMAError(
+            f"expected an accuracy on the retained data of at least {floor:.3f} ({why}), got {accuracy:.3f} after "
+            f"{spec.method}{settings}: the model lost what it learned, so nothing was registered; lower --lr or "
+            "--epochs, or pass --min-retain-accuracy to accept it"
+        )
+
+
+def _forget_set(target: Target, forget: str, max_images: int) -> ArraySet:
+    """A named set of the target's splits, or a file of at most ``max_images`` images."""
     if forget in QUERY_NAMES:
         return target.splits().query(forget)
-    return read_set(forget)
+    return read_set(forget, max_images=max_images)
 
 
-def _retained_data(target: Target, forget: ArraySet, retain_file: str | None) -> ArraySet:
+def _retained_data(target: Target, forget: ArraySet, retain_file: str | None, max_images: int) -> ArraySet:
     """The training data minus the forget set, or ``retain_file``; refuses a forget set that is not training data."""
-    known = training_data(target)
+    known = training_data(target, max_images=max_images)
     if known is None and retain_file is None:
         raise EMAError(
             f"{target.label} has no recorded training data (no `ema train` lineage, no logged training .npz): "
@@ -243,7 +295,7 @@ def _retained_data(target: Target, forget: ArraySet, retain_file: str | None) ->
             )
     if retain_file is None:
         return dataclasses.replace(without_query(known.data, forget), name="retained")
-    retain = read_set(retain_file)
+    retain = read_set(retain_file, max_images=max_images)
     overlap = int(contains_all(forget, retain).sum())
     if overlap:
         raise InputError(

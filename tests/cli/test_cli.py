@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -50,6 +52,15 @@ def test_audit_unknown_model_is_one_line_error_and_failed_run(store):
     assert [r.info.status for r in runs] == ["FAILED"]
 
 
+def test_audit_verbose_prints_the_traceback_before_the_one_line_error(store):
+    result = invoke("audit", "--model", "models:/missing@target", "--query", "M1", "--no-progress", "--verbose")
+    assert result.exit_code == 1
+    assert "Traceback (most recent call last):" in result.output
+    message = f"registered model 'missing' does not exist in {store}; known: []"
+    assert re.search(rf"^ema\.errors\.\w+: {re.escape(message)}$", result.output, re.M)  # the traceback's last line
+    assert result.output.rstrip().endswith(f"Error: {message}")
+
+
 def test_audit_unknown_query_name_is_usage_error(store):
     result = invoke("audit", "--query", "M9")
     assert result.exit_code == 2
@@ -89,7 +100,9 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     seen = {}
 
     def capture(config, progress):
-        seen["config"] = config
+        from ema.limits import current_limits
+
+        seen["config"], seen["limits"] = config, current_limits()
         raise EMAError("captured")
 
     monkeypatch.setattr(workflow, "audit", capture)  # the command imports it when it runs
@@ -110,6 +123,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--members": "members.npz",
         "--margin": "0.2",
         "--timeout": "9",
+        "--max-params": "1000",
         "--request-timeout": "4",
         "--http-concurrency": "3",
         "--http-format": "parquet",
@@ -120,6 +134,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--engine": "spark",
         "--spark-master": "local[1]",
         "--membership-out": "out",
+        "--max-query": "77",
     }
     result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
     assert "captured" in result.output
@@ -144,17 +159,21 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "members.npz",
         "cal",
     )
-    assert (config.margin, config.timeout, config.request_timeout, config.strict) == (0.2, 9.0, 4.0, True)
+    assert (config.margin, config.request_timeout, config.strict) == (0.2, 4.0, True)
+    assert (seen["limits"].timeout, seen["limits"].max_params) == (9.0, 1000)  # the whole command's limits
     assert (config.input_shape, config.output_name) == ((-1, 28, 28), "probabilities")
     assert (config.http_concurrency, config.http_format, config.input_dtype) == (3, "parquet", "uint8")
     assert (config.engine, config.spark_master, config.membership_out) == ("spark", "local[1]", "out")
+    assert config.max_query == 77
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
-        "recipe_file", "reference_file", "members_file", "margin", "timeout", "request_timeout", "strict",
+        "recipe_file", "reference_file", "members_file", "margin", "request_timeout", "strict",
         "calibration_name", "input_shape", "output_name", "http_concurrency", "http_format", "engine", "spark_master",
-        "membership_out", "input_dtype",
+        "membership_out", "input_dtype", "max_query",
     }  # fmt: skip
-    assert unset == {"query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption"}
+    assert unset == {
+        "query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption", "timeout"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("fails", [False, True])

@@ -100,6 +100,12 @@ def wrong_image_size(directory) -> str:
     return str(directory)
 
 
+def not_parquet(directory) -> str:
+    directory.mkdir()
+    (directory / "part-0.parquet").write_text("label,index,pixels\n")
+    return str(directory)
+
+
 def wrong_columns(directory) -> str:
     directory.mkdir()
     pq.write_table(pa.table({"label": [1], "index": [0], "image": [b"x"]}), directory / "part-0.parquet")
@@ -110,10 +116,11 @@ def wrong_columns(directory) -> str:
     ("make_table", "options", "error", "message"),
     [
         (lambda d: str(d / "missing"), {}, InputError, "could not read query table .*PATH_NOT_FOUND"),
+        (not_parquet, {}, InputError, r"could not read query table .*/t as Parquet: .* is not a Parquet file"),
         (wrong_columns, {}, InputError, r"expected columns label .* missing \['pixels'\]"),
         (wrong_columns, {"method": "both"}, InputError, "--engine spark runs --method ema only"),
         (wrong_columns, {"output_name": "probabilities"}, InputError, "no --output-name with --engine spark"),
-        (wrong_image_size, {}, EMAError, r"the Spark audit failed: .*expected `pixels` of 784 bytes"),
+        (wrong_image_size, {}, InputError, r"^/.*/t: expected `pixels` of 784 bytes .* got values of \[100\] bytes$"),
     ],
 )
 def test_spark_audit_bad_input_is_one_line_and_a_failed_run(
@@ -144,3 +151,94 @@ def test_spark_audit_on_a_cluster_needs_membership_out(trained):  # noqa: F811
     )
     with pytest.raises(EMAError, match="expected --membership-out URI"):
         config.validate()
+
+
+@pytest.mark.parametrize("master", ["foo://bar", "mesos://h:5050", "spark:/h"])
+def test_spark_audit_refuses_a_master_spark_submit_refuses_before_starting_java(master):
+    config = AuditConfig(model_uri="models:/m@a", query_table="t", engine="spark", spark_master=master)
+    with pytest.raises(InputError, match=rf"expected --spark-master local\[N\], .* or yarn .*got '{master}'"):
+        config.validate()
+
+
+class FakeJavaError:
+    """A Java exception as Py4J hands it over: a message, a cause, and Spark's error condition if it is Spark's."""
+
+    def __init__(self, message: str, cause=None, *, condition: str | None = None, path: str = ""):
+        self.message, self.cause, self.condition, self.path = message, cause, condition, path
+
+    def getMessage(self) -> str:  # noqa: N802 (Java's names)
+        return self.message
+
+    def toString(self) -> str:  # noqa: N802
+        return self.message
+
+    def getCause(self):  # noqa: N802
+        return self.cause
+
+    def getCondition(self) -> str:  # noqa: N802
+        if self.condition is None:
+            raise spark_engine.Py4JError("An error occurred while calling getCondition")
+        return self.condition
+
+    def getMessageParameters(self) -> dict:  # noqa: N802
+        return {"path": self.path}
+
+
+class FakeJobFailure(Exception):
+    """A failed Spark job as the driver sees it: a message (an executor's traceback in it), the Java exception."""
+
+    def __init__(self, text: str, java: FakeJavaError | None = None):
+        super().__init__(text)
+        self.java_exception = java
+
+
+WORKER_TRACEBACK = """Job aborted due to stage failure: Task 0 failed
+Traceback (most recent call last):
+  File "batches.py", line 37, in __call__
+    raise _wrong_size(where, sorted(sizes))
+{line}
+\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
+Caused by: org.apache.spark.SparkException: [PYTHON_EXCEPTION] SQLSTATE: 38000"""
+CHAINED_TRACEBACK = """Traceback (most recent call last):
+  File "model.py", line 3, in predict
+KeyError: 'weights'
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "model.py", line 5, in predict
+ValueError: the model exploded
+  with a second line"""
+UNREADABLE = FakeJavaError(
+    "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:/t/p.parquet.",
+    FakeJavaError("can not read PageHeader", FakeJavaError("Required field 'compressed_page_size' was not found")),
+    condition="FAILED_READ_FILE.NO_HINT",
+    path="file:/t/p.parquet",
+)
+
+
+@pytest.mark.parametrize(
+    ("failure", "error", "message"),
+    [
+        (
+            FakeJobFailure(WORKER_TRACEBACK.format(line="ema.errors.InputError: /t: expected `pixels` of 784 bytes")),
+            InputError,
+            "/t: expected `pixels` of 784 bytes",
+        ),
+        (FakeJobFailure(CHAINED_TRACEBACK), EMAError, "the Spark audit failed: ValueError: the model exploded"),
+        (
+            FakeJobFailure("An error occurred while calling o39.parquet.\n: org.apache...", UNREADABLE),
+            InputError,
+            "could not read query table /t as Parquet: file:/t/p.parquet: Required field 'compressed_page_size' was "
+            "not found",
+        ),
+        (
+            FakeJobFailure("An error occurred", FakeJavaError("Job aborted", FakeJavaError("executor lost\n\tat x"))),
+            EMAError,
+            "the Spark audit failed: executor lost",
+        ),
+    ],
+)
+def test_job_error_is_one_line_of_the_kind_an_in_process_audit_raises(failure, error, message):
+    translated = spark_engine._job_error(failure, uri="/t")
+    assert type(translated) is error and str(translated) == message

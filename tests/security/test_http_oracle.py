@@ -129,6 +129,15 @@ REFUSED = {
     ),
     "too few rows": (json.dumps({"predictions": PROBA[:2]}), r"expected model outputs of shape \(3, 2\) .*\(2, 2\)"),
     "deeply nested": ("[" * 100_000 + "]" * 100_000, r"expected a JSON reply"),
+    "booleans": (
+        json.dumps({"predictions": [True, False, True]}),
+        r"integer class labels, got booleans \(shape \(3,\)",
+    ),
+    "one-hot booleans": (
+        json.dumps({"predictions": [[False, True], [True, False], [True, False]]}),
+        r"got booleans \(shape \(3, 2\)\), which are neither",
+    ),
+    "records of booleans": (json.dumps({"predictions": [{"0": True}, {"0": False}, {"0": True}]}), r"got booleans"),
 }
 
 

@@ -35,6 +35,9 @@ class Misbehaving(mlflow.pyfunc.PythonModel):
             7: lambda: [[0.5, 0.5]] + [[1.0]] * (n - 1),
             8: lambda: {"probabilities": list(proba)},
             9: lambda: pd.Series(np.arange(n) % 2),
+            10: lambda: np.arange(n) % 2 == 0,
+            11: lambda: np.eye(2, dtype=bool)[np.arange(n) % 2],
+            12: lambda: pd.DataFrame({"is_cat": np.arange(n) % 2 == 0}),
         }[behaviour]()
 
 
@@ -62,6 +65,9 @@ def images(behaviour: int, n: int = 3) -> np.ndarray:
         (4, InputError, r"expected model '.*' to return numbers .*got Python objects \(dtype object, shape \(\)\)"),
         (6, InputError, r"expected model '.*' to return numbers .*got strings"),
         (7, InputError, r"expected model '.*' to return numbers .*do not form an array"),
+        (10, InputError, r"expected model '.*' to return class probabilities or integer class labels, got booleans"),
+        (11, InputError, r"got booleans \(shape \(3, 2\)\), which are neither"),
+        (12, InputError, r"got booleans \(shape \(3,\)\), which are neither"),
     ],
 )
 def test_pyfunc_oracle_refuses_misbehaving_model_with_one_line(model_path, behaviour, error, match):

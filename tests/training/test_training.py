@@ -36,7 +36,8 @@ def test_fit_is_deterministic_under_seed(tiny):
 @pytest.mark.parametrize("arch", ["mlp", "cnn"])
 def test_fit_learns_a_small_set(tiny, arch):
     pixels, labels = tiny
-    model = fit(TrainSpec(arch=arch, epochs=30, lr=0.01, batch_size=8), pixels, labels, progress=False)
+    # 50 epochs: 30 left the CNN at 0.89 on one machine's CPU kernels (0.90 needed), 50 fit the set on it
+    model = fit(TrainSpec(arch=arch, epochs=50, lr=0.01, batch_size=8), pixels, labels, progress=False)
     assert (predict_proba(model, pixels).argmax(1) == labels).mean() > 0.9
 
 

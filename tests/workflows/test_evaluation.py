@@ -138,6 +138,13 @@ def test_the_ema_evaluator_refuses_pixels_in_another_range(trained, ema_evaluato
         evaluate(frame)
 
 
+def test_the_ema_evaluator_refuses_a_table_over_max_query_before_converting_it(trained, ema_evaluator, query):
+    with pytest.raises(ValueError, match=rf"expected at most 50 images, got {N_QUERY} .*--max-query {N_QUERY}"):
+        evaluate(pixel_frame(query), max_query=50)
+    with pytest.raises(ValueError, match="expected max_query to be a positive integer, got 'many'"):
+        evaluate(pixel_frame(query), max_query="many")
+
+
 def test_pyproject_declares_the_ema_evaluator_entry_point():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["mlflow.model_evaluator"]
@@ -176,3 +183,11 @@ def test_audit_config_maps_every_evaluator_key_as_ema_audit_names_it():
     )
     assert config.strict and config.margin == 0.2 and config.transform == InputTransform(scale=255.0)
     assert config.calibration.model_uri == "models:/cal/1" and config.query_file == "q.npz"
+
+
+def test_every_evaluator_config_key_the_glue_or_audit_config_reads_has_a_kind():
+    from ema.tracking.evaluator import GLUE_KEYS
+    from ema.workflows.evaluation import CALIBRATION_KEYS, KEY_KINDS, KINDS, RENAMED, SAME_NAME
+
+    assert {*GLUE_KEYS, *SAME_NAME, *RENAMED, *CALIBRATION_KEYS} <= set(KEY_KINDS)
+    assert set(KEY_KINDS.values()) <= set(KINDS)
