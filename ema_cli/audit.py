@@ -17,6 +17,7 @@ from ema.workflows.options import (
     METRIC_N_QUERY,
     OUTPUT_KINDS,
     THRESHOLD_MODES,
+    method_help,
 )
 from ema_cli.options import (
     alpha_option,
@@ -96,10 +97,7 @@ from ema_cli.options import (
     type=click.Choice(METHODS),
     default="ema",
     show_default=True,
-    help=(
-        "ema (the paper), ks-ratio (Liu & Tsaftaris), both (ema and ks-ratio in one run), calibrated "
-        "(tests removed and retained, may say inconclusive), ema+calibrated (both, EMA's verdict)."
-    ),
+    help=method_help(),
 )
 @click.option(
     "--test", type=click.Choice(EMA_TESTS), default="t", show_default=True, help="Test whose p-value gives the verdict."

@@ -13,7 +13,10 @@ that first calls :func:`ema.auditors.base.check_calibrated` and returns an :clas
 whose verdict is one of :data:`VERDICTS` and whose p-values are named ``p_*``; and ``to_dict()``
 with JSON-ready values. Seed any randomness (``random_state=0``). Then add one line for it to
 the list of built-in auditors in ``tests/core/test_check_auditor.py``, which runs
-:func:`check_auditor` on it.
+:func:`check_auditor` on it, and one row for its method to the method table
+(:mod:`ema.workflows.methods`): its name, runner, engines and metrics, each metric a
+:class:`~ema.auditors.metrics.Metric` with its kind and meaning. The CLI, the report, the
+gates and the grids read the method from that row.
 """
 
 from ema.auditors.base import Auditor

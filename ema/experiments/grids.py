@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ema.auditors.ema import EMAAuditor
+from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.data.presets import BINARY_SOURCES
 from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.errors import InputError
 from ema.experiments.tables import FULL, RULE_KS_RATIO, RULE_PVALUE, TableSpec, size_label
 from ema.training.spec import TrainSpec
 from ema.validation import check_choice
+from ema.workflows.methods import methods_running
 
 #: Calibration quality as in the benchmark: half of the corrupted images noised, half rotated.
 CORRUPTION_PAPER = "noise+rotation"
@@ -47,8 +50,9 @@ MEDICAL_RECIPE = TrainSpec(arch="cnn", optimizer="adam", lr=2e-5, momentum=0.0, 
 #: The paper's names of the medical query sets.
 MEDICAL_LABELS = {**{f"M{i}": f"C{i}" for i in range(1, 6)}, "M6": "C6", "S": "R"}
 
-METHODS_EMA = ("both", "ema")
-METHODS_KS_RATIO = ("both", "ks-ratio")
+#: The audit methods whose runs carry EMA's rho values, and the KS ratio's (from the method table).
+METHODS_EMA = methods_running(EMAAuditor.method)
+METHODS_KS_RATIO = methods_running(KSRatioAuditor.method)
 
 
 @dataclass(frozen=True)

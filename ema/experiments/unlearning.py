@@ -50,6 +50,7 @@ from ema.tracking.registry import RegisteredVersion
 from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, set_tags, start_run
 from ema.training.unlearn_spec import UnlearnSpec
 from ema.workflows.audit import AuditConfig, audit
+from ema.workflows.methods import method_spec
 from ema.workflows.references import member_reference, nonmember_reference
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.unlearn import UnlearnConfig, unlearn_cached
@@ -59,11 +60,10 @@ from ema.workflows.unlearn import UnlearnConfig, unlearn_cached
 BEFORE = "none (before)"
 #: The audit runs per (version, query set): EMA with the KS ratio, and the calibrated auditor.
 AUDIT_METHODS = ("both", "calibrated")
-#: Auditor -> the audit method whose run carries it, and the metric shown for it.
+#: Auditor -> the audit method whose run carries it, and the metric shown for it (its headline in the method table).
 AUDITORS = {
-    "ema": ("both", keys.METRIC_RHO_EMA),
-    "ks-ratio": ("both", keys.METRIC_RHO_KS),
-    "calibrated": ("calibrated", "p_removed"),
+    auditor: (method, method_spec(auditor).headline)
+    for auditor, method in (("ema", "both"), ("ks-ratio", "both"), ("calibrated", "calibrated"))
 }
 
 

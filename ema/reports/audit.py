@@ -1,8 +1,9 @@
 """One audit's ``report.html``: the verdict in words, its numbers, pictures, caveats, lineage and command.
 
-Reads :class:`~ema.auditors.result.AuditResult` values as the auditors returned them and
-the plain strings the workflow knows (lineage, the reproducing command); computes nothing
-but shares and formatting.
+Reads :class:`~ema.auditors.result.AuditResult` values as the auditors returned them, the
+metric vocabulary of the method table (what each number is and means, as
+:class:`~ema.auditors.metrics.Metric` values) and the plain strings the workflow knows (lineage,
+the reproducing command); computes nothing but shares and formatting.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult, is_pvalue
+from ema.auditors.metrics import POWER, PVALUE, PVALUE_KINDS, Metric, metric_kind
+from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
 from ema.reports.page import (
     bullet_list,
@@ -40,34 +42,6 @@ VERDICT_WORDS = {
         "The evidence decides neither way: the records may be partly retained, or the query set is too small to tell.",
     ),
 }
-#: Metrics about the audit's power; shown in their own section when a method reports them.
-POWER_METRICS = ("power_retained", "min_detectable_fraction")
-#: What each known metric means; other metrics are listed under their own name.
-METRIC_MEANINGS = {
-    "rho_ema": "p-value of EMA's one-sample t-test of the membership vector M against all ones (rho_EMA)",
-    "rho_ema_ks": "p-value of EMA's Kolmogorov-Smirnov test of M against all ones",
-    "p_removed": "p-value of the hypothesis 'the query set was removed' (small: it was not)",
-    "p_retained": "p-value of the hypothesis 'the query set is retained' (small: it is not)",
-    "rho_ks": "Liu & Tsaftaris's KS ratio (not a p-value; at or above its threshold means forgotten)",
-    "ks_target": "KS statistic between the target's and the query model's outputs",
-    "ks_calibration": "KS statistic between the calibration-set model's and the query model's outputs",
-    "flag_rate": "share of query samples flagged as members (M = 1)",
-    "n_query": "number of query samples",
-    "retained_fraction": "estimated share of the query set the model still carries",
-    "retained_ci_low": "lower end of the retained share's confidence interval",
-    "retained_ci_high": "upper end of the retained share's confidence interval",
-    "retained_lower_bound_target_only": "lower bound on the retained share from the target alone",
-    "transfer_gap": "how far the calibration model's behaviour may differ from the target's",
-    "power_retained": "power: the chance this audit calls a fully retained query set of this size memorized",
-    "min_detectable_fraction": (
-        "smallest retained share of the query set this audit detects with its target power (undefined: not reached)"
-    ),
-    "p_too_forgotten": "p-value of 'the query is no less member-like than never-seen data' (small: over-forgotten)",
-    "p_class_mix": "shift check: the query's class mix against the non-member reference's (warns at its own level)",
-    "p_mixture_fit": "shift check: fit of the member / non-member mixture to the query (warns at its own level)",
-}
-#: p-values of checks that warn at their own level: not compared with alpha.
-SHIFT_CHECKS = ("p_class_mix", "p_mixture_fit")
 #: Figure file names: safe for artifact paths and URLs.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -97,6 +71,7 @@ def render_audit_report(
     references: Mapping[str, Mapping[str, np.ndarray]] | None = None,
     warnings: Sequence[str] | None = None,
     title: str | None = None,
+    vocabulary: Mapping[str, Metric] | None = None,
 ) -> AuditReport:
     """Render one audit's page and figures.
 
@@ -117,6 +92,10 @@ def render_audit_report(
     warnings : sequence of str, optional
         Every warning of the audit; by default the results' own (``thresholds["warnings"]``).
     title : str, optional
+    vocabulary : mapping of str to Metric, optional
+        Metric key -> what it is (:func:`ema.workflows.methods.metric_vocabulary`): which numbers
+        are p-values compared with alpha, checks or power, and what each means. A metric not in
+        it is a p-value when named ``p_*``, else listed under its own name.
 
     Returns
     -------
@@ -134,12 +113,13 @@ def render_audit_report(
         for method, result in results.items()
         if result.scores
     }
+    vocabulary = vocabulary or {}
     body = "".join(
         (
             _verdict_section(results),
-            section("p-values", _pvalues(results), anchor="pvalues"),
-            section("Power", _power(results), anchor="power"),
-            section("All numbers", _numbers(results), anchor="numbers"),
+            section("p-values", _pvalues(results, vocabulary), anchor="pvalues"),
+            section("Power", _power(results, vocabulary), anchor="power"),
+            section("All numbers", _numbers(results, vocabulary), anchor="numbers"),
             section(
                 "Score distributions",
                 _distributions(results, figures, query, references),
@@ -183,18 +163,22 @@ def _verdict_section(results: Mapping[str, AuditResult]) -> str:
     )
 
 
-def _pvalues(results: Mapping[str, AuditResult]) -> str:
+def _meaning(name: str, vocabulary: Mapping[str, Metric]) -> str:
+    return vocabulary[name].meaning if name in vocabulary else ""
+
+
+def _pvalues(results: Mapping[str, AuditResult], vocabulary: Mapping[str, Metric]) -> str:
     rows = [
         (
             method,
             name,
             number(value),
-            "" if name in SHIFT_CHECKS else _versus_alpha(value, result.alpha),
-            METRIC_MEANINGS.get(name, ""),
+            _versus_alpha(value, result.alpha) if metric_kind(name, vocabulary) == PVALUE else "",
+            _meaning(name, vocabulary),
         )
         for method, result in results.items()
         for name, value in result.metrics.items()
-        if is_pvalue(name)
+        if metric_kind(name, vocabulary) in PVALUE_KINDS
     ]
     if not rows:
         return '<p class="muted">This method reports no p-value; its verdict compares a statistic with a threshold.</p>'
@@ -207,21 +191,21 @@ def _versus_alpha(value: float, alpha: float) -> str:
     return f"<= {alpha:g}" if value <= alpha else f"> {alpha:g}"
 
 
-def _power(results: Mapping[str, AuditResult]) -> str:
+def _power(results: Mapping[str, AuditResult], vocabulary: Mapping[str, Metric]) -> str:
     rows = [
-        (method, name, number(result.metrics[name]), METRIC_MEANINGS[name])
+        (method, name, number(value), _meaning(name, vocabulary))
         for method, result in results.items()
-        for name in POWER_METRICS
-        if name in result.metrics
+        for name, value in result.metrics.items()
+        if metric_kind(name, vocabulary) == POWER
     ]
     if not rows:
         return '<p class="muted">Not reported by this audit\'s method (no power, no minimum detectable fraction).</p>'
     return table(("method", "metric", "value", "meaning"), rows, numeric=(2,))
 
 
-def _numbers(results: Mapping[str, AuditResult]) -> str:
+def _numbers(results: Mapping[str, AuditResult], vocabulary: Mapping[str, Metric]) -> str:
     rows = [
-        (method, name, number(value), METRIC_MEANINGS.get(name, ""))
+        (method, name, number(value), _meaning(name, vocabulary))
         for method, result in results.items()
         for name, value in result.metrics.items()
     ]

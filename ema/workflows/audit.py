@@ -1,7 +1,7 @@
 """Audit a query set against a model reached only as a black box: one run, its metrics, tags and artifacts.
 
-``AuditConfig``, ``SuppliedCalibration`` and the method names are defined in
-:mod:`ema.workflows.audit_request`, the auditors' runners in :mod:`ema.workflows.audit_methods`;
+``AuditConfig`` and ``SuppliedCalibration`` are defined in :mod:`ema.workflows.audit_request`,
+the methods (names, plans, runners, metrics) in the method table :mod:`ema.workflows.methods`;
 they are re-exported here, the audit's public face.
 """
 
@@ -28,7 +28,7 @@ from ema.tracking.helper_cache import collect_foreign_entries
 from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
 from ema.workflows.audit_gates import audit_warnings
-from ema.workflows.audit_methods import RUNNERS, fit_calibrated
+from ema.workflows.audit_methods import fit_calibrated
 from ema.workflows.audit_request import (
     AuditConfig,
     AuditRequest,
@@ -38,7 +38,7 @@ from ema.workflows.audit_request import (
     log_audit_params,
 )
 from ema.workflows.audit_spark import score_on_spark
-from ema.workflows.methods import METHOD_PLANS, METHODS
+from ema.workflows.methods import METHODS, check_access, method_plan, method_spec
 from ema.workflows.references import is_forget_set
 from ema.workflows.reporting import report_artifacts
 from ema.workflows.target import Target
@@ -59,7 +59,7 @@ class AuditOutcome:
     @property
     def primary(self) -> AuditResult:
         """The result whose verdict is the run's."""
-        return self.results[METHOD_PLANS[self.method][0]]
+        return self.results[method_plan(self.method)[0]]
 
 
 def membership_table(query: ArraySet, results: dict[str, AuditResult]) -> pd.DataFrame:
@@ -122,7 +122,7 @@ def audit(
             expected = expected_verdict(config, request.target, request.data)
             warnings = audit_warnings(request, results) + foreign
             if config.strict and warnings:
-                results = _inconclusive(results, METHOD_PLANS[config.method][0])
+                results = _inconclusive(results, method_plan(config.method)[0])
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
             _log_results(config, results, tags, scored, expected)
@@ -180,10 +180,14 @@ def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool
 
 
 def _run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[str, AuditResult], dict[str, str]]:
-    """Every auditor the method asks for, in order; their results and the tags they produced."""
+    """Every auditor the method asks for, in order; their results and the tags they produced.
+
+    Refused before any runs when one of them needs what the model does not return.
+    """
+    check_access(request.config.method, predictions.access)
     results, tags = {}, {}
-    for method in METHOD_PLANS[request.config.method]:
-        results[method], method_tags = RUNNERS[method](request, predictions)
+    for method in method_plan(request.config.method):
+        results[method], method_tags = method_spec(method).runner(request, predictions)
         tags.update(method_tags)
     return results, tags
 
@@ -191,7 +195,7 @@ def _run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[
 def _log_results(
     config: AuditConfig, results: dict[str, AuditResult], tags: dict[str, str], scored: Scored, expected: str | None
 ) -> None:
-    primary = results[METHOD_PLANS[config.method][0]]
+    primary = results[method_plan(config.method)[0]]
     log_batch(
         metrics=merged_metrics(results),
         tags={

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
 from ema.auditors.reference import ACCURACY_GAP_LIMIT, reference_gate_warnings
 from ema.auditors.result import AuditResult
@@ -68,24 +69,24 @@ def _member_accuracy(request: AuditRequest, recorded: dict[str, float]) -> float
 
 def _ema_balanced_accuracy(results: dict[str, AuditResult]) -> float | None:
     """The best balanced accuracy of EMA's thresholds on the calibration model's halves."""
-    if "ema" not in results:
+    if EMAAuditor.method not in results:
         return None
-    entries = results["ema"].thresholds.get("signals", {})
+    entries = results[EMAAuditor.method].thresholds.get("signals", {})
     return max((entry["balanced_accuracy"] for entry in entries.values()), default=None)
 
 
 def _ema_nonmember_flag_rate(results: dict[str, AuditResult], proba: np.ndarray, labels: np.ndarray) -> float | None:
     """The share of the non-member reference that EMA's thresholds flag as members."""
-    if "ema" not in results:
+    if EMAAuditor.method not in results:
         return None
-    thresholds = results["ema"].thresholds
+    thresholds = results[EMAAuditor.method].thresholds
     auditor = EMAAuditor.from_dict(thresholds, threshold_mode=thresholds["mode"])
     return float(auditor.audit(proba, labels).membership.mean())
 
 
 def _transfer_warnings(results: dict[str, AuditResult]) -> list[str]:
     """The transfer route's guard, in words, when it did not trust the calibration model."""
-    result = results.get("calibrated")
+    result = results.get(CalibratedAuditor.method)
     diagnostics = result.thresholds.get("diagnostics", {}) if result is not None else {}
     if diagnostics.get("transfer_trusted", True):
         return []

@@ -1,10 +1,16 @@
-"""The auditors an audit can run, each as a function of the request and the target's predictions.
+"""The built-in methods' runners: each calibrates its auditor for one audit and audits the target's predictions.
 
 Each returns its :class:`~ema.auditors.result.AuditResult` and the run tags saying what it used.
+The method table (:mod:`ema.workflows.methods`) names them, and checks before any runner starts
+that the model returns what each needs (class probabilities). :func:`run_on_references` makes
+the runner of any auditor that calibrates on the target's member and non-member references.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from ema.auditors.base import Auditor
 from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
@@ -13,12 +19,13 @@ from ema.auditors.result import AuditResult
 from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.errors import InputError
-from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES, Oracle, Predictions
+from ema.oracle import ACCESS_LABEL_ONLY, Oracle, Predictions
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.tracking import keys
-from ema.workflows.audit_request import AuditRequest
+from ema.workflows.audit_request import AuditConfig, AuditRequest
 from ema.workflows.cached_models import cached_model, helper_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
+from ema.workflows.methods import Runner
 from ema.workflows.target import Target
 
 #: How the calibrated auditor knew how members behave.
@@ -46,7 +53,6 @@ def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResul
 
 def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
     """Liu & Tsaftaris: compare the target with models trained on the query set and on the calibration set."""
-    _require_probabilities("ks-ratio", predictions)
     calibration_set = request.calibration_plan.corrupted()
     query_model, query_cached = cached_model(request.target, "query-model", request.data, progress=request.progress)
     calset_model, calset_cached = cached_model(
@@ -70,7 +76,6 @@ def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[Aud
     transferred from the calibration model (:class:`~ema.auditors.calibrated.CalibratedAuditor`),
     trusted only when that model generalises like the target.
     """
-    _require_probabilities("calibrated", predictions)
     config, labels = request.config, request.data.y
     if request.members is not None:
         auditor = ReferenceAuditor(alpha=config.alpha, margin=config.margin).calibrate(
@@ -128,11 +133,28 @@ def fit_calibrated(
     return auditor, tags
 
 
-def _require_probabilities(method: str, predictions: Predictions) -> None:
-    if predictions.access != ACCESS_PROBABILITIES:
-        raise InputError(
-            f"method {method!r} needs class probabilities, got a {predictions.access} model; use --method ema"
+def run_on_references(make_auditor: Callable[[AuditConfig], Auditor]) -> Runner:
+    """The runner of an auditor calibrated on the target's member and non-member references, as scored for this audit.
+
+    ``make_auditor(config)`` builds the uncalibrated auditor from the audit's options; it is
+    calibrated with ``(member proba, member labels, non-member proba, non-member labels)``, as
+    :class:`~ema.auditors.reference.ReferenceAuditor` is, then audits the query.
+
+    Raises
+    ------
+    InputError
+        (From the runner) when no member reference is known: give ``--members FILE.npz``.
+    """
+
+    def run(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+        if request.members is None:
+            raise InputError(
+                f"--method {request.config.method} needs samples the target was trained on, got none known; "
+                "give --members FILE.npz"
+            )
+        auditor = make_auditor(request.config).calibrate(
+            request.member_proba, request.members.data.y, request.nonmember_proba, request.nonmembers.data.y
         )
+        return auditor.audit(predictions.proba, request.data.y), request.reference_tags()
 
-
-RUNNERS = {"ema": run_ema, "ks-ratio": run_ks_ratio, "calibrated": run_calibrated}
+    return run

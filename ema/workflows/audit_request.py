@@ -39,7 +39,7 @@ from ema.validation import (
     redact_url,
 )
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
-from ema.workflows.methods import METHODS
+from ema.workflows.methods import METHODS, method_engines
 from ema.workflows.references import Reference, member_reference, nonmember_reference
 from ema.workflows.target import SOURCE_SUPPLIED, Target, resolve_target
 
@@ -75,8 +75,8 @@ class AuditConfig:
         Exactly one: a named query set of the target's splits, an ``.npz`` file, or a Parquet
         query table (:mod:`ema.data.parquet`; any URI Spark reads with ``engine="spark"``).
     method, test, alpha, threshold_mode
-        Which auditors run (:data:`METHODS`), EMA's test, the significance level and the
-        threshold granularity.
+        Which auditors run (a name of the method table, :mod:`ema.workflows.methods`), EMA's test,
+        the significance level and the threshold granularity.
     k, cal_seed, corruption, calibration_name
         The calibration plan: quality k, seed, corruption protocol, registered name.
     outputs, output_name, recipe_file, transform, input_shape, input_dtype
@@ -196,7 +196,7 @@ class AuditConfig:
         return self
 
     def _validate_spark(self) -> None:
-        """What the Spark engine can do: EMA on a query table, through a pyfunc it can make a Spark UDF of."""
+        """What the Spark engine can do: the table's Spark methods (EMA) on a query table, through a pyfunc UDF."""
         if self.output_name is not None:
             raise InputError(
                 f"expected no --output-name with --engine spark (its UDF reads one array of outputs), got "
@@ -210,10 +210,11 @@ class AuditConfig:
             raise InputError(
                 "expected a pyfunc model URI (--model) and no --model-url with --engine spark: executors load the model"
             )
-        if self.method != "ema":
+        if ENGINE_SPARK not in method_engines(self.method):
+            on_spark = " or ".join(m for m in METHODS if ENGINE_SPARK in method_engines(m))
             raise InputError(
-                f"--engine spark runs --method ema only, got {self.method!r}: ks-ratio trains models on the query "
-                "and calibrated tests the query's score distribution; audit those with --engine in-process"
+                f"--engine spark runs --method {on_spark} only, got {self.method!r}: its auditors need the query's "
+                "predictions in this process; audit it with --engine in-process"
             )
         master = self.spark_master or ""
         if master and not (master == "yarn" or master.startswith(SPARK_MASTER_PREFIXES)):
@@ -358,7 +359,7 @@ class Scored:
     ----------
     request : AuditRequest
     results : dict of str to AuditResult
-        By method, in the order of :data:`ema.workflows.methods.METHOD_PLANS`.
+        By method, in the order of the method's plan (:func:`ema.workflows.methods.method_plan`).
     tags : dict of str to str
         The tags the auditors and the engine produced.
     access, detected : str

@@ -4,8 +4,8 @@ The driver resolves the target, scores the (small) references in-process as ever
 (they give EMA's warnings and tell what the model returns), and calibrates EMA. The executors
 score the query table and flag each sample (:mod:`ema.engines.spark`); the driver gets counts
 back and decides with :meth:`ema.auditors.EMAAuditor.audit_counts`, so the metrics, tags and
-verdict equal the in-process audit's on the same data. Only ``--method ema`` runs here
-(:meth:`AuditConfig._validate_spark` refuses the rest).
+verdict equal the in-process audit's on the same data. Only ``--method ema`` runs here (the
+method table's Spark engines; :meth:`AuditConfig._validate_spark` refuses the rest).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             tags[keys.TAG_MEMBERSHIP_URI] = config.membership_out
         membership = {} if config.membership_out else {keys.ARTIFACT_MEMBERSHIP_PARQUET: Path(out_uri)}
         yield Scored(
-            request, {"ema": result}, tags, reference.access, reference.detected, counts.fingerprint, membership
+            request, {result.method: result}, tags, reference.access, reference.detected, counts.fingerprint, membership
         )
 
 

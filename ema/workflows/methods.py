@@ -1,11 +1,341 @@
-"""The audit methods ``--method`` offers, and which auditors each runs."""
+"""The method table: every audit method ``--method`` offers, one row each, and everything derived from it.
 
-#: What each --method runs; the first result gives the run's verdict.
-METHOD_PLANS = {
-    "ema": ("ema",),
-    "ks-ratio": ("ks-ratio",),
-    "both": ("ema", "ks-ratio"),
-    "calibrated": ("calibrated",),
-    "ema+calibrated": ("ema", "calibrated"),
-}
-METHODS = tuple(METHOD_PLANS)
+A row is a :class:`MethodSpec` (one auditor method: its name, the auditor classes it builds, the
+runner that calibrates and runs them on an audit's data, whether it needs class probabilities,
+the engines it runs on, a help phrase and its metric vocabulary) or a :class:`Combination`
+(several methods in one run; the first one's verdict is the run's). Derived from the rows:
+the names (:data:`METHODS`), what each name runs (:func:`method_plan`), the ``--method``
+choices and help (:func:`method_help`), the engine and access checks of an audit, the report's
+metric kinds and meanings (:func:`metric_vocabulary`), and the grids' "which methods carry
+EMA's numbers" (:func:`methods_running`).
+
+This module imports no runner, mlflow or torch: ``ema audit --help`` reads it. The built-in
+runners live in :mod:`ema.workflows.audit_methods` and are imported when an audit first runs one.
+
+Adding a method
+---------------
+1. Write its auditor: one module in ``ema/auditors/`` (see :mod:`ema.auditors`), and one line
+   for it in ``BUILT_IN_AUDITORS`` of ``tests/core/test_check_auditor.py``.
+2. Add one :class:`MethodSpec` row to ``_BUILT_IN`` below. An auditor that calibrates on the
+   target's member and non-member references (as the reference auditor does) takes the generic
+   runner ``run_on_references(factory)`` of :mod:`ema.workflows.audit_methods`; one that needs
+   other evidence gets a runner of its own there.
+
+``ema audit --method NAME`` then runs it, logs its metrics and verdict, and ``report.html``
+shows its p-values, power and numbers with their meanings. Code outside the package (a
+plug-in, a test) adds a row with :func:`register_method`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ema.auditors.calibrated import CalibratedAuditor
+from ema.auditors.ema import EMAAuditor
+from ema.auditors.ks_ratio import KSRatioAuditor
+from ema.auditors.metrics import CHECK, ESTIMATE, POWER, PVALUE, Metric
+from ema.auditors.reference import ReferenceAuditor
+from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES
+from ema.errors import InputError
+from ema.oracle import ACCESS_PROBABILITIES
+from ema.tracking import keys
+
+if TYPE_CHECKING:
+    from ema.auditors.base import Auditor
+    from ema.auditors.result import AuditResult
+    from ema.oracle import Predictions
+    from ema.workflows.audit_request import AuditRequest
+
+#: A method's runner: calibrate its auditor for this audit, audit the query's predictions, say what it used (tags).
+Runner = Callable[["AuditRequest", "Predictions"], tuple["AuditResult", dict[str, str]]]
+
+#: A single method's name is a run tag's suffix (``verdict.<name>``) and a column prefix; a combination joins with +.
+_SINGLE_NAME = re.compile(r"[a-z][a-z0-9-]*")
+_COMBINED_NAME = re.compile(r"[a-z][a-z0-9+-]*")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MethodSpec:
+    """One audit method: a row of the method table.
+
+    Attributes
+    ----------
+    name : str
+        The ``--method`` value, the key of its result in ``AuditOutcome.results``.
+    help : str
+        A phrase for ``ema audit --help``, shown as ``name (help)``.
+    auditors : tuple of type
+        The auditor classes its runner builds (each passes :func:`ema.auditors.check_auditor`).
+    runner : callable
+        ``runner(request, predictions) -> (AuditResult, tags)``.
+    needs_probabilities : bool
+        Refused on a model that returns labels only.
+    engines : tuple of str
+        Where its query may be scored (:data:`ema.engines.ENGINES`).
+    metrics : tuple of Metric
+        Every metric its results carry; the first is its headline number.
+    """
+
+    name: str
+    help: str
+    auditors: tuple[type[Auditor], ...]
+    runner: Runner
+    needs_probabilities: bool = True
+    engines: tuple[str, ...] = (ENGINE_IN_PROCESS,)
+    metrics: tuple[Metric, ...] = field(default=())
+
+    @property
+    def plan(self) -> tuple[str, ...]:
+        """The single methods it runs: itself."""
+        return (self.name,)
+
+    @property
+    def headline(self) -> str:
+        """The key of the number a one-column summary shows for it (the unlearning grid's tables)."""
+        return self.metrics[0].key
+
+
+@dataclass(frozen=True, kw_only=True)
+class Combination:
+    """Several methods in one audit run, in order; the first one's verdict is the run's."""
+
+    name: str
+    help: str
+    parts: tuple[str, ...]
+
+    @property
+    def plan(self) -> tuple[str, ...]:
+        """The single methods it runs, in order."""
+        return self.parts
+
+
+Method = MethodSpec | Combination
+
+
+def _deferred(name: str) -> Runner:
+    """The runner ``name`` of :mod:`ema.workflows.audit_methods`, imported when first called (it imports mlflow)."""
+
+    def run(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+        from ema.workflows import audit_methods
+
+        return getattr(audit_methods, name)(request, predictions)
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+FLAG_RATE = Metric(keys.METRIC_FLAG_RATE, ESTIMATE, "share of query samples flagged as members (M = 1)")
+N_QUERY = Metric(keys.METRIC_N_QUERY, ESTIMATE, "number of query samples")
+
+_BUILT_IN: tuple[Method, ...] = (
+    MethodSpec(
+        name=EMAAuditor.method,
+        help="the paper",
+        auditors=(EMAAuditor,),
+        runner=_deferred("run_ema"),
+        needs_probabilities=False,
+        engines=(ENGINE_IN_PROCESS, ENGINE_SPARK),
+        metrics=(
+            Metric(
+                keys.METRIC_RHO_EMA,
+                PVALUE,
+                "p-value of EMA's one-sample t-test of the membership vector M against all ones (rho_EMA)",
+            ),
+            Metric(keys.METRIC_RHO_EMA_KS, PVALUE, "p-value of EMA's Kolmogorov-Smirnov test of M against all ones"),
+            FLAG_RATE,
+            N_QUERY,
+        ),
+    ),
+    MethodSpec(
+        name=KSRatioAuditor.method,
+        help="Liu & Tsaftaris",
+        auditors=(KSRatioAuditor,),
+        runner=_deferred("run_ks_ratio"),
+        metrics=(
+            Metric(
+                keys.METRIC_RHO_KS,
+                ESTIMATE,
+                "Liu & Tsaftaris's KS ratio (not a p-value; at or above its threshold means forgotten)",
+            ),
+            Metric("ks_target", ESTIMATE, "KS statistic between the target's and the query model's outputs"),
+            Metric(
+                "ks_calibration",
+                ESTIMATE,
+                "KS statistic between the calibration-set model's and the query model's outputs",
+            ),
+            N_QUERY,
+            FLAG_RATE,
+        ),
+    ),
+    Combination(name="both", help="ema and ks-ratio in one run", parts=(EMAAuditor.method, KSRatioAuditor.method)),
+    MethodSpec(
+        name=CalibratedAuditor.method,
+        help="tests removed and retained, may say inconclusive",
+        auditors=(ReferenceAuditor, CalibratedAuditor),
+        runner=_deferred("run_calibrated"),
+        metrics=(
+            Metric("p_removed", PVALUE, "p-value of the hypothesis 'the query set was removed' (small: it was not)"),
+            Metric("p_retained", PVALUE, "p-value of the hypothesis 'the query set is retained' (small: it is not)"),
+            Metric(
+                "p_too_forgotten",
+                PVALUE,
+                "p-value of 'the query is no less member-like than never-seen data' (small: over-forgotten)",
+            ),
+            Metric("retained_fraction", ESTIMATE, "estimated share of the query set the model still carries"),
+            Metric("retained_ci_low", ESTIMATE, "lower end of the retained share's confidence interval"),
+            Metric("retained_ci_high", ESTIMATE, "upper end of the retained share's confidence interval"),
+            Metric(
+                "retained_lower_bound_target_only", ESTIMATE, "lower bound on the retained share from the target alone"
+            ),
+            Metric("transfer_gap", ESTIMATE, "how far the calibration model's behaviour may differ from the target's"),
+            Metric(
+                "power_retained",
+                POWER,
+                "power: the chance this audit calls a fully retained query set of this size memorized",
+            ),
+            Metric(
+                "min_detectable_fraction",
+                POWER,
+                "smallest retained share of the query set this audit detects with its target power "
+                "(undefined: not reached)",
+            ),
+            Metric(
+                "p_class_mix",
+                CHECK,
+                "shift check: the query's class mix against the non-member reference's (warns at its own level)",
+            ),
+            Metric(
+                "p_mixture_fit",
+                CHECK,
+                "shift check: fit of the member / non-member mixture to the query (warns at its own level)",
+            ),
+            N_QUERY,
+            FLAG_RATE,
+        ),
+    ),
+    Combination(name="ema+calibrated", help="both, EMA's verdict", parts=(EMAAuditor.method, CalibratedAuditor.method)),
+)
+
+_TABLE: dict[str, Method] = {}
+#: Every method name, in table order: a live view, so a method registered later is in it too.
+METHODS = _TABLE.keys()
+
+
+def register_method(method: Method) -> Method:
+    """Add a row to the method table; returns it.
+
+    Raises
+    ------
+    InputError
+        If the name is taken or malformed, a combination names an unknown method, an engine is
+        unknown, or a metric key is already in the table with another kind or meaning.
+    """
+    if method.name in _TABLE:
+        raise InputError(f"expected a new method name, got {method.name!r}, which is already in the method table")
+    if isinstance(method, MethodSpec):
+        _check_spec(method)
+    else:
+        _check_combination(method)
+    _TABLE[method.name] = method
+    return method
+
+
+def unregister_method(name: str) -> None:
+    """Remove a row :func:`register_method` added (a test's toy method, a plug-in being unloaded)."""
+    method_row(name)
+    del _TABLE[name]
+
+
+def _check_spec(spec: MethodSpec) -> None:
+    if not _SINGLE_NAME.fullmatch(spec.name):
+        raise InputError(f"expected a method name of lowercase letters, digits and -, got {spec.name!r}")
+    unknown = set(spec.engines) - set(ENGINES)
+    if unknown or not spec.engines:
+        raise InputError(f"expected the engines of method {spec.name!r} among {ENGINES}, got {spec.engines!r}")
+    if not spec.metrics:
+        raise InputError(f"expected method {spec.name!r} to declare its metrics, got none")
+    known = metric_vocabulary()
+    for metric in spec.metrics:
+        if known.get(metric.key, metric) != metric:
+            raise InputError(
+                f"expected metric {metric.key!r} of method {spec.name!r} to mean what the table says "
+                f"({known[metric.key]}), got {metric}; give a new metric a new name"
+            )
+
+
+def _check_combination(combination: Combination) -> None:
+    if not _COMBINED_NAME.fullmatch(combination.name):
+        raise InputError(f"expected a method name of lowercase letters, digits, - and +, got {combination.name!r}")
+    for part in combination.parts:
+        if not isinstance(_TABLE.get(part), MethodSpec):
+            raise InputError(
+                f"expected the parts of {combination.name!r} to be single methods of the table, got {part!r}"
+            )
+
+
+def method_row(name: str) -> Method:
+    """The row named ``name``."""
+    if name not in _TABLE:
+        raise InputError(f"expected method in {tuple(_TABLE)}, got {name!r}")
+    return _TABLE[name]
+
+
+def method_spec(name: str) -> MethodSpec:
+    """The single method named ``name`` (a part of a plan)."""
+    row = method_row(name)
+    if not isinstance(row, MethodSpec):
+        raise InputError(f"expected a single method, got the combination {name!r} of {row.parts}")
+    return row
+
+
+def method_plan(name: str) -> tuple[str, ...]:
+    """The single methods ``--method name`` runs, in order; the first one's verdict is the run's."""
+    return method_row(name).plan
+
+
+def method_engines(name: str) -> tuple[str, ...]:
+    """The engines every method of ``name``'s plan runs on."""
+    plan = [method_spec(part) for part in method_plan(name)]
+    return tuple(engine for engine in ENGINES if all(engine in spec.engines for spec in plan))
+
+
+def methods_running(single: str) -> tuple[str, ...]:
+    """The ``--method`` names whose plan runs the single method ``single``, in table order."""
+    return tuple(name for name, row in _TABLE.items() if single in row.plan)
+
+
+def check_access(name: str, access: str) -> None:
+    """Refuse a plan with a method that needs class probabilities when the model returns ``access`` (labels).
+
+    Raises
+    ------
+    InputError
+        Naming the method and the methods that take labels.
+    """
+    for part in method_plan(name):
+        if method_spec(part).needs_probabilities and access != ACCESS_PROBABILITIES:
+            label_only = " or ".join(m for m, row in _TABLE.items() if not _needs_probabilities(row))
+            raise InputError(
+                f"method {part!r} needs class probabilities, got a {access} model; use --method {label_only}"
+            )
+
+
+def _needs_probabilities(row: Method) -> bool:
+    return any(method_spec(part).needs_probabilities for part in row.plan)
+
+
+def metric_vocabulary() -> dict[str, Metric]:
+    """Every metric of every method, by key: what the report says each number is."""
+    return {metric.key: metric for row in _TABLE.values() if isinstance(row, MethodSpec) for metric in row.metrics}
+
+
+def method_help() -> str:
+    """The ``--method`` help: each method with its phrase, in table order."""
+    return ", ".join(f"{name} ({row.help})" for name, row in _TABLE.items()) + "."
+
+
+for _row in _BUILT_IN:
+    register_method(_row)

@@ -29,7 +29,7 @@ from ema.tracking.keys import (
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
 from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UNLEARN_METHODS, UnlearnSpec
 from ema.validation import redact_url
-from ema.workflows.methods import METHODS
+from ema.workflows.methods import METHODS, method_help
 
 
 def configure(experiment_name: str) -> None:
@@ -80,5 +80,6 @@ __all__ = [
     "VERDICTS",
     "command_limits",
     "configure",
+    "method_help",
     "redact_url",
 ]

@@ -2,7 +2,8 @@
 
 The audit workflow calls :func:`report_artifacts` once, with the artifacts it logs last;
 this module builds the report's inputs from what the workflow already holds (the config,
-the resolved target, the query data, the tags the auditors produced) and draws nothing itself.
+the resolved target, the query data, the tags the auditors produced, the method table's metric
+vocabulary) and draws nothing itself.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ema.reports.audit import render_audit_report
 from ema.signals import SIGNALS, compute_scores
 from ema.tracking import keys
 from ema.validation import redact_url
+from ema.workflows.methods import metric_vocabulary
 
 if TYPE_CHECKING:
     from ema.workflows.audit_request import AuditConfig, AuditRequest
@@ -187,6 +189,7 @@ def report_artifacts(
         references=reference_scores(request, results),
         warnings=warnings,
         title=f"Audit of {config.query_name} on {target.label}",
+        vocabulary=metric_vocabulary(),
     )
     figures = {f"{keys.ARTIFACT_FIGURES_DIR}/{name}": png for name, png in report.figures.items()}
     return {keys.ARTIFACT_REPORT: report.html, **figures}

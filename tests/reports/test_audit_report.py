@@ -8,9 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from ema.auditors.result import AuditResult
+from ema.auditors.result import AuditResult, is_pvalue
 from ema.errors import InputError
-from ema.reports.audit import AuditReport, is_pvalue, render_audit_report
+from ema.reports.audit import AuditReport, render_audit_report
+from ema.workflows.methods import metric_vocabulary
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -39,6 +40,7 @@ def render(**overrides) -> AuditReport:
         "query": "M6",
         "lineage": {"Model": "ema-target v3", "Run that trained the model": "abc123", "Scoring server": None},
         "command": "ema audit --model models:/ema-target/3 --query M6 --method ema",
+        "vocabulary": metric_vocabulary(),
     }
     options.update(overrides)
     results = options.pop("results", {"ema": make_result()})
@@ -166,3 +168,25 @@ def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_a
     assert "p_removed" in report.html.split('id="pvalues"')[1].split("</section>")[0]
     assert "exchangeable with the non-member reference" in report.html  # its assumptions
     assert list(report.figures) == ["reference_scores.png"]
+
+
+def test_render_audit_report_reads_kinds_and_meanings_from_the_vocabulary_it_is_given():
+    from ema.auditors.metrics import CHECK, POWER, Metric
+
+    vocabulary = {
+        "p_shift": Metric("p_shift", CHECK, "a shift check"),
+        "reach": Metric("reach", POWER, "how far this audit sees"),
+    }
+    metrics = {"p_shift": 0.01, "reach": 0.75, "rho_ema": 0.2}
+    page = render(results={"ema": make_result(metrics=metrics)}, vocabulary=vocabulary).html
+    pvalues = page.split('id="pvalues"')[1].split("</section>")[0]
+    power = page.split('id="power"')[1].split("</section>")[0]
+    assert "a shift check" in pvalues and "&lt;= 0.1" not in pvalues  # a check is not compared with alpha
+    assert "&gt; 0.1" in pvalues  # rho_ema, a p-value by its name, is
+    assert "reach" in power and "how far this audit sees" in power
+
+
+def test_render_audit_report_without_a_vocabulary_lists_p_metrics_by_name_without_meanings():
+    page = render(vocabulary=None).html
+    pvalues = page.split('id="pvalues"')[1].split("</section>")[0]
+    assert "rho_ema" in pvalues and "one-sample t-test" not in page
