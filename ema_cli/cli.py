@@ -26,6 +26,7 @@ import os
 import click
 
 from ema import __version__
+from ema_cli.exit_codes import epilog
 
 #: Each command: the module and attribute that define it, and the first line of its help (``ema --help`` shows it).
 COMMANDS = {
@@ -97,7 +98,7 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, summary) for name, (_, summary) in COMMANDS.items()])
 
 
-@click.group(cls=LazyGroup)
+@click.group(cls=LazyGroup, epilog=epilog())
 @click.version_option(__version__, prog_name="ema")
 def main():
     """EMA audit workbench: was this data used to train this model, or has it been removed?"""
