@@ -8,7 +8,7 @@ to do next (the message says what exactly)::
     │   └── NotCalibratedError      an auditor asked to audit before calibrate()
     ├── ModelAccessError            the model could not be loaded, or its scoring server failed,
     │   │                           timed out or refused the request
-    │   └── ScoringTimeout          (ema.oracle) the server did not answer within --timeout
+    │   └── ScoringTimeout          (ema.oracle) the server did not answer in time (--request-timeout, --timeout)
     ├── MissingDependencyError      an optional extra is not installed: the message gives the pip command
     ├── StoreError                  the tracking store or registry cannot be used as it is (a corrupt
     │   │                           database, an unsupported URI)
