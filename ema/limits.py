@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from ema.errors import EMAError
+from ema.errors import TimeLimitExceeded
 from ema.validation import check_finite, check_positive_int
 
 #: Default of ``--max-params``. Training in float32 holds about 16 bytes per parameter (the
@@ -36,10 +36,6 @@ from ema.validation import check_finite, check_positive_int
 DEFAULT_MAX_PARAMS = 500_000_000
 #: Bytes one parameter may cost while training; ``--max-params`` times this bounds a recipe's memory estimate.
 BYTES_PER_PARAM = 16
-
-
-class TimeLimitExceeded(EMAError):
-    """The command ran past its ``--timeout``."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import time
 import click
 
 from ema import __version__
+from ema_cli.exit_codes import epilog
 
 #: Key of the root context's ``obj`` holding when the ``ema`` program started (``time.monotonic()``):
 #: ``--timeout`` counts from there, the command's imports included. Unset (``main`` invoked
@@ -103,7 +104,7 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, summary) for name, (_, summary) in COMMANDS.items()])
 
 
-@click.group(cls=LazyGroup)
+@click.group(cls=LazyGroup, epilog=epilog())
 @click.version_option(__version__, prog_name="ema")
 def main():
     """EMA audit workbench: was this data used to train this model, or has it been removed?"""

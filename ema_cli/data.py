@@ -10,6 +10,7 @@ from ema_cli.options import (
     data_option,
     data_seed_option,
     max_query_option,
+    one_line_error,
     query_file_option,
     query_option,
     root_option,
@@ -29,7 +30,7 @@ def show(name, root):
     try:
         description = describe_source(name, root)
     except (EMAError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise one_line_error(exc) from exc
     click.echo(f"{description.name}" + (f"  (root {description.root})" if description.root else ""))
     for summary in description.splits:
         height, width = summary.image_shape
@@ -59,7 +60,7 @@ def splits(out_dir, data_name, root, data_seed):
         for path, arrays in export_splits(out_dir, data_name, data_seed, root).items():
             click.echo(f"{path}  {len(arrays)} images, fingerprint {arrays.fingerprint}")
     except (EMAError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise one_line_error(exc) from exc
 
 
 @data.command("export")
@@ -93,5 +94,5 @@ def export(table_format, out_dir, query, query_file, data_name, root, data_seed,
             out_dir, query=query, query_file=query_file, data=data_name, seed=data_seed, root=root, max_query=max_query
         )
     except (EMAError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise one_line_error(exc) from exc
     click.echo(f"{out_dir}  {len(arrays)} images ({table_format}), fingerprint {arrays.fingerprint}")

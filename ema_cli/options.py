@@ -27,6 +27,7 @@ from ema.workflows.options import (
     redact_url,
 )
 from ema_cli.cli import STARTED
+from ema_cli.exit_codes import exit_code
 
 DEFAULTS = TrainSpec()
 
@@ -217,7 +218,8 @@ def workflow_command(fn: Callable) -> Callable:
     them), and turn EMAError into a one-line error without secrets (after its traceback under --verbose).
 
     The message is the screen's last boundary: any URL it quotes is shown with its
-    credentials as ``***`` (:func:`ema.validation.redact_url`).
+    credentials as ``***`` (:func:`ema.validation.redact_url`). The command exits with its
+    kind's code (:mod:`ema_cli.exit_codes`).
     """
 
     @experiment_option
@@ -233,6 +235,13 @@ def workflow_command(fn: Callable) -> Callable:
         except EMAError as exc:
             if verbose:
                 click.echo(redact_url("".join(traceback.format_exception(exc))), err=True, nl=False)
-            raise click.ClickException(redact_url(str(exc))) from exc
+            raise one_line_error(exc) from exc
 
     return wrapper
+
+
+def one_line_error(exc: Exception) -> click.ClickException:
+    """``exc`` as click shows it: its message without secrets, exiting with the code of its kind."""
+    error = click.ClickException(redact_url(str(exc)))
+    error.exit_code = exit_code(exc)
+    return error

@@ -31,7 +31,7 @@ from ema.data.corruption import apply_corruption
 from ema.data.files import write_set
 from ema.data.presets import load_splits
 from ema.data.splits import QUERY_NAMES, Splits
-from ema.errors import InputError
+from ema.errors import RETRYABLE, InputError
 from ema.experiments.grids import Cell, Grid, check_data, get_grid, member_query
 from ema.experiments.parallel import run_in_workers
 from ema.experiments.resume import CELL_METRICS, CellKey, CellResult, finished_cells
@@ -73,6 +73,8 @@ from ema.workflows.cached_models import cached_model
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.train import train_target
 
+#: What a grid stopped by an unreachable model or a busy store (``ema.errors.RETRYABLE``) adds to its message.
+RESUME_ADVICE = "the cells that finished are kept: run the same command again to resume from them"
 #: Registered name of the targets the grids train.
 GRID_TARGET_NAME = "ema-grid-target"
 #: Panels of Fig. 3 (the paper shows k = 100, 80, 60).
@@ -335,6 +337,9 @@ def run_grid(config: GridConfig, *, progress: bool = True) -> GridOutcome:
     ------
     InputError
         On an unknown grid, a data source the grid does not fit, or ``model_uri`` with ``epochs`` or other data.
+    ModelAccessError, StoreBusyError
+        When a cell's model cannot be reached or the store stays busy: the message then ends in
+        :data:`RESUME_ADVICE` (the same command audits only the cells that did not finish).
     """
     config = config.narrowed()
     started = time.monotonic()
@@ -348,7 +353,10 @@ def run_grid(config: GridConfig, *, progress: bool = True) -> GridOutcome:
         done = finished_cells(fingerprint, parent.info.experiment_id, exclude_parent=parent.info.run_id)
         with tempfile.TemporaryDirectory() as tmp:
             auditor = CellAuditor(config, target, target.oracle(), target.splits(), folder=Path(tmp), progress=progress)
-            cells, n_audited, n_reused = _audit_cells(auditor, done, progress)
+            try:
+                cells, n_audited, n_reused = _audit_cells(auditor, done, progress)
+            except RETRYABLE as exc:  # the model or the store may be back next time; a refused input would not be
+                raise type(exc)(f"{exc}; {RESUME_ADVICE}") from exc
             pictures = draw_figures(auditor)
         tables = build_tables(
             cells, config.grid.tables(config.sizes), ks=config.ks, queries=config.queries, alpha=config.alpha

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ema.errors import EMAError, InputError
+from ema.errors import InputError, ModelAccessError
 from ema.inputs import INPUT_DTYPES, InputSpec
 
 
@@ -68,7 +68,7 @@ def _model_info(model_uri: str):
     try:
         return get_model_info(model_uri)
     except (MlflowException, OSError) as exc:
-        raise EMAError(f"could not read model {model_uri!r}: {' '.join(str(exc).split())[:500]}") from exc
+        raise ModelAccessError(f"could not read model {model_uri!r}: {' '.join(str(exc).split())[:500]}") from exc
 
 
 def model_flavors(model_uri: str) -> tuple[str, ...]:
@@ -99,4 +99,6 @@ def load_native_model(model_uri: str, flavor: str) -> object:
     try:
         return flavor_module.load_model(model_uri)
     except (MlflowException, OSError) as exc:
-        raise EMAError(f"could not load the {flavor} model {model_uri!r}: {' '.join(str(exc).split())[:500]}") from exc
+        raise ModelAccessError(
+            f"could not load the {flavor} model {model_uri!r}: {' '.join(str(exc).split())[:500]}"
+        ) from exc

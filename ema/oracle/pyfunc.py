@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from packaging.requirements import InvalidRequirement, Requirement
 
-from ema.errors import EMAError
+from ema.errors import MissingDependencyError, ModelAccessError, pip_command
 from ema.oracle.base import Oracle
 from ema.oracle.model_info import input_spec_from
 
@@ -38,8 +38,13 @@ class PyfuncOracle(Oracle):
             # MLflow's own requirements check maps every installed distribution to its modules first
             # (1.3 s here); warn_about_mismatches reads just the model's requirements
             self._model = mlflow.pyfunc.load_model(local_path, suppress_warnings=True)
+        except ModuleNotFoundError as exc:  # the flavor's runtime (onnxruntime for an ONNX model)
+            raise MissingDependencyError(
+                f"could not load model {model_uri!r}: it needs {exc.name}, which is not installed: "
+                f"{pip_command(exc.name)}"
+            ) from exc
         except (MlflowException, OSError) as exc:
-            raise EMAError(f"could not load model {model_uri!r}: {one_line(exc)}") from exc
+            raise ModelAccessError(f"could not load model {model_uri!r}: {one_line(exc)}") from exc
         python = self._model.metadata.flavors.get("python_function", {}).get("python_version")
         warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt", python)
         self.model_uri = model_uri
@@ -63,11 +68,11 @@ class PyfuncOracle(Oracle):
         try:
             return self._model.predict(inputs)
         except MlflowException as exc:
-            raise EMAError(
+            raise ModelAccessError(
                 f"model {self.model_uri!r} refused the query ({self.input_spec.describe()}): {schema_reason(exc)}"
             ) from exc
         except Exception as exc:  # the model's own code: whatever it raises is the model's failure, not ours
-            raise EMAError(
+            raise ModelAccessError(
                 f"model {self.model_uri!r} failed on a batch of {len(inputs)} images of shape {inputs.shape[1:]}: "
                 f"{type(exc).__name__}: {first_line(exc)}"
             ) from exc
@@ -82,7 +87,7 @@ def pyfunc_spark_udf(spark: object, model_uri: str, *, result_type: str = "array
 
     Raises
     ------
-    EMAError
+    ModelAccessError
         If the model cannot be loaded or turned into a UDF, as one line.
     """
     import mlflow.pyfunc
@@ -91,7 +96,7 @@ def pyfunc_spark_udf(spark: object, model_uri: str, *, result_type: str = "array
     try:
         return mlflow.pyfunc.spark_udf(spark, model_uri, result_type=result_type, env_manager="local")
     except (MlflowException, OSError) as exc:
-        raise EMAError(f"could not make a Spark UDF of model {model_uri!r}: {one_line(exc)}") from exc
+        raise ModelAccessError(f"could not make a Spark UDF of model {model_uri!r}: {one_line(exc)}") from exc
 
 
 def first_line(exc: BaseException) -> str:

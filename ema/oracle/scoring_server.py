@@ -16,7 +16,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 import numpy as np
 import pandas as pd
 
-from ema.errors import EMAError, InputError
+from ema.errors import InputError, ModelAccessError
 from ema.inputs import InputSpec
 from ema.oracle.base import IMAGE_INPUT_SHAPE, Oracle
 from ema.oracle.outputs import Predictions
@@ -37,11 +37,11 @@ AUTO_FORMAT = "auto"
 HTTP_FORMATS = (AUTO_FORMAT, *REQUEST_FORMATS)
 
 
-class ScoringTimeout(EMAError):
+class ScoringTimeout(ModelAccessError):
     """A model server did not finish within a wall-clock limit."""
 
 
-class _UnsupportedFormat(EMAError):
+class _UnsupportedFormat(ModelAccessError):
     """The server refused the request's content type (HTTP 415)."""
 
 
@@ -196,7 +196,7 @@ class HttpOracle(Oracle):
             except _RetryableFailure as exc:
                 failure = exc
         advice = "; raise it with --request-timeout SECONDS" if failure.timed_out else ""
-        error = ScoringTimeout if failure.timed_out else EMAError
+        error = ScoringTimeout if failure.timed_out else ModelAccessError
         raise error(
             f"scoring server {self.url} failed after {self.retries + 1} attempts; last: {failure.problem}{advice}"
         )
@@ -212,7 +212,7 @@ class HttpOracle(Oracle):
             When the overall deadline runs out (``problem``, the last attempt's, is named).
         _UnsupportedFormat
             On HTTP 415 (the server does not read ``content_type``); not retried.
-        EMAError
+        ModelAccessError
             On another 4xx answer or a reply larger than ``most`` bytes; neither is retried.
         """
         remaining = self._deadline - time.monotonic()
@@ -234,7 +234,7 @@ class HttpOracle(Oracle):
                 f"ConnectionError: {type(exc).__name__}: {' '.join(str(exc).split())}", timed_out=False
             ) from None
         if len(reply) > most:
-            raise EMAError(
+            raise ModelAccessError(
                 f"scoring server {self.url} sent a reply larger than {most} bytes for a batch of {n_images} "
                 "images; expected probabilities, logits or labels"
             )
@@ -242,7 +242,7 @@ class HttpOracle(Oracle):
         if status >= 500:
             raise _RetryableFailure(f"HTTP {status}: {text[:300]}", timed_out=False)
         if not 200 <= status < 300:
-            error = _UnsupportedFormat if status == 415 else EMAError
+            error = _UnsupportedFormat if status == 415 else ModelAccessError
             falls_back = error is _UnsupportedFormat and self.request_format == AUTO_FORMAT  # JSON follows at once
             sent_parquet = content_type == CONTENT_TYPES["parquet"]
             hint = "; it was sent as Parquet: --http-format json sends JSON" if sent_parquet and not falls_back else ""

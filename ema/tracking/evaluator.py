@@ -32,7 +32,7 @@ from mlflow.models.evaluation.artifacts import CsvEvaluationArtifact, JsonEvalua
 from ema.data.arrays import ArraySet
 from ema.data.frames import set_from_frame
 from ema.data.limits import DEFAULT_MAX_QUERY
-from ema.errors import EMAError, InputError
+from ema.errors import InputError
 from ema.tracking import keys
 from ema.validation import check_positive_int
 
@@ -96,16 +96,18 @@ class AuditEvaluator(ModelEvaluator):
 
         Raises
         ------
-        EMAError
-            Without a model (static predictions cannot be audited: the audit queries the
-            model itself), or when the model's registered version cannot be told.
         InputError
-            On a bad config (refused first, by :meth:`checked_config`), a table that is not
-            28 x 28 images with integer labels, or one of more rows than the config's ``max_query``.
+            On a bad config (refused first, by :meth:`checked_config`), without a model (static
+            predictions cannot be audited: the audit queries the model itself), when the model's
+            registered version cannot be told, on a table that is not 28 x 28 images with integer
+            labels, or one of more rows than the config's ``max_query``. Refused for good: fix the call.
+        ModelAccessError, StoreBusyError
+            When the model could not be loaded or scored, or the tracking store stayed busy
+            (:data:`ema.errors.RETRYABLE`): the same call may pass when tried again.
         """
         config = self.checked_config(dict(evaluator_config or {}))
         if model is None:
-            raise EMAError(
+            raise InputError(
                 "the ema evaluator audits a model, got none: pass model='models:/NAME@ALIAS' to "
                 "mlflow.models.evaluate (static predictions cannot be audited)"
             )
@@ -130,12 +132,12 @@ def registered_uri(model) -> str:
 
     Raises
     ------
-    EMAError
-        If the model is registered as several versions (pass ``model_uri`` in the config).
+    InputError
+        If the model has no model id, or is registered as several versions (pass ``model_uri`` in the config).
     """
     model_id = getattr(model, "model_id", None) or getattr(getattr(model, "metadata", None), "model_id", None)
     if not model_id:
-        raise EMAError(
+        raise InputError(
             "cannot tell which model MLflow loaded (no model id): pass evaluator_config="
             "{'ema': {'model_uri': 'models:/NAME/VERSION'}}"
         )
@@ -144,7 +146,7 @@ def registered_uri(model) -> str:
     versions = [v for v in versions if v.source == source]
     if len(versions) > 1:
         found = sorted(f"models:/{v.name}/{v.version}" for v in versions)
-        raise EMAError(
+        raise InputError(
             f"model {model_id} is registered as {found}: pass evaluator_config={{'ema': {{'model_uri': ...}}}} "
             "with the one to audit"
         )

@@ -11,7 +11,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ema.errors import EMAError
+from ema.errors import InputError
 from ema.tracking import keys
 from ema.tracking.search import quoted
 
@@ -95,7 +95,7 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
         try:
             run = client.get_run(run_id)
         except MlflowException as exc:
-            raise EMAError(f"run {run_id!r} does not exist in this tracking store") from exc
+            raise InputError(f"run {run_id!r} does not exist in this tracking store") from exc
         values = {f"param {k}": v for k, v in run.data.params.items()}
         values.update({f"metric {k}": v for k, v in run.data.metrics.items()})
         values.update(
@@ -122,7 +122,7 @@ def version_trail(model_name: str, *, query: str) -> pd.DataFrame:
     prefix = f"{keys.TAG_AUDIT_PREFIX}{query}."
     versions = client.search_model_versions(f"name = {quoted('model name', model_name)}")
     if not versions:
-        raise EMAError(f"registered model {model_name!r} has no versions in this tracking store")
+        raise InputError(f"registered model {model_name!r} has no versions in this tracking store")
     rows = [
         {"version": int(version.version), **_trail_row(json.loads(value))}
         for version in versions

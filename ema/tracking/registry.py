@@ -12,7 +12,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 
-from ema.errors import EMAError, InputError
+from ema.errors import InputError
 from ema.tracking import keys
 from ema.tracking.runs import no_notebook_probe
 from ema.tracking.store import retry_set
@@ -44,7 +44,7 @@ def resolve_version(model_uri: str) -> RegisteredVersion:
 
     Raises
     ------
-    EMAError
+    InputError
         If the URI is not of that form, or the model, alias or version does not exist.
     """
     match = MODELS_URI.match(model_uri)
@@ -64,12 +64,12 @@ def resolve_version(model_uri: str) -> RegisteredVersion:
         registered = client.get_registered_model(name)
     except MlflowException as exc:
         known = sorted(m.name for m in client.search_registered_models())
-        raise EMAError(
+        raise InputError(
             f"registered model {name!r} does not exist in {mlflow.get_tracking_uri()}; known: {known}"
         ) from exc
     what = f"alias {alias!r}" if alias else f"version {version}"
     known = sorted(registered.aliases) if alias else "see `mlflow ui`"
-    raise EMAError(f"registered model {name!r} has no {what}; known aliases: {known}") from failure
+    raise InputError(f"registered model {name!r} has no {what}; known aliases: {known}") from failure
 
 
 def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tags: dict[str, str]) -> RegisteredVersion:

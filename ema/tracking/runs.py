@@ -23,7 +23,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ema.data.arrays import ArraySet
-from ema.errors import EMAError
+from ema.errors import StoreError
 from ema.tracking import keys, store
 
 #: MLflow's switch for the run links it prints to stdout when the store is a tracking server.
@@ -42,9 +42,11 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
 
     Raises
     ------
-    EMAError
+    StoreError
         If the store cannot be used (a corrupt database, an unsupported URI scheme), or the
         experiment cannot be set (e.g. it was deleted), as one line.
+    MissingDependencyError
+        If the store's database driver is not installed.
     """
     uri = os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI
     mlflow.set_tracking_uri(uri)
@@ -57,7 +59,7 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
             store.retry_busy(lambda: mlflow.set_experiment(experiment), what=f"experiment {experiment!r} in {uri}")
         except MlflowException as exc:
             message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise EMAError(f"could not use experiment {experiment!r} in {uri}: {message}") from exc
+            raise StoreError(f"could not use experiment {experiment!r} in {uri}: {message}") from exc
 
 
 @dataclass(frozen=True)
@@ -282,7 +284,7 @@ def _copy(source: Path, destination: Path) -> None:
         shutil.copyfile(source, destination)
 
 
-class MissingArtifact(EMAError):
+class MissingArtifact(StoreError):
     """A run's artifact cannot be read back: deleted from the artifact store, its run gone, or not JSON."""
 
 

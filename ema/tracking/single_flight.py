@@ -50,7 +50,7 @@ import mlflow
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ema.errors import EMAError
+from ema.errors import EMAError, InputError, StoreBusyError
 from ema.limits import seconds_left
 from ema.tracking import keys
 from ema.tracking.store import lock_folder, retry_busy, retry_set, sqlite_path
@@ -73,7 +73,7 @@ SETTLE_SECONDS = 1.0
 POLL_SECONDS = 1.0
 
 
-class ClaimTimeout(EMAError):
+class ClaimTimeout(StoreBusyError):
     """Another process held the cache entry longer than this one was willing to wait."""
 
 
@@ -116,9 +116,9 @@ def claim_mode(uri: str) -> str:
     """``lock`` for a sqlite store, ``lease`` for any other; ``EMA_SINGLE_FLIGHT`` overrides."""
     mode = os.environ.get(MODE_ENV, "").strip().lower()
     if mode and mode not in (MODE_LOCK, MODE_LEASE):
-        raise EMAError(f"expected {MODE_ENV} to be {MODE_LOCK!r}, {MODE_LEASE!r} or unset, got {mode!r}")
+        raise InputError(f"expected {MODE_ENV} to be {MODE_LOCK!r}, {MODE_LEASE!r} or unset, got {mode!r}")
     if mode == MODE_LOCK and sqlite_path(uri) is None:
-        raise EMAError(f"{MODE_ENV}={MODE_LOCK} needs a sqlite tracking store, got {uri!r}; unset it or use lease")
+        raise InputError(f"{MODE_ENV}={MODE_LOCK} needs a sqlite tracking store, got {uri!r}; unset it or use lease")
     return mode or (MODE_LOCK if sqlite_path(uri) is not None else MODE_LEASE)
 
 
@@ -131,7 +131,7 @@ def wait_seconds() -> float:
     except ValueError:
         value = float("nan")
     if not value >= 0 or value == float("inf"):
-        raise EMAError(f"expected {WAIT_ENV} to be a finite number of seconds >= 0, got {text!r}")
+        raise InputError(f"expected {WAIT_ENV} to be a finite number of seconds >= 0, got {text!r}")
     return value
 
 

@@ -24,7 +24,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking._tracking_service.utils import _get_store
 from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
 
-from ema.errors import EMAError
+from ema.errors import MissingDependencyError, StoreBusyError, StoreError, pip_command
 
 T = TypeVar("T")
 
@@ -45,10 +45,6 @@ SUPPORTED = (
     "sqlite:///PATH (the default is sqlite:///mlflow.db in the working directory), "
     "http(s)://HOST:PORT of an MLflow tracking server, or postgresql://, mysql:// or mssql:// database URIs"
 )
-
-
-class StoreError(EMAError):
-    """The tracking store cannot be opened or used as it is."""
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -122,7 +118,7 @@ def retry_busy(call: Callable[[], T], *, what: str = "the tracking store") -> T:
 
     Raises
     ------
-    StoreError
+    StoreBusyError
         If the store is still locked after the last try.
     """
     pause = BUSY_FIRST_PAUSE
@@ -133,7 +129,7 @@ def retry_busy(call: Callable[[], T], *, what: str = "the tracking store") -> T:
             if not is_busy(exc):
                 raise
             if attempt == BUSY_ATTEMPTS:
-                raise StoreError(
+                raise StoreBusyError(
                     f"{what} stayed locked by other processes through {BUSY_ATTEMPTS} tries; "
                     "try again when they are done, or use an MLflow tracking server for many concurrent writers"
                 ) from exc
@@ -150,7 +146,7 @@ def store_lock(db: Path, *, timeout: float = STORE_LOCK_SECONDS) -> Iterator[Non
     try:
         lock.acquire()
     except filelock.Timeout as exc:
-        raise StoreError(
+        raise StoreBusyError(
             f"waited {timeout:.0f} s for another process setting up the MLflow store {db} (it holds {lock.lock_file}); "
             "if no other ema or mlflow command is running, delete that lock file and try again"
         ) from exc
@@ -193,8 +189,10 @@ def _open(uri: str, db: Path | None) -> None:
         retry_busy(lambda: _get_store(uri), what=f"the MLflow store {uri}")
     except UnsupportedModelRegistryStoreURIException as exc:
         raise StoreError(f"unsupported tracking URI {uri!r} (MLFLOW_TRACKING_URI): expected {SUPPORTED}") from exc
-    except ImportError as exc:
-        raise StoreError(f"the tracking URI {uri!r} needs a database driver that is not installed: {exc}") from exc
+    except ModuleNotFoundError as exc:
+        raise MissingDependencyError(
+            f"the tracking URI {uri!r} needs a database driver that is not installed: {exc}; {pip_command(exc.name)}"
+        ) from exc
     except StoreError:
         raise
     except MlflowException as exc:
@@ -222,7 +220,10 @@ def opened(uri: str) -> Iterator[None]:
     Raises
     ------
     StoreError
-        If the store is a corrupt file, its URI scheme is not supported, or it stays locked.
+        If the store is a corrupt file or its URI scheme is not supported; :class:`~ema.errors.StoreBusyError`
+        if it stays locked.
+    MissingDependencyError
+        If its database driver is not installed.
     """
     db = sqlite_path(uri)
     if db is None:

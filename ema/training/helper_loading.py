@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from ema.errors import EMAError
+from ema.errors import StoreError
 from ema.training.architectures import ProbabilityModel
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe
 from ema.training.fit import TorchClassifier
@@ -63,7 +63,7 @@ TRUSTED_SKLEARN_TYPES = frozenset(
 )
 
 
-class HelperLoadError(EMAError):
+class HelperLoadError(StoreError):
     """A helper's stored files do not hold what its recipe builds (foreign or tampered)."""
 
 

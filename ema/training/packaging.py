@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ema.data.arrays import to_pixels
-from ema.errors import EMAError
+from ema.errors import InputError
 from ema.inputs import InputTransform
 from ema.training import networks
 from ema.training.architectures import ProbabilityModel
@@ -128,7 +128,7 @@ def load_torch_model(model_uri: str) -> ProbabilityModel:
 
     Raises
     ------
-    EMAError
+    InputError
         If the model is not one of the workbench's torch models (another framework or flavor).
     """
     try:
@@ -139,7 +139,7 @@ def load_torch_model(model_uri: str) -> ProbabilityModel:
     # the class comes from the model's own copy of pyfunc_code.py, so it is recognised by what it holds
     config = (loaded.model_config or {}) if loaded is not None else {}
     if not isinstance(getattr(python_model, "network", None), torch.nn.Module) or "spec" not in config:
-        raise EMAError(
+        raise InputError(
             f"expected one of the workbench's torch models (logged by `ema train`) at {model_uri}, got "
             f"{type(python_model).__name__ if python_model is not None else 'another flavor'}: approximate "
             "unlearning changes the weights; --method retrain needs only the recipe"

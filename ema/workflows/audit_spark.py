@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ema.engines.batches import FlagBatch, PrepareBatch
-from ema.errors import EMAError
+from ema.errors import InputError, MissingDependencyError, pip_command
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
@@ -33,14 +33,16 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
 
     Raises
     ------
+    MissingDependencyError
+        If pyspark is not installed.
     EMAError
-        If pyspark is not installed, the table is missing or malformed, or the Spark job fails.
+        If the table is missing or malformed, or the Spark job fails.
     """
     spark_engine = _spark_engine()
     target = audit_target(config)  # config.validate refused --model-url with --engine spark
     oracle = oracle or target.oracle(outputs=config.outputs)
     if not isinstance(oracle, PyfuncOracle):
-        raise EMAError(f"expected a pyfunc model for --engine spark, got {type(oracle).__name__}")
+        raise InputError(f"expected a pyfunc model for --engine spark, got {type(oracle).__name__}")
     with tempfile.TemporaryDirectory(prefix="ema-membership-") as scratch:
         out_uri = config.membership_out or str(Path(scratch) / keys.ARTIFACT_MEMBERSHIP_PARQUET)
         with spark_engine.spark_session(config.spark_master) as spark:
@@ -76,7 +78,7 @@ def _spark_engine():
     try:
         from ema.engines import spark
     except ImportError as exc:
-        raise EMAError(
-            f"--engine spark needs pyspark and pyarrow ({exc}): pip install 'ema-audit[spark]' (and Java 17+)"
+        raise MissingDependencyError(
+            f"--engine spark needs pyspark and pyarrow ({exc}): {pip_command('pyspark')} (and Java 17+)"
         ) from exc
     return spark

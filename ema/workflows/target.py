@@ -11,7 +11,7 @@ from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.parquet import read_table
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
-from ema.errors import EMAError, InputError
+from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, parse_input_shape
 from ema.oracle import HttpOracle, Oracle, PyfuncOracle
 from ema.oracle.model_info import declared_input_spec, load_native_model, model_flavors
@@ -78,7 +78,7 @@ class Target:
             where = f"model {self.version.uri} has no tag {keys.TAG_RECIPE!r} and is not a sklearn or pytorch model"
         else:
             where = f"{self.model_uri} is not a registered model and not a sklearn or pytorch model"
-        raise EMAError(
+        raise InputError(
             f"expected a training recipe to train the calibration model; {where}: pass --recipe FILE "
             "(or --calibration-model URI)"
         )

@@ -282,7 +282,7 @@ def _retained_data(target: Target, forget: ArraySet, retain_file: str | None, ma
     """The training data minus the forget set, or ``retain_file``; refuses a forget set that is not training data."""
     known = training_data(target, max_images=max_images)
     if known is None and retain_file is None:
-        raise EMAError(
+        raise InputError(
             f"{target.label} has no recorded training data (no `ema train` lineage, no logged training .npz): "
             "pass --retain FILE.npz with the data to keep"
         )
@@ -317,7 +317,7 @@ def _resolved(spec: UnlearnSpec, target: Target) -> UnlearnSpec:
     scikit = isinstance(recipe, (SklearnRecipe, SklearnCloneRecipe))
     kind = "a scikit-learn model" if scikit else "not one of the workbench's torch models"
     if not spec.is_exact:
-        raise EMAError(
+        raise InputError(
             f"{target.label} is {kind}: approximate unlearning needs one of the workbench's torch models; "
             "use --method retrain"
         )

@@ -44,7 +44,7 @@ def test_data_export_needs_exactly_one_query(tmp_path):
 
 def test_audit_unknown_model_is_one_line_error_and_failed_run(store):
     result = invoke("audit", "--model", "models:/missing@target", "--query", "M1", "--no-progress")
-    assert result.exit_code == 1
+    assert result.exit_code == 3  # an InputError
     errors = [line for line in result.output.splitlines() if line.startswith("Error")]
     assert errors == [f"Error: registered model 'missing' does not exist in {store}; known: []"]
     assert "Traceback" not in result.output
@@ -54,7 +54,7 @@ def test_audit_unknown_model_is_one_line_error_and_failed_run(store):
 
 def test_audit_verbose_prints_the_traceback_before_the_one_line_error(store):
     result = invoke("audit", "--model", "models:/missing@target", "--query", "M1", "--no-progress", "--verbose")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "Traceback (most recent call last):" in result.output
     message = f"registered model 'missing' does not exist in {store}; known: []"
     assert re.search(rf"^ema\.errors\.\w+: {re.escape(message)}$", result.output, re.M)  # the traceback's last line

@@ -42,7 +42,7 @@ def test_data_show_prints_splits_and_classes(make_covidx_root):
 
 def test_data_show_missing_files_is_a_one_line_error(tmp_path):
     result = CliRunner().invoke(main, ["data", "show", "svhn", "--root", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "Error: svhn (train): expected train_32x32.mat under" in result.output and "Traceback" not in result.output
 
 

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from ema.experiments.runner import CellAuditor
+from ema.errors import ModelAccessError
+from ema.experiments.runner import RESUME_ADVICE, CellAuditor
 from ema.tracking import keys
 from ema.tracking.keys import (
     ARTIFACT_CELLS,
@@ -59,22 +60,21 @@ def cells_of(client: MlflowClient, run_id: str) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-class Interrupted(Exception):
-    pass
-
-
 def test_grid_benchmark_resumes_an_interrupted_grid_then_reuses_every_finished_cell(store, monkeypatch):
     args = ("grid", "benchmark", "--epochs", "2", "--k", "100", "--queries", "M1,M6", "--no-progress")
     original = CellAuditor.run
 
-    def run_one_cell_then_stop(self, cell):
+    def run_one_cell_then_lose_the_model(self, cell):
         if cell.query == "M6":
-            raise Interrupted("stopped after the first cell")
+            raise ModelAccessError("scoring server http://127.0.0.1:1/invocations failed after 4 attempts")
         return original(self, cell)
 
-    monkeypatch.setattr(CellAuditor, "run", run_one_cell_then_stop)
-    with pytest.raises(Interrupted):
-        CliRunner().invoke(main, list(args), catch_exceptions=False)
+    monkeypatch.setattr(CellAuditor, "run", run_one_cell_then_lose_the_model)
+    stopped = CliRunner().invoke(main, list(args))
+    assert stopped.exit_code == 4, stopped.output  # a ModelAccessError: worth running again
+    assert stopped.output.strip().splitlines()[-1] == (
+        f"Error: scoring server http://127.0.0.1:1/invocations failed after 4 attempts; {RESUME_ADVICE}"
+    )
     monkeypatch.setattr(CellAuditor, "run", original)
     client = MlflowClient()
     experiment, (interrupted,) = grid_parents(client, "benchmark")
@@ -173,9 +173,9 @@ def test_grid_medical_on_a_tiny_pneumoniamnist(store, make_pneumoniamnist_root):
 
 def test_grid_medical_refuses_a_non_medical_source_and_a_missing_root(store):
     result = CliRunner().invoke(main, ["grid", "medical", "--data", "mnist-embedded", "--no-progress"])
-    assert result.exit_code == 1 and "binary chest X-ray source" in result.output
+    assert result.exit_code == 3 and "binary chest X-ray source" in result.output
     result = CliRunner().invoke(main, ["grid", "medical", "--no-progress"])
-    assert result.exit_code == 1 and "pneumoniamnist: expected a root folder" in result.output
+    assert result.exit_code == 3 and "pneumoniamnist: expected a root folder" in result.output
 
 
 def test_grid_bad_k_is_a_usage_error(store):
@@ -187,4 +187,4 @@ def test_grid_model_with_epochs_is_refused(store):
     result = CliRunner().invoke(
         main, ["grid", "benchmark", "--model", "models:/x@target", "--epochs", "3", "--no-progress"]
     )
-    assert result.exit_code == 1 and "either --model" in result.output
+    assert result.exit_code == 3 and "either --model" in result.output

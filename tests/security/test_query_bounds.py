@@ -115,7 +115,7 @@ def runs_by_status() -> dict[str, int]:
 
 
 def assert_bomb_refused(done: subprocess.CompletedProcess, peak_kib: int) -> None:
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 3, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(errors) == 1, done.stderr
     assert "bomb.npz: expected at most 1,000,000 images, got 2,000,000" in errors[0]

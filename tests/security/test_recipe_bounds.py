@@ -87,7 +87,7 @@ def assert_failed_and_nothing_registered(names: set[str]) -> None:
 
 def assert_refused(code: int, output: str, peak_kib: int, parameter: str) -> None:
     errors = error_lines(output)
-    assert code == 1 and "Traceback" not in output, output[-2000:]
+    assert code == 3 and "Traceback" not in output, output[-2000:]
     assert len(errors) == 1, errors
     assert errors[0].startswith("Error: expected a recipe of at most 500,000,000 parameters (--max-params), got")
     assert parameter in errors[0], errors[0]
@@ -117,7 +117,7 @@ def test_train_refuses_oversized_hidden_widths_before_allocating(store):
 
 def test_max_params_raises_and_lowers_the_limit(store):
     result = CliRunner().invoke(main, ["train", "--epochs", "1", "--max-params", "1000", "--no-progress"])
-    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.exit_code == 3 and "Traceback" not in result.output
     assert "expected a recipe of at most 1,000 parameters (--max-params), got hidden [256, 256]" in result.output
     assert_failed_and_nothing_registered(set())
 
@@ -141,7 +141,7 @@ def test_timeout_ends_training_with_a_failed_run_and_nothing_registered(store, t
     result = CliRunner().invoke(
         main, ["calibrate", "--model", model, "--recipe", str(path), "--timeout", "4", "--no-progress"]
     )
-    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.exit_code == 124 and "Traceback" not in result.output, result.output
     errors = error_lines(result.output)
     assert len(errors) == 1 and errors[0].startswith("Error: expected the command to finish within --timeout 4 s")
     assert "train" in errors[0]

@@ -191,3 +191,19 @@ def test_every_evaluator_config_key_the_glue_or_audit_config_reads_has_a_kind():
 
     assert {*GLUE_KEYS, *SAME_NAME, *RENAMED, *CALIBRATION_KEYS} <= set(KEY_KINDS)
     assert set(KEY_KINDS.values()) <= set(KINDS)
+
+
+def test_the_ema_evaluator_refuses_for_good_or_fails_retryably_by_kind(trained, ema_evaluator, query, monkeypatch):
+    from ema.errors import RETRYABLE, InputError, ModelAccessError
+    from ema.oracle import PyfuncOracle
+
+    with pytest.raises(InputError, match="has no version 99") as refused:
+        evaluate(pixel_frame(query), model_uri="models:/ema-target/99")
+    assert not isinstance(refused.value, RETRYABLE)
+
+    def unreachable(self, pixels):
+        raise ModelAccessError(f"model {self.model_uri!r} failed on a batch: ConnectionError")
+
+    monkeypatch.setattr(PyfuncOracle, "predict", unreachable)
+    with pytest.raises(RETRYABLE, match="failed on a batch: ConnectionError"):
+        evaluate(pixel_frame(query))

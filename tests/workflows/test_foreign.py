@@ -117,4 +117,4 @@ def test_history_lists_audits_newest_first_and_filters(foreign):
     assert compared.exit_code == 0
     assert "metric rho_ema" in compared.output and first.run_id[:8] in compared.output
     missing = CliRunner().invoke(main, ["compare", "0" * 32])
-    assert missing.exit_code == 1 and "does not exist" in missing.output
+    assert missing.exit_code == 3 and "does not exist" in missing.output

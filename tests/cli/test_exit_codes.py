@@ -1,0 +1,76 @@
+"""A failed command exits with the code of its error's kind, and ``ema --help`` lists the codes."""
+
+from __future__ import annotations
+
+import inspect
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from ema import errors
+from ema.oracle import ScoringTimeout
+from ema.tracking.runs import MissingArtifact
+from ema.tracking.single_flight import ClaimTimeout
+from ema_cli.cli import main
+from ema_cli.exit_codes import EXIT_CODES, USAGE_ERROR, exit_code
+from ema_cli.options import workflow_command
+
+#: Each kind, one of its subclasses defined elsewhere, and the code both exit with.
+CODES = [
+    (errors.EMAError, 1),
+    (errors.InputError, 3),
+    (errors.NotCalibratedError, 3),
+    (errors.ModelAccessError, 4),
+    (ScoringTimeout, 4),
+    (errors.MissingDependencyError, 5),
+    (errors.StoreError, 6),
+    (MissingArtifact, 6),
+    (errors.StoreBusyError, 7),
+    (ClaimTimeout, 7),
+    (errors.TimeLimitExceeded, 124),
+]
+
+
+def test_exit_codes_name_every_kind_of_ema_errors_once():
+    kinds = {name for name, kind in inspect.getmembers(errors, inspect.isclass) if issubclass(kind, errors.EMAError)}
+    assert set(EXIT_CODES) == kinds - {"NotCalibratedError"}  # an InputError, refused as one
+    codes = [code for code, _ in EXIT_CODES.values()]
+    assert len(set(codes)) == len(codes) and not {0, USAGE_ERROR} & set(codes)
+
+
+@pytest.mark.parametrize(("kind", "code"), CODES, ids=lambda value: getattr(value, "__name__", str(value)))
+def test_exit_code_of_each_kind_and_of_its_subclasses(kind, code):
+    assert exit_code(kind("x")) == code
+
+
+def test_exit_code_of_an_error_outside_the_tree_is_one():
+    assert exit_code(OSError("disk full")) == 1
+
+
+@pytest.mark.parametrize(("kind", "code"), CODES, ids=lambda value: getattr(value, "__name__", str(value)))
+def test_a_workflow_command_exits_with_its_errors_code_and_one_line(store, kind, code):
+    @click.command()
+    @workflow_command
+    def fails():
+        raise kind("expected something, got something else: do this")
+
+    result = CliRunner().invoke(fails, [])
+    assert result.exit_code == code
+    assert result.output.splitlines()[-1] == "Error: expected something, got something else: do this"
+    assert "Traceback" not in result.output
+
+
+def test_a_corrupt_tracking_store_exits_with_the_store_code(tmp_path, monkeypatch):
+    (tmp_path / "mlflow.db").write_bytes(bytes(range(256)) * 16)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    result = CliRunner().invoke(main, ["history", "--model", "any"])
+    assert result.exit_code == 6 and "is not a usable sqlite database" in result.output
+
+
+def test_help_lists_every_exit_code_with_its_kind():
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    lines = result.output.split("Exit codes:\n", 1)[1].splitlines()
+    assert [int(line.split()[0]) for line in lines] == sorted([0, USAGE_ERROR, *(c for c, _ in EXIT_CODES.values())])
+    assert all(f"({name})" in result.output for name in EXIT_CODES)

@@ -1,0 +1,180 @@
+"""The error tree: each kind's place in it, and each kind raised by a real site of the workbench."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tomllib
+
+from ema import errors
+from ema.auditors import EMAAuditor
+from ema.errors import (
+    RETRYABLE,
+    EMAError,
+    InputError,
+    MissingDependencyError,
+    ModelAccessError,
+    NotCalibratedError,
+    StoreBusyError,
+    StoreError,
+    TimeLimitExceeded,
+    pip_command,
+)
+from ema.limits import check_deadline, command_limits
+from ema.oracle import HttpOracle, PyfuncOracle, ScoringTimeout
+from ema.tracking import store as tracking_store
+from ema.tracking.runs import MissingArtifact, download_artifact
+from ema.tracking.single_flight import ClaimTimeout
+from ema.training.helper_loading import HelperLoadError
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGES = np.zeros((3, 28, 28), np.uint8)
+
+TREE = {
+    InputError: (EMAError, ValueError),
+    NotCalibratedError: (InputError,),
+    ModelAccessError: (EMAError,),
+    ScoringTimeout: (ModelAccessError,),
+    MissingDependencyError: (EMAError,),
+    StoreError: (EMAError,),
+    StoreBusyError: (StoreError,),
+    ClaimTimeout: (StoreBusyError,),
+    MissingArtifact: (StoreError,),
+    HelperLoadError: (StoreError,),
+    TimeLimitExceeded: (EMAError,),
+}
+
+
+@pytest.mark.parametrize("kind", list(TREE), ids=lambda kind: kind.__name__)
+def test_error_tree_each_kind_has_its_bases(kind):
+    assert kind.__bases__ == TREE[kind]
+
+
+def test_error_tree_is_drawn_in_the_docstring_with_every_kind():
+    drawn = errors.__doc__
+    assert all(kind.__name__ in drawn for kind in TREE)
+
+
+def test_error_tree_retryable_kinds_are_model_access_and_a_busy_store_only():
+    assert issubclass(ScoringTimeout, RETRYABLE) and issubclass(ClaimTimeout, RETRYABLE)
+    for final in (
+        InputError,
+        NotCalibratedError,
+        MissingDependencyError,
+        StoreError,
+        MissingArtifact,
+        TimeLimitExceeded,
+    ):
+        assert not issubclass(final, RETRYABLE), final
+
+
+def test_error_tree_kinds_survive_a_worker_process_as_pickles_do():
+    import pickle
+
+    for kind in TREE:
+        again = pickle.loads(pickle.dumps(kind("one line")))
+        assert type(again) is kind and str(again) == "one line"
+
+
+def test_pip_command_names_the_extra_that_pyproject_defines():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for module, extra in errors.EXTRA_OF_MODULE.items():
+        assert pip_command(module) == f"pip install 'ema-audit[{extra}]'"
+        wanted = {"psycopg2": "psycopg2-binary", "py4j": "pyspark"}.get(module, module)  # py4j comes with pyspark
+        assert any(requirement.startswith(wanted) for requirement in extras[extra]), (module, extras[extra])
+    assert pip_command("pymysql.cursors") == "pip install pymysql"
+
+
+# --- each kind, raised by a real site ---------------------------------------------------------------------------
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_http_oracle_against_a_closed_port_raises_model_access_error():
+    oracle = HttpOracle(f"http://127.0.0.1:{closed_port()}/invocations", retries=0)
+    with pytest.raises(ModelAccessError, match=r"failed after 1 attempts; last: ConnectionError") as info:
+        oracle.predict(IMAGES)
+    assert isinstance(info.value, RETRYABLE) and not isinstance(info.value, InputError)
+
+
+def test_pyfunc_oracle_of_a_model_that_is_not_there_raises_model_access_error(tmp_path):
+    with pytest.raises(ModelAccessError, match=r"could not load model '.*nothing'"):
+        PyfuncOracle(str(tmp_path / "nothing"))
+
+
+def test_pyfunc_oracle_without_the_flavors_runtime_raises_missing_dependency_with_the_pip_command(
+    tmp_path, monkeypatch
+):
+    import mlflow.onnx
+
+    to_onnx = pytest.importorskip("skl2onnx").to_onnx
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.random.default_rng(0).random((20, 4), dtype=np.float32)
+    mlflow.onnx.save_model(to_onnx(LogisticRegression().fit(x, np.arange(20) % 2), x[:1]), tmp_path / "model")
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if the onnx extra were not installed
+    expected = r"'.*model': it needs onnxruntime, which is not installed: pip install 'ema-audit\[onnx\]'$"
+    with pytest.raises(MissingDependencyError, match=expected):
+        PyfuncOracle(str(tmp_path / "model"))
+
+
+def test_spark_engine_without_pyspark_raises_missing_dependency_with_the_pip_command(monkeypatch):
+    import ema.engines
+    from ema.workflows import audit_spark
+
+    monkeypatch.delattr(ema.engines, "spark", raising=False)
+    monkeypatch.setitem(sys.modules, "ema.engines.spark", None)
+    with pytest.raises(
+        MissingDependencyError, match=r"--engine spark needs pyspark .*: pip install 'ema-audit\[spark\]'"
+    ):
+        audit_spark._spark_engine()
+
+
+def test_store_without_its_database_driver_raises_missing_dependency_with_the_pip_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg2", None)
+    with pytest.raises(MissingDependencyError, match=r"needs a database driver .*; pip install 'ema-audit\[server\]'$"):
+        with tracking_store.opened("postgresql+psycopg2://user@127.0.0.1:1/nothing"):
+            pass
+
+
+def test_a_corrupt_store_raises_store_error_that_is_not_retried(tmp_path):
+    (tmp_path / "mlflow.db").write_bytes(bytes(range(256)) * 16)
+    with pytest.raises(StoreError, match=r"is not a usable sqlite database") as info:
+        with tracking_store.opened(f"sqlite:///{tmp_path / 'mlflow.db'}"):
+            pass
+    assert not isinstance(info.value, RETRYABLE)
+
+
+def test_a_store_held_by_another_process_raises_store_busy_error(tmp_path):
+    with tracking_store.store_lock(tmp_path / "mlflow.db"):
+        with pytest.raises(StoreBusyError, match=r"waited 0 s for another process setting up"):
+            with tracking_store.store_lock(tmp_path / "mlflow.db", timeout=0.01):
+                pass
+
+
+def test_an_artifact_of_a_run_that_is_gone_raises_missing_artifact_a_store_error(store, tmp_path):
+    with pytest.raises(StoreError, match=r"calibration\.json of run 0+ cannot be read") as info:
+        download_artifact("0" * 32, "calibration.json", tmp_path)
+    assert isinstance(info.value, MissingArtifact)
+
+
+def test_audit_before_calibrate_raises_not_calibrated_error_an_input_error():
+    with pytest.raises(InputError, match=r"not calibrated yet: call calibrate\(\) first") as info:
+        EMAAuditor().audit(np.full((4, 2), 0.5), np.zeros(4, int))
+    assert isinstance(info.value, NotCalibratedError)
+
+
+def test_a_command_past_its_timeout_raises_time_limit_exceeded():
+    with command_limits(timeout=0.01):
+        time.sleep(0.02)
+        with pytest.raises(TimeLimitExceeded, match=r"raise --timeout SECONDS$"):
+            check_deadline("step")
