@@ -19,12 +19,12 @@ from mlflow.tracking import MlflowClient
 
 from ema.auditors import VERDICTS
 from ema.auditors.metrics import CHECK, ESTIMATE, POWER, PVALUE, Metric
-from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK
 from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.audit_methods import run_on_references
+from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINE_SPARK
 from ema.workflows.methods import (
     FLAG_RATE,
     METHODS,
