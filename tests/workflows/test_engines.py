@@ -9,12 +9,8 @@ else is touched, and ``audit`` runs with it, ``ema audit --help`` offers it and 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,9 +33,8 @@ from ema.workflows.engines import (
     unregister_engine,
 )
 from ema.workflows.methods import engine_help, method_engines
-from tests.workflows.conftest import trained  # noqa: F401 (the module's registered target)
+from tests.workflows.conftest import probe_output
 
-ROOT = Path(__file__).resolve().parents[2]
 TOY = "toy-reversed"
 #: The query names the toy engine scored, in order: what shows that the audit ran on it.
 SCORED_BY_TOY: list[str] = []
@@ -147,7 +142,7 @@ def test_unregister_engine_refuses_an_unknown_name():
 # --------------------------------------------------------------------------- the toy, end to end
 
 
-def test_a_toy_engine_registered_in_the_table_audits_as_the_in_process_engine_does(trained, toy):  # noqa: F811
+def test_a_toy_engine_registered_in_the_table_audits_as_the_in_process_engine_does(trained, toy):
     _, outcome = trained
     uri = outcome.version.uri
     for query in ("M1", "M6"):
@@ -184,14 +179,9 @@ print("scored by the toy:", *SCORED_BY_TOY)
 """
 
 
-def test_a_toy_engine_registered_in_the_table_is_offered_and_run_by_ema_audit(trained):  # noqa: F811
+def test_a_toy_engine_registered_in_the_table_is_offered_and_run_by_ema_audit(trained):
     _, outcome = trained
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, outcome.version.uri], capture_output=True, text=True, env=env, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    words = " ".join(done.stdout.split())
+    words = probe_output(PROBE, outcome.version.uri)
     assert "--engine [in-process|spark|toy-reversed]" in words
     assert "reversed (a test-only toy: second half first)." in words  # click breaks the line after "toy-"
     assert "scored by the toy: M6" in words
