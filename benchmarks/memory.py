@@ -110,7 +110,7 @@ PHASES = (
     ("ema.workflows.target", "Target.oracle", "Target.oracle(): load the target's pyfunc"),
     ("ema.oracle", "Oracle.predict", "Oracle.predict: per-batch conversion, scoring, validation"),
     ("ema.auditors.ema", "EMAAuditor.audit", "EMAAuditor.audit"),
-    ("ema.workflows.audit", "membership_table", "membership_table (pandas)"),
+    ("ema.workflows.audit_in_process", "membership_table", "membership_table (pandas)"),
     ("ema.workflows.audit", "log_artifacts_atomically", "log_artifacts_atomically (CSV + JSON)"),
     ("ema.workflows.audit", "set_version_tags", "set_version_tags (audit history on the version)"),
 )

@@ -17,6 +17,7 @@ from ema.workflows.options import (
     METRIC_N_QUERY,
     OUTPUT_KINDS,
     THRESHOLD_MODES,
+    engine_help,
     method_help,
 )
 from ema_cli.options import (
@@ -79,7 +80,7 @@ from ema_cli.options import (
     type=click.Choice(ENGINES),
     default=ENGINE_IN_PROCESS,
     show_default=True,
-    help="Where the query is scored: in this process, or on Spark (--query-table and --method ema only).",
+    help=engine_help(),
 )
 @click.option(
     "--spark-master",

@@ -125,7 +125,7 @@ PARAM_N_RETAIN = "n_retain"
 PARAM_N_FORGET = "n_forget"
 PARAM_SEEDS = "seeds"
 PARAM_METHODS = "methods"
-#: Where the query was scored (ema.engines.ENGINES), and on which Spark master.
+#: Where the query was scored (ema.workflows.engines.ENGINES), and on which Spark master.
 PARAM_ENGINE = "engine"
 PARAM_SPARK_MASTER = "spark_master"
 

@@ -2,7 +2,8 @@
 
 ``AuditConfig`` and ``SuppliedCalibration`` are defined in :mod:`ema.workflows.audit_request`,
 the methods (names, plans, runners, metrics) in the method table :mod:`ema.workflows.methods`;
-they are re-exported here, the audit's public face.
+they are re-exported here, the audit's public face. Where the query is scored is a row of the
+engine table :mod:`ema.workflows.engines`, picked by ``config.engine``.
 """
 
 from __future__ import annotations
@@ -10,35 +11,27 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.splits import EXPECTED_VERDICTS
-from ema.engines import ENGINE_SPARK
-from ema.limits import seconds_left
-from ema.oracle import Oracle, Predictions
+from ema.oracle import Oracle
 from ema.tracking import keys
 from ema.tracking.helper_cache import collect_foreign_entries
 from ema.tracking.registry import RegisteredVersion, set_version_tags
-from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, start_run
+from ema.tracking.runs import log_artifacts_atomically, log_batch, start_run
 from ema.workflows.audit_gates import audit_warnings
 from ema.workflows.audit_methods import fit_calibrated
 from ema.workflows.audit_request import (
     AuditConfig,
-    AuditRequest,
     Scored,
     SuppliedCalibration,
-    audit_target,
-    log_audit_params,
 )
-from ema.workflows.audit_spark import score_on_spark
-from ema.workflows.methods import METHODS, check_access, method_plan, method_spec
+from ema.workflows.engines import engine_row
+from ema.workflows.methods import METHODS, method_plan
 from ema.workflows.references import is_forget_set
 from ema.workflows.reporting import report_artifacts
 from ema.workflows.target import Target
@@ -60,15 +53,6 @@ class AuditOutcome:
     def primary(self) -> AuditResult:
         """The result whose verdict is the run's."""
         return self.results[method_plan(self.method)[0]]
-
-
-def membership_table(query: ArraySet, results: dict[str, AuditResult]) -> pd.DataFrame:
-    """One row per query sample: index, label, then each method's metrics, flags and M (prefixed after the first)."""
-    columns = {"index": query.index, "label": query.y}
-    for position, (method, result) in enumerate(results.items()):
-        prefix = "" if position == 0 else f"{method}_"
-        columns.update({f"{prefix}{name}": values for name, values in result.sample_columns().items()})
-    return pd.DataFrame(columns)
 
 
 def audit_record(query_name: str, fingerprint: str, result: AuditResult, run_id: str, when: time.struct_time) -> str:
@@ -110,13 +94,13 @@ def audit(
     target's version is tagged with the audit afterwards (its audit history), unless
     ``tag_version`` is False (a grid records itself on the version once, for all its cells).
     ``oracle`` replaces the target's own (a grid scores every cell through one).
-    ``config.engine`` says where the query is scored: in this process, or on Spark
-    (:mod:`ema.workflows.audit_spark`); the run's metrics, tags and verdict are the same.
+    ``config.engine`` names the row of the engine table (:mod:`ema.workflows.engines`) that
+    scores the query: in this process, or on Spark; the run's metrics, tags and verdict are the same.
     """
     tags = {keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_ENGINE: config.engine}
     with start_run(f"audit {config.method}", tags=tags) as run:
         config.validate()
-        score = score_on_spark if config.engine == ENGINE_SPARK else _score_in_process
+        score = engine_row(config.engine).score
         with collect_foreign_entries() as foreign, score(config, oracle, progress) as scored:
             request, results, tags = scored.request, scored.results, dict(scored.tags)
             expected = expected_verdict(config, request.target, request.data)
@@ -146,50 +130,6 @@ def audit(
     if tag_version and request.target.version is not None:
         record_on_version(config, outcome, scored.fingerprint, request.target.version)
     return outcome
-
-
-@contextmanager
-def _score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
-    """Find the target, log the run's params, read and record the query data, score it here and audit it."""
-    target = audit_target(config)
-    data = target.query_set(
-        query=config.query, query_file=config.query_file, query_table=config.query_table, max_images=config.max_query
-    )
-    log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
-    log_dataset(data, name=f"query {config.query_name}", context="query")
-    oracle = oracle or target.oracle(
-        outputs=config.outputs,
-        output_name=config.output_name,
-        timeout=seconds_left(config.timeout),
-        request_timeout=config.request_timeout,
-        http_concurrency=config.http_concurrency,
-        http_format=config.http_format,
-    )
-    request = AuditRequest(config, target, data, oracle, progress)
-    predictions = request.oracle.predict(data.x)
-    results, tags = _run_methods(request, predictions)
-    yield Scored(
-        request,
-        results,
-        tags,
-        predictions.access,
-        predictions.detected,
-        data.fingerprint,
-        {keys.ARTIFACT_MEMBERSHIP: membership_table(data, results)},
-    )
-
-
-def _run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[str, AuditResult], dict[str, str]]:
-    """Every auditor the method asks for, in order; their results and the tags they produced.
-
-    Refused before any runs when one of them needs what the model does not return.
-    """
-    check_access(request.config.method, predictions.access)
-    results, tags = {}, {}
-    for method in method_plan(request.config.method):
-        results[method], method_tags = method_spec(method).runner(request, predictions)
-        tags.update(method_tags)
-    return results, tags
 
 
 def _log_results(

@@ -14,7 +14,6 @@ from ema.data.arrays import ArraySet
 from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
 from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
-from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES, SPARK_MASTER_PREFIXES
 from ema.errors import InputError
 from ema.inputs import INPUT_DTYPES, InputTransform
 from ema.oracle import (
@@ -39,7 +38,8 @@ from ema.validation import (
     redact_url,
 )
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
-from ema.workflows.methods import METHODS, method_engines
+from ema.workflows.engines import ENGINE_IN_PROCESS, check_engine
+from ema.workflows.methods import METHODS, check_engine_runs
 from ema.workflows.references import Reference, member_reference, nonmember_reference
 from ema.workflows.target import SOURCE_SUPPLIED, Target, resolve_target
 
@@ -106,9 +106,10 @@ class AuditConfig:
         Over HTTP: requests in flight at once, and how batches are sent (``auto``: Parquet when
         the registered model's signature declares its inputs, else JSON; see :class:`HttpOracle`).
     engine, spark_master, membership_out
-        Where the query is scored (:data:`~ema.engines.ENGINES`); with ``"spark"``, the master
-        (default: the active session, else ``local[2]``) and where the membership table is
-        written (default: logged as the run's ``membership.parquet`` artifact).
+        Where the query is scored (a name of the engine table, :mod:`ema.workflows.engines`,
+        whose row checks the options it is given); with ``"spark"``, the master (default: the
+        active session, else ``local[2]``) and where the membership table is written (default:
+        logged as the run's ``membership.parquet`` artifact). Another engine refuses both.
     """
 
     model_uri: str | None = None
@@ -162,16 +163,13 @@ class AuditConfig:
                 f"expected exactly one of a query name, a query file or a query table, got query={self.query!r}, "
                 f"query_file={self.query_file!r}, query_table={self.query_table!r}"
             )
-        check_choice("engine", self.engine, ENGINES)
-        if self.engine == ENGINE_SPARK:
-            self._validate_spark()
-        elif self.spark_master is not None or self.membership_out is not None:
-            raise InputError("expected --spark-master and --membership-out only with --engine spark")
+        check_engine(self)
         if self.model_uri is None and self.model_url is None:
             raise InputError(
                 "expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither"
             )
         check_choice("method", self.method, METHODS)
+        check_engine_runs(self.method, self.engine)
         check_choice("test", self.test, EMA_TESTS)
         check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
         check_choice("outputs", self.outputs, OUTPUT_KINDS)
@@ -194,39 +192,6 @@ class AuditConfig:
         check_positive_int("HTTP concurrency", self.http_concurrency)
         check_choice("HTTP format", self.http_format, HTTP_FORMATS)
         return self
-
-    def _validate_spark(self) -> None:
-        """What the Spark engine can do: the table's Spark methods (EMA) on a query table, through a pyfunc UDF."""
-        if self.output_name is not None:
-            raise InputError(
-                f"expected no --output-name with --engine spark (its UDF reads one array of outputs), got "
-                f"{self.output_name!r}"
-            )
-        if self.query_table is None:
-            raise InputError(
-                "expected a query table (--query-table URI) with --engine spark; `ema data export` writes one"
-            )
-        if self.model_uri is None or self.model_url is not None:
-            raise InputError(
-                "expected a pyfunc model URI (--model) and no --model-url with --engine spark: executors load the model"
-            )
-        if ENGINE_SPARK not in method_engines(self.method):
-            on_spark = " or ".join(m for m in METHODS if ENGINE_SPARK in method_engines(m))
-            raise InputError(
-                f"--engine spark runs --method {on_spark} only, got {self.method!r}: its auditors need the query's "
-                "predictions in this process; audit it with --engine in-process"
-            )
-        master = self.spark_master or ""
-        if master and not (master == "yarn" or master.startswith(SPARK_MASTER_PREFIXES)):
-            raise InputError(
-                f"expected --spark-master local[N], spark://HOST:PORT, k8s://URL or yarn (what spark-submit "
-                f"accepts), got {master!r}"
-            )
-        if self.membership_out is None and master and not master.startswith("local"):
-            raise InputError(
-                f"expected --membership-out URI (a filesystem every executor and the driver reach) with "
-                f"--spark-master {master}: the executors cannot write to the driver's scratch folder"
-            )
 
     def params(self, target: Target) -> dict[str, object]:
         """The run's params: the options, and the target as resolved."""

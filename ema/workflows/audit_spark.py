@@ -4,8 +4,9 @@ The driver resolves the target, scores the (small) references in-process as ever
 (they give EMA's warnings and tell what the model returns), and calibrates EMA. The executors
 score the query table and flag each sample (:mod:`ema.engines.spark`); the driver gets counts
 back and decides with :meth:`ema.auditors.EMAAuditor.audit_counts`, so the metrics, tags and
-verdict equal the in-process audit's on the same data. Only ``--method ema`` runs here (the
-method table's Spark engines; :meth:`AuditConfig._validate_spark` refuses the rest).
+verdict equal the in-process audit's on the same data. A row of the engine table
+(:mod:`ema.workflows.engines`): :func:`check_spark` is its option check, and it runs the methods
+whose ``MethodSpec.engines`` name it (EMA); the audit refuses the rest.
 """
 
 from __future__ import annotations
@@ -22,6 +23,41 @@ from ema.tracking import keys
 from ema.tracking.runs import log_batch
 from ema.workflows.audit_methods import ema_auditor
 from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, audit_target, log_audit_params
+
+#: How a Spark master URL may start, besides ``yarn`` (what spark-submit accepts): checked before a JVM starts.
+SPARK_MASTER_PREFIXES = ("local", "spark://", "k8s://")
+
+
+def check_spark(config: AuditConfig) -> None:
+    """What the Spark engine can do: a query table, through a pyfunc UDF, on a master spark-submit accepts.
+
+    Raises
+    ------
+    InputError
+        Naming the option and the fix.
+    """
+    if config.output_name is not None:
+        raise InputError(
+            f"expected no --output-name with --engine spark (its UDF reads one array of outputs), got "
+            f"{config.output_name!r}"
+        )
+    if config.query_table is None:
+        raise InputError("expected a query table (--query-table URI) with --engine spark; `ema data export` writes one")
+    if config.model_uri is None or config.model_url is not None:
+        raise InputError(
+            "expected a pyfunc model URI (--model) and no --model-url with --engine spark: executors load the model"
+        )
+    master = config.spark_master or ""
+    if master and not (master == "yarn" or master.startswith(SPARK_MASTER_PREFIXES)):
+        raise InputError(
+            f"expected --spark-master local[N], spark://HOST:PORT, k8s://URL or yarn (what spark-submit "
+            f"accepts), got {master!r}"
+        )
+    if config.membership_out is None and master and not master.startswith("local"):
+        raise InputError(
+            f"expected --membership-out URI (a filesystem every executor and the driver reach) with "
+            f"--spark-master {master}: the executors cannot write to the driver's scratch folder"
+        )
 
 
 @contextmanager

@@ -5,9 +5,10 @@ runner that calibrates and runs them on an audit's data, whether it needs class 
 the engines it runs on, a help phrase and its metric vocabulary) or a :class:`Combination`
 (several methods in one run; the first one's verdict is the run's). Derived from the rows:
 the names (:data:`METHODS`), what each name runs (:func:`method_plan`), the ``--method``
-choices and help (:func:`method_help`), the engine and access checks of an audit, the report's
-metric kinds and meanings (:func:`metric_vocabulary`), and the grids' "which methods carry
-EMA's numbers" (:func:`methods_running`).
+choices and help (:func:`method_help`; the ``--engine`` help names the methods of an engine that
+does not run them all, :func:`engine_help`), the engine and access checks of an audit, the
+report's metric kinds and meanings (:func:`metric_vocabulary`), and the grids' "which methods
+carry EMA's numbers" (:func:`methods_running`).
 
 This module imports no runner, mlflow or torch: ``ema audit --help`` reads it. The built-in
 runners live in :mod:`ema.workflows.audit_methods` and are imported when an audit first runs one.
@@ -38,10 +39,11 @@ from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.metrics import CHECK, ESTIMATE, POWER, PVALUE, Metric
 from ema.auditors.reference import ReferenceAuditor
-from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES
 from ema.errors import InputError
 from ema.oracle import ACCESS_PROBABILITIES
 from ema.tracking import keys
+from ema.workflows.deferred import deferred
+from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES, engine_row
 
 if TYPE_CHECKING:
     from ema.auditors.base import Auditor
@@ -74,7 +76,8 @@ class MethodSpec:
     needs_probabilities : bool
         Refused on a model that returns labels only.
     engines : tuple of str
-        Where its query may be scored (:data:`ema.engines.ENGINES`).
+        Where its query may be scored (names of the engine table, :mod:`ema.workflows.engines`);
+        an engine that runs every method runs it whether named here or not.
     metrics : tuple of Metric
         Every metric its results carry; the first is its headline number.
     """
@@ -117,14 +120,7 @@ Method = MethodSpec | Combination
 
 def _deferred(name: str) -> Runner:
     """The runner ``name`` of :mod:`ema.workflows.audit_methods`, imported when first called (it imports mlflow)."""
-
-    def run(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
-        from ema.workflows import audit_methods
-
-        return getattr(audit_methods, name)(request, predictions)
-
-    run.__name__ = run.__qualname__ = name
-    return run
+    return deferred("ema.workflows.audit_methods", name)
 
 
 FLAG_RATE = Metric(keys.METRIC_FLAG_RATE, ESTIMATE, "share of query samples flagged as members (M = 1)")
@@ -254,7 +250,7 @@ def _check_spec(spec: MethodSpec) -> None:
         raise InputError(f"expected a method name of lowercase letters, digits and -, got {spec.name!r}")
     unknown = set(spec.engines) - set(ENGINES)
     if unknown or not spec.engines:
-        raise InputError(f"expected the engines of method {spec.name!r} among {ENGINES}, got {spec.engines!r}")
+        raise InputError(f"expected the engines of method {spec.name!r} among {tuple(ENGINES)}, got {spec.engines!r}")
     if not spec.metrics:
         raise InputError(f"expected method {spec.name!r} to declare its metrics, got none")
     known = metric_vocabulary()
@@ -297,9 +293,29 @@ def method_plan(name: str) -> tuple[str, ...]:
 
 
 def method_engines(name: str) -> tuple[str, ...]:
-    """The engines every method of ``name``'s plan runs on."""
+    """The engines ``name``'s plan runs on: those that run every method, and those all its parts name."""
     plan = [method_spec(part) for part in method_plan(name)]
-    return tuple(engine for engine in ENGINES if all(engine in spec.engines for spec in plan))
+    return tuple(
+        engine
+        for engine in ENGINES
+        if engine_row(engine).runs_every_method or all(engine in spec.engines for spec in plan)
+    )
+
+
+def check_engine_runs(name: str, engine: str) -> None:
+    """Refuse a plan with a method that ``engine`` does not run (its auditors need the predictions here).
+
+    Raises
+    ------
+    InputError
+        Naming the methods the engine runs.
+    """
+    if engine not in method_engines(name):
+        on_engine = " or ".join(m for m in _TABLE if engine in method_engines(m))
+        raise InputError(
+            f"--engine {engine} runs --method {on_engine} only, got {name!r}: its auditors need the query's "
+            f"predictions in this process; audit it with --engine {ENGINE_IN_PROCESS}"
+        )
 
 
 def methods_running(single: str) -> tuple[str, ...]:
@@ -335,6 +351,17 @@ def metric_vocabulary() -> dict[str, Metric]:
 def method_help() -> str:
     """The ``--method`` help: each method with its phrase, in table order."""
     return ", ".join(f"{name} ({row.help})" for name, row in _TABLE.items()) + "."
+
+
+def engine_help() -> str:
+    """The ``--engine`` help: each engine of the engine table with its phrase, and its methods unless it runs all."""
+    described = []
+    for name in ENGINES:
+        row = engine_row(name)
+        on_engine = " or ".join(m for m in _TABLE if name in method_engines(m))
+        only = "" if row.runs_every_method else f"; --method {on_engine} only"
+        described.append(f"{name} ({row.help}{only})")
+    return f"Where the query is scored: {', '.join(described)}."
 
 
 for _row in _BUILT_IN:

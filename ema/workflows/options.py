@@ -11,7 +11,6 @@ from ema.data.catalog import SOURCE_NAMES
 from ema.data.limits import AUDIT_BYTES_PER_IMAGE, DEFAULT_MAX_QUERY
 from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
 from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
-from ema.engines import ENGINE_IN_PROCESS, ENGINES
 from ema.errors import EMAError, InputError
 from ema.inputs import INPUT_DTYPES
 from ema.limits import DEFAULT_MAX_PARAMS, command_limits
@@ -29,7 +28,8 @@ from ema.tracking.keys import (
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
 from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UNLEARN_METHODS, UnlearnSpec
 from ema.validation import redact_url
-from ema.workflows.methods import METHODS, method_help
+from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINES
+from ema.workflows.methods import METHODS, engine_help, method_help
 
 
 def configure(experiment_name: str) -> None:
@@ -80,6 +80,7 @@ __all__ = [
     "VERDICTS",
     "command_limits",
     "configure",
+    "engine_help",
     "method_help",
     "redact_url",
 ]

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from ema.training.spec import TrainSpec
 from ema.workflows.train import train_target
 from tests.conftest import module_store
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: 20 epochs (~4 s) overfit the 5,000 training images, as the paper's 50 do.
 QUICK_SPEC = TrainSpec(epochs=20)
@@ -17,3 +24,14 @@ def trained(tmp_path_factory, template_db):
     """(store URI, TrainOutcome) for a target trained with QUICK_SPEC; cwd and MLFLOW_TRACKING_URI restored after."""
     with module_store(tmp_path_factory, template_db) as uri:
         yield uri, train_target(QUICK_SPEC, progress=False)
+
+
+def probe_output(probe: str, *args: str) -> str:
+    """The stdout of ``python -c probe ARGS`` (this checkout importable, as a plug-in's code), whitespace collapsed.
+
+    For tests that register a row in a table before the CLI is imported, then run ``ema`` in one process.
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return " ".join(done.stdout.split())

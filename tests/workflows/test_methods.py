@@ -9,9 +9,6 @@ test list in ``tests/core/test_check_auditor.py`` checks with ``check_auditor``)
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,12 +16,12 @@ from mlflow.tracking import MlflowClient
 
 from ema.auditors import VERDICTS
 from ema.auditors.metrics import CHECK, ESTIMATE, POWER, PVALUE, Metric
-from ema.engines import ENGINE_IN_PROCESS, ENGINE_SPARK
 from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, ACCESS_PROBABILITIES
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.audit_methods import run_on_references
+from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINE_SPARK
 from ema.workflows.methods import (
     FLAG_RATE,
     METHODS,
@@ -41,8 +38,8 @@ from ema.workflows.methods import (
     unregister_method,
 )
 from tests.core.test_check_auditor import BUILT_IN_AUDITORS, ToyAuditor
+from tests.workflows.conftest import probe_output
 
-ROOT = Path(__file__).resolve().parents[2]
 TOY_MEANING = "p-value of the toy's binomial test: more than half of the query above the non-members' median"
 
 
@@ -221,12 +218,7 @@ main(["audit", "--model", sys.argv[1], "--query", "M6", "--method", "toy", "--no
 
 def test_a_toy_method_registered_in_the_table_is_offered_and_run_by_ema_audit(trained):
     _, outcome = trained
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, outcome.version.uri], capture_output=True, text=True, env=env, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    words = " ".join(done.stdout.split())
+    words = probe_output(PROBE, outcome.version.uri)
     assert "--method [ema|ks-ratio|both|calibrated|ema+calibrated|toy]" in words
     assert "toy (a test-only toy: confidences above the non-members' median)." in words
     assert "toy: p_flagged " in words and words.rsplit(" -> ", 1)[1] in VERDICTS

@@ -1,0 +1,75 @@
+"""The in-process engine (the default): the query is read, scored through the oracle and audited in this process.
+
+Every method runs here: each runner of the method table gets the query's predictions
+(:func:`run_methods`), and the per-sample membership table is logged as ``membership.csv``.
+A row of the engine table (:mod:`ema.workflows.engines`); it takes every option of an audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pandas as pd
+
+from ema.auditors.result import AuditResult
+from ema.data.arrays import ArraySet
+from ema.limits import seconds_left
+from ema.oracle import Oracle, Predictions
+from ema.tracking import keys
+from ema.tracking.runs import log_dataset
+from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, audit_target, log_audit_params
+from ema.workflows.methods import check_access, method_plan, method_spec
+
+
+@contextmanager
+def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
+    """Find the target, log the run's params, read and record the query data, score it here and audit it."""
+    target = audit_target(config)
+    data = target.query_set(
+        query=config.query, query_file=config.query_file, query_table=config.query_table, max_images=config.max_query
+    )
+    log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
+    log_dataset(data, name=f"query {config.query_name}", context="query")
+    oracle = oracle or target.oracle(
+        outputs=config.outputs,
+        output_name=config.output_name,
+        timeout=seconds_left(config.timeout),
+        request_timeout=config.request_timeout,
+        http_concurrency=config.http_concurrency,
+        http_format=config.http_format,
+    )
+    request = AuditRequest(config, target, data, oracle, progress)
+    predictions = request.oracle.predict(data.x)
+    results, tags = run_methods(request, predictions)
+    yield Scored(
+        request,
+        results,
+        tags,
+        predictions.access,
+        predictions.detected,
+        data.fingerprint,
+        {keys.ARTIFACT_MEMBERSHIP: membership_table(data, results)},
+    )
+
+
+def run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[str, AuditResult], dict[str, str]]:
+    """Every auditor the method asks for, in order; their results and the tags they produced.
+
+    Refused before any runs when one of them needs what the model does not return.
+    """
+    check_access(request.config.method, predictions.access)
+    results, tags = {}, {}
+    for method in method_plan(request.config.method):
+        results[method], method_tags = method_spec(method).runner(request, predictions)
+        tags.update(method_tags)
+    return results, tags
+
+
+def membership_table(query: ArraySet, results: dict[str, AuditResult]) -> pd.DataFrame:
+    """One row per query sample: index, label, then each method's metrics, flags and M (prefixed after the first)."""
+    columns = {"index": query.index, "label": query.y}
+    for position, (method, result) in enumerate(results.items()):
+        prefix = "" if position == 0 else f"{method}_"
+        columns.update({f"{prefix}{name}": values for name, values in result.sample_columns().items()})
+    return pd.DataFrame(columns)
