@@ -141,3 +141,13 @@ def test_checker_refuses_a_forbidden_edge(module, source, expected):
 
 def test_checker_accepts_an_allowed_edge():
     assert violations("ema.workflows.audit", "from ema.tracking import keys\nimport numpy") == []
+
+
+def test_no_module_imports_the_benchmarks():
+    """benchmarks/ holds measurements only: studies live in ema.experiments and never reach back into it."""
+    importers = [
+        module
+        for module, source in project_modules().items()
+        if any(target.split(".")[0] == "benchmarks" for target in imported_modules(source, module))
+    ]
+    assert importers == []

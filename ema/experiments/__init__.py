@@ -10,6 +10,9 @@ The paper's grids (``ema grid NAME``):
 - :mod:`ema.experiments.resume`: finding the finished cells of earlier runs of a grid.
 - :mod:`ema.experiments.runner`: one parent run per grid, one child run per cell.
 
-The validity study of the auditors' error rates: :mod:`ema.experiments.validity` and
-:mod:`ema.experiments.validity_plots`.
+The validity study of the auditors' error rates (``ema grid errors``): :mod:`ema.experiments.validity`,
+:mod:`ema.experiments.validity_study` and :mod:`ema.experiments.validity_plots`; the member-reference
+auditor's own study, run as ``python -m ema.experiments.validity_reference`` (report in
+docs/REFERENCE_AUDITOR.md), and whether reference models would lift its information limit,
+``python -m ema.experiments.validity_reference_models``.
 """

@@ -1,4 +1,7 @@
-"""Would reference models lift the information limit? ``python -m benchmarks.reference_models``.
+"""Would reference models lift the information limit? ``python -m ema.experiments.validity_reference_models``.
+
+Part of the ``errors`` study, beside the reference auditor's validity study
+(:mod:`ema.experiments.validity_reference`), whose information limit it tries to lift.
 
 Issue 12 item 2 proposes calibrating each sample's difficulty against reference models trained
 with the target's recipe on non-member data (offline LiRA, Carlini et al. 2022; difficulty
@@ -33,6 +36,9 @@ BINS = 20
 #: Query size and margin of the issue's goal.
 GOAL_SIZE, GOAL_MARGIN = 200, 0.1
 Z_90 = 1.645
+#: torch threads of training and scoring.
+THREADS = 1
+COMMAND = "python -m ema.experiments.validity_reference_models"
 
 
 def information(members: np.ndarray, nonmembers: np.ndarray, bins: int = BINS) -> float:
@@ -44,7 +50,7 @@ def information(members: np.ndarray, nonmembers: np.ndarray, bins: int = BINS) -
     return chi2 - (bins - 1) * (1 / members.size + 1 / nonmembers.size)
 
 
-def free_images(splits, pool):
+def free_images(splits, pool) -> tuple[np.ndarray, np.ndarray]:
     """The pool's images that the target's splits do not use (training folds, calibration, M6)."""
     used = {image.tobytes() for part in (splits.train, splits.calibration, splits.held_out) for image in part.x}
     keep = np.fromiter((image.tobytes() not in used for image in pool.x), bool, len(pool.y))
@@ -53,16 +59,15 @@ def free_images(splits, pool):
 
 def measure(n_references: int, seed: int) -> dict[str, tuple[float, float]]:
     """AUC and information of the raw and the calibrated scores, with ``n_references`` references."""
-    import torch
-
     from ema.data.arrays import to_pixels
     from ema.data.catalog import open_source
     from ema.data.presets import POOL_SPLIT, load_splits
     from ema.signals import log_odds_score
     from ema.training.fit import fit, predict_proba
     from ema.training.spec import TrainSpec
+    from ema.training.threads import use_threads
 
-    torch.set_num_threads(1)  # float sums differ with the thread count: fix it
+    use_threads(THREADS)  # float sums differ with the thread count: fix it
     splits = load_splits("fashion", 0)
     members, held_out = splits.folds[0], splits.held_out
 
@@ -90,11 +95,12 @@ def measure(n_references: int, seed: int) -> dict[str, tuple[float, float]]:
     return {name: (roc_auc_score(truth, np.r_[m, n]), information(m, n)) for name, (m, n) in candidates.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    """Train the target and the references, then print each score's AUC, information and best bound."""
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("--references", type=int, default=4, help="Reference models (at least 2; default 4).")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the references' training draws.")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.references < 2:
         parser.error(f"expected --references >= 2 (the z score needs a spread), got {args.references}")
     results = measure(args.references, args.seed)

@@ -1,0 +1,130 @@
+"""The reference-auditor study's pure parts, on synthetic scored pools (no training, no data files)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ema.auditors.reference import ReferenceAuditor
+from ema.experiments import validity_reference
+from ema.experiments.validity_reference import (
+    audit_draws,
+    fold_verdicts,
+    information_limit,
+    main,
+    parse_args,
+    summarize,
+    wrong_scale_warnings,
+)
+from ema.experiments.validity_reference_candidates import candidate_tests
+from ema.experiments.validity_reference_models import information
+from ema.experiments.validity_reference_pools import draw, member_reference, truth
+from ema.signals import SIGNALS
+
+N_CLASSES = 10
+FOLD = 250
+
+
+def scored(n: int, confidence: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` probability rows whose true class holds about ``confidence``, and their labels."""
+    labels = np.arange(n) % N_CLASSES
+    true = np.clip(confidence + rng.normal(0, 0.05, n), 0.11, 0.99)
+    proba = np.tile(((1 - true) / (N_CLASSES - 1))[:, None], (1, N_CLASSES))
+    proba[np.arange(n), labels] = true
+    return proba, labels
+
+
+@pytest.fixture(scope="module")
+def pools() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    out = {f"M{i}": scored(FOLD, 0.9, rng) for i in range(1, 6)}
+    out.update(cal=scored(200, 0.6, rng), M6=scored(FOLD, 0.6, rng), S=scored(FOLD, 0.3, rng))
+    for name in ("cal", "M2", "M3", "M4", "M5"):
+        out[f"{name}-wrong-scale"] = (np.full((out[name][1].size, N_CLASSES), 1 / N_CLASSES), out[name][1])
+    return out
+
+
+def test_draw_mixture_takes_half_from_m1_and_is_seeded(pools):
+    proba, labels = draw(pools, "mixture", 9, np.random.default_rng(3))
+    again, _ = draw(pools, "mixture", 9, np.random.default_rng(3))
+    assert proba.shape == (9, N_CLASSES) and labels.shape == (9,)
+    assert (proba.max(axis=1)[:4] > 0.75).all() and (proba.max(axis=1)[4:] < 0.75).all()
+    np.testing.assert_array_equal(proba, again)
+
+
+def test_truth_is_the_retained_fraction_of_each_kind():
+    assert [truth(kind, 9) for kind in ("members", "same-domain", "other-domain", "mixture")] == [1, 0, 0, 4 / 9]
+
+
+def test_member_reference_joins_folds_m2_to_m5_only(pools):
+    proba, labels = member_reference(pools)
+    assert labels.size == 4 * FOLD
+    np.testing.assert_array_equal(proba[:FOLD], pools["M2"][0])
+
+
+def test_candidate_tests_reject_removal_of_members_and_keep_non_members(pools):
+    rng = np.random.default_rng(1)
+    mem_p, mem_y = member_reference(pools)
+    metrics = ("confidence", "log_odds", "modified_entropy", "negative_entropy")
+    refs = {
+        "non": {m: SIGNALS[m](*pools["cal"]) for m in metrics},
+        "mem": {m: SIGNALS[m](mem_p, mem_y) for m in metrics},
+        "non_y": pools["cal"][1],
+        "mem_y": mem_y,
+    }
+    for source, rejected in (("M1", True), ("M6", False)):
+        proba, labels = pools[source]
+        scores = {m: SIGNALS[m](proba, labels) for m in metrics}
+        pvalues = candidate_tests(scores, labels, refs, rng)
+        assert len(pvalues) == 10
+        assert all((p <= 0.01) == rejected for p in pvalues.values()), (source, pvalues)
+
+
+def test_the_auditor_studies_on_separable_pools(pools):
+    auditor = ReferenceAuditor(alpha=0.1).calibrate(*member_reference(pools), *pools["cal"])
+    summary = summarize(audit_draws(auditor, pools, (40,), 2, seed=0)).set_index("kind")
+    assert summary.loc["members", "memorized"] == 1.0
+    assert summary.loc["same-domain", "memorized"] == 0.0
+    assert fold_verdicts(pools, 0.1) == ["memorized"] * 5
+    accuracy, warnings = wrong_scale_warnings(pools, 0.1)
+    assert accuracy == pytest.approx(0.1) and any("near chance" in warning for warning in warnings)
+    limit = information_limit(auditor, (40,))
+    assert limit["I(0)"] > 0 and limit["bound at 40"] > limit["bound as n_q -> inf"]
+
+
+def test_parse_args_refuses_an_unknown_target():
+    with pytest.raises(SystemExit):
+        parse_args(["--targets", "overfit,nope"])
+    assert parse_args(["--sizes", "5,20"]).sizes == (5, 20)
+
+
+def test_information_is_near_zero_without_a_difference_and_grows_with_one():
+    rng = np.random.default_rng(0)
+    same = information(rng.normal(size=5000), rng.normal(size=5000))
+    shifted = information(rng.normal(1.0, size=5000), rng.normal(size=5000))
+    assert abs(same) < 0.02 and shifted > 0.5
+
+
+def test_main_writes_the_report_naming_its_command(pools, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(validity_reference, "score_pools", lambda name, cache, threads: pools)
+    output = tmp_path / "report.md"
+    main(
+        [
+            "--targets",
+            "overfit",
+            "--sizes",
+            "20,200",
+            "--draws",
+            "2",
+            "--redraws",
+            "2",
+            "--no-compare",
+            "--output",
+            str(output),
+        ]
+    )
+    report = output.read_text()
+    assert "Written by `python -m ema.experiments.validity_reference" in report
+    assert "| overfit: members called not_memorized, any size (max over sizes) | 0.000 | <= 0.10 | met |" in report
+    assert "Whole training folds" in report and "## The information limit" in report
+    assert capsys.readouterr().out.startswith("# The member-reference auditor")
