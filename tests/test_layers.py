@@ -41,7 +41,7 @@ LAYER_OF_PREFIX = {
 _BELOW_TRACKING = {"base", "core", "data", "training", "oracle"}
 #: Layer -> the layers it may import (itself included).
 ALLOWED = {
-    "root": {"root"},
+    "root": {"root", "base", "core", "workflows"},  # the lazy facade of ema/__init__.py
     "base": {"base"},
     "core": {"base", "core"},
     "data": {"base", "data"},
