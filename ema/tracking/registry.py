@@ -13,10 +13,10 @@ from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 
 from ema.errors import InputError
+from ema.model_package import FLAVOR_PYTORCH, FLAVOR_SKLEARN, ModelPackage
 from ema.tracking import keys
 from ema.tracking.runs import no_notebook_probe
 from ema.tracking.store import retry_set
-from ema.training.model_package import FLAVOR_PYTORCH, FLAVOR_SKLEARN, ModelPackage
 
 MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
 

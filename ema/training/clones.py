@@ -102,7 +102,7 @@ CloneRecipe = SklearnCloneRecipe | TorchCloneRecipe
 
 
 def package_trained(classifier: Classifier, images: np.ndarray) -> AbstractContextManager:
-    """A context giving the :class:`~ema.training.model_package.ModelPackage` of a classifier we trained.
+    """A context giving the :class:`~ema.model_package.ModelPackage` of a classifier we trained.
 
     ``images`` are uint8 (n, 28, 28), the example its first two. A torch clone packages itself
     (MLflow's pytorch flavor, on float pixels); our own architectures and scikit-learn models

@@ -29,10 +29,11 @@ import torch
 import yaml
 
 from ema.errors import StoreError
+from ema.training.allow_list import resolve_classifier
 from ema.training.architectures import ProbabilityModel
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe
 from ema.training.fit import TorchClassifier
-from ema.training.recipes import SklearnClassifier, SklearnRecipe, TorchRecipe, resolve_classifier
+from ema.training.recipes import SklearnClassifier, SklearnRecipe, TorchRecipe
 from ema.training.torch_clone import CLONE_WEIGHTS_NAME, ProbabilityOutputs, TorchCloneClassifier
 
 #: Where a torch helper's state dict lies in its model folder (our pyfunc-code package).

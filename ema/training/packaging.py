@@ -29,10 +29,10 @@ import torch
 from ema.data.arrays import to_pixels
 from ema.errors import InputError
 from ema.inputs import InputTransform
+from ema.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, ModelPackage
 from ema.training import networks
 from ema.training.architectures import ProbabilityModel
 from ema.training.fit import predict_proba
-from ema.training.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, ModelPackage
 
 # Models logged by earlier versions load their class from here (their code file imports it from this module).
 from ema.training.pyfunc_code import NETWORKS, WEIGHTS, TorchStateDictModel

@@ -15,23 +15,17 @@ and optionally the input representation the model takes,
 ``(p * scale - mean) / std``).
 
 Recipes come from files and from registry tags, written by whoever can write them: they
-are data, checked against an allow-list and never executed. A torch recipe takes only the
-fields of :class:`~ema.training.spec.TrainSpec`, each of its JSON type. A scikit-learn
-recipe names a classifier of scikit-learn's own registry
-(:func:`sklearn.utils.discovery.all_estimators`) that has ``predict_proba``; its
-parameters are names the class's ``get_params()`` knows, with JSON scalars or (nested)
-lists of scalars as values. Nothing else named in a recipe is imported or called; YAML is
-read with ``yaml.safe_load``.
+are data, checked against the allow-list of :mod:`ema.training.allow_list` (the security
+boundary: which torch fields, which scikit-learn classifiers and parameter values) and
+never executed; YAML is read with ``yaml.safe_load``. This module builds recipe values
+from checked data and trains them.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
-import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -40,30 +34,20 @@ import numpy as np
 from ema.errors import InputError
 from ema.inputs import InputTransform
 from ema.limits import interruptible
+from ema.training.allow_list import (
+    check_input_fields,
+    check_sklearn_params,
+    check_torch_fields,
+    describe,
+    resolve_classifier,
+)
 from ema.training.sizes import check_size, sklearn_size
-from ema.training.spec import MAX_BATCH_SIZE, MAX_EPOCHS, MAX_HIDDEN_LAYERS, MAX_WIDTH, TrainSpec
+from ema.training.spec import TrainSpec
 
 FRAMEWORKS = ("torch", "sklearn")
 SKLEARN_PACKAGE = "sklearn"
 #: The most a recipe file may hold; a recipe is a few lines.
 MAX_RECIPE_BYTES = 1 << 20
-#: Torch recipe fields and the JSON type each takes ("widths": a non-empty list of integers).
-TORCH_FIELD_TYPES = {
-    "arch": "string",
-    "hidden": "widths",
-    "optimizer": "string",
-    "lr": "number",
-    "momentum": "number",
-    "weight_decay": "number",
-    "lr_decay": "number",
-    "epochs": "integer",
-    "batch_size": "integer",
-    "seed": "integer",
-}
-#: Upper bounds on the counts a torch recipe may ask for (its model's size is bounded by ``--max-params``).
-TORCH_FIELD_MAXIMA = {"hidden": MAX_WIDTH, "epochs": MAX_EPOCHS, "batch_size": MAX_BATCH_SIZE, "seed": (1 << 63) - 1}
-#: Input representation fields of a recipe's ``"input"`` mapping.
-INPUT_FIELDS = ("scale", "mean", "std")
 
 
 class Classifier(Protocol):
@@ -202,142 +186,6 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _describe(value: object) -> str:
-    """A short description of a value read from a recipe, for error messages."""
-    text = repr(value)
-    return f"{text[:80]}{'...' if len(text) > 80 else ''} ({type(value).__name__})"
-
-
-@lru_cache(maxsize=1)
-def sklearn_classifiers() -> dict[str, type]:
-    """The allow-list: scikit-learn's registered classifiers, by class name and by each public import path.
-
-    A public path is ``package.Class`` for every package on the way to the class's module
-    whose name has no leading underscore and that exports the class itself
-    (``sklearn.linear_model.LogisticRegression``). Built from scikit-learn's registry; no
-    name read from a recipe is ever imported.
-    """
-    from sklearn.utils.discovery import all_estimators
-
-    allowed = {}
-    for name, cls in all_estimators(type_filter="classifier"):
-        allowed[name] = cls
-        parts = cls.__module__.split(".")
-        for depth in range(1, len(parts) + 1):
-            if parts[depth - 1].startswith("_"):
-                break
-            package = ".".join(parts[:depth])
-            if getattr(sys.modules.get(package), name, None) is cls:
-                allowed[f"{package}.{name}"] = cls
-    return allowed
-
-
-def resolve_classifier(estimator: object) -> type:
-    """The scikit-learn classifier class a recipe names; refuses everything outside :func:`sklearn_classifiers`.
-
-    Raises
-    ------
-    InputError
-        If ``estimator`` is not a string naming a registered scikit-learn classifier.
-    """
-    if not isinstance(estimator, str):
-        raise InputError(
-            "expected 'estimator' as the name or public import path of a scikit-learn classifier, "
-            f"got {_describe(estimator)}"
-        )
-    allowed = sklearn_classifiers()
-    cls = allowed.get(estimator)
-    if cls is None:
-        raise InputError(
-            "expected 'estimator' to name a scikit-learn classifier from sklearn.utils.discovery.all_estimators "
-            f"by class name or public import path (e.g. 'LogisticRegression', "
-            f"'sklearn.linear_model.LogisticRegression'), got {estimator[:120]!r}"
-        )
-    return cls
-
-
-def _check_param_value(name: str, value: object, depth: int = 0) -> object:
-    """A parameter value as JSON scalars and (nested) lists of scalars; anything else is refused."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise InputError(f"expected parameter {name!r} as a finite number, got {value!r}")
-        return value
-    if isinstance(value, list) and depth < 2:
-        return [_check_param_value(name, item, depth + 1) for item in value]
-    raise InputError(
-        f"expected parameter {name!r} as a JSON scalar (number, string, boolean, null) or a list of them, "
-        f"got {_describe(value)}"
-    )
-
-
-def check_sklearn_params(cls: type, params: object) -> dict:
-    """Validated constructor parameters for ``cls``: known names, JSON scalar or list values.
-
-    Raises
-    ------
-    InputError
-        If ``params`` is not a mapping, names a parameter ``cls().get_params()`` does not know,
-        or holds a value that is not a JSON scalar or list of scalars.
-    """
-    if not isinstance(params, dict):
-        raise InputError(f"expected 'params' as a mapping of parameter names to values, got {_describe(params)}")
-    known = sorted(
-        name
-        for name, parameter in inspect.signature(cls).parameters.items()
-        if parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
-    )  # what get_params() reports, read without building an instance
-    unknown = sorted(str(name) for name in params if name not in known)
-    if unknown:
-        raise InputError(f"unknown parameters {unknown} for {cls.__name__}; expected a subset of {known}")
-    return {name: _check_param_value(name, value) for name, value in params.items()}
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_integer(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_torch_fields(data: dict) -> dict:
-    """Torch recipe fields of their JSON types and within bounds, ready for :class:`TrainSpec`."""
-    unknown = sorted(str(name) for name in data if name not in TORCH_FIELD_TYPES)
-    if unknown:
-        raise InputError(f"unknown training recipe fields {unknown}; expected a subset of {sorted(TORCH_FIELD_TYPES)}")
-    problems = []
-    for name, value in data.items():
-        kind, maximum = TORCH_FIELD_TYPES[name], TORCH_FIELD_MAXIMA.get(name)
-        if kind == "string":
-            ok, expected = isinstance(value, str), "a string"
-        elif kind == "number":
-            ok = _is_number(value) and math.isfinite(value)
-            expected = "a finite number"
-        elif kind == "integer":
-            ok = _is_integer(value) and (maximum is None or value <= maximum)
-            expected = f"an integer <= {maximum}"
-        else:
-            ok = (
-                isinstance(value, list)
-                and 0 < len(value) <= MAX_HIDDEN_LAYERS
-                and all(_is_integer(width) and 1 <= width <= maximum for width in value)
-            )
-            expected = f"a list of 1 to {MAX_HIDDEN_LAYERS} integer widths in 1..{maximum}"
-        if not ok:
-            problems.append(f"{name} as {expected}, got {_describe(value)}")
-    if problems:
-        raise InputError("invalid training recipe: expected " + "; ".join(problems))
-    return data
-
-
-def _transform_from(data: object) -> InputTransform:
-    if not isinstance(data, dict) or any(name not in INPUT_FIELDS for name in data):
-        raise InputError(f"expected 'input' as a mapping with keys among {list(INPUT_FIELDS)}, got {_describe(data)}")
-    return InputTransform(**data)
-
-
 def recipe_from_dict(data: dict) -> Recipe:
     """Build a recipe from its dictionary form (a recipe file, or a model version's tag).
 
@@ -350,12 +198,12 @@ def recipe_from_dict(data: dict) -> Recipe:
     if not isinstance(data, dict):
         raise InputError(f"expected a recipe as a mapping, got {type(data).__name__}")
     if not all(isinstance(key, str) for key in data):
-        raise InputError(f"expected a recipe with string keys, got keys {[_describe(key) for key in data]}")
+        raise InputError(f"expected a recipe with string keys, got keys {[describe(key) for key in data]}")
     data = dict(data)
     framework = data.pop("framework", "torch")
-    transform = _transform_from(data.pop("input", {}))
+    transform = InputTransform(**check_input_fields(data.pop("input", {})))
     if framework == "torch":
-        return TorchRecipe(TrainSpec.from_dict(_check_torch_fields(data)), transform, names_architecture="arch" in data)
+        return TorchRecipe(TrainSpec.from_dict(check_torch_fields(data)), transform, names_architecture="arch" in data)
     if framework == "sklearn":
         unknown = sorted(set(data) - {"estimator", "params"})
         if unknown or "estimator" not in data:
@@ -364,7 +212,7 @@ def recipe_from_dict(data: dict) -> Recipe:
             )
         params = data.get("params", {})
         return SklearnRecipe(data["estimator"], dict(params) if isinstance(params, dict) else params, transform)
-    raise InputError(f"expected framework in {FRAMEWORKS}, got {_describe(framework)}")
+    raise InputError(f"expected framework in {FRAMEWORKS}, got {describe(framework)}")
 
 
 def recipe_from_json(text: str) -> Recipe:

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ema.errors import InputError
+from ema.model_package import FLAVOR_PYTORCH, ModelPackage
 from ema.training.clones import TorchCloneRecipe
 from ema.training.fit import predict_proba, train_network
-from ema.training.model_package import FLAVOR_PYTORCH, ModelPackage
 from ema.validation import short_hash
 
 #: Smallest probability whose log is taken when a module returns probabilities.

@@ -14,14 +14,8 @@ from mlflow.tracking import MlflowClient
 
 from ema.errors import InputError
 from ema.tracking import keys
-from ema.training.recipes import (
-    TORCH_FIELD_TYPES,
-    SklearnRecipe,
-    load_recipe,
-    recipe_from_dict,
-    recipe_from_json,
-    sklearn_classifiers,
-)
+from ema.training.allow_list import TORCH_FIELD_TYPES, sklearn_classifiers
+from ema.training.recipes import SklearnRecipe, load_recipe, recipe_from_dict, recipe_from_json
 from ema.training.spec import TrainSpec
 from ema_cli.cli import main
 

@@ -11,6 +11,7 @@ import pytest
 import skops.io
 import torch
 
+from ema.training.allow_list import sklearn_classifiers
 from ema.training.helper_loading import (
     SKOPS_FILE,
     TORCH_WEIGHTS,
@@ -19,7 +20,7 @@ from ema.training.helper_loading import (
     load_helper,
     load_skops,
 )
-from ema.training.recipes import SklearnRecipe, TorchRecipe, sklearn_classifiers
+from ema.training.recipes import SklearnRecipe, TorchRecipe
 from ema.training.spec import TrainSpec
 
 RNG = np.random.default_rng(0)

@@ -6,7 +6,7 @@ import pytest
 
 from ema.errors import InputError
 from ema.limits import Limits
-from ema.training.recipes import sklearn_classifiers
+from ema.training.allow_list import sklearn_classifiers
 from ema.training.sizes import FIXED_ARCHITECTURES, SKLEARN_RULES, check_size, sklearn_size, torch_size
 from ema.training.spec import TrainSpec
 

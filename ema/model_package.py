@@ -1,4 +1,8 @@
-"""A trained model as plain values, for tracking to log: no torch, no scikit-learn needed to read it."""
+"""A trained model as plain values, for tracking to log: no torch, no scikit-learn needed to read it.
+
+It sits at the base, below both rooms that use it: ``training/`` builds packages and
+``tracking/`` logs them, and neither imports the other.
+"""
 
 from __future__ import annotations
 
