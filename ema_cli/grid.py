@@ -192,7 +192,8 @@ def grid(
         )
         click.echo(rates_table(run_error_grid(config, cal_seed=cal_seed, progress=progress)))
         return
-    from ema.experiments.runner import GridConfig, run_grid
+    from ema.experiments.grid_config import GridConfig
+    from ema.experiments.runner import run_grid
 
     spec = get_grid(name)
     try:

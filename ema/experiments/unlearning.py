@@ -35,7 +35,6 @@ from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
 from ema.errors import InputError
 from ema.experiments.grids import BENCHMARK_RECIPE
-from ema.experiments.runner import ensure_target
 from ema.experiments.unlearning_config import UNLEARNING_GRID, UnlearningGridConfig
 from ema.experiments.unlearning_tables import (
     SET_ROLES,
@@ -50,6 +49,7 @@ from ema.tracking.registry import RegisteredVersion
 from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, set_tags, start_run
 from ema.training.unlearn_spec import UnlearnSpec
 from ema.workflows.audit import AuditConfig, audit
+from ema.workflows.grid_targets import ensure_target
 from ema.workflows.methods import method_spec
 from ema.workflows.references import member_reference, nonmember_reference
 from ema.workflows.target import Target, resolve_target

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import ModelAccessError
-from ema.experiments.runner import RESUME_ADVICE, CellAuditor
+from ema.experiments.grid_cells import CellAuditor
+from ema.experiments.runner import RESUME_ADVICE
 from ema.tracking import keys
 from ema.tracking.keys import (
     ARTIFACT_CELLS,

@@ -9,6 +9,7 @@ from ema.data.arrays import ArraySet
 from ema.data.corruption import noise_only
 from ema.data.splits import QUERY_NAMES
 from ema.errors import InputError
+from ema.experiments.grid_cells import subsample
 from ema.experiments.grids import (
     GRIDS,
     MEDICAL_KS,
@@ -21,7 +22,7 @@ from ema.experiments.grids import (
     parse_queries,
     parse_sizes,
 )
-from ema.experiments.runner import _panel_ks, subsample
+from ema.experiments.runner import _panel_ks
 
 
 def test_benchmark_plans_k_times_queries_cells_of_method_both():
