@@ -31,6 +31,7 @@ from scipy import stats
 
 from ema.auditors.base import check_calibrated
 from ema.auditors.ema import check_alpha
+from ema.auditors.reference_gates import reference_gate_warnings
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
 from ema.signals import SIGNALS, check_probabilities, check_signal_names
@@ -59,14 +60,6 @@ DEFAULT_POWER = 0.9
 #: Significance level of the shift checks (class mix, mixture fit); lower than alpha because
 #: they only warn, and a warning on every tenth clean audit would be noise.
 DEFAULT_SHIFT_ALPHA = 0.01
-#: Reference accuracy at most chance (1 / n_classes) plus this is "near chance".
-CHANCE_MARGIN = 0.1
-#: Member-reference accuracy minus non-member-reference accuracy beyond this is "far below".
-ACCURACY_GAP_LIMIT = 0.2
-#: Balanced accuracy and AUC of members against non-members below this are "weak separation".
-MIN_SEPARATION = 0.55
-#: Share of non-members flagged at or above this makes flags useless.
-NONMEMBER_FLAG_LIMIT = 0.95
 
 #: What each reported number relies on; copied into ``thresholds["assumptions"]``.
 ASSUMPTIONS: dict[str, str] = {
@@ -107,65 +100,6 @@ def decide_reference_verdict(p_removed: float, retained_high: float, *, alpha: f
     if retained_high <= margin:
         return NOT_MEMORIZED
     return INCONCLUSIVE
-
-
-def reference_gate_warnings(
-    *,
-    n_classes: int,
-    reference_accuracy: float,
-    member_accuracy: float | None = None,
-    balanced_accuracy: float | None = None,
-    auc: float | None = None,
-    nonmember_flag_rate: float | None = None,
-) -> list[str]:
-    """Warnings that no verdict on this target and reference can be trusted as it stands (for every method).
-
-    Parameters
-    ----------
-    n_classes : int
-        Classes of the target.
-    reference_accuracy : float
-        The target's accuracy on the non-member reference.
-    member_accuracy : float, optional
-        Its accuracy on the member reference (or its recorded training accuracy).
-    balanced_accuracy, auc : float, optional
-        How well the score separates members from non-members; the warning needs both below
-        :data:`MIN_SEPARATION` (either one given alone suffices).
-    nonmember_flag_rate : float, optional
-        Share of non-members a method flags as members (EMA's flags, or this auditor's).
-
-    Returns
-    -------
-    list of str
-        Empty when nothing is wrong.
-    """
-    warnings: list[str] = []
-    chance = 1.0 / n_classes
-    if reference_accuracy <= chance + CHANCE_MARGIN:
-        warnings.append(
-            f"target accuracy on the non-member reference is {reference_accuracy:.3f}, near chance ({chance:.3f}): "
-            "inputs are probably scaled or normalised unlike training (try --input-scale or --normalize)"
-        )
-    elif member_accuracy is not None and member_accuracy - reference_accuracy > ACCURACY_GAP_LIMIT:
-        warnings.append(
-            f"target accuracy on the non-member reference ({reference_accuracy:.3f}) is far below its accuracy on "
-            f"members ({member_accuracy:.3f}): the reference may come from another domain or preprocessing"
-        )
-    separations = [s for s in (balanced_accuracy, auc) if s is not None]
-    if separations and max(separations) < MIN_SEPARATION:
-        shown = ", ".join(
-            f"{name} {value:.3f}" for name, value in (("balanced accuracy", balanced_accuracy), ("AUC", auc)) if value
-        )
-        warnings.append(
-            f"members and non-members barely separate on the target ({shown} < {MIN_SEPARATION}): only large query "
-            "sets can be told apart; see power_retained and min_detectable_fraction"
-        )
-    if nonmember_flag_rate is not None and nonmember_flag_rate >= NONMEMBER_FLAG_LIMIT:
-        warnings.append(
-            f"non-members are flagged at a rate of {nonmember_flag_rate:.3f} >= {NONMEMBER_FLAG_LIMIT}: the flags "
-            "cannot tell members from non-members (EMA can then only say memorized)"
-        )
-    return warnings
 
 
 class ReferenceAuditor:
@@ -213,7 +147,8 @@ class ReferenceAuditor:
         Accuracies of the target on both references, the score's AUC and best balanced accuracy
         (members against non-members), and the share of non-members with a positive weight.
     warnings_ : list of str
-        Gate warnings from the references (:func:`reference_gate_warnings`), carried by every audit.
+        Gate warnings from the references
+        (:func:`~ema.auditors.reference_gates.reference_gate_warnings`), carried by every audit.
 
     Examples
     --------

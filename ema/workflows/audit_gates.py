@@ -13,7 +13,7 @@ import numpy as np
 
 from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
-from ema.auditors.reference import ACCURACY_GAP_LIMIT, reference_gate_warnings
+from ema.auditors.reference_gates import ACCURACY_GAP_LIMIT, reference_gate_warnings
 from ema.auditors.result import AuditResult
 from ema.tracking import keys
 from ema.tracking.runs import run_metrics

@@ -9,7 +9,8 @@ import pytest
 from scipy import optimize, special
 
 from ema.auditors import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, CalibratedAuditor
-from ema.auditors.reference import ReferenceAuditor, decide_reference_verdict, reference_gate_warnings
+from ema.auditors.reference import ReferenceAuditor, decide_reference_verdict
+from ema.auditors.reference_gates import reference_gate_warnings
 from ema.errors import InputError
 from ema.stats.binned_tests import class_mix_pvalue, removal_test, retention_test
 from ema.stats.mixture import mixture_profile_loglik, resampled_power, retained_fraction

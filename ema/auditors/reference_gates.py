@@ -1,0 +1,76 @@
+"""Gates on a target and its references: warnings that no verdict can be trusted as things stand.
+
+They come from the target's accuracy on both references and from how well its scores separate
+members from non-members; the member-reference auditor carries them on every audit, and the
+audit workflow applies them to every method (:mod:`ema.workflows.audit_gates`).
+"""
+
+from __future__ import annotations
+
+#: Reference accuracy at most chance (1 / n_classes) plus this is "near chance".
+CHANCE_MARGIN = 0.1
+#: Member-reference accuracy minus non-member-reference accuracy beyond this is "far below".
+ACCURACY_GAP_LIMIT = 0.2
+#: Balanced accuracy and AUC of members against non-members below this are "weak separation".
+MIN_SEPARATION = 0.55
+#: Share of non-members flagged at or above this makes flags useless.
+NONMEMBER_FLAG_LIMIT = 0.95
+
+
+def reference_gate_warnings(
+    *,
+    n_classes: int,
+    reference_accuracy: float,
+    member_accuracy: float | None = None,
+    balanced_accuracy: float | None = None,
+    auc: float | None = None,
+    nonmember_flag_rate: float | None = None,
+) -> list[str]:
+    """Warnings that no verdict on this target and reference can be trusted as it stands (for every method).
+
+    Parameters
+    ----------
+    n_classes : int
+        Classes of the target.
+    reference_accuracy : float
+        The target's accuracy on the non-member reference.
+    member_accuracy : float, optional
+        Its accuracy on the member reference (or its recorded training accuracy).
+    balanced_accuracy, auc : float, optional
+        How well the score separates members from non-members; the warning needs both below
+        :data:`MIN_SEPARATION` (either one given alone suffices).
+    nonmember_flag_rate : float, optional
+        Share of non-members a method flags as members (EMA's flags, or this auditor's).
+
+    Returns
+    -------
+    list of str
+        Empty when nothing is wrong.
+    """
+    warnings: list[str] = []
+    chance = 1.0 / n_classes
+    if reference_accuracy <= chance + CHANCE_MARGIN:
+        warnings.append(
+            f"target accuracy on the non-member reference is {reference_accuracy:.3f}, near chance ({chance:.3f}): "
+            "inputs are probably scaled or normalised unlike training (try --input-scale or --normalize)"
+        )
+    elif member_accuracy is not None and member_accuracy - reference_accuracy > ACCURACY_GAP_LIMIT:
+        warnings.append(
+            f"target accuracy on the non-member reference ({reference_accuracy:.3f}) is far below its accuracy on "
+            f"members ({member_accuracy:.3f}): the reference may come from another domain or preprocessing"
+        )
+    separations = [s for s in (balanced_accuracy, auc) if s is not None]
+    if separations and max(separations) < MIN_SEPARATION:
+        shown = ", ".join(
+            f"{name} {value:.3f}" for name, value in (("balanced accuracy", balanced_accuracy), ("AUC", auc)) if value
+        )
+        warnings.append(
+            f"members and non-members barely separate on the target ({shown} < {MIN_SEPARATION}): only large query "
+            "sets can be told apart; see power_retained and min_detectable_fraction"
+        )
+    if nonmember_flag_rate is not None and nonmember_flag_rate >= NONMEMBER_FLAG_LIMIT:
+        warnings.append(
+            f"non-members are flagged at a rate of {nonmember_flag_rate:.3f} >= {NONMEMBER_FLAG_LIMIT}: the flags "
+            "cannot tell members from non-members (EMA can then only say memorized)"
+        )
+    return warnings
