@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> tuple[list[dict], dict[str, float]]:
         )
         try:
             rows += module.measure(config, **kwargs)
-        except Exception:  # noqa: BLE001 - one failed measurement must not lose the others' results
+        except Exception:  # one failed measurement must not lose the others' results
             error = traceback.format_exc()
             progress(f"{name} FAILED:\n{error}")
             rows.append({"benchmark": name, "error": error})

@@ -63,7 +63,7 @@ def noise_and_rotation(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     check_quality(k)
     rng = np.random.default_rng(seed)
     n = len(data)
-    n_corrupt = int(round(n * (100 - k) / 100))
+    n_corrupt = round(n * (100 - k) / 100)
     chosen = rng.permutation(n)[:n_corrupt]
     noisy, rotated = chosen[: n_corrupt // 2], chosen[n_corrupt // 2 :]
     x = data.x.copy()

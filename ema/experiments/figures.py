@@ -24,7 +24,8 @@ LINESTYLES = ("-", "--", ":", "-.")
 
 
 def _histograms(ax, values: dict[str, np.ndarray], bins: np.ndarray) -> None:
-    for (label, v), linestyle in zip(values.items(), LINESTYLES):
+    # strict=False: one style per series, so at most len(LINESTYLES) series are drawn
+    for (label, v), linestyle in zip(values.items(), LINESTYLES, strict=False):
         weights = np.full(v.shape, 1.0 / max(v.size, 1))
         ax.hist(
             v,
@@ -57,7 +58,7 @@ def signal_distributions(scores: dict[str, dict[str, np.ndarray]], *, title: str
     axes[0].set_ylim(0, 1.05)
     axes[0].set_ylabel("share correctly classified")
     axes[0].set_title("correctness")
-    for label, share, x in zip(labels, shares, range(len(labels))):
+    for x, share in enumerate(shares):
         axes[0].text(x, share + 0.01, f"{share:.3f}", ha="center", fontsize=8)
     _histograms(axes[1], {label: scores[label]["confidence"] for label in labels}, np.linspace(0, 1, N_BINS + 1))
     axes[1].set_title("confidence f(x)_y")
@@ -100,7 +101,7 @@ def ks_output_distributions(panels: list[KSPanel], *, query_label: str, title: s
     figure = Figure(figsize=(4.2 * max(len(panels), 1), 3.6))
     axes = np.atleast_1d(figure.subplots(1, max(len(panels), 1)))
     bins = np.linspace(0, 1, N_BINS + 1)
-    for ax, panel in zip(axes, panels):
+    for ax, panel in zip(axes, panels, strict=False):  # without panels, one blank axis is left empty
         index = np.arange(panel.labels.size)
         _histograms(
             ax,

@@ -97,7 +97,9 @@ def detected_from(summary: pd.DataFrame, column: str = "trace") -> dict[str, int
 
 def trace_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Per method, each size's retention and over-unlearning rates, and the size from which a trace is detected."""
-    summary = summary.assign(cell=[f"r {r:.2f} / o {o:.2f}" for r, o in zip(*(summary[k] for k in TRACE_KINDS))])
+    summary = summary.assign(
+        cell=[f"r {r:.2f} / o {o:.2f}" for r, o in zip(*(summary[k] for k in TRACE_KINDS), strict=True)]
+    )
     wide = summary.pivot(index="method", columns="size", values="cell")
     wide.columns = [f"n = {c}" for c in wide.columns]  # no "|" in a Markdown table's cells
     wide = wide.reindex(list(dict.fromkeys(summary["method"])))

@@ -61,10 +61,10 @@ __all__ = [
     "PyfuncOracle",
     "ScoringTimeout",
     "encode_request",
-    "request_body",
     "interpret_outputs",
     "numeric_outputs",
     "parse_reply",
     "prepare_inputs",
     "pyfunc_spark_udf",
+    "request_body",
 ]

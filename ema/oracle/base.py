@@ -117,7 +117,7 @@ class Oracle:
             raise InputError(f"expected at least one image to score, got an array of shape {pixels.shape}")
         outputs = None
         starts = range(0, len(pixels), self.batch_size)
-        for start, batch in zip(starts, self._scored_batches(pixels, starts)):
+        for start, batch in zip(starts, self._scored_batches(pixels, starts), strict=True):
             images = pixels[start : start + self.batch_size]
             if outputs is None:
                 # one array for all outputs: small per-batch arrays kept alive would pin the heap above

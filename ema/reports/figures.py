@@ -48,7 +48,7 @@ def score_distributions(
     signals = list(next(iter(distributions.values()))) if distributions else []
     figure = Figure(figsize=(10, 0.6 + ROW_HEIGHT * max(len(signals), 1)))
     axes = figure.subplots(max(len(signals), 1), 2, squeeze=False)
-    for row, signal in zip(axes, signals):
+    for row, signal in zip(axes, signals, strict=False):  # without signals, one blank row is left empty
         values = {label: _finite(distributions[label][signal]) for label in labels if signal in distributions[label]}
         _histograms(row[0], values)
         _ecdfs(row[1], values)
@@ -77,7 +77,8 @@ def _histograms(ax, values: dict[str, np.ndarray]) -> None:
     smallest = min((v.size for v in values.values()), default=0)
     n_bins = int(np.clip(smallest // 2, 1, MAX_BINS))
     bins = np.histogram_bin_edges(pooled, bins=n_bins) if pooled.size else np.linspace(0, 1, 2)
-    for (label, v), linestyle in zip(values.items(), LINESTYLES):
+    # strict=False: one style per series, so at most len(LINESTYLES) series are drawn
+    for (label, v), linestyle in zip(values.items(), LINESTYLES, strict=False):
         if v.size == 0:
             continue
         ax.hist(
@@ -92,7 +93,8 @@ def _histograms(ax, values: dict[str, np.ndarray]) -> None:
 
 
 def _ecdfs(ax, values: dict[str, np.ndarray]) -> None:
-    for (label, v), linestyle in zip(values.items(), LINESTYLES):
+    # strict=False: one style per series, so at most len(LINESTYLES) series are drawn
+    for (label, v), linestyle in zip(values.items(), LINESTYLES, strict=False):
         if v.size == 0:
             continue
         ordered = np.sort(v)

@@ -27,5 +27,5 @@ def tail_probability(pmf: np.ndarray, counts: np.ndarray, alternative: str) -> n
         tail = np.cumsum(pmf, axis=-1)
     else:
         tail = np.cumsum(pmf[..., ::-1], axis=-1)[..., ::-1]
-    picked = np.take_along_axis(tail, counts.reshape(counts.shape + (1,)), axis=-1)[..., 0]
+    picked = np.take_along_axis(tail, counts.reshape((*counts.shape, 1)), axis=-1)[..., 0]
     return np.clip(picked, 0.0, 1.0)

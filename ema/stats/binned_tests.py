@@ -138,7 +138,7 @@ def _check_test_inputs(alternatives, levels, *scores) -> tuple[np.ndarray, list[
     for alternative in alternatives:
         check_choice("alternative", alternative, ALTERNATIVES)
     names = ("query_scores", "reference_scores", "contrast_scores")
-    return check_levels(levels), [check_score_vector(name, array) for name, array in zip(names, scores)]
+    return check_levels(levels), [check_score_vector(name, array) for name, array in zip(names, scores, strict=True)]
 
 
 def _results(statistic, pvalues, n, n_permutations) -> dict[str, PermutationTestResult]:

@@ -85,7 +85,7 @@ class MemberTailCurve:
         """T(level) without pseudo-counts: rank-interpolated member share, any array shape."""
         levels = np.clip(np.asarray(levels, dtype=np.float64), 0.0, 1.0)
         members_below = np.zeros_like(levels)
-        for n_nonmembers, cumulative in zip(self.stratum_nonmembers, self.cumulative):
+        for n_nonmembers, cumulative in zip(self.stratum_nonmembers, self.cumulative, strict=True):
             # The r-th of n non-member order statistics sits at level r / (n + 1) on average.
             rank = levels * (n_nonmembers + 1)
             members_below += np.interp(rank, np.arange(n_nonmembers + 1), cumulative)
@@ -137,7 +137,7 @@ class MemberTailCurve:
         draws = nested_dirichlet(rng, member_counts, self.n_members, n_draws, JEFFREYS_PSEUDOCOUNT)
         weights = self.stratum_members / self.n_members
         true_levels = np.zeros((n_draws, levels.size))
-        for weight, n_nonmembers in zip(weights, self.stratum_nonmembers):
+        for weight, n_nonmembers in zip(weights, self.stratum_nonmembers, strict=True):
             true_levels += weight * nested_dirichlet(rng, levels * (n_nonmembers + 1), n_nonmembers + 1, n_draws, 0.0)
         # The members were counted below quantiles whose true level is true_levels; T at `levels`
         # is that count moved back along the slope.

@@ -96,7 +96,7 @@ class DetectionPower:
 
 
 def _fraction_grid() -> np.ndarray:
-    return np.linspace(0.0, 1.0, int(round(1.0 / FRACTION_GRID_STEP)) + 1)
+    return np.linspace(0.0, 1.0, round(1.0 / FRACTION_GRID_STEP) + 1)
 
 
 def mixture_profile_loglik(

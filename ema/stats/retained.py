@@ -284,7 +284,7 @@ def _draw_retained_fractions(
     # Total prior weight 1 spread over the bins (Perks): for one cut-off, the Jeffreys Beta(x + 1/2, n - x + 1/2).
     query = nested_dirichlet(rng, counts, n, n_draws, 1.0 / (levels.size + 1))
     nonmember = np.zeros((n_draws, levels.size))
-    for weight, ranks, size in zip(stratum_weights, reference_ranks, reference_sizes):
+    for weight, ranks, size in zip(stratum_weights, reference_ranks, reference_sizes, strict=True):
         if weight > 0:
             nonmember += weight * nested_dirichlet(rng, ranks, size + 1, n_draws, 0.0)
     member = member_curve.draw(levels, n_draws, rng) + member_slope * (nonmember - levels)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 
 import mlflow
 import mlflow.pyfunc
@@ -116,7 +117,7 @@ def set_version_tags(version: RegisteredVersion, tags: dict[str, str]) -> None:
     """Tag a model version (e.g. with its latest audit), so the registry shows it."""
     client = MlflowClient()
     for key, value in tags.items():
-        retry_set(lambda: client.set_model_version_tag(version.name, version.version, key, value))
+        retry_set(partial(client.set_model_version_tag, version.name, version.version, key, value))
 
 
 def register(model_uri: str, *, name: str, alias: str | None, tags: dict[str, str]) -> RegisteredVersion:

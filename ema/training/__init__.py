@@ -2,4 +2,4 @@
 
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
 
-__all__ = ["TrainSpec", "ARCHITECTURES", "OPTIMIZERS"]
+__all__ = ["ARCHITECTURES", "OPTIMIZERS", "TrainSpec"]

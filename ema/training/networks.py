@@ -8,6 +8,8 @@ where mlflow and torch are installed but ``ema`` is not (``mlflow models serve
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import torch
 from torch import nn
@@ -28,7 +30,7 @@ def build_network(arch: str, hidden: tuple[int, ...] = (), n_classes: int = N_CL
     if arch == "mlp":
         widths = (CHANNELS * SIZE * SIZE, *hidden)
         layers: list[nn.Module] = [nn.Flatten()]
-        for n_in, n_out in zip(widths[:-1], widths[1:]):
+        for n_in, n_out in pairwise(widths):
             layers += [nn.Linear(n_in, n_out), nn.ReLU()]
         layers.append(nn.Linear(widths[-1], n_classes))
         return nn.Sequential(*layers)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ema.errors import InputError
 from ema.limits import BYTES_PER_PARAM, Limits, current_limits
@@ -105,7 +106,7 @@ def torch_size(spec: TrainSpec, n_samples: int) -> SizeEstimate:
         model, sized_by = spec.arch, f"arch {spec.arch!r}"
     else:
         widths = (INPUT_VALUES, *spec.hidden, N_CLASSES)
-        parameters = sum((n_in + 1) * n_out for n_in, n_out in zip(widths[:-1], widths[1:]))
+        parameters = sum((n_in + 1) * n_out for n_in, n_out in pairwise(widths))
         per_image = 2 * sum(spec.hidden) + N_CLASSES  # each layer's output and its ReLU's
         model, sized_by = "the MLP", f"hidden {_shown(spec.hidden)}"
     weights = parameters * (2 + OPTIMIZER_STATES[spec.optimizer]) * TORCH_VALUE_BYTES
@@ -163,7 +164,7 @@ def _mlp(p: dict, n: int, d: int, k: int) -> tuple[int, int, tuple[str, ...]]:
     hidden = p["hidden_layer_sizes"]
     hidden = [hidden] if isinstance(hidden, int) else list(hidden)
     widths = [d, *hidden, k if k > 2 else 1]
-    parameters = sum((n_in + 1) * n_out for n_in, n_out in zip(widths[:-1], widths[1:]))
+    parameters = sum((n_in + 1) * n_out for n_in, n_out in pairwise(widths))
     if p.get("solver") == "lbfgs":
         batch = n  # full batch
     else:

@@ -128,7 +128,7 @@ def _neggrad(student: nn.Module, teacher, spec: UnlearnSpec, retain, forget, gen
     def step(x: torch.Tensor, y: torch.Tensor, fx: torch.Tensor, fy: torch.Tensor) -> torch.Tensor:
         return (1.0 - w) * F.cross_entropy(student(x), y) - w * F.cross_entropy(student(fx), fy)
 
-    return lambda epoch: (lambda b=b, f=next(forgotten): step(*b, *f) for b in kept.epoch())
+    return lambda epoch: (lambda b=b, f=next(forgotten): step(*b, *f) for b in kept.epoch())  # noqa: B008 - next batch per step
 
 
 def _scrub(student: nn.Module, teacher: ProbabilityModel, spec: UnlearnSpec, retain, forget, generator) -> Steps:

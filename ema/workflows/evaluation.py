@@ -113,9 +113,8 @@ def check_evaluator_config(config: Mapping[str, object]) -> dict[str, object]:
             )
     supplied = tuple(given.get(key) for key in CALIBRATION_KEYS)
     if any(supplied) and not all(supplied):
-        raise InputError(
-            f"expected all of {list(CALIBRATION_KEYS)} or none, got {dict(zip(CALIBRATION_KEYS, supplied))}"
-        )
+        got = dict(zip(CALIBRATION_KEYS, supplied, strict=True))
+        raise InputError(f"expected all of {list(CALIBRATION_KEYS)} or none, got {got}")
     return given
 
 

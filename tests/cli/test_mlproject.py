@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from itertools import pairwise
 from pathlib import Path
 
 import click
@@ -44,7 +45,7 @@ def test_mlproject_entry_point_matches_cli(entry_point):
 def test_mlproject_defaults_match_cli_defaults(entry_point):
     spec = ENTRY_POINTS[entry_point]
     command, arguments = cli_command(entry_point)
-    for flag, value in zip(arguments, arguments[1:]):
+    for flag, value in pairwise(arguments):
         match = re.fullmatch(r"\{(\w+)\}", value)
         if not flag.startswith("--") or not match:
             continue
@@ -69,7 +70,7 @@ def test_mlproject_parameters_are_typed_and_map_one_to_one_to_their_flags(entry_
     command, arguments = cli_command(entry_point)
     passed = {
         match[1]: flag
-        for flag, value in zip(arguments, arguments[1:])
+        for flag, value in pairwise(arguments)
         if flag.startswith("--") and (match := re.fullmatch(r"\{(\w+)\}", value))
     }
     for name, declared in spec.get("parameters", {}).items():
@@ -91,7 +92,7 @@ def test_mlproject_defaults_parse_as_the_cli_command_line(entry_point):
     defaults = {name: str(declared["default"]) for name, declared in spec.get("parameters", {}).items()}
     words = [re.sub(r"\{(\w+)\}", lambda m: defaults[m[1]], word) for word in arguments]
     context = command.make_context(command.name, words)
-    flags = {value[1:-1]: flag for flag, value in zip(arguments, arguments[1:]) if flag.startswith("--")}
+    flags = {value[1:-1]: flag for flag, value in pairwise(arguments) if flag.startswith("--")}
     for name, declared in spec.get("parameters", {}).items():
         param = next(p for p in command.params if flags.get(name) in p.opts or p.name == name)
         given = context.params[param.name]

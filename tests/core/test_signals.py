@@ -40,7 +40,7 @@ def test_modified_entropy_score_matches_song_mittal_definition():
         total -= sum(row[i] * np.log(1 - row[i]) for i in range(len(row)) if i != y)
         return total
 
-    expected = [-mentr(row, y) for row, y in zip(PROBA[:2], LABELS[:2])]
+    expected = [-mentr(row, y) for row, y in zip(PROBA[:2], LABELS[:2], strict=True)]
     np.testing.assert_allclose(modified_entropy_score(PROBA[:2], LABELS[:2]), expected)
 
 

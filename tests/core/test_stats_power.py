@@ -20,7 +20,7 @@ def test_required_query_size_reaches_power_and_is_smallest():
 
     def power(size):
         best = 0.0
-        for rank, rate in zip(ranks, rates[0]):
+        for rank, rate in zip(ranks, rates[0], strict=True):
             cdf = stats.betabinom.cdf(np.arange(size + 1), size, rank, n_reference + 1 - rank)
             critical = int(np.sum(cdf <= ALPHA / rates.size)) - 1
             best = max(best, stats.binom.cdf(critical, size, rate) if critical >= 0 else 0.0)

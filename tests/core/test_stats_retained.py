@@ -78,7 +78,7 @@ def test_retained_fraction_interval_covers_truth_by_simulation():
 
 def test_retained_fraction_interval_rejects_bad_counts():
     curve = _separated_curve(np.random.default_rng(10))
-    with pytest.raises(InputError, match="nondecreasing integers in 0..10"):
+    with pytest.raises(InputError, match=r"nondecreasing integers in 0\.\.10"):
         retained_fraction_interval(
             np.array([5, 3]), 10, reference_ranks=np.array([1, 2]), reference_sizes=9, member_curve=curve
         )

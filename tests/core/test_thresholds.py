@@ -40,7 +40,7 @@ def test_select_threshold_correctness_picks_one():
 
 
 def test_select_threshold_rejects_empty_input():
-    with pytest.raises(InputError, match="member_scores.*non-empty"):
+    with pytest.raises(InputError, match=r"member_scores.*non-empty"):
         select_threshold(np.array([]), np.array([0.1]))
 
 

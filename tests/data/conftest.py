@@ -74,7 +74,7 @@ def make_chest_root(tmp_path):
 
     def make(n: int = 3) -> Path:
         for split in ("train", "test"):
-            for label, (name, value) in enumerate((("NORMAL", 20), ("PNEUMONIA", 230))):
+            for name, value in (("NORMAL", 20), ("PNEUMONIA", 230)):
                 folder = tmp_path / "chest_xray" / split / name
                 folder.mkdir(parents=True)
                 for i in range(n):

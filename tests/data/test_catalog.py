@@ -28,7 +28,7 @@ def test_describe_source_builtin_has_one_split_and_no_root(tmp_path):
 
 
 def test_describe_source_rejects_unknown_name():
-    with pytest.raises(InputError, match="expected data source in .*, got 'usps'"):
+    with pytest.raises(InputError, match=r"expected data source in .*, got 'usps'"):
         describe_source("usps")
     assert "svhn" in SOURCE_NAMES and "mnist-embedded" in SOURCE_NAMES
 

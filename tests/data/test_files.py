@@ -60,7 +60,7 @@ def test_read_set_refuses_pickled_objects(tmp_path):
 
 def test_read_set_rejects_non_npz(tmp_path):
     (tmp_path / "q.npz").write_text("not a zip")
-    with pytest.raises(InputError, match="expected an .npz"):
+    with pytest.raises(InputError, match=r"expected an \.npz"):
         read_set(tmp_path / "q.npz")
 
 

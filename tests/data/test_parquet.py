@@ -26,7 +26,7 @@ def test_write_table_round_trips_chunks_in_order(tmp_path):
 
 
 def test_read_table_missing_path_says_where(tmp_path):
-    with pytest.raises(InputError, match="expected a query table .* found nothing there"):
+    with pytest.raises(InputError, match=r"expected a query table .* found nothing there"):
         read_table(tmp_path / "nope")
 
 

@@ -41,7 +41,7 @@ def test_embedded_preset_refuses_a_root(tmp_path):
 
 
 def test_unknown_preset_is_refused():
-    with pytest.raises(InputError, match="expected data source in .*, got 'usps'"):
+    with pytest.raises(InputError, match=r"expected data source in .*, got 'usps'"):
         load_splits("usps")
 
 
@@ -80,7 +80,7 @@ def test_chest_xray_preset_draws_from_its_train_split(make_chest_root):
 
 
 def test_covidx_preset_without_files_lists_them(tmp_path):
-    with pytest.raises(InputError, match="covidx \\(train\\): expected train.txt, train under"):
+    with pytest.raises(InputError, match=r"covidx \(train\): expected train\.txt, train under"):
         load_splits("covidx", 0, tmp_path)
 
 

@@ -82,7 +82,7 @@ def test_mnist_missing_files_lists_what_was_expected_where(tmp_path):
 def test_mnist_missing_label_file_is_named(make_idx_root, write_idx):
     root = make_idx_root("MNIST/raw")
     (root / "MNIST/raw/train-labels-idx1-ubyte").unlink()
-    with pytest.raises(InputError, match="missing MNIST/raw/train-labels-idx1-ubyte\\[.gz\\];"):
+    with pytest.raises(InputError, match=r"missing MNIST/raw/train-labels-idx1-ubyte\[\.gz\];"):
         MNIST(root).load("train")
 
 
@@ -131,7 +131,7 @@ def test_svhn_maps_label_10_to_zero_and_converts_to_grey(tmp_path, write_svhn):
 def test_svhn_missing_file_is_listed(tmp_path, write_svhn):
     write_svhn(tmp_path / "test_32x32.mat", 2)
     assert SVHN(tmp_path).available("test") and not SVHN(tmp_path).available("train")
-    with pytest.raises(InputError, match="svhn \\(train\\): expected train_32x32.mat under .*missing train_32x32.mat"):
+    with pytest.raises(InputError, match=r"svhn \(train\): expected train_32x32\.mat under .*missing train_32x32\.mat"):
         SVHN(tmp_path).load("train")
 
 
@@ -167,14 +167,14 @@ def test_chest_xray_empty_class_folder_is_refused(make_chest_root):
     root = make_chest_root(n=1)
     for image in (root / "chest_xray/test/PNEUMONIA").glob("img*"):
         image.unlink()
-    with pytest.raises(InputError, match="expected image files .* in .*PNEUMONIA, got none"):
+    with pytest.raises(InputError, match=r"expected image files .* in .*PNEUMONIA, got none"):
         ChestXRay(root).load("test")
 
 
 def test_chest_xray_unreadable_image_is_named(make_chest_root):
     root = make_chest_root(n=1)
     (root / "chest_xray/train/NORMAL/img0.jpeg").write_text("broken")
-    with pytest.raises(InputError, match="img0.jpeg: expected an image file Pillow can read"):
+    with pytest.raises(InputError, match=r"img0\.jpeg: expected an image file Pillow can read"):
         ChestXRay(root).load("train")
 
 
@@ -191,26 +191,26 @@ def test_covidx_maps_labels_to_binary(make_covidx_root):
 
 
 def test_covidx_missing_split_files_are_listed(tmp_path):
-    with pytest.raises(InputError, match="expected test.txt, test under .*missing test.txt, test;"):
+    with pytest.raises(InputError, match=r"expected test\.txt, test under .*missing test\.txt, test;"):
         COVIDx(tmp_path).load("test")
 
 
 def test_covidx_missing_images_are_named(make_covidx_root):
     root = make_covidx_root()
     (root / "train/b.png").unlink()
-    with pytest.raises(InputError, match="expected every listed image under .*train, missing 1: b.png"):
+    with pytest.raises(InputError, match=r"expected every listed image under .*train, missing 1: b\.png"):
         COVIDx(root).load("train")
 
 
 def test_covidx_unknown_label_names_the_line(make_covidx_root):
     root = make_covidx_root({"train": [("p1", "a.png", "positive", "src"), ("p2", "b.png", "maybe", "src")]})
-    with pytest.raises(InputError, match="train.txt, line 2: expected a label from .*, got 'maybe'"):
+    with pytest.raises(InputError, match=r"train\.txt, line 2: expected a label from .*, got 'maybe'"):
         COVIDx(root).load("train")
 
 
 def test_covidx_wrong_field_count_names_the_line(make_covidx_root):
     root = make_covidx_root({"train": [("p1", "a.png", "positive")]})
-    with pytest.raises(InputError, match="line 1: expected 4 fields .*, got 3"):
+    with pytest.raises(InputError, match=r"line 1: expected 4 fields .*, got 3"):
         COVIDx(root).load("train")
 
 
@@ -231,7 +231,7 @@ def test_pneumoniamnist_resizes_larger_images(make_pneumoniamnist_root):
 
 
 def test_pneumoniamnist_missing_file_is_listed(tmp_path):
-    with pytest.raises(InputError, match="pneumoniamnist \\(val\\): expected pneumoniamnist.npz under"):
+    with pytest.raises(InputError, match=r"pneumoniamnist \(val\): expected pneumoniamnist\.npz under"):
         PneumoniaMNIST(tmp_path).load("val")
 
 
@@ -264,7 +264,7 @@ def test_open_source_needs_a_root_unless_the_source_has_a_default():
 
 
 def test_open_source_rejects_unknown_name():
-    with pytest.raises(InputError, match="expected data source in .*, got 'usps'"):
+    with pytest.raises(InputError, match=r"expected data source in .*, got 'usps'"):
         open_source("usps")
 
 

@@ -71,9 +71,9 @@ def test_draw_splits_is_deterministic_under_the_seed():
 
 
 def test_draw_splits_refuses_a_pool_too_small():
-    with pytest.raises(InputError, match="expected at least 28 in-domain images in 'pool' .*, got 27"):
+    with pytest.raises(InputError, match=r"expected at least 28 in-domain images in 'pool' .*, got 27"):
         draw_splits(pool(27), pool(10), SMALL)
-    with pytest.raises(InputError, match="expected at least 6 other-domain images in 'other' .*, got 5"):
+    with pytest.raises(InputError, match=r"expected at least 6 other-domain images in 'other' .*, got 5"):
         draw_splits(pool(28), pool(5, "other"), SMALL)
 
 

@@ -166,21 +166,21 @@ class FakeJavaError:
     def __init__(self, message: str, cause=None, *, condition: str | None = None, path: str = ""):
         self.message, self.cause, self.condition, self.path = message, cause, condition, path
 
-    def getMessage(self) -> str:  # noqa: N802 (Java's names)
+    def getMessage(self) -> str:  # Java's names
         return self.message
 
-    def toString(self) -> str:  # noqa: N802
+    def toString(self) -> str:
         return self.message
 
-    def getCause(self):  # noqa: N802
+    def getCause(self):
         return self.cause
 
-    def getCondition(self) -> str:  # noqa: N802
+    def getCondition(self) -> str:
         if self.condition is None:
             raise spark_engine.Py4JError("An error occurred while calling getCondition")
         return self.condition
 
-    def getMessageParameters(self) -> dict:  # noqa: N802
+    def getMessageParameters(self) -> dict:
         return {"path": self.path}
 
 

@@ -152,7 +152,7 @@ def test_grid_medical_on_a_tiny_pneumoniamnist(store, make_pneumoniamnist_root):
     experiment, (parent,) = grid_parents(client, "medical")
     assert PARENT_ARTIFACTS <= {a.path for a in client.list_artifacts(parent.info.run_id)}
     cells = cells_of(client, parent.info.run_id)
-    assert sorted(zip(cells["method"], cells["size"].astype(str), cells["query"])) == [
+    assert sorted(zip(cells["method"], cells["size"].astype(str), cells["query"], strict=True)) == [
         ("ema", "5", "M1"),
         ("ema", "5", "M6"),
         ("ema", "full", "M1"),

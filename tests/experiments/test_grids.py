@@ -104,7 +104,7 @@ def test_noise_only_noises_exactly_the_share_100_minus_k_and_nothing_else():
     changed = (noise_only(data, 60, 0).x != data.x).reshape(200, -1).any(axis=1)
     assert changed.sum() == 80
     assert np.array_equal(noise_only(data, 60, 0).x, noise_only(data, 60, 0).x)
-    with pytest.raises(InputError, match="0..100"):
+    with pytest.raises(InputError, match=r"0\.\.100"):
         noise_only(data, 120)
 
 

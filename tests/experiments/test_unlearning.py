@@ -31,7 +31,7 @@ def test_config_puts_retrain_first_and_refuses_bad_choices():
     with pytest.raises(InputError, match="expected distinct non-negative seeds"):
         UnlearningGridConfig(seeds=(0, 0)).validate()
     with pytest.raises(
-        InputError, match="expected either --model .* got both: --model models:/t/1 with --data fashion"
+        InputError, match=r"expected either --model .* got both: --model models:/t/1 with --data fashion"
     ):
         UnlearningGridConfig(model_uri="models:/t/1", data="fashion").validate()
 
@@ -182,7 +182,7 @@ def test_cli_grid_unlearning_hands_every_option_it_reads_to_the_grid(store, monk
 
     options = [word for words, _ in READ_OPTIONS.values() for word in words]
     config = _config_given(monkeypatch, *options).validate()
-    for name, (words, (field, value)) in READ_OPTIONS.items():
+    for words, (field, value) in READ_OPTIONS.values():
         assert getattr(config, field) == value, (words, getattr(config, field))
     model = _config_given(monkeypatch, "--model", "models:/t/1")
     assert model.model_uri == "models:/t/1" and model.data_seed is None and model.validate()

@@ -23,7 +23,7 @@ class Misbehaving(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input, params=None):
         n = len(model_input)
         proba = np.tile([0.25, 0.75], (n, 1))
-        behaviour = int(round(float(np.asarray(model_input).reshape(n, -1)[0, 0]) * 255))
+        behaviour = round(float(np.asarray(model_input).reshape(n, -1)[0, 0]) * 255)
         return {
             0: lambda: proba,
             1: lambda: (_ for _ in ()).throw(RuntimeError("weights file missing\nsecond line")),

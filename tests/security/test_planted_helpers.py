@@ -100,7 +100,6 @@ def test_a_planted_helper_with_a_forged_run_record_is_still_not_run(audited, tmp
 
 def test_find_entry_ignores_versions_whose_run_did_not_record_them(audited, tmp_path):
     """The unlearning and grid-target caches look up entries the same way: a copied version tag is not enough."""
-    _, version, _ = audited
     name = keys.CALIBRATION_MODEL_NAME
     key = recorded(name).tags[keys.TAG_CACHE_KEY]
     number = plant(name, tmp_path / "canary")
@@ -114,7 +113,6 @@ def test_find_entry_ignores_versions_whose_run_did_not_record_them(audited, tmp_
 def test_a_helper_whose_files_changed_after_its_run_recorded_them_is_ignored(audited, monkeypatch):
     from ema.tracking import helper_cache
 
-    _, version, _ = audited
     name = "ema-query-model"
     real = recorded(name)
     source = MlflowClient().get_logged_model(real.source.removeprefix("models:/")).artifact_location

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from functools import partial
 
 import pytest
 from click.testing import CliRunner
@@ -91,8 +92,8 @@ def test_processes_setting_the_same_new_tag_or_alias_at_once_all_succeed(on_serv
     version = RegisteredVersion.from_entity(client.create_model_version("ema-race", source, run.info.run_id))
     for round_ in range(10):
         tag, alias = f"ema.race.{round_}", f"race{round_}"
-        assert at_once([lambda i=i: set_version_tags(version, {tag: f"writer {i}"}) for i in range(4)]) == []
-        assert at_once([lambda: set_alias(version, alias)] * 4) == []
+        assert at_once([partial(set_version_tags, version, {tag: f"writer {i}"}) for i in range(4)]) == []
+        assert at_once([partial(set_alias, version, alias)] * 4) == []
         assert client.get_model_version("ema-race", "1").tags[tag].startswith("writer ")
         assert str(client.get_model_version_by_alias("ema-race", alias).version) == "1"
 

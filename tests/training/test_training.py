@@ -95,7 +95,7 @@ def test_sklearn_recipe_fits_flattened_pixels(tiny):
 
 
 def test_recipe_refuses_non_sklearn_import_path():
-    with pytest.raises(InputError, match="expected 'estimator' to name a scikit-learn classifier.*got 'os.system'"):
+    with pytest.raises(InputError, match=r"expected 'estimator' to name a scikit-learn classifier.*got 'os\.system'"):
         recipe_from_dict({"framework": "sklearn", "estimator": "os.system"})
 
 

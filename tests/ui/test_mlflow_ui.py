@@ -127,7 +127,7 @@ def compare_url(base: str, runs) -> str:
 
 
 def test_compare_page_shows_rho_of_both_audits(two_audits, ui_server, tmp_path):
-    directory, runs = two_audits
+    _, runs = two_audits
     values = [run.primary.metrics["rho_ema"] for run in runs]
     assert all(0 < v < 1 for v in values) and values[0] != values[1], values
     url = compare_url(ui_server, runs)

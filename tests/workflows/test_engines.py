@@ -135,7 +135,7 @@ def test_register_engine_refuses_a_taken_or_malformed_name(name, message):
 
 
 def test_unregister_engine_refuses_an_unknown_name():
-    with pytest.raises(InputError, match="expected engine in .*, got 'nope'"):
+    with pytest.raises(InputError, match=r"expected engine in .*, got 'nope'"):
         unregister_engine("nope")
 
 

@@ -179,7 +179,7 @@ def test_metric_refuses_a_kind_its_name_contradicts(key, kind, message):
 
 
 def test_unregister_method_refuses_an_unknown_name():
-    with pytest.raises(InputError, match="expected method in .*, got 'nope'"):
+    with pytest.raises(InputError, match=r"expected method in .*, got 'nope'"):
         unregister_method("nope")
 
 

@@ -161,8 +161,18 @@ def test_cli_unlearn_prints_the_new_version(trained):
     _, outcome = trained
     result = CliRunner().invoke(
         main,
-        ["unlearn", "--model", outcome.version.uri, "--forget", "M3", "--method", "random-labels", "--epochs", "1"]
-        + ["--no-progress"],
+        [
+            "unlearn",
+            "--model",
+            outcome.version.uri,
+            "--forget",
+            "M3",
+            "--method",
+            "random-labels",
+            "--epochs",
+            "1",
+            "--no-progress",
+        ],
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output

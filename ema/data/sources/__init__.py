@@ -38,13 +38,13 @@ def open_source(name: str, root: str | Path | None = None, *, image_size: int = 
 __all__ = [
     "IMAGE_SIDE",
     "LOADERS",
+    "MNIST",
+    "SVHN",
     "COVIDx",
     "ChestXRay",
     "FashionMNIST",
     "ImageSource",
-    "MNIST",
     "PneumoniaMNIST",
-    "SVHN",
     "open_source",
     "read_idx",
 ]

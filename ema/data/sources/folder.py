@@ -41,7 +41,7 @@ class ChestXRay(ImageSource):
     def _load(self, split: str) -> ArraySet:
         folders = self._required(split)
         listings = [list_image_files(folder) for folder in folders]
-        empty = [str(folder) for folder, listing in zip(folders, listings) if not listing]
+        empty = [str(folder) for folder, listing in zip(folders, listings, strict=True) if not listing]
         if empty:
             suffixes = ", ".join(IMAGE_SUFFIXES)
             raise InputError(
