@@ -107,11 +107,11 @@ def find_entry(
                 entry, reason = None, str(exc)
         if entry is not None:
             return entry
-        warn_foreign(f"ignored a foreign cache entry {version.uri} (cache key {cache_key}): {reason}; not used")
+        _warn_foreign(f"ignored a foreign cache entry {version.uri} (cache key {cache_key}): {reason}; not used")
     return None
 
 
-def warn_foreign(message: str) -> None:
+def _warn_foreign(message: str) -> None:
     """Log ``message`` and hand it to the run that collects foreign entries, if one does."""
     _logger.warning(message)
     collected = _foreign.get()
