@@ -1,4 +1,4 @@
-"""What an audit is asked to do (``AuditConfig``), and what one audit resolved it to (``AuditRequest``)."""
+"""What an audit is asked to do (``AuditConfig``), and the per-audit state that does it (``AuditSession``)."""
 
 from __future__ import annotations
 
@@ -245,8 +245,14 @@ def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> No
 
 
 @dataclass(frozen=True)
-class AuditRequest:
-    """One audit's configuration with what it resolved to: the target, the query data, the oracle.
+class AuditSession:
+    """One audit's state: its configuration, what that resolved to (the target, the query data, the
+    oracle), and the work done for it, done at most once.
+
+    A session is made per audit and not shared: its cached properties score the target on the
+    references once (every method of the audit reads the same scores), and :meth:`thresholds`
+    trains the calibration model, or loads it from the registry, only when a method asks for it.
+    Frozen, so that the configuration and the target cannot change under the cached work.
 
     ``data`` is None when the query is a table scored by Spark: it never comes to this process.
     """
@@ -318,11 +324,11 @@ class AuditRequest:
 
 @dataclass(frozen=True)
 class Scored:
-    """What an engine hands back to the audit: the resolved request, each auditor's result and what it scored.
+    """What an engine hands back to the audit: the audit's session, each auditor's result and what it scored.
 
     Attributes
     ----------
-    request : AuditRequest
+    session : AuditSession
     results : dict of str to AuditResult
         By method, in the order of the method's plan (:func:`ema.workflows.methods.method_plan`).
     tags : dict of str to str
@@ -336,7 +342,7 @@ class Scored:
         or nothing when it was written elsewhere.
     """
 
-    request: AuditRequest
+    session: AuditSession
     results: dict[str, AuditResult]
     tags: dict[str, str]
     access: str
