@@ -40,7 +40,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         http_format=config.http_format,
     )
     request = AuditRequest(config, target, data, oracle, progress)
-    predictions = request.oracle.predict(data.x)
+    predictions = request.oracle.predict(data)
     results, tags = run_methods(request, predictions)
     yield Scored(
         request,
