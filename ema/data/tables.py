@@ -55,7 +55,7 @@ def read_feature_table(
         else np.arange(len(frame), dtype=np.int64)
     )
     features = frame.drop(columns=[c for c in (label_column, INDEX_COLUMN) if c in frame.columns])
-    return ArraySet(path.stem, _feature_matrix(features, where), labels, index, tuple(map(str, features.columns)))
+    return ArraySet(path.stem, feature_matrix(features, where=where), labels, index, tuple(map(str, features.columns)))
 
 
 def _read_frame(path: Path, max_images: int) -> pd.DataFrame:
@@ -77,7 +77,8 @@ def _read_frame(path: Path, max_images: int) -> pd.DataFrame:
     return frame
 
 
-def _feature_matrix(features: pd.DataFrame, where: str) -> np.ndarray:
+def feature_matrix(features: pd.DataFrame, *, where: str) -> np.ndarray:
+    """A frame's feature columns as one array: integers if all are, else float64; refused if not all finite numbers."""
     if features.shape[1] == 0:
         raise InputError(f"{where}: expected at least one feature column beside the label, got none")
     not_numeric = [
