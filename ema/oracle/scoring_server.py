@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ema.errors import InputError, ModelAccessError
-from ema.inputs import InputSpec
-from ema.oracle.base import IMAGE_INPUT_SHAPE, Oracle
+from ema.oracle.base import Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
 from ema.oracle.wire_format import CONTENT_TYPES, REQUEST_FORMATS, encode_request, parse_reply, server_message
@@ -128,7 +127,7 @@ class HttpOracle(Oracle):
         self._local = threading.local()
         self._connections: list[TimedConnection] = []
         self._deadline = math.inf
-        super().__init__(**{"input_spec": InputSpec(IMAGE_INPUT_SHAPE), **options})
+        super().__init__(**options)
 
     def predict(self, pixels: np.ndarray) -> Predictions:
         """Validated predictions, as :meth:`Oracle.predict`, within ``timeout`` seconds of wall time."""

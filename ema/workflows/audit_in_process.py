@@ -40,7 +40,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         http_format=config.http_format,
     )
     session = AuditSession(config, target, data, oracle, progress)
-    predictions = session.oracle.predict(data.x)
+    predictions = session.oracle.predict(data)
     results, tags = run_methods(session, predictions)
     yield Scored(
         session,

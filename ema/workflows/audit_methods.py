@@ -58,8 +58,9 @@ def run_ks_ratio(session: AuditSession, predictions: Predictions) -> tuple[Audit
     calset_model, calset_cached = cached_model(
         session.target, "calset-model", calibration_set, progress=session.progress
     )
-    images = session.data.x
-    auditor = KSRatioAuditor().calibrate(query_model.predict_proba(images), calset_model.predict_proba(images))
+    auditor = KSRatioAuditor().calibrate(
+        query_model.predict_proba(session.data), calset_model.predict_proba(session.data)
+    )
     tags = {
         keys.TAG_KS_RATIO_CACHE: f"query-model {'hit' if query_cached else 'miss'}, calset-model "
         f"{'hit' if calset_cached else 'miss'}"
@@ -117,11 +118,11 @@ def fit_calibrated(
     calibration_model = helper_oracle(outcome.entry, target)
     members, nonmembers = plan.halves()
     auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
-        oracle.predict_proba(reference.x),
+        oracle.predict_proba(reference),
         reference.y,
-        calibration_model.predict_proba(members.x),
+        calibration_model.predict_proba(members),
         members.y,
-        calibration_model.predict_proba(nonmembers.x),
+        calibration_model.predict_proba(nonmembers),
         nonmembers.y,
     )
     tags = {

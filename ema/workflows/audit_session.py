@@ -282,7 +282,7 @@ class AuditSession:
     @cached_property
     def nonmember_predictions(self) -> Predictions:
         """The target's predictions on the non-member reference (scored once per audit)."""
-        return self.oracle.predict(self.nonmembers.data.x)
+        return self.oracle.predict(self.nonmembers.data)
 
     @cached_property
     def nonmember_proba(self) -> np.ndarray:
@@ -297,7 +297,7 @@ class AuditSession:
     @cached_property
     def member_proba(self) -> np.ndarray | None:
         """The target's probabilities on the member reference (scored once per audit)."""
-        return None if self.members is None else self.oracle.predict_proba(self.members.data.x)
+        return None if self.members is None else self.oracle.predict_proba(self.members.data)
 
     def reference_tags(self) -> dict[str, str]:
         """Which references the audit used, in words."""
