@@ -3,6 +3,7 @@
 import click
 
 from ema.workflows.options import (
+    AUTO_MARGIN,
     CALIBRATION_MODEL_NAME,
     DEFAULT_MARGIN,
     DEFAULT_REQUEST_TIMEOUT,
@@ -33,6 +34,23 @@ from ema_cli.options import (
     timeout_option,
     workflow_command,
 )
+
+
+class MarginType(click.ParamType):
+    """A retained share in (0, 1), or ``auto``."""
+
+    name = "margin"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) or value == AUTO_MARGIN:
+            return value
+        try:
+            share = float(value)
+        except ValueError:
+            share = float("nan")
+        if not 0 < share < 1:
+            self.fail(f"expected a retained share in (0, 1) or {AUTO_MARGIN!r}, got {value!r}", param, ctx)
+        return share
 
 
 @click.command("audit")
@@ -164,10 +182,20 @@ from ema_cli.options import (
 )
 @click.option(
     "--margin",
-    type=float,
+    type=MarginType(),
     default=DEFAULT_MARGIN,
     show_default=True,
-    help="With --method calibrated: not_memorized only if the retained share's upper bound is at most this.",
+    help=(
+        "With --method calibrated: not_memorized only if the retained share's upper bound is at most this; "
+        "auto: the audit's certifiable_margin (certified with probability 0.85 if the query was removed, "
+        "from the query and reference sizes, fixed before the query is scored)."
+    ),
+)
+@click.option(
+    "--certify-level",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="With --method calibrated: one-sided level of the upper bound that certifies (default: 1 - alpha / 2).",
 )
 @max_query_option
 @click.option(

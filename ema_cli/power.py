@@ -1,4 +1,7 @@
-"""`ema power`: how large a query set must be for the calibrated auditor to tell members apart."""
+"""`ema power`: how large a query set the calibrated auditor needs to tell members apart, or to certify removal."""
+
+import json
+import math
 
 import click
 
@@ -34,11 +37,60 @@ from ema_cli.options import (
     type=click.Path(dir_okay=False),
     help=".npz of data the target never saw (default: the calibration set).",
 )
+@click.option(
+    "--certify",
+    is_flag=True,
+    help=(
+        "Instead: the query and non-member reference sizes that certify --margin (not_memorized) with "
+        "probability 0.9 when the query was removed, from a member reference scored on the target."
+    ),
+)
+@click.option(
+    "--margin",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="With --certify: the retained share to certify.",
+)
+@click.option(
+    "--certify-level",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="With --certify: one-sided level of the upper bound that certifies (default: 1 - alpha / 2).",
+)
+@click.option(
+    "--members",
+    "members_file",
+    type=click.Path(dir_okay=False),
+    help="With --certify: .npz of samples the target was trained on (default: a workbench target's training data).",
+)
+@click.option(
+    "--max-reference",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --certify: the most non-member samples you could gather (default: the reference's size).",
+)
+@click.option("--json", "as_json", is_flag=True, help="With --certify: print the plan as one JSON object.")
 @max_query_option
 @progress_option
 @workflow_command
-def power(target_power, **options):
-    """The smallest |D_q| at which the calibrated auditor calls a member set memorized with the given power."""
+def power(target_power, certify, margin, certify_level, members_file, max_reference, as_json, **options):
+    """The smallest |D_q| at which the calibrated auditor calls a member set memorized with the given power.
+
+    With --certify: the |D_q| and reference size at which it certifies --margin for a removed set.
+    """
+    certify_only = {"--margin": margin, "--certify-level": certify_level, "--members": members_file}
+    certify_only |= {"--max-reference": max_reference, "--json": as_json or None}
+    if not certify:
+        given = [name for name, value in certify_only.items() if value is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} need --certify")
+        _detection(target_power, **options)
+    elif margin is None:
+        raise click.UsageError("--certify needs --margin M, the retained share to certify (e.g. 0.3)")
+    else:
+        _certification(margin, certify_level, members_file, max_reference, as_json, **options)
+
+
+def _detection(target_power, **options):
     from ema.workflows.power import query_size_for_power
 
     result = query_size_for_power(power=target_power, **options)
@@ -48,4 +100,30 @@ def power(target_power, **options):
         click.echo(
             f"|D_q| >= {result.n_required} separates members from non-members at alpha {result.alpha} "
             f"with power {result.power:.3f} (test at the reference's {result.level:.0%} quantile)"
+        )
+
+
+def _certification(margin, certify_level, members_file, max_reference, as_json, *, progress, k, cal_seed, **options):
+    """`ema power --certify`: the plan in words or as JSON (k and the calibration seed play no part)."""
+    from dataclasses import asdict
+
+    from ema.workflows.power import certification_plan
+
+    plan = certification_plan(
+        margin=margin, certify_level=certify_level, members_file=members_file, max_reference=max_reference, **options
+    )
+    if as_json:
+        finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in asdict(plan).items()}
+        click.echo(json.dumps(finite, sort_keys=True))
+    elif plan.reachable:
+        click.echo(
+            f"certifying a retained share of at most {plan.margin:g} with probability {plan.probability:g} "
+            f"(one-sided {plan.certify_level:.0%} bound) needs |D_q| >= {plan.query_size} and a non-member "
+            f"reference of {plan.reference_size} (information {plan.information:.3g} per sample)"
+        )
+    else:
+        click.echo(
+            f"margin {plan.margin:g} is unreachable on this target: the smallest reachable margin is "
+            f"{plan.smallest_reachable_margin:.3f} (with a reference of {plan.reference_size} and an unbounded "
+            f"query; information {plan.information:.3g} per sample)"
         )

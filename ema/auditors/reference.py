@@ -14,11 +14,14 @@ retained share pi (F_q = pi F_mem + (1 - pi) F_non) gets a profile-likelihood in
 carries both references' sampling error.
 
 Verdict at ``alpha`` and ``margin``: ``memorized`` when H0 "removed" is rejected;
-``not_memorized`` when it is not and the retained share's upper confidence bound is at most
-``margin`` (the data rule out that more than ``margin`` of the query is still memorized);
-``inconclusive`` otherwise. Every result states how sure it could have been:
+``not_memorized`` when it is not and the retained share's one-sided upper confidence bound (at
+``certify_level``) is at most ``margin`` (the data rule out that more than ``margin`` of the query
+is still memorized); ``inconclusive`` otherwise. Every result states how sure it could have been:
 ``power_retained`` (the probability that a fully memorized query of this size is called
-``memorized``) and ``min_detectable_fraction``.
+``memorized``), ``min_detectable_fraction``, and ``certifiable_margin``: the smallest margin at
+which a removed query of this size is certified with probability 0.85, from the sizes and the
+references alone (:mod:`ema.stats.certify`), so it cannot be tuned to the outcome; ``margin="auto"``
+certifies at it.
 """
 
 from __future__ import annotations
@@ -45,7 +48,14 @@ from ema.stats.binned_tests import (
     removal_test,
     retention_test,
 )
-from ema.stats.mixture import DEFAULT_POWER_RESAMPLES, DetectionPower, resampled_power, retained_fraction
+from ema.stats.certify import certifiable_margin, cross_fitted_information
+from ema.stats.mixture import (
+    DEFAULT_POWER_RESAMPLES,
+    DetectionPower,
+    RetainedFractionResult,
+    resampled_power,
+    retained_fraction,
+)
 from ema.thresholds import select_threshold
 from ema.validation import check_open_unit
 
@@ -55,6 +65,8 @@ DEFAULT_SIGNAL = "log_odds"
 BINARY_SIGNALS = ("correctness",)
 #: Largest retained share a ``not_memorized`` verdict allows (its upper confidence bound).
 DEFAULT_MARGIN = 0.1
+#: The margin value that certifies at the audit's own certifiable margin.
+AUTO_MARGIN = "auto"
 #: Power that defines the minimum detectable fraction.
 DEFAULT_POWER = 0.9
 #: Significance level of the shift checks (class mix, mixture fit); lower than alpha because
@@ -80,11 +92,29 @@ ASSUMPTIONS: dict[str, str] = {
         "resampling: member queries drawn from the member reference run through the same test against the "
         "non-member reference; min_detectable_fraction from their standardised statistics, linear in the share"
     ),
+    "certifiable_margin": (
+        "normal approximation of the profile-likelihood bound at pi = 0, from |D_q|, the non-member reference size "
+        "and the score's information cross-fitted on both references (before the query's outcome is seen)"
+    ),
 }
 
 
+def default_certify_level(alpha: float) -> float:
+    """The one-sided level of the bound that certifies, when none is given: 1 - alpha / 2.
+
+    The upper end of the two-sided 1 - alpha interval, as ``not_memorized`` has always used
+    (a one-sided 95% bound at alpha 0.1); see :class:`ReferenceAuditor`.
+
+    >>> default_certify_level(0.1)
+    0.95
+    """
+    return 1.0 - alpha / 2.0
+
+
 def decide_reference_verdict(p_removed: float, retained_high: float, *, alpha: float, margin: float) -> str:
-    """``memorized`` if H0 "removed" is rejected; ``not_memorized`` if not and pi's upper bound <= margin.
+    """``memorized`` if H0 "removed" is rejected; ``not_memorized`` if not and pi's upper bound <= margin < 1.
+
+    A margin of 1 (an automatic margin where nothing can be certified) certifies nothing.
 
     Examples
     --------
@@ -97,7 +127,7 @@ def decide_reference_verdict(p_removed: float, retained_high: float, *, alpha: f
     """
     if p_removed <= alpha:
         return MEMORIZED
-    if retained_high <= margin:
+    if retained_high <= margin < 1.0:
         return NOT_MEMORIZED
     return INCONCLUSIVE
 
@@ -112,12 +142,16 @@ class ReferenceAuditor:
         (rank-equivalent to the confidence, but it still separates outputs tied at 1.0 in float32).
     alpha : float
         Level of the tests; ``memorized`` means p_removed <= alpha.
-    margin : float
-        Largest retained share that ``not_memorized`` allows: the interval's upper bound must
-        be at most ``margin``.
+    margin : float or "auto"
+        Largest retained share that ``not_memorized`` allows: the upper bound at
+        ``certify_level`` must be at most ``margin``. ``"auto"``: the audit's own
+        ``certifiable_margin`` (from the query size and the references, not the outcome).
+    certify_level : float or None
+        One-sided level of the upper bound that certifies; None: 1 - alpha / 2
+        (:func:`default_certify_level`), the upper end of the two-sided 1 - alpha interval.
     confidence_level : float
-        Level of the retained-fraction interval (two-sided; the upper bound is one-sided at
-        (1 + confidence_level) / 2).
+        Level of the reported retained-fraction interval (two-sided; its upper end is one-sided
+        at (1 + confidence_level) / 2).
     power : float
         Power that defines ``min_detectable_fraction``.
     levels : sequence of float
@@ -149,6 +183,9 @@ class ReferenceAuditor:
     warnings_ : list of str
         Gate warnings from the references
         (:func:`~ema.auditors.reference_gates.reference_gate_warnings`), carried by every audit.
+    information_ : float
+        Fisher information per sample about the retained share at pi = 0, cross-fitted on the
+        two references (:func:`~ema.stats.certify.cross_fitted_information`).
 
     Examples
     --------
@@ -165,7 +202,8 @@ class ReferenceAuditor:
         signal: str = DEFAULT_SIGNAL,
         *,
         alpha: float = 0.1,
-        margin: float = DEFAULT_MARGIN,
+        margin: float | str = DEFAULT_MARGIN,
+        certify_level: float | None = None,
         confidence_level: float = 0.9,
         power: float = DEFAULT_POWER,
         levels: Sequence[float] = DEFAULT_BIN_LEVELS,
@@ -177,6 +215,7 @@ class ReferenceAuditor:
         self.signal = signal
         self.alpha = alpha
         self.margin = margin
+        self.certify_level = certify_level
         self.confidence_level = confidence_level
         self.power = power
         self.levels = tuple(levels)
@@ -190,8 +229,12 @@ class ReferenceAuditor:
         check_signal_names([self.signal])
         if self.signal in BINARY_SIGNALS:
             raise InputError(f"expected a continuous signal, not one of {BINARY_SIGNALS}, got {self.signal!r}")
-        for name in ("alpha", "margin", "confidence_level", "power", "shift_alpha"):
+        for name in ("alpha", "confidence_level", "power", "shift_alpha"):
             check_open_unit(name, getattr(self, name))
+        if self.margin != AUTO_MARGIN:
+            check_open_unit("margin", self.margin)
+        if self.certify_level is not None:
+            check_open_unit("certify_level", self.certify_level)
         for name in ("n_permutations", "n_power_resamples"):
             value = getattr(self, name)
             if not (isinstance(value, (int, np.integer)) and value >= 100):
@@ -254,6 +297,7 @@ class ReferenceAuditor:
             "nonmember_flag_rate": float(self.nonmember_counts_[self.weights_ > 0].sum() / nonmembers.size),
         }
         self.warnings_ = reference_gate_warnings(n_classes=self.n_classes_, **self.diagnostics_)
+        self.information_ = cross_fitted_information(members, nonmembers, levels, random_state=self.random_state)
         self.levels_ = levels
         self._power_cache: dict[int, DetectionPower] = {}
         return self
@@ -275,6 +319,22 @@ class ReferenceAuditor:
             )
         return self._power_cache[n_query]
 
+    def resolved_certify_level(self) -> float:
+        """The one-sided level of the bound that certifies: as given, else 1 - alpha / 2."""
+        return default_certify_level(self.alpha) if self.certify_level is None else float(self.certify_level)
+
+    def certifiable_margin(self, n_query: int) -> float:
+        """Smallest margin that certifies a removed query of ``n_query`` samples with probability 0.85, at most 1.
+
+        From the query size, the non-member reference size and :attr:`information_` only
+        (:func:`~ema.stats.certify.certifiable_margin`); 1 means nothing below 1 can be certified.
+        """
+        check_calibrated(self)
+        margin = certifiable_margin(
+            n_query, self.nonmember_scores_.size, self.information_, certify_level=self.resolved_certify_level()
+        )
+        return float(min(margin, 1.0))
+
     # ------------------------------------------------------------------ audit
     def audit(self, query_proba: np.ndarray, query_labels: np.ndarray) -> AuditResult:
         """Test both hypotheses on a query set, estimate its retained share, state the power, check for shift.
@@ -291,7 +351,10 @@ class ReferenceAuditor:
             ``metrics``: ``p_removed``, ``p_retained``, ``p_too_forgotten``,
             ``retained_fraction``, ``retained_ci_low``, ``retained_ci_high``,
             ``power_retained``, ``min_detectable_fraction`` (NaN when not reached),
+            ``certifiable_margin``, ``information``, ``retained_upper_bound`` (the bound at
+            ``certify_level`` the verdict compares with the margin),
             ``p_class_mix``, ``p_mixture_fit``, ``n_query``, ``flag_rate``.
+            ``thresholds["certify"]``: the margin as asked and as used, and the level.
             ``thresholds["warnings"]``: list of str, the calibration gates plus this query's
             shift checks (``[]`` when none). ``flags[signal]``: the sample's bin has a positive
             log-likelihood ratio (descriptive only; the verdict comes from the tests).
@@ -326,10 +389,13 @@ class ReferenceAuditor:
             query_counts, self.member_counts_, self.nonmember_counts_, confidence_level=self.confidence_level
         )
         power = self.detection_power(n)
+        certifiable = self.certifiable_margin(n)
+        margin = certifiable if self.margin == AUTO_MARGIN else float(self.margin)
+        upper_bound = self._upper_bound(fraction, query_counts)
         p_removed = removed["greater"].pvalue
         p_class_mix = class_mix_pvalue(labels, self.nonmember_labels_, self.n_classes_)
         warnings = list(self.warnings_) + self._shift_warnings(removed["less"].pvalue, p_class_mix, fraction.fit_pvalue)
-        verdict = decide_reference_verdict(p_removed, fraction.high, alpha=self.alpha, margin=self.margin)
+        verdict = decide_reference_verdict(p_removed, upper_bound, alpha=self.alpha, margin=margin)
         flags = {self.signal: self.weights_[np.searchsorted(self.edges_, scores, side="left")] > 0}
         membership = flags[self.signal].astype(np.int8)
         thresholds = {
@@ -341,6 +407,7 @@ class ReferenceAuditor:
                 "retained": asdict(retained["less"]),
             },
             "query_counts": query_counts.tolist(),
+            "certify": {"margin": self.margin, "margin_used": margin, "certify_level": self.resolved_certify_level()},
         }
         return AuditResult(
             method=self.method,
@@ -356,6 +423,9 @@ class ReferenceAuditor:
                 "retained_ci_high": fraction.high,
                 "power_retained": power.power_retained,
                 "min_detectable_fraction": power.min_detectable_fraction,
+                "certifiable_margin": certifiable,
+                "information": self.information_,
+                "retained_upper_bound": upper_bound,
                 "p_class_mix": p_class_mix,
                 "p_mixture_fit": fraction.fit_pvalue,
                 "n_query": float(n),
@@ -365,6 +435,17 @@ class ReferenceAuditor:
             alpha=float(self.alpha),
             thresholds=thresholds,
         )
+
+    def _upper_bound(self, fraction: RetainedFractionResult, query_counts: np.ndarray) -> float:
+        """The retained share's one-sided upper bound at the certify level (the interval's upper end if they match)."""
+        two_sided = 2.0 * self.resolved_certify_level() - 1.0
+        if np.isclose(two_sided, self.confidence_level):
+            return fraction.high
+        if two_sided <= 0:
+            return fraction.estimate
+        return retained_fraction(
+            query_counts, self.member_counts_, self.nonmember_counts_, confidence_level=two_sided
+        ).high
 
     def _shift_warnings(self, p_too_forgotten: float, p_class_mix: float, p_fit: float) -> list[str]:
         warnings = []
@@ -393,7 +474,9 @@ class ReferenceAuditor:
             "method": self.method,
             "signal": self.signal,
             "alpha": float(self.alpha),
-            "margin": float(self.margin),
+            "margin": self.margin if self.margin == AUTO_MARGIN else float(self.margin),
+            "certify_level": self.resolved_certify_level(),
+            "information": self.information_,
             "confidence_level": float(self.confidence_level),
             "power": float(self.power),
             "levels": self.levels_.tolist(),

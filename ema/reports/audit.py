@@ -114,9 +114,11 @@ def render_audit_report(
         if result.scores
     }
     vocabulary = vocabulary or {}
+    warned = _warning_items(results, warnings)
     body = "".join(
         (
-            _verdict_section(results),
+            _verdict_section(results, warned),
+            _certification_section(results),
             section("p-values", _pvalues(results, vocabulary), anchor="pvalues"),
             section("Power", _power(results, vocabulary), anchor="power"),
             section("All numbers", _numbers(results, vocabulary), anchor="numbers"),
@@ -126,7 +128,7 @@ def render_audit_report(
                 anchor="distributions",
             ),
             section("Thresholds and flag rate", _thresholds(results), anchor="thresholds"),
-            section("Warnings", _warnings(results, warnings), anchor="warnings"),
+            section("Warnings", _warnings(warned), anchor="warnings"),
             section("Assumptions", _assumptions(results), anchor="assumptions"),
             section("Lineage", key_value_table(_present(lineage)), anchor="lineage"),
             section(
@@ -150,17 +152,56 @@ def _alpha_words(result: AuditResult) -> str:
     return "by the method's own threshold (it has no significance level)"
 
 
-def _verdict_section(results: Mapping[str, AuditResult]) -> str:
+def _verdict_section(results: Mapping[str, AuditResult], warnings: Sequence[str]) -> str:
+    """The headline: the run's verdict, amber with the warnings inside when a gate fired or the methods disagree."""
     method, primary = next(iter(results.items()))
     heading, sentence = VERDICT_WORDS.get(primary.verdict, (primary.verdict, ""))
-    css = primary.verdict if primary.verdict in VERDICT_WORDS else "unknown"
     others = [f"{m}: {VERDICT_WORDS.get(r.verdict, (r.verdict,))[0]}" for m, r in list(results.items())[1:]]
-    extra = f"<p>Other methods in this run: {esc('; '.join(others))}.</p>" if others else ""
+    disagree = len({r.verdict for r in results.values()}) > 1
+    css = primary.verdict if primary.verdict in VERDICT_WORDS else "unknown"
+    caveats = []
+    if warnings:
+        caveats.append(
+            f"<p><b>Not to be relied on as it stands: {len(warnings)} warning(s)</b> say the audit cannot be trusted "
+            "until they are resolved.</p>" + _warnings(warnings)
+        )
+    if disagree:
+        said = "; ".join(f"{m} says {VERDICT_WORDS.get(r.verdict, (r.verdict,))[0]}" for m, r in results.items())
+        caveats.append(f'<p class="disagreement"><b>The methods disagree</b>: {esc(said)}.</p>')
+    elif others:
+        caveats.append(f"<p>Other methods in this run: {esc('; '.join(others))}.</p>")
+    if warnings or disagree:
+        css, heading = "warned", f"{heading} (with caveats)"
     return (
         f'<div class="verdict {esc(css)}" id="verdict"><div class="word">Verdict: {esc(heading)}</div>'
         f"<p>{esc(sentence)}</p><p>Decided by method <b>{esc(method)}</b> {esc(_alpha_words(primary))} on "
-        f"{primary.n_query} query samples (verdict tag: <code>{esc(primary.verdict)}</code>).</p>{extra}</div>"
+        f"{primary.n_query} query samples (verdict tag: <code>{esc(primary.verdict)}</code>).</p>"
+        f"{''.join(caveats)}</div>"
     )
+
+
+def _certification_section(results: Mapping[str, AuditResult]) -> str:
+    """What each calibrated result could certify, fixed before its query was scored; empty when none says."""
+    parts = []
+    for method, result in results.items():
+        margin = result.metrics.get("certifiable_margin")
+        if margin is None:
+            continue
+        certify = result.thresholds.get("certify", {})
+        used, asked = certify.get("margin_used", math.nan), certify.get("margin")
+        level = float(certify.get("certify_level", math.nan))
+        nothing = " (nothing below 1: too little information for this size)" if margin >= 1 else ""
+        parts.append(
+            f'<p id="certifiable-margin-{esc(_UNSAFE.sub("-", method))}"><b>Certifiable margin: '
+            f"{esc(number(margin))}</b>{esc(nothing)}: the smallest retained share that {esc(method)} certifies "
+            f"(says not_memorized) with probability 0.85 if these {result.n_query} records were in fact removed, "
+            "computed from the query and reference sizes and the score's information "
+            f"({esc(number(result.metrics.get('information', math.nan)))} per sample) before the query was scored.</p>"
+            f"<p>Margin used: <b>{esc(number(used))}</b>{' (auto: the certifiable margin)' if asked == 'auto' else ''}"
+            f"; upper bound on the retained share (one-sided {level:.0%}): "
+            f"<b>{esc(number(result.metrics.get('retained_upper_bound', math.nan)))}</b>.</p>"
+        )
+    return section("What the calibrated audit can certify", "".join(parts), anchor="certify") if parts else ""
 
 
 def _meaning(name: str, vocabulary: Mapping[str, Metric]) -> str:
@@ -317,17 +358,19 @@ def _short(values: object, limit: int = 12) -> str:
     return f"[{text}{', ...' if flat.size > limit else ''}]"
 
 
-def _warnings(results: Mapping[str, AuditResult], given: Sequence[str] | None) -> str:
+def _warning_items(results: Mapping[str, AuditResult], given: Sequence[str] | None) -> list[str]:
+    """Every warning of the audit: as given, else the results' own (prefixed by method when there are several)."""
+    if given is not None:
+        return list(given)
     several = len(results) > 1
-    items = (
-        list(given)
-        if given is not None
-        else [
-            f"{method}: {warning}" if several else str(warning)
-            for method, result in results.items()
-            for warning in result.thresholds.get("warnings", []) or []
-        ]
-    )
+    return [
+        f"{method}: {warning}" if several else str(warning)
+        for method, result in results.items()
+        for warning in result.thresholds.get("warnings", []) or []
+    ]
+
+
+def _warnings(items: Sequence[str]) -> str:
     if not items:
         return '<p class="muted">None.</p>'
     return "".join(f'<div class="warning">{esc(item)}</div>' for item in items)

@@ -23,6 +23,7 @@ vertical-align:top}th{background:#f3f3f3}td.num{text-align:right;font-variant-nu
 .verdict .word{font-size:1.4em;font-weight:700}
 .memorized{background:#fdecea;border-color:#c62828}.not_memorized{background:#e8f5e9;border-color:#2e7d32}
 .inconclusive{background:#fff8e1;border-color:#f9a825}.unknown{background:#eee;border-color:#888}
+.warned{background:#fff3e0;border-color:#ef6c00}
 .warning{background:#fff3e0;border-left:4px solid #ef6c00;padding:.4em .8em;margin:.3em 0}
 pre{background:#f6f8fa;padding:.7em;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
 figure{margin:.6em 0}figure img{max-width:100%;border:1px solid #ddd}figcaption{font-size:.9em;color:#555}

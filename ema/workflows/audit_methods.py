@@ -79,9 +79,9 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
     """
     config, labels = session.config, session.data.y
     if session.members is not None:
-        auditor = ReferenceAuditor(alpha=config.alpha, margin=config.margin).calibrate(
-            session.member_proba, session.members.data.y, session.nonmember_proba, session.nonmembers.data.y
-        )
+        auditor = ReferenceAuditor(
+            alpha=config.alpha, margin=config.margin, certify_level=config.certify_level
+        ).calibrate(session.member_proba, session.members.data.y, session.nonmember_proba, session.nonmembers.data.y)
         tags = {**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_MEMBER_REFERENCE}
         return auditor.audit(predictions.proba, labels), tags
     auditor, tags = fit_calibrated(

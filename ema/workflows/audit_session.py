@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ema.auditors.reference import DEFAULT_MARGIN
+from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN, default_certify_level
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
@@ -89,9 +89,11 @@ class AuditConfig:
     reference_file, members_file
         Reference non-members (default: the clean calibration set) and members (default: a
         workbench target's other training folds) for the calibrated auditor and the gates.
-    margin
-        The calibrated auditor says ``not_memorized`` only when the retained share's upper
-        confidence bound is at most this.
+    margin, certify_level
+        The calibrated auditor says ``not_memorized`` only when the retained share's one-sided
+        upper confidence bound at ``certify_level`` (None: 1 - alpha / 2) is at most ``margin``;
+        ``margin="auto"``: at the audit's own certifiable margin (the smallest it certifies with
+        probability 0.85 for a removed query of this size, known before the query is scored).
     max_query
         The most images a set read from a file or table may hold (the query, ``--reference``,
         ``--members``, the calibration members and non-members), checked from its header or
@@ -135,7 +137,8 @@ class AuditConfig:
     calibration_outputs: str | None = None
     reference_file: str | None = None
     members_file: str | None = None
-    margin: float = DEFAULT_MARGIN
+    margin: float | str = DEFAULT_MARGIN
+    certify_level: float | None = None
     max_query: int = DEFAULT_MAX_QUERY
     strict: bool = False
     timeout: float = DEFAULT_TIMEOUT
@@ -154,6 +157,11 @@ class AuditConfig:
         return (
             Path(self.query_file).name if self.query_file is not None else self.query_table.rstrip("/").split("/")[-1]
         )
+
+    @property
+    def resolved_certify_level(self) -> float:
+        """The one-sided level of the bound that certifies: as given, else 1 - alpha / 2."""
+        return default_certify_level(self.alpha) if self.certify_level is None else float(self.certify_level)
 
     def validate(self) -> AuditConfig:
         """Check every option before any work; returns ``self``."""
@@ -187,7 +195,10 @@ class AuditConfig:
         check_model_name("calibration name", self.calibration_name)
         check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
         check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
-        check_open_unit("margin", self.margin)
+        if self.margin != AUTO_MARGIN:
+            check_open_unit("margin", self.margin)
+        if self.certify_level is not None:
+            check_open_unit("certify level", self.certify_level)
         check_positive_int("max query", self.max_query)
         check_positive_int("HTTP concurrency", self.http_concurrency)
         check_choice("HTTP format", self.http_format, HTTP_FORMATS)
@@ -214,6 +225,7 @@ class AuditConfig:
             keys.PARAM_INPUT_SHAPE: ",".join(map(str, self.input_shape)) if self.input_shape else "",
             keys.PARAM_INPUT_DTYPE: self.input_dtype or "",
             keys.PARAM_MARGIN: self.margin,
+            keys.PARAM_CERTIFY_LEVEL: self.resolved_certify_level,
             keys.PARAM_STRICT: self.strict,
             keys.PARAM_ENGINE: self.engine,
         }

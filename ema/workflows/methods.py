@@ -199,6 +199,22 @@ _BUILT_IN: tuple[Method, ...] = (
                 "(undefined: not reached)",
             ),
             Metric(
+                "certifiable_margin",
+                POWER,
+                "smallest retained share this audit certifies (not_memorized) with probability 0.85 if the query "
+                "was removed; from the sizes and references, fixed before the query's outcome (1: none below 1)",
+            ),
+            Metric(
+                "information",
+                ESTIMATE,
+                "Fisher information per sample about the retained share, cross-fitted on the two references",
+            ),
+            Metric(
+                "retained_upper_bound",
+                ESTIMATE,
+                "one-sided upper bound on the retained share at the certify level; not_memorized needs it <= margin",
+            ),
+            Metric(
                 "p_class_mix",
                 CHECK,
                 "shift check: the query's class mix against the non-member reference's (warns at its own level)",

@@ -5,7 +5,7 @@ named in the imports and re-exported here unchanged. Nothing here imports mlflow
 so that ``--help`` and option errors answer without them (``tests/cli/test_cli_imports.py``).
 """
 
-from ema.auditors.reference import DEFAULT_MARGIN
+from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN
 from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
 from ema.data.limits import AUDIT_BYTES_PER_IMAGE, DEFAULT_MAX_QUERY
@@ -45,6 +45,7 @@ DEFAULT_TARGET_URI = f"models:/{TARGET_MODEL_NAME}@{TARGET_ALIAS}"
 __all__ = [
     "ARCHITECTURES",
     "AUDIT_BYTES_PER_IMAGE",
+    "AUTO_MARGIN",
     "CALIBRATION_MODEL_NAME",
     "DATA_SOURCES",
     "DEFAULT_DATA",

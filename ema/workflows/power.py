@@ -1,15 +1,24 @@
-"""How large a query set the calibrated auditor needs, given the measured reference and member behaviour."""
+"""How large a query set the calibrated auditor needs, given the measured reference and member behaviour.
+
+Two questions: how many samples to *detect* a member set (:func:`query_size_for_power`, the
+transfer route's tail tests), and how many to *certify* that at most a margin of a removed set
+is retained (:func:`certification_plan`, the member-reference auditor's interval).
+"""
 
 from __future__ import annotations
 
+from ema.auditors.reference import ReferenceAuditor
 from ema.data.corruption import check_quality
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.errors import InputError
 from ema.stats import QuerySizeResult
+from ema.stats.certify import PLAN_PROBABILITY, CertifyPlan, plan_certification
 from ema.tracking import keys
 from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
 from ema.validation import check_open_unit
 from ema.workflows.audit import fit_calibrated
 from ema.workflows.calibrate import CalibrationPlan
+from ema.workflows.references import member_reference, nonmember_reference
 from ema.workflows.target import resolve_target
 
 
@@ -49,3 +58,75 @@ def query_size_for_power(
         set_tags(tags)
         log_metrics({keys.METRIC_N_REQUIRED: float(result.n_required or -1), keys.METRIC_POWER_REACHED: result.power})
     return result
+
+
+def certification_plan(
+    model_uri: str,
+    *,
+    margin: float,
+    certify_level: float | None = None,
+    alpha: float = 0.1,
+    probability: float = PLAN_PROBABILITY,
+    recipe_file: str | None = None,
+    reference_file: str | None = None,
+    members_file: str | None = None,
+    max_reference: int | None = None,
+    max_query: int = DEFAULT_MAX_QUERY,
+) -> CertifyPlan:
+    """The query and reference sizes that certify ``margin`` on this target with ``probability``; logged as a run.
+
+    Scores the member reference (``--members``, else the target's recorded training data) and
+    the non-member reference (``--reference``, else the calibration set) through the target,
+    estimates the member-reference auditor's information from them, and solves
+    :func:`ema.stats.certify.plan_certification`. ``max_reference``: the most non-member samples
+    the user could gather (default: the reference's size).
+
+    Raises
+    ------
+    InputError
+        When no member reference is known, or on an invalid option.
+    """
+    with start_run(f"power --certify {model_uri}"):
+        check_open_unit("margin", margin)
+        check_open_unit("probability", probability)
+        target = resolve_target(model_uri, recipe_file=recipe_file)
+        members = member_reference(target, None, members_file, max_images=max_query)
+        if members is None:
+            raise InputError(
+                f"ema power --certify needs samples the target was trained on, got none known for {target.label}; "
+                "give --members FILE.npz"
+            )
+        nonmembers = nonmember_reference(target, reference_file, max_images=max_query)
+        oracle = target.oracle(outputs="probabilities")
+        auditor = ReferenceAuditor(alpha=alpha, certify_level=certify_level).calibrate(
+            oracle.predict_proba(members.data),
+            members.data.y,
+            oracle.predict_proba(nonmembers.data),
+            nonmembers.data.y,
+        )
+        plan = plan_certification(
+            margin,
+            auditor.information_,
+            n_reference=len(nonmembers.data),
+            max_reference=max_reference,
+            certify_level=auditor.resolved_certify_level(),
+            probability=probability,
+        )
+        log_params(
+            {
+                keys.PARAM_MARGIN: margin,
+                keys.PARAM_CERTIFY_LEVEL: plan.certify_level,
+                keys.PARAM_CERTIFY_PROBABILITY: probability,
+                keys.PARAM_MAX_REFERENCE: max_reference or len(nonmembers.data),
+                keys.PARAM_MODEL_URI: target.model_uri,
+            }
+        )
+        log_metrics(
+            {
+                keys.METRIC_INFORMATION: plan.information,
+                keys.METRIC_CERTIFY_QUERY_SIZE: float(plan.query_size or -1),
+                keys.METRIC_CERTIFY_REFERENCE_SIZE: float(plan.reference_size),
+                keys.METRIC_SMALLEST_REACHABLE_MARGIN: plan.smallest_reachable_margin,
+            }
+        )
+    return plan

@@ -47,6 +47,7 @@ CLI_FLAGS = {
     "reference_file": "--reference",
     "members_file": "--members",
     "margin": "--margin",
+    "certify_level": "--certify-level",
     "timeout": "--timeout",
     "request_timeout": "--request-timeout",
     "http_concurrency": "--http-concurrency",

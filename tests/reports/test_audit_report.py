@@ -11,6 +11,7 @@ import pytest
 from ema.auditors.result import AuditResult, is_pvalue
 from ema.errors import InputError
 from ema.reports.audit import AuditReport, render_audit_report
+from ema.reports.page import number
 from ema.workflows.methods import metric_vocabulary
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -124,7 +125,39 @@ def test_render_audit_report_orders_methods_with_the_run_verdict_first():
     results = {"ema": make_result(), "ks-ratio": make_result("ks-ratio", "memorized", metrics={"rho_ks": 0.8})}
     report = render(results=results)
     assert list(report.figures) == ["ema_scores.png", "ks-ratio_scores.png"]
-    assert "Verdict: Not memorized" in report.html and "ks-ratio: Memorized" in report.html
+    assert "Verdict: Not memorized" in report.html and "ks-ratio says Memorized" in report.html
+
+
+def verdict_box(page: str) -> str:
+    """The verdict box's opening tag and everything inside it."""
+    return page.split('<div class="verdict')[1].split("</div></section>")[0].split('<section id="')[0]
+
+
+def test_render_audit_report_without_warnings_keeps_the_verdict_box_green():
+    page = render(warnings=[]).html
+    assert '<div class="verdict not_memorized" id="verdict">' in page
+    assert "warned" not in verdict_box(page) and "caveats" not in verdict_box(page)
+
+
+def test_render_audit_report_with_a_gate_fired_puts_the_warnings_inside_an_amber_verdict_box():
+    gate = "target accuracy on the non-member reference is 0.027, near chance (0.100): inputs are probably scaled"
+    page = render(warnings=[gate]).html
+    assert '<div class="verdict warned" id="verdict">' in page
+    assert '<div class="verdict not_memorized"' not in page  # no green headline above the warning
+    box = verdict_box(page)
+    assert "Verdict: Not memorized (with caveats)" in box and "near chance (0.100)" in box
+    assert "1 warning(s)" in box
+    assert "near chance (0.100)" in page.split('id="warnings"')[1]  # and still listed in its own section
+
+
+def test_render_audit_report_shows_a_disagreement_between_methods_in_an_amber_verdict_box():
+    results = {
+        "ema": make_result(),
+        "calibrated": make_result("calibrated", "inconclusive", metrics={"p_removed": 0.5}),
+    }
+    box = verdict_box(render(results=results, warnings=[]).html)
+    assert box.startswith(" warned") and "The methods disagree" in box
+    assert "ema says Not memorized; calibrated says Inconclusive" in box
 
 
 def test_render_audit_report_escapes_what_it_is_given():
@@ -168,6 +201,11 @@ def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_a
     assert "p_removed" in report.html.split('id="pvalues"')[1].split("</section>")[0]
     assert "exchangeable with the non-member reference" in report.html  # its assumptions
     assert list(report.figures) == ["reference_scores.png"]
+    certify = report.html.split('id="certify"')[1].split("</section>")[0]
+    assert f"Certifiable margin: {number(result.metrics['certifiable_margin'])}" in certify
+    assert "one-sided 95%" in certify and "probability 0.85" in certify
+    # first after the verdict box, before every other section
+    assert report.html.index('id="verdict"') < report.html.index('id="certify"') < report.html.index('id="pvalues"')
 
 
 def test_render_audit_report_reads_kinds_and_meanings_from_the_vocabulary_it_is_given():

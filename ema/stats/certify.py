@@ -1,0 +1,263 @@
+"""What a deletion audit can certify before it runs: the information of a score, the certifiable margin, the sizes.
+
+A removed query (retained share pi = 0) is certified at margin m when the one-sided upper
+confidence bound on pi that the member-reference auditor computes (the profile-likelihood
+interval of :func:`ema.stats.mixture.retained_fraction`) is at most m. How low that bound gets
+depends on three numbers known before the query's outcome: the query size, the non-member
+reference size, and the Fisher information per sample about pi of the auditor's binned score,
+estimated here by cross-fitting on the two references.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from ema.errors import InputError
+from ema.stats._validation import check_score_vector
+from ema.stats.binned_tests import JEFFREYS_PSEUDOCOUNT, bin_counts, check_levels, quantile_edges
+from ema.validation import check_open_unit, check_positive_int
+
+#: Probability of certifying a removed query at the certifiable margin (issue 26).
+CERTIFY_PROBABILITY = 0.85
+#: Probability of certifying that ``ema power --certify`` plans sizes for.
+PLAN_PROBABILITY = 0.9
+#: Folds of the cross-fitted information.
+INFORMATION_FOLDS = 2
+
+
+@dataclass(frozen=True)
+class CertifyPlan:
+    """Sizes that certify a margin with a given probability, or why none do.
+
+    Attributes
+    ----------
+    margin : float
+        The margin asked for.
+    reachable : bool
+        Whether some query size certifies it with a reference of at most ``max_reference``.
+    query_size : int or None
+        Query samples needed (None when unreachable).
+    reference_size : int
+        Non-member reference samples to use (when unreachable: ``max_reference``).
+    smallest_reachable_margin : float
+        The certifiable margin as the query grows without bound, with ``max_reference``
+        reference samples: margins above it are reachable.
+    information : float
+        Fisher information per sample about the retained share behind the plan.
+    certify_level : float
+        One-sided level of the upper bound that certifies.
+    probability : float
+        Probability of certifying a removed query at these sizes.
+    """
+
+    margin: float
+    reachable: bool
+    query_size: int | None
+    reference_size: int
+    smallest_reachable_margin: float
+    information: float
+    certify_level: float
+    probability: float
+
+
+def cross_fitted_information(
+    member_scores: np.ndarray,
+    nonmember_scores: np.ndarray,
+    levels: np.ndarray,
+    *,
+    n_folds: int = INFORMATION_FOLDS,
+    random_state: int | np.random.Generator | None = 0,
+) -> float:
+    """Fisher information per sample about the retained share at pi = 0, estimated out of sample.
+
+    Parameters
+    ----------
+    member_scores : ndarray of shape (n_members,)
+        The auditor's score on the member reference (scored on the target).
+    nonmember_scores : ndarray of shape (n_nonmembers,)
+        The same score on the non-member reference.
+    levels : array_like of shape (n_levels,)
+        The auditor's bin levels (quantiles of the non-member side).
+    n_folds : int
+        Folds of each reference; each fold is scored by bins and weights fitted on the others.
+    random_state : int, Generator or None
+        Seed of the fold assignment.
+
+    Returns
+    -------
+    float
+        The information, >= 0.
+
+    Notes
+    -----
+    At pi = 0 the score of the mixture likelihood pi F_mem + (1 - pi) F_non is
+    w(x) = P_mem(bin(x)) / P_non(bin(x)) - 1, and the information is
+    I = (E_mem w - E_non w)^2 / Var_non w (= chi^2(P_mem || P_non) when w is exact). A plug-in
+    estimate on the references that fitted the bins counts their noise as information (13 bins
+    and 1,000 non-members add about 0.015, as much as a generalising target's whole signal).
+    Here w is fitted on all folds but one and evaluated on the held-out fold, whose squared mean
+    difference is debiased by its own variance; an imperfect w only lowers the estimate, so the
+    margin derived from it errs towards certifying more often than promised, not less.
+    """
+    members = check_score_vector("member_scores", member_scores)
+    nonmembers = check_score_vector("nonmember_scores", nonmember_scores)
+    levels = check_levels(levels)
+    check_positive_int("n_folds", n_folds)
+    if n_folds < 2 or min(members.size, nonmembers.size) < 2 * n_folds:
+        raise InputError(
+            f"expected n_folds >= 2 and at least 2 samples per fold in each reference, got n_folds={n_folds} with "
+            f"{members.size} members and {nonmembers.size} non-members"
+        )
+    rng = np.random.default_rng(random_state)
+    member_folds = rng.permutation(members.size) % n_folds
+    nonmember_folds = rng.permutation(nonmembers.size) % n_folds
+    numerators, variances = [], []
+    for fold in range(n_folds):  # a handful of folds
+        train_m, test_m = members[member_folds != fold], members[member_folds == fold]
+        train_n, test_n = nonmembers[nonmember_folds != fold], nonmembers[nonmember_folds == fold]
+        edges = quantile_edges(train_n, levels)
+        weights = _likelihood_ratio(bin_counts(train_m, edges), bin_counts(train_n, edges)) - 1.0
+        held_m = weights[np.searchsorted(edges, test_m, side="left")]
+        held_n = weights[np.searchsorted(edges, test_n, side="left")]
+        noise = held_m.var(ddof=1) / held_m.size + held_n.var(ddof=1) / held_n.size
+        numerators.append((held_m.mean() - held_n.mean()) ** 2 - noise)
+        variances.append(held_n.var(ddof=1))
+    return float(max(0.0, np.mean(numerators)) / max(np.mean(variances), np.finfo(float).tiny))
+
+
+def _likelihood_ratio(member_counts: np.ndarray, nonmember_counts: np.ndarray) -> np.ndarray:
+    """Per-bin P_mem / P_non with the Jeffreys pseudo-count, as the auditor's weights use it."""
+    n_bins = member_counts.size
+    member = (member_counts + JEFFREYS_PSEUDOCOUNT) / (member_counts.sum() + JEFFREYS_PSEUDOCOUNT * n_bins)
+    nonmember = (nonmember_counts + JEFFREYS_PSEUDOCOUNT) / (nonmember_counts.sum() + JEFFREYS_PSEUDOCOUNT * n_bins)
+    return member / nonmember
+
+
+def _check_margin_inputs(information: float, certify_level: float, probability: float) -> None:
+    if not (isinstance(information, (int, float, np.floating)) and math.isfinite(information) and information >= 0):
+        raise InputError(f"expected the information to be a finite number >= 0, got {information!r}")
+    check_open_unit("certify_level", certify_level)
+    check_open_unit("probability", probability)
+    if probability < 0.5:
+        raise InputError(f"expected a probability of certifying of at least 0.5, got {probability!r}")
+
+
+def _z_sum(certify_level: float, probability: float) -> float:
+    """z_L + z_p: how many standard errors of pi_hat the bound ends above 0 in the wanted share of removed draws."""
+    return float(stats.norm.ppf(certify_level) + stats.norm.ppf(probability))
+
+
+def certifiable_margin(
+    n_query: float,
+    n_reference: float,
+    information: float,
+    *,
+    certify_level: float = 0.95,
+    probability: float = CERTIFY_PROBABILITY,
+) -> float:
+    """The smallest retained share certified with ``probability`` when the query is in fact removed.
+
+    Parameters
+    ----------
+    n_query : int or float
+        Query samples (``math.inf`` for the limit of an unbounded query).
+    n_reference : int or float
+        Non-member reference samples.
+    information : float
+        Fisher information per sample about pi at pi = 0 (:func:`cross_fitted_information`).
+    certify_level : float
+        One-sided level of the upper bound that certifies (the profile-likelihood interval at
+        two-sided level 2 L - 1).
+    probability : float
+        Wanted probability of certifying a removed query, >= 0.5.
+
+    Returns
+    -------
+    float
+        m = (z_L + z_p) sqrt((1/n_q + 1/n_ref) / I); ``inf`` when I = 0. Not clipped: a value
+        of 1 or more means no share below 1 can be certified.
+
+    Notes
+    -----
+    Derivation. The query's likelihood depends on pi through the mixture of the member and
+    non-member bin shares, both estimated from references. At pi = 0 the member shares drop
+    out of the score (their error enters at second order), while the non-member shares are
+    estimated from the reference and the query alike; profiling them out leaves the efficient
+    information I_eff = I / (1/n_q + 1/n_ref), so the unconstrained estimate is
+    pi_hat ~ N(0, s^2), s = I_eff^(-1/2). The profile-likelihood upper bound at one-sided level
+    L is U = pi_hat + z_L s when pi_hat >= 0 (at the boundary, pi_hat < 0, it is
+    s (Z + sqrt(Z^2 + z_L^2)) with Z = pi_hat / s, still increasing in Z). U <= m with
+    probability p exactly when Z <= z_p; for p >= 0.5, z_p >= 0, so m = s (z_L + z_p). With
+    p = 0.5 and n_q -> inf this is the floor z_L / sqrt(n_ref I) that no query size lowers
+    (1.645 / sqrt(n_ref I) at today's 95% one-sided bound).
+
+    Examples
+    --------
+    >>> round(certifiable_margin(200, 1000, 0.5), 3)
+    0.294
+    """
+    _check_margin_inputs(information, certify_level, probability)
+    if not (n_query > 0 and n_reference > 0):
+        raise InputError(f"expected positive sizes, got n_query={n_query!r} and n_reference={n_reference!r}")
+    if information == 0:
+        return math.inf
+    return _z_sum(certify_level, probability) * math.sqrt((1.0 / n_query + 1.0 / n_reference) / information)
+
+
+def plan_certification(
+    margin: float,
+    information: float,
+    *,
+    n_reference: int,
+    max_reference: int | None = None,
+    certify_level: float = 0.95,
+    probability: float = PLAN_PROBABILITY,
+) -> CertifyPlan:
+    """The query and non-member reference sizes that certify ``margin`` with ``probability``, or why none do.
+
+    Parameters
+    ----------
+    margin : float
+        Retained share to certify, in (0, 1).
+    information : float
+        Fisher information per sample about pi at pi = 0.
+    n_reference : int
+        The reference size the auditor has now: kept when it suffices.
+    max_reference : int, optional
+        The most reference samples the data allow (default: ``n_reference``).
+    certify_level, probability : float
+        As in :func:`certifiable_margin`.
+
+    Returns
+    -------
+    CertifyPlan
+
+    Notes
+    -----
+    Certifying needs 1/n_q + 1/n_ref <= B = I (margin / (z_L + z_p))^2 (inverting
+    :func:`certifiable_margin`). The reference is the larger of today's and 2 / B (where query
+    and reference are equal: the fewest samples in all), up to ``max_reference``; the query is
+    then the smallest n_q with 1/n_q <= B - 1/n_ref. Unreachable when 1/max_reference >= B.
+    """
+    check_open_unit("margin", margin)
+    _check_margin_inputs(information, certify_level, probability)
+    check_positive_int("n_reference", n_reference)
+    limit = check_positive_int("max_reference", max_reference) if max_reference is not None else n_reference
+    limit = max(limit, n_reference)
+    common = {"margin": float(margin), "information": float(information), "certify_level": float(certify_level)}
+    common["probability"] = float(probability)
+    floor = certifiable_margin(math.inf, limit, information, certify_level=certify_level, probability=probability)
+    budget = information * (margin / _z_sum(certify_level, probability)) ** 2
+    if budget * limit <= 1.0:
+        return CertifyPlan(
+            reachable=False, query_size=None, reference_size=limit, smallest_reachable_margin=floor, **common
+        )
+    reference = min(limit, max(n_reference, math.ceil(2.0 / budget)))
+    query = math.ceil(1.0 / (budget - 1.0 / reference) - 1e-9)
+    return CertifyPlan(
+        reachable=True, query_size=query, reference_size=reference, smallest_reachable_margin=floor, **common
+    )

@@ -1,0 +1,127 @@
+"""What an audit can certify: the cross-fitted information, the certifiable margin and the sizes, checked by simulation.
+
+Scores are synthetic: non-members N(0, 1), members N(0.6, 1). Each simulated audit redraws
+both references and a removed query (drawn like the non-members), computes the margin or the
+plan from the references alone, then runs the member-reference auditor's own interval
+(:func:`ema.stats.mixture.retained_fraction`) and counts how often it certifies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ema.errors import InputError
+from ema.stats.binned_tests import DEFAULT_BIN_LEVELS, bin_counts, quantile_edges
+from ema.stats.certify import certifiable_margin, cross_fitted_information, plan_certification
+from ema.stats.mixture import retained_fraction
+
+LEVELS = np.array(DEFAULT_BIN_LEVELS)
+SHIFT, N_MEMBERS, N_REFERENCE = 0.6, 4000, 1000
+#: The 95% one-sided bound: the upper end of the auditor's two-sided 90% interval.
+CERTIFY_LEVEL = 0.95
+
+
+def references(rng, n_reference=N_REFERENCE):
+    return rng.normal(SHIFT, 1.0, N_MEMBERS), rng.normal(0.0, 1.0, n_reference)
+
+
+def upper_bound(rng, members, nonmembers, n_query):
+    """The auditor's one-sided 95% upper bound on the retained share of a removed query of ``n_query``."""
+    query = rng.normal(0.0, 1.0, n_query)
+    edges = quantile_edges(nonmembers, LEVELS)
+    counts = (bin_counts(query, edges), bin_counts(members, edges), bin_counts(nonmembers, edges))
+    return retained_fraction(*counts, confidence_level=2 * CERTIFY_LEVEL - 1).high
+
+
+def binomial_floor(rate, n, sds=2.5):
+    """``rate`` less ``sds`` Monte Carlo standard errors of a share over ``n`` draws."""
+    return rate - sds * math.sqrt(rate * (1 - rate) / n)
+
+
+def test_certifiable_margin_certifies_removed_queries_in_085_of_draws_and_not_below_it():
+    rng = np.random.default_rng(0)
+    n_query, draws = 200, 200
+    certified, certified_at_half = 0, 0
+    for draw in range(draws):  # each draw: new references, a margin from them alone, then a removed query
+        members, nonmembers = references(rng)
+        information = cross_fitted_information(members, nonmembers, LEVELS, random_state=draw)
+        margin = certifiable_margin(n_query, N_REFERENCE, information, certify_level=CERTIFY_LEVEL)
+        high = upper_bound(rng, members, nonmembers, n_query)
+        certified += high <= margin
+        certified_at_half += high <= margin / 2
+    assert certified / draws >= binomial_floor(0.85, draws)
+    assert certified_at_half / draws < 0.6  # well below the margin, clearly fewer
+
+
+def test_certifiable_margin_gives_the_floor_of_the_issue_for_an_unbounded_query_at_even_odds():
+    information, n_reference = 0.12, 1000
+    floor = certifiable_margin(math.inf, n_reference, information, certify_level=0.95, probability=0.5)
+    assert floor == pytest.approx(1.645 / math.sqrt(n_reference * information), rel=1e-3)
+    # more query samples never beat it; asking for more certainty raises it
+    assert certifiable_margin(10**9, n_reference, information, certify_level=0.95) > floor
+    assert certifiable_margin(200, n_reference, information) > certifiable_margin(1000, n_reference, information)
+    assert certifiable_margin(200, n_reference, 0.0) == math.inf
+
+
+def test_cross_fitted_information_is_near_zero_without_a_difference_and_near_the_truth_with_one():
+    rng = np.random.default_rng(1)
+    same = cross_fitted_information(rng.normal(size=4000), rng.normal(size=1000), LEVELS)
+    edges = quantile_edges(rng.normal(size=10**6), LEVELS)
+    truth_m = np.diff(np.r_[0, stats.norm.cdf(edges, loc=SHIFT), 1])
+    truth_n = np.diff(np.r_[0, stats.norm.cdf(edges), 1])
+    binned = float(np.sum((truth_m - truth_n) ** 2 / truth_n))
+    estimate = cross_fitted_information(*references(rng, n_reference=20_000), LEVELS)
+    assert same < 0.01  # a plug-in chi-square on these sizes reads about 0.015 here
+    assert 0.8 * binned <= estimate <= 1.05 * binned
+
+
+def test_plan_certification_sizes_certify_the_margin_in_09_of_simulated_draws():
+    rng = np.random.default_rng(2)
+    margin = 0.3
+    information = cross_fitted_information(*references(rng), LEVELS)
+    plan = plan_certification(margin, information, n_reference=N_REFERENCE, certify_level=CERTIFY_LEVEL)
+    assert plan.reachable and plan.reference_size >= N_REFERENCE and plan.query_size >= 1
+    assert certifiable_margin(
+        plan.query_size, plan.reference_size, information, certify_level=CERTIFY_LEVEL, probability=0.9
+    ) <= margin
+    draws = 150
+    certified = sum(
+        upper_bound(rng, *references(rng, plan.reference_size), plan.query_size) <= margin for _ in range(draws)
+    )
+    assert certified / draws >= binomial_floor(0.9, draws)
+
+
+def test_plan_certification_of_an_unreachable_margin_names_the_smallest_reachable_one():
+    plan = plan_certification(0.1, 0.03, n_reference=1000, max_reference=2000)
+    expected = (stats.norm.ppf(0.95) + stats.norm.ppf(0.9)) / math.sqrt(2000 * 0.03)
+    assert not plan.reachable and plan.query_size is None and plan.reference_size == 2000
+    assert plan.smallest_reachable_margin == pytest.approx(expected)
+    reachable = plan_certification(plan.smallest_reachable_margin * 1.05, 0.03, n_reference=1000, max_reference=2000)
+    assert reachable.reachable and reachable.reference_size == 2000
+
+
+def test_plan_certification_keeps_a_reference_that_suffices_and_grows_one_that_does_not():
+    kept = plan_certification(0.5, 1.0, n_reference=5000)
+    assert kept.reference_size == 5000 and kept.query_size is not None
+    grown = plan_certification(0.2, 0.2, n_reference=100, max_reference=50_000)
+    assert grown.reachable and grown.reference_size == grown.query_size  # balanced: fewest samples in all
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: certifiable_margin(200, 1000, -0.1), "information to be a finite number >= 0"),
+        (lambda: certifiable_margin(0, 1000, 0.1), "positive sizes"),
+        (lambda: certifiable_margin(200, 1000, 0.1, probability=0.3), "at least 0.5"),
+        (lambda: certifiable_margin(200, 1000, 0.1, certify_level=1.0), "certify_level"),
+        (lambda: plan_certification(1.5, 0.1, n_reference=1000), "margin"),
+        (lambda: cross_fitted_information(np.ones(3), np.ones(100), LEVELS), "at least 2 samples per fold"),
+    ],
+)
+def test_certify_functions_refuse_bad_input(call, message):
+    with pytest.raises(InputError, match=message):
+        call()
