@@ -85,9 +85,12 @@ def test_plan_certification_sizes_certify_the_margin_in_09_of_simulated_draws():
     information = cross_fitted_information(*references(rng), LEVELS)
     plan = plan_certification(margin, information, n_reference=N_REFERENCE, certify_level=CERTIFY_LEVEL)
     assert plan.reachable and plan.reference_size >= N_REFERENCE and plan.query_size >= 1
-    assert certifiable_margin(
-        plan.query_size, plan.reference_size, information, certify_level=CERTIFY_LEVEL, probability=0.9
-    ) <= margin
+    assert (
+        certifiable_margin(
+            plan.query_size, plan.reference_size, information, certify_level=CERTIFY_LEVEL, probability=0.9
+        )
+        <= margin
+    )
     draws = 150
     certified = sum(
         upper_bound(rng, *references(rng, plan.reference_size), plan.query_size) <= margin for _ in range(draws)
