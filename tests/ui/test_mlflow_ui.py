@@ -193,3 +193,42 @@ def test_audit_report_renders_with_verdict_pvalues_and_figures(two_audits, ui_se
     if keep:
         for name in shots:
             shutil.copy(tmp_path / name, Path(keep) / name)
+
+
+#: The verdict box's background colours in ema.reports.page.STYLE: amber (.warned) and green (.not_memorized).
+AMBER, GREEN = (0xFF, 0xF3, 0xE0), (0xE8, 0xF5, 0xE9)
+
+
+def rendered_report(tmp_path: Path, name: str, warnings: list[str]) -> tuple[str, np.ndarray]:
+    """A not_memorized report with ``warnings``, as Chromium renders it: (its DOM, a screenshot as RGB pixels)."""
+    from PIL import Image
+
+    from ema.reports.audit import render_audit_report
+    from tests.reports.test_audit_report import make_result
+
+    page = tmp_path / f"{name}.html"
+    page.write_text(
+        render_audit_report({"ema": make_result()}, query="M6", lineage={}, command="ema audit", warnings=warnings).html
+    )
+    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / f"profile-{name}-dom")
+    shot = tmp_path / f"{name}.png"
+    chromium("--window-size=1200,900", f"--screenshot={shot}", page.as_uri(), profile=tmp_path / f"profile-{name}")
+    return dom, np.asarray(Image.open(shot).convert("RGB"))
+
+
+def share_of(pixels: np.ndarray, colour: tuple[int, int, int]) -> float:
+    return float(np.all(pixels == colour, axis=-1).mean())
+
+
+def test_audit_report_with_a_gate_fired_renders_an_amber_verdict_box_with_the_warning_inside(tmp_path):
+    gate = "target accuracy on the non-member reference is 0.027, near chance (0.100): inputs are probably scaled"
+    dom, pixels = rendered_report(tmp_path, "warned", [gate])
+    box = dom.split('id="verdict"')[1].split('<section id="')[0]
+    assert "Verdict: Not memorized (with caveats)" in box and "near chance (0.100)" in box
+    assert share_of(pixels, AMBER) > 0.01 and share_of(pixels, GREEN) == 0.0
+
+
+def test_audit_report_without_warnings_renders_a_green_verdict_box(tmp_path):
+    dom, pixels = rendered_report(tmp_path, "clean", [])
+    assert "Verdict: Not memorized" in dom and "caveats" not in dom
+    assert share_of(pixels, GREEN) > 0.01 and share_of(pixels, AMBER) == 0.0

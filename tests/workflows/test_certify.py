@@ -1,0 +1,57 @@
+"""Certifying removal on a trained target: `ema power --certify` and `ema audit --margin auto`."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
+
+from ema.tracking import keys
+from ema.workflows.audit import AuditConfig, audit
+from ema_cli.cli import main
+
+PLAN_KEYS = {"query_size", "reference_size", "reachable", "information", "smallest_reachable_margin", "margin"}
+
+
+def power(*args: str):
+    return CliRunner().invoke(main, ["power", *args])
+
+
+def test_power_certify_json_gives_the_sizes_of_a_reachable_margin(trained):
+    _, outcome = trained
+    shown = power("--model", outcome.version.uri, "--certify", "--margin", "0.95", "--json")
+    assert shown.exit_code == 0, shown.output
+    plan = json.loads(shown.output)
+    assert PLAN_KEYS <= set(plan) and plan["reachable"] is True
+    assert plan["query_size"] >= 1 and plan["reference_size"] >= 1000 and plan["information"] > 0
+    assert plan["certify_level"] == 0.95 and plan["probability"] == 0.9
+
+
+def test_power_certify_says_an_unreachable_margin_is_unreachable_and_names_the_smallest(trained):
+    _, outcome = trained
+    shown = power("--model", outcome.version.uri, "--certify", "--margin", "0.001")
+    assert shown.exit_code == 0, shown.output
+    assert "margin 0.001 is unreachable on this target: the smallest reachable margin is" in shown.output
+    as_json = json.loads(power("--model", outcome.version.uri, "--certify", "--margin", "0.001", "--json").output)
+    assert as_json["reachable"] is False and as_json["query_size"] is None
+    assert f"{as_json['smallest_reachable_margin']:.3f}" in shown.output
+
+
+def test_power_certify_options_need_each_other():
+    assert "--certify needs --margin M" in power("--certify").output
+    assert "--margin, --json need --certify" in power("--margin", "0.3", "--json").output
+
+
+def test_audit_at_margin_auto_certifies_at_its_certifiable_margin_and_records_the_level(trained):
+    _, outcome = trained
+    result = audit(
+        AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated", margin="auto"), progress=False
+    )
+    run = MlflowClient().get_run(result.run_id).data
+    certifiable = run.metrics["certifiable_margin"]
+    assert 0 < certifiable <= 1 and run.metrics["information"] > 0 and "retained_upper_bound" in run.metrics
+    assert run.params[keys.PARAM_MARGIN] == "auto" and run.params[keys.PARAM_CERTIFY_LEVEL] == "0.95"
+    assert result.primary.thresholds["certify"]["margin_used"] == certifiable
+    # other-domain digits: the bound lies far below the margin, so auto certifies them
+    assert result.primary.verdict == "not_memorized"
