@@ -24,6 +24,7 @@ from ema.workflows.options import (
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
+    certify_level_option,
     k_option,
     max_params_option,
     max_query_option,
@@ -191,12 +192,7 @@ class MarginType(click.ParamType):
         "from the query and reference sizes, fixed before the query is scored)."
     ),
 )
-@click.option(
-    "--certify-level",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=None,
-    help="With --method calibrated: one-sided level of the upper bound that certifies (default: 1 - alpha / 2).",
-)
+@certify_level_option
 @max_query_option
 @click.option(
     "--strict",

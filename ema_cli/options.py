@@ -66,6 +66,12 @@ k_option = click.option(
 cal_seed_option = click.option(
     "--cal-seed", type=int, default=0, show_default=True, help="Seed of the calibration split and corruption."
 )
+certify_level_option = click.option(
+    "--certify-level",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="One-sided level of the retained share's upper bound that certifies not_memorized (default: 1 - alpha / 2).",
+)
 alpha_option = click.option(
     "--alpha",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),

@@ -8,6 +8,7 @@ import click
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
+    certify_level_option,
     k_option,
     max_query_option,
     model_option,
@@ -50,12 +51,7 @@ from ema_cli.options import (
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
     help="With --certify: the retained share to certify.",
 )
-@click.option(
-    "--certify-level",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=None,
-    help="With --certify: one-sided level of the upper bound that certifies (default: 1 - alpha / 2).",
-)
+@certify_level_option
 @click.option(
     "--members",
     "members_file",

@@ -233,3 +233,9 @@ def test_the_console_script_is_the_program():
 
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     assert tomllib.loads(pyproject.read_text())["project"]["scripts"]["ema"] == "ema_cli.cli:run"
+
+
+def test_audit_margin_takes_a_share_or_auto_and_refuses_anything_else():
+    refused = CliRunner().invoke(main, ["audit", "--query", "M1", "--margin", "most"])
+    assert refused.exit_code == 2 and "expected a retained share in (0, 1) or 'auto', got 'most'" in refused.output
+    assert CliRunner().invoke(main, ["audit", "--query", "M1", "--margin", "1.5"]).exit_code == 2
