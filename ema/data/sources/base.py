@@ -39,6 +39,22 @@ class ImageFormat:
         given = (("--image-size", self.size), ("--channels", self.channels))
         return " ".join(f"{flag} {value}" for flag, value in given if value is not None)
 
+    def to_tags(self, size_key: str, channels_key: str) -> dict[str, str]:
+        """The format as registry tags under the given keys (none for the default)."""
+        given = ((size_key, self.size), (channels_key, self.channels))
+        return {key: str(value) for key, value in given if value is not None}
+
+    @classmethod
+    def from_tags(cls, tags: dict[str, str], size_key: str, channels_key: str) -> ImageFormat:
+        """The format a version's tags record (see :meth:`to_tags`); refused when they are not integers."""
+        values = []
+        for key in (size_key, channels_key):
+            text = tags.get(key)
+            if text is not None and not text.isdigit():
+                raise InputError(f"expected tag {key!r} as a positive integer, got {text[:40]!r}")
+            values.append(int(text) if text is not None else None)
+        return cls(*values)
+
 
 class ImageSource(ABC):
     """Labelled images stored in one on-disk format under ``root``; nothing is downloaded.

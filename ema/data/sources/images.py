@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
+from ema.data.arrays import ArraySet
 from ema.errors import InputError
 
 #: ITU-R BT.601 luma weights for R, G, B: the grey that Pillow's mode "L" computes.
@@ -92,6 +93,21 @@ def fit_square_images(x: np.ndarray, side: int) -> np.ndarray:
     if x.shape[1:3] == (side, side):
         return x
     return np.stack([np.asarray(fit_square(Image.fromarray(image), side), dtype=np.uint8) for image in x])
+
+
+def resize_set(data: ArraySet, side: int) -> ArraySet:
+    """A set's images each centre-cropped to a square and resized to ``side`` (``--image-size``); the same set when
+    they already are.
+
+    Raises
+    ------
+    InputError
+        If the set is a table.
+    """
+    if data.kind != "image":
+        raise InputError(f"{data.name}: expected images to resize with --image-size, got a {data.describe()}")
+    resized = fit_square_images(data.x, side)
+    return data if resized is data.x else ArraySet(data.name, resized, data.y, data.index)
 
 
 def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels: int = 1) -> np.ndarray:
