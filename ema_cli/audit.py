@@ -14,6 +14,7 @@ from ema.workflows.options import (
     ENGINES,
     HTTP_FORMATS,
     INPUT_DTYPES,
+    MAX_IMAGE_SIDE,
     METHODS,
     METRIC_N_QUERY,
     OUTPUT_KINDS,
@@ -83,6 +84,17 @@ class MarginType(click.ParamType):
     help=(
         "The model's input type: integer types get the pixel values 0-255 (the workbench's own models take "
         "uint8), float types pixels in [0, 1]. Default: its signature's (over HTTP without --model, float32)."
+    ),
+)
+@click.option(
+    "--image-size",
+    type=click.IntRange(0, MAX_IMAGE_SIDE),
+    default=0,
+    show_default=True,
+    help=(
+        "Resize the images of every set the audit reads (query, --reference, --members, calibration members and "
+        "non-members) to N x N (centre-cropped to a square, bilinear, with Pillow) before scoring. 0: never resize "
+        "(images that do not fit the model's signature are refused)."
     ),
 )
 @query_option
@@ -235,6 +247,7 @@ def audit(
     model_uri,
     model_url,
     input_shape,
+    image_size,
     query,
     query_file,
     input_scale,
@@ -259,6 +272,7 @@ def audit(
         model_uri=model_uri if model_uri is not None or model_url is not None else DEFAULT_TARGET_URI,
         model_url=model_url,
         input_shape=input_shape_from_option(input_shape),
+        image_size=image_size or None,
         query=query,
         query_file=query_file,
         transform=transform_from_options(input_scale, normalize),

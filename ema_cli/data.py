@@ -9,6 +9,7 @@ from ema.workflows.options import SOURCE_NAMES, EMAError
 from ema_cli.options import (
     data_option,
     data_seed_option,
+    image_options,
     max_query_option,
     one_line_error,
     query_file_option,
@@ -25,17 +26,17 @@ def data():
 @data.command("show")
 @click.argument("name", type=click.Choice(SOURCE_NAMES))
 @root_option
-def show(name, root):
+@image_options
+def show(name, root, image):
     """Print what data source NAME holds: images per split and class, shape, dtype, pixel range."""
     try:
-        description = describe_source(name, root)
+        description = describe_source(name, root, image)
     except (EMAError, OSError) as exc:
         raise one_line_error(exc) from exc
     click.echo(f"{description.name}" + (f"  (root {description.root})" if description.root else ""))
     for summary in description.splits:
-        height, width = summary.image_shape
         click.echo(
-            f"{summary.split}: {summary.n_images} images of {height}x{width} {summary.dtype}, "
+            f"{summary.split}: {summary.n_images} images of {'x'.join(map(str, summary.image_shape))} {summary.dtype}, "
             f"pixels {summary.pixel_min}-{summary.pixel_max}, fingerprint {summary.fingerprint}"
         )
         for label, count in enumerate(summary.class_counts):
@@ -53,11 +54,12 @@ def show(name, root):
 )
 @data_option
 @root_option
+@image_options
 @data_seed_option
-def splits(out_dir, data_name, root, data_seed):
+def splits(out_dir, data_name, root, image, data_seed):
     """Write each split (train folds, calibration, M6, S) as .npz with arrays x, y, index."""
     try:
-        for path, arrays in export_splits(out_dir, data_name, data_seed, root).items():
+        for path, arrays in export_splits(out_dir, data_name, data_seed, root, image).items():
             click.echo(f"{path}  {len(arrays)} images, fingerprint {arrays.fingerprint}")
     except (EMAError, OSError) as exc:
         raise one_line_error(exc) from exc
@@ -83,15 +85,23 @@ def splits(out_dir, data_name, root, data_seed):
 @query_file_option
 @data_option
 @root_option
+@image_options
 @data_seed_option
 @max_query_option
-def export(table_format, out_dir, query, query_file, data_name, root, data_seed, max_query):
+def export(table_format, out_dir, query, query_file, data_name, root, image, data_seed, max_query):
     """Write a query as a table that --engine spark (or any Parquet reader) audits."""
     if (query is None) == (query_file is None):
         raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
     try:
         arrays = export_query(
-            out_dir, query=query, query_file=query_file, data=data_name, seed=data_seed, root=root, max_query=max_query
+            out_dir,
+            query=query,
+            query_file=query_file,
+            data=data_name,
+            seed=data_seed,
+            root=root,
+            image=image,
+            max_query=max_query,
         )
     except (EMAError, OSError) as exc:
         raise one_line_error(exc) from exc

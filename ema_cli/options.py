@@ -18,9 +18,11 @@ from ema.workflows.options import (
     DEFAULT_MAX_PARAMS,
     DEFAULT_MAX_QUERY,
     DEFAULT_TARGET_URI,
+    MAX_IMAGE_SIDE,
     OPTIMIZERS,
     QUERY_NAMES,
     EMAError,
+    ImageFormat,
     TrainSpec,
     command_limits,
     configure,
@@ -90,7 +92,11 @@ recipe_option = click.option(
     "--recipe",
     "recipe_file",
     type=click.Path(dir_okay=False),
-    help="JSON or YAML training recipe for a model not trained by `ema train` (default: the version's tag).",
+    help=(
+        "JSON or YAML training recipe, or a named one (paper-medical: ResNet-18, Adam lr 2e-5, 30 epochs, weight "
+        "decay 1e-7). For `ema audit` and `ema calibrate`: for a model not trained by `ema train` (default: the "
+        "version's tag); for `ema train`: the recipe, whose fields the training options given override."
+    ),
 )
 progress_option = click.option("--progress/--no-progress", default=True, show_default=True, help="Show progress bars.")
 data_option = click.option(
@@ -156,6 +162,32 @@ max_query_option = click.option(
         "24 GB machine."
     ),
 )
+
+
+def image_options(fn: Callable) -> Callable:
+    """``--image-size`` and ``--channels`` of an image-folder source, passed on as ``image`` (an ImageFormat)."""
+
+    @click.option(
+        "--image-size",
+        type=click.IntRange(1, MAX_IMAGE_SIDE),
+        help=(
+            "Resize the source's images to N x N (centre-cropped to a square, bilinear, with Pillow). Default: their "
+            "own size, which they must then share (chest-xray, covidx); 28 for pneumoniamnist. MNIST-like sources "
+            "stay 28x28."
+        ),
+    )
+    @click.option(
+        "--channels",
+        type=click.Choice(["1", "3"]),
+        help="Read the source's images as grey (1) or colour (3, grey repeated). Default: 1.",
+    )
+    @functools.wraps(fn)
+    def wrapper(image_size, channels, **kwargs):
+        return fn(image=ImageFormat(image_size, int(channels) if channels else None), **kwargs)
+
+    return wrapper
+
+
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
 
 train_spec_options = _compose(
@@ -213,6 +245,17 @@ def spec_from_options(
         batch_size=batch_size,
         seed=seed,
     )
+
+
+def given_fields(spec: TrainSpec, spec_options: dict) -> dict:
+    """The fields of ``spec`` whose training options were given on the command line (not left at their default)."""
+    context = click.get_current_context()
+    given = [
+        name
+        for name in spec_options
+        if context.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
+    return {name: getattr(spec, name) for name in given}
 
 
 #: Options the command runs under (``ema.limits.command_limits``) rather than passes on.

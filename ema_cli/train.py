@@ -6,8 +6,11 @@ from ema.workflows.options import TARGET_ALIAS, TARGET_MODEL_NAME
 from ema_cli.options import (
     data_option,
     data_seed_option,
+    given_fields,
+    image_options,
     max_params_option,
     progress_option,
+    recipe_option,
     root_option,
     spec_from_options,
     timeout_option,
@@ -20,6 +23,8 @@ from ema_cli.options import (
 @train_spec_options
 @data_option
 @root_option
+@image_options
+@recipe_option
 @data_seed_option
 @click.option("--model-name", default=TARGET_MODEL_NAME, show_default=True, help="Registered model name.")
 @click.option("--alias", default=TARGET_ALIAS, show_default=True, help="Alias set on the new version.")
@@ -27,14 +32,18 @@ from ema_cli.options import (
 @timeout_option(None)
 @progress_option
 @workflow_command
-def train(data_name, root, data_seed, model_name, alias, progress, **spec_options):
-    """Train the target model f_D with the recipe given by the options, and register it."""
-    from ema.workflows.train import train_target
+def train(data_name, root, image, recipe_file, data_seed, model_name, alias, progress, **spec_options):
+    """Train the target model f_D with the recipe given by the options (or --recipe), and register it."""
+    from ema.workflows.train import recipe_spec, train_target
 
+    spec = spec_from_options(**spec_options)
+    if recipe_file is not None:
+        spec = recipe_spec(recipe_file, given_fields(spec, spec_options))
     outcome = train_target(
-        spec_from_options(**spec_options),
+        spec,
         data=data_name,
         data_root=root,
+        image=image,
         data_seed=data_seed,
         model_name=model_name,
         alias=alias,

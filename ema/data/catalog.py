@@ -9,7 +9,7 @@ import numpy as np
 
 from ema.data.arrays import ArraySet
 from ema.data.embedded import load_digits_28, load_mnist_embedded
-from ema.data.sources import LOADERS, open_source
+from ema.data.sources import LOADERS, ImageFormat, open_source
 from ema.errors import InputError
 from ema.validation import check_choice
 
@@ -32,7 +32,7 @@ class SetSummary:
     n_images : int
         Number of images.
     image_shape : tuple of int
-        (height, width) of each image.
+        (height, width) of each image, and its channels for colour.
     dtype : str
         The images' dtype.
     pixel_min, pixel_max : int
@@ -45,7 +45,7 @@ class SetSummary:
 
     split: str
     n_images: int
-    image_shape: tuple[int, int]
+    image_shape: tuple[int, ...]
     dtype: str
     pixel_min: int
     pixel_max: int
@@ -68,7 +68,7 @@ def summarize(data: ArraySet, split: str, n_classes: int) -> SetSummary:
     return SetSummary(
         split=split,
         n_images=len(data),
-        image_shape=(int(data.x.shape[1]), int(data.x.shape[2])),
+        image_shape=tuple(int(d) for d in data.x.shape[1:]),
         dtype=str(data.x.dtype),
         pixel_min=int(data.x.min()) if len(data) else 0,
         pixel_max=int(data.x.max()) if len(data) else 0,
@@ -77,7 +77,7 @@ def summarize(data: ArraySet, split: str, n_classes: int) -> SetSummary:
     )
 
 
-def describe_source(name: str, root: str | Path | None = None) -> SourceDescription:
+def describe_source(name: str, root: str | Path | None = None, image: ImageFormat = ImageFormat()) -> SourceDescription:
     """Read every split of source ``name`` and describe it.
 
     Parameters
@@ -90,14 +90,16 @@ def describe_source(name: str, root: str | Path | None = None) -> SourceDescript
     Raises
     ------
     InputError
-        If ``name`` is unknown, a root is given for a built-in set, or files are missing.
+        If ``name`` is unknown, a root (or an image format) is given for a built-in set, or files are missing.
     """
     if name in BUILTIN_SETS:
+        if not image.is_default:
+            raise InputError(f"{name}: expected no --image-size or --channels (its images are 28x28 grey)")
         if root is not None:
             raise InputError(f"{name}: expected no root (its images ship with the package or scikit-learn), got {root}")
         summary = summarize(BUILTIN_SETS[name](), BUILTIN_SPLIT, len(DIGIT_CLASSES))
         return SourceDescription(name, None, DIGIT_CLASSES, (summary,))
     check_choice("data source", name, SOURCE_NAMES)
-    source = open_source(name, root)
+    source = open_source(name, root, image_size=image.size, channels=image.channels)
     summaries = tuple(summarize(source.load(split), split, len(source.classes)) for split in source.splits)
     return SourceDescription(name, str(source.root), source.classes, summaries)

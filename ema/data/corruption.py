@@ -28,9 +28,17 @@ def add_gaussian_noise(x: np.ndarray, rng: np.random.Generator, std: float = NOI
 
 
 def rotate_images(x: np.ndarray, rng: np.random.Generator, max_degrees: float = MAX_ROTATION_DEGREES) -> np.ndarray:
-    """Rotate each image about its centre by its own random angle (bilinear, zero fill)."""
+    """Rotate each image (n, H, W) or (n, H, W, C) about its centre by its own random angle (bilinear, zero fill);
+    a colour image's channels turn together."""
+    angles = np.deg2rad(rng.uniform(-max_degrees, max_degrees, size=len(x)))[:, None, None]
+    if x.ndim == 3:
+        return _rotate_planes(x, angles)
+    return np.stack([_rotate_planes(x[..., channel], angles) for channel in range(x.shape[3])], axis=3)
+
+
+def _rotate_planes(x: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """Grey images (n, H, W) each rotated by its angle (radians, shape (n, 1, 1))."""
     n, height, width = x.shape
-    angles = np.deg2rad(rng.uniform(-max_degrees, max_degrees, size=n))[:, None, None]
     rows, cols = np.mgrid[0:height, 0:width].astype(np.float64)
     cy, cx = (height - 1) / 2.0, (width - 1) / 2.0
     cos, sin = np.cos(angles), np.sin(angles)

@@ -19,6 +19,10 @@
 
 Only the ``train`` split of a source is drawn from, so ``index`` is a position in that
 split's file.
+
+The binary sources read their images in an :class:`~ema.data.sources.ImageFormat`
+(``--image-size``, ``--channels``; image folders default to the images' own size), and S is
+made to match (resized, grey or colour); the MNIST-like sources stay 28x28 grey.
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from ema.data.arrays import ArraySet
 from ema.data.embedded import load_digits_28, load_mnist_embedded
-from ema.data.sources import SVHN, open_source
+from ema.data.sources import SVHN, ImageFormat, open_source
+from ema.data.sources.images import resize_images, to_channels
 from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, Splits, SplitSizes, draw_splits
 from ema.errors import InputError
 from ema.validation import check_choice
@@ -52,13 +59,23 @@ class SplitPlan:
     sizes: SplitSizes
 
 
-def _embedded_plan(root: Path | None) -> SplitPlan:
+def _embedded_plan(root: Path | None, image: ImageFormat) -> SplitPlan:
+    _check_28x28("mnist-embedded", image)
     if root is not None:
         raise InputError(f"mnist-embedded: expected no root (its images ship with the package), got {root}")
     return SplitPlan(load_mnist_embedded(), load_digits_28(), EMBEDDED_SIZES)
 
 
-def _mnist_plan(root: Path | None) -> SplitPlan:
+def _check_28x28(name: str, image: ImageFormat) -> None:
+    if not image.is_default:
+        raise InputError(
+            f"{name}: expected no --image-size or --channels (its images are 28x28 grey), got {image.describe()}; "
+            f"they apply to {', '.join(BINARY_SOURCES)}"
+        )
+
+
+def _mnist_plan(root: Path | None, image: ImageFormat) -> SplitPlan:
+    _check_28x28("mnist", image)
     pool = open_source("mnist", root).load(POOL_SPLIT)
     svhn = SVHN(root)
     if svhn.available(SVHN_QUERY_SPLIT):
@@ -66,25 +83,34 @@ def _mnist_plan(root: Path | None) -> SplitPlan:
     return SplitPlan(pool, load_digits_28(), replace(PAPER_SIZES, other_domain=EMBEDDED_SIZES.other_domain))
 
 
-def _fashion_plan(root: Path | None) -> SplitPlan:
+def _fashion_plan(root: Path | None, image: ImageFormat) -> SplitPlan:
+    _check_28x28("fashion", image)
     return SplitPlan(open_source("fashion", root).load(POOL_SPLIT), load_mnist_embedded(), PAPER_SIZES)
 
 
-def _binary_plan(name: str) -> Callable[[Path | None], SplitPlan]:
-    def plan(root: Path | None) -> SplitPlan:
-        source = open_source(name, root)
+def _binary_plan(name: str) -> Callable[[Path | None, ImageFormat], SplitPlan]:
+    def plan(root: Path | None, image: ImageFormat) -> SplitPlan:
+        source = open_source(name, root, image_size=image.size, channels=image.channels)
         pool = source.load(POOL_SPLIT)
         digits = load_digits_28()
         n_classes = len(source.classes)
-        other = ArraySet(f"{digits.name}-mod{n_classes}", digits.x, digits.y % n_classes, digits.index)
+        folded = ArraySet(f"{digits.name}-mod{n_classes}", digits.x, digits.y % n_classes, digits.index)
+        other = _like(folded, pool.x)
         sizes = PAPER_SIZES.scaled(min(1.0, len(pool) / PAPER_SIZES.in_domain))
         return SplitPlan(pool, other, replace(sizes, other_domain=min(sizes.other_domain, len(other))))
 
     return plan
 
 
+def _like(data: ArraySet, images: np.ndarray) -> ArraySet:
+    """``data``'s images with the size and channels of ``images`` (S made to match the pool)."""
+    channels = images.shape[3] if images.ndim == 4 else 1
+    x = resize_images(to_channels(data.x, channels), images.shape[1:3])
+    return ArraySet(data.name, x, data.y, data.index)
+
+
 #: Every preset, by data source name.
-PRESETS: dict[str, Callable[[Path | None], SplitPlan]] = {
+PRESETS: dict[str, Callable[[Path | None, ImageFormat], SplitPlan]] = {
     "mnist-embedded": _embedded_plan,
     "mnist": _mnist_plan,
     "fashion": _fashion_plan,
@@ -92,7 +118,7 @@ PRESETS: dict[str, Callable[[Path | None], SplitPlan]] = {
 }
 
 
-def split_plan(name: str, root: str | Path | None = None) -> SplitPlan:
+def split_plan(name: str, root: str | Path | None = None, image: ImageFormat = ImageFormat()) -> SplitPlan:
     """The pools and sizes the preset ``name`` draws its splits from.
 
     Parameters
@@ -102,18 +128,22 @@ def split_plan(name: str, root: str | Path | None = None) -> SplitPlan:
     root : str or Path, optional
         The folder holding the source's files (see :mod:`ema.data.sources`); not given
         for ``mnist-embedded``, optional for ``fashion`` (the Debian package's folder).
+    image : ImageFormat, optional
+        The binary sources' image size and channels (the others refuse any but the default).
 
     Raises
     ------
     InputError
         If ``name`` is unknown, or the source's files are missing or malformed.
     """
-    return PRESETS[check_choice("data source", name, PRESETS)](None if root is None else Path(root))
+    return PRESETS[check_choice("data source", name, PRESETS)](None if root is None else Path(root), image)
 
 
-def preset_splits(name: str, seed: int = 0, root: str | Path | None = None) -> Splits:
+def preset_splits(
+    name: str, seed: int = 0, root: str | Path | None = None, image: ImageFormat = ImageFormat()
+) -> Splits:
     """The splits of preset ``name`` under ``seed``: :func:`draw_splits` over its :func:`split_plan`."""
-    plan = split_plan(name, root)
+    plan = split_plan(name, root, image)
     return draw_splits(plan.pool, plan.other_pool, plan.sizes, seed=seed)
 
 
@@ -122,7 +152,9 @@ DATA_SOURCES = tuple(PRESETS)
 DEFAULT_DATA = "mnist-embedded"
 
 
-def load_splits(data: str = DEFAULT_DATA, seed: int = 0, root: str | Path | None = None) -> Splits:
+def load_splits(
+    data: str = DEFAULT_DATA, seed: int = 0, root: str | Path | None = None, image: ImageFormat = ImageFormat()
+) -> Splits:
     """The splits of a data source under a split seed.
 
     Parameters
@@ -133,6 +165,8 @@ def load_splits(data: str = DEFAULT_DATA, seed: int = 0, root: str | Path | None
         Seed of the split draw.
     root : str or Path, optional
         The folder holding the source's files; not given for ``mnist-embedded``.
+    image : ImageFormat, optional
+        The image size and channels of a binary source (see :func:`split_plan`).
 
     Raises
     ------
@@ -144,12 +178,12 @@ def load_splits(data: str = DEFAULT_DATA, seed: int = 0, root: str | Path | None
     A source is read once per process and (data, seed, root): a grid audits dozens of cells
     from the same splits. Their arrays are read-only, so no caller can change them for the next.
     """
-    return _read_splits(data, seed, str(Path(root).resolve()) if root is not None else None)
+    return _read_splits(data, seed, str(Path(root).resolve()) if root is not None else None, image)
 
 
 @functools.lru_cache(maxsize=4)
-def _read_splits(data: str, seed: int, root: str | None) -> Splits:
-    splits = preset_splits(data, seed, root)
+def _read_splits(data: str, seed: int, root: str | None, image: ImageFormat) -> Splits:
+    splits = preset_splits(data, seed, root, image)
     for part in splits.as_dict().values():
         for array in (part.x, part.y, part.index):
             array.flags.writeable = False

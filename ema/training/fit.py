@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 
 from ema.errors import EMAError
 from ema.limits import check_deadline
-from ema.training.architectures import ProbabilityModel
+from ema.training.architectures import ProbabilityModel, check_input_shape
 from ema.training.sizes import check_size, torch_size
 from ema.training.spec import TrainSpec
 
@@ -33,7 +33,9 @@ def make_optimizer(spec: TrainSpec, params) -> torch.optim.Optimizer:
 def fit(
     spec: TrainSpec, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, desc: str = "train"
 ) -> ProbabilityModel:
-    """Train algorithm A = ``spec`` on ``pixels`` (float32, (n, 1, 28, 28)) and ``labels``.
+    """Train algorithm A = ``spec`` on ``pixels`` (float32, (n, C, H, W) images or an (n, d) table) and ``labels``.
+
+    The network is built for the shape of ``pixels``' samples, which the model keeps (``input_shape``).
 
     Returns
     -------
@@ -47,9 +49,10 @@ def fit(
     TimeLimitExceeded
         If the command's ``--timeout`` passes while training.
     """
-    check_size(torch_size(spec, len(labels)))
+    input_shape = check_input_shape(spec.arch, tuple(pixels.shape[1:]))
+    check_size(torch_size(spec, len(labels), input_shape))
     torch.manual_seed(spec.seed)
-    model = ProbabilityModel(spec)
+    model = ProbabilityModel(spec, input_shape=input_shape)
     model.network.train()
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
     train_network(model.network, spec, pixels, labels, loss_fn, progress=progress, desc=desc)

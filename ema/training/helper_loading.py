@@ -9,7 +9,8 @@ itself) and only its numbers are read from the stored files:
 
 - our torch architectures: the state dict ``artifacts/weights.pt``, read with
   ``torch.load(weights_only=True)`` into :class:`~ema.training.architectures.ProbabilityModel`
-  built from the recipe's spec (the class count from ``MLmodel``, parsed with ``yaml.safe_load``);
+  built from the recipe's spec (the class count and input shape from ``MLmodel``, parsed with
+  ``yaml.safe_load``);
 - torch clones: the state dict stored beside the ``pt2`` graph, read the same way into a
   fresh copy of the target's module;
 - scikit-learn: the skops file, loaded with an explicit list of trusted types
@@ -30,9 +31,10 @@ import yaml
 
 from ema.errors import StoreError
 from ema.training.allow_list import resolve_classifier
-from ema.training.architectures import ProbabilityModel
+from ema.training.architectures import MAX_SAMPLE_DIMS, ProbabilityModel
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe
 from ema.training.fit import TorchClassifier
+from ema.training.networks import INPUT_SHAPE
 from ema.training.recipes import SklearnClassifier, SklearnRecipe, TorchRecipe
 from ema.training.torch_clone import CLONE_WEIGHTS_NAME, ProbabilityOutputs, TorchCloneClassifier
 
@@ -42,6 +44,8 @@ TORCH_WEIGHTS = Path("artifacts", "weights.pt")
 SKOPS_FILE = "model.skops"
 #: The most classes a helper's ``MLmodel`` may declare.
 MAX_CLASSES = 100_000
+#: The largest size of one dimension of a helper's declared input shape (a side of an image, a table's width).
+MAX_INPUT_SIDE = 1 << 16
 #: Types inside fitted scikit-learn classifiers that skops does not trust by itself, trusted here by name.
 #: Found by dumping every classifier of the recipe allow-list fitted with its defaults
 #: (``tests/training/test_helper_loading.py`` checks that each loads); all are scikit-learn's own.
@@ -81,7 +85,8 @@ def load_helper(recipe: TorchRecipe | SklearnRecipe | TorchCloneRecipe | Sklearn
     """
     folder = Path(folder)
     if isinstance(recipe, TorchRecipe):
-        model = ProbabilityModel(recipe.spec, _declared_classes(folder))
+        config = _declared_config(folder)
+        model = ProbabilityModel(recipe.spec, _declared_classes(config, folder), _declared_input_shape(config, folder))
         _load_state(model, _read_weights(folder / TORCH_WEIGHTS), folder / TORCH_WEIGHTS)
         return TorchClassifier(model.eval(), recipe.transform)
     if isinstance(recipe, TorchCloneRecipe):
@@ -122,16 +127,39 @@ def load_skops(path: Path, trusted: frozenset[str]) -> object:
     return skops.io.load(path, trusted=sorted(found))
 
 
-def _declared_classes(folder: Path) -> int:
-    """The class count our torch package records in ``MLmodel`` (read as YAML data)."""
+def _declared_config(folder: Path) -> dict:
+    """The model config our torch package records in ``MLmodel`` (read as YAML data)."""
     try:
         model = yaml.safe_load((folder / "MLmodel").read_text())
-        n_classes = model["flavors"]["python_function"]["config"]["n_classes"]
+        config = model["flavors"]["python_function"]["config"]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-        raise HelperLoadError(f"expected one of our torch packages in {folder}, got no class count") from exc
+        raise HelperLoadError(f"expected one of our torch packages in {folder}, got no model config") from exc
+    if not isinstance(config, dict):
+        raise HelperLoadError(f"expected one of our torch packages in {folder}, got a {type(config).__name__} config")
+    return config
+
+
+def _declared_classes(config: dict, folder: Path) -> int:
+    """The class count in a torch package's config."""
+    n_classes = config.get("n_classes")
     if isinstance(n_classes, bool) or not isinstance(n_classes, int) or not 2 <= n_classes <= MAX_CLASSES:
         raise HelperLoadError(f"expected a class count from 2 to {MAX_CLASSES} in {folder}, got {n_classes!r}")
     return n_classes
+
+
+def _declared_input_shape(config: dict, folder: Path) -> tuple[int, ...]:
+    """The input shape in a torch package's config ((1, 28, 28), as earlier packages took, when absent)."""
+    shape = config.get("input_shape", list(INPUT_SHAPE))
+    if (
+        not isinstance(shape, list)
+        or not 1 <= len(shape) <= MAX_SAMPLE_DIMS
+        or not all(type(d) is int and 1 <= d <= MAX_INPUT_SIDE for d in shape)
+    ):
+        raise HelperLoadError(
+            f"expected an input shape of 1 to {MAX_SAMPLE_DIMS} sizes from 1 to {MAX_INPUT_SIDE} in {folder}, "
+            f"got {shape!r}"
+        )
+    return tuple(shape)
 
 
 def _read_weights(path: Path) -> object:

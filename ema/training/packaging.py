@@ -9,8 +9,9 @@ Our models need none of it: a :class:`~ema.training.spec.TrainSpec` (in the mode
 MLflow "models from code": what MLflow runs on load is :mod:`ema.training.pyfunc_code`,
 with :mod:`ema.training.networks` stored beside the weights, and neither imports ``ema``.
 
-A torch model takes raw uint8 images (n, 28, 28) and scales them itself, so that a request
-to a scoring server carries small integers instead of float pixels (benchmarks/RESULTS.md).
+A torch model takes raw uint8 images as they are stored ((n, H, W) grey, (n, H, W, C)
+colour) and scales them itself, so that a request to a scoring server carries small
+integers instead of float pixels (benchmarks/RESULTS.md).
 A recipe that scales its inputs otherwise (``InputTransform``) keeps float32 pixel inputs,
 scaled by the caller, as before.
 """
@@ -32,6 +33,7 @@ from ema.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, ModelPackage
 from ema.training import networks
 from ema.training.architectures import ProbabilityModel
 from ema.training.fit import predict_proba
+from ema.training.networks import INPUT_SHAPE
 
 # Models logged by earlier versions load their class from here (their code file imports it from this module).
 from ema.training.pyfunc_code import NETWORKS, WEIGHTS, TorchStateDictModel
@@ -84,10 +86,11 @@ def package_classifier(classifier, images: np.ndarray) -> Iterator[ModelPackage]
 def package_torch_model(
     model: ProbabilityModel, images: np.ndarray, transform: InputTransform = InputTransform()
 ) -> Iterator[ModelPackage]:
-    """A package of one of our torch models, its example being ``images[:2]`` (uint8, (n, 28, 28)).
+    """A package of one of our torch models, its example being ``images[:2]`` (uint8 (n, H, W[, C]) images, or a
+    table's rows).
 
     The model takes uint8 images when ``transform`` is the identity, else float32 pixels
-    scaled by ``transform`` (the caller scales them).
+    (n, C, H, W) scaled by ``transform`` (the caller scales them).
     """
     example = images[:2] if transform.is_identity else transform.apply(to_model_inputs(images[:2]))
     requirements = [f"torch=={torch.__version__.split('+')[0]}"]
@@ -111,8 +114,8 @@ def package_torch_model(
 
 
 def model_config(model: ProbabilityModel) -> dict:
-    """What :class:`TorchStateDictModel` needs besides the weights to rebuild ``model``."""
-    return {"spec": model.spec.to_dict(), "n_classes": model.n_classes}
+    """What :class:`TorchStateDictModel` needs besides the weights to rebuild ``model``, its input shape included."""
+    return {"spec": model.spec.to_dict(), "n_classes": model.n_classes, "input_shape": list(model.input_shape)}
 
 
 def save_weights(model: ProbabilityModel, path: Path) -> Path:
@@ -143,6 +146,8 @@ def load_torch_model(model_uri: str) -> ProbabilityModel:
             f"{type(python_model).__name__ if python_model is not None else 'another flavor'}: approximate "
             "unlearning changes the weights; --method retrain needs only the recipe"
         )
-    model = ProbabilityModel(TrainSpec.from_dict(config["spec"]), int(config["n_classes"]))
+    model = ProbabilityModel(
+        TrainSpec.from_dict(config["spec"]), int(config["n_classes"]), tuple(config.get("input_shape", INPUT_SHAPE))
+    )
     model.network.load_state_dict(python_model.network.state_dict())
     return model.eval()

@@ -38,28 +38,43 @@ def load_networks(path: str | None) -> ModuleType:
 class TorchStateDictModel(mlflow.pyfunc.PythonModel):
     """Rebuilds the network from ``model_config`` and the stored state dict; predicts class probabilities.
 
-    Inputs are images (n, 28, 28) of pixel values 0-255 (uint8 as the signature declares, or
-    floats holding them, as a Spark UDF passes them), scaled to [0, 1] inside; or float32
-    pixels (n, 1, 28, 28) for a model whose recipe scales its inputs otherwise (and models
-    logged by earlier versions of the workbench).
+    Inputs are images (n, H, W) or (n, H, W, C) of pixel values 0-255 (uint8 as the signature
+    declares, or floats holding them, as a Spark UDF passes them), scaled to [0, 1] inside; or
+    float32 pixels (n, C, H, W) for a model whose recipe scales its inputs otherwise (and models
+    logged by earlier versions of the workbench), or a table's rows (n, d). ``model_config``'s
+    ``input_shape`` (one sample, channels first; (1, 28, 28) when absent, as earlier versions
+    logged) tells the two apart: raw images are those of any other shape with its pixels.
     """
 
     def load_context(self, context) -> None:
         config = context.model_config
         self.networks = load_networks(context.artifacts.get(NETWORKS))
         spec = config["spec"]
-        network = self.networks.build_network(spec["arch"], tuple(spec.get("hidden", ())), int(config["n_classes"]))
+        # models logged before the input shape was recorded took 28x28 grey images (and their networks file
+        # builds no other)
+        shape = {"input_shape": tuple(config["input_shape"])} if "input_shape" in config else {}
+        self.input_shape = shape.get("input_shape", (1, 28, 28))
+        network = self.networks.build_network(
+            spec["arch"], tuple(spec.get("hidden", ())), int(config["n_classes"]), **shape
+        )
         state = torch.load(context.artifacts[WEIGHTS], map_location="cpu", weights_only=True)
         network.load_state_dict({key.removeprefix("network."): value for key, value in state.items()})
         self.network = network.eval()
 
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
-        if np.ndim(model_input) == 3:  # images (n, 28, 28): pixel values 0-255, scaled here
+        if self._takes_raw_images(np.shape(model_input)):  # pixel values 0-255, scaled here
             inputs = self.networks.image_inputs(model_input)
         else:
             inputs = torch.from_numpy(np.require(model_input, np.float32, ["C", "W"]))
         with torch.inference_mode():
             return torch.softmax(self.network(inputs), dim=1).numpy()
+
+    def _takes_raw_images(self, shape: tuple[int, ...]) -> bool:
+        """Whether inputs of ``shape`` are stored images ((n, H, W) or (n, H, W, C)), not the network's own input."""
+        if len(self.input_shape) != 3 or tuple(shape[1:]) == tuple(self.input_shape):
+            return False
+        channels, height, width = self.input_shape
+        return tuple(shape[1:]) in ((height, width), (height, width, channels))
 
 
 if __name__ != "ema.training.pyfunc_code":  # MLflow runs this file under a module name of its own

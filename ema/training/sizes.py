@@ -9,7 +9,7 @@ for our torch architectures, :meth:`ema.training.recipes.SklearnRecipe.fit`) fir
 
 The estimates are upper bounds of the order of magnitude, counted in values:
 
-- torch: the parameters from the layer widths (input 28x28, ten classes); memory in
+- torch: the parameters from the layer widths and the input's shape (ten classes); memory in
   float32 is each parameter with its gradient and optimizer state (SGD momentum: one
   value, Adam: two), plus one batch's activations and their gradients.
 - scikit-learn: a rule per estimator, from the documented size parameters and the
@@ -25,6 +25,7 @@ The estimates are upper bounds of the order of magnitude, counted in values:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
@@ -33,11 +34,18 @@ from ema.errors import InputError
 from ema.limits import BYTES_PER_PARAM, Limits, current_limits
 from ema.training.spec import TrainSpec
 
-#: Our networks' input (one 28x28 grey image) and classes.
-INPUT_VALUES, N_CLASSES = 28 * 28, 10
-#: Fixed architectures: parameters, and activations per image of one forward pass (every
-#: module's output), counted from :func:`ema.training.networks.build_network` (a test recounts them).
+#: Our networks' default input (one 28x28 grey image: channels, height, width) and classes.
+INPUT_SHAPE, N_CLASSES = (1, 28, 28), 10
+#: Fixed architectures on the default input: parameters, and activations per image of one forward
+#: pass (every module's output), counted from :func:`ema.training.networks.build_network` (a test
+#: recounts them, and the estimates for other shapes).
 FIXED_ARCHITECTURES = {"cnn": (421_642, 88_074), "resnet18": (11_172_810, 1_444_874)}
+#: ResNet-18's first convolution: weights per input channel with the small-image stem (3x3) and ImageNet's (7x7).
+RESNET_STEM_WEIGHTS = {"small": 64 * 3 * 3, "imagenet": 64 * 7 * 7}
+#: Side from which ResNet-18 gets ImageNet's stem (:data:`ema.training.networks.SMALL_IMAGE_SIDE`).
+SMALL_IMAGE_SIDE = 64
+#: ResNet-18's activations per image outside the blocks' resolution (global pooling and the classifier).
+RESNET_HEAD_VALUES = 512 + N_CLASSES
 #: Values the optimizer keeps per parameter besides the weight and its gradient.
 OPTIMIZER_STATES = {"sgd": 1, "adam": 2}
 TORCH_VALUE_BYTES, SKLEARN_VALUE_BYTES = 4, 8
@@ -99,13 +107,15 @@ def _shown(value: object) -> str:
     return text if len(text) <= 60 else f"{text[:57]}..."
 
 
-def torch_size(spec: TrainSpec, n_samples: int) -> SizeEstimate:
-    """The size of training ``spec``'s network on ``n_samples`` images (a batch holds at most all of them)."""
+def torch_size(spec: TrainSpec, n_samples: int, input_shape: tuple[int, ...] = INPUT_SHAPE) -> SizeEstimate:
+    """The size of training ``spec``'s network on ``n_samples`` samples of ``input_shape`` (a batch holds at most
+    all of them); images are (channels, height, width)."""
     if spec.arch in FIXED_ARCHITECTURES:
-        parameters, per_image = FIXED_ARCHITECTURES[spec.arch]
-        model, sized_by = spec.arch, f"arch {spec.arch!r}"
+        parameters, per_image = _image_network_size(spec.arch, tuple(input_shape))
+        on = "" if tuple(input_shape) == INPUT_SHAPE else " on " + "x".join(map(str, input_shape))
+        model, sized_by = spec.arch, f"arch {spec.arch!r}{on}"
     else:
-        widths = (INPUT_VALUES, *spec.hidden, N_CLASSES)
+        widths = (math.prod(input_shape), *spec.hidden, N_CLASSES)
         parameters = sum((n_in + 1) * n_out for n_in, n_out in pairwise(widths))
         per_image = 2 * sum(spec.hidden) + N_CLASSES  # each layer's output and its ReLU's
         model, sized_by = "the MLP", f"hidden {_shown(spec.hidden)}"
@@ -113,6 +123,34 @@ def torch_size(spec: TrainSpec, n_samples: int) -> SizeEstimate:
     activations = 2 * min(spec.batch_size, n_samples) * per_image * TORCH_VALUE_BYTES
     memory_from = f"batch_size {spec.batch_size} with {sized_by}" if activations > weights else sized_by
     return SizeEstimate(model, parameters, weights + activations, sized_by, memory_from)
+
+
+def _image_network_size(arch: str, input_shape: tuple[int, ...]) -> tuple[int, int]:
+    """Parameters and activations per image of ``cnn`` or ``resnet18`` on images (channels, height, width).
+
+    Exact for the cnn; for ResNet-18, activations scale with the pixels its blocks see (a
+    quarter a side behind ImageNet's stem, plus the stem's own outputs).
+    """
+    if input_shape == INPUT_SHAPE:
+        return FIXED_ARCHITECTURES[arch]
+    channels, height, width = input_shape
+    default_channels, default_height, default_width = INPUT_SHAPE
+    base_parameters, base_activations = FIXED_ARCHITECTURES[arch]
+    if arch == "cnn":
+        conv1 = (channels * 9 + 1) * 32
+        features = 64 * (height // 4) * (width // 4)
+        parameters = conv1 + (32 * 9 + 1) * 64 + (features + 1) * 128 + 129 * N_CLASSES
+        pixels, quarter = height * width, (height // 2) * (width // 2)
+        activations = 2 * 32 * pixels + 32 * quarter + 2 * 64 * quarter + 2 * features + 2 * 128 + N_CLASSES
+        return parameters, activations
+    per_pixel = (base_activations - RESNET_HEAD_VALUES) / (default_height * default_width)
+    small_stem = base_parameters - default_channels * RESNET_STEM_WEIGHTS["small"]
+    if min(height, width) < SMALL_IMAGE_SIDE:
+        parameters = small_stem + channels * RESNET_STEM_WEIGHTS["small"]
+        return parameters, math.ceil(per_pixel * height * width) + RESNET_HEAD_VALUES
+    parameters = small_stem + channels * RESNET_STEM_WEIGHTS["imagenet"]
+    stem = 3 * 64 * (height // 2) * (width // 2)  # convolution, normalisation, ReLU at half the side
+    return parameters, stem + math.ceil(per_pixel * (height // 4) * (width // 4)) + RESNET_HEAD_VALUES
 
 
 # scikit-learn: each rule maps (params, n, d, k) to (parameters, memory in bytes beyond them, which params set it)

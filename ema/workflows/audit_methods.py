@@ -16,7 +16,6 @@ from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import AuditResult
-from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, Predictions
@@ -113,7 +112,9 @@ def fit_calibrated(
 
     ``reference_file`` is read only when it holds at most ``max_images`` images.
     """
-    reference = read_set(reference_file, max_images=max_images) if reference_file else target.splits().calibration
+    reference = (
+        target.read_set(reference_file, max_images=max_images) if reference_file else target.splits().calibration
+    )
     outcome = ensure_plan(plan, progress=progress)
     calibration_model = helper_oracle(outcome.entry, target)
     members, nonmembers = plan.halves()

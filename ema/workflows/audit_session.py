@@ -12,7 +12,6 @@ from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN, default_certify_
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
-from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.errors import InputError
 from ema.inputs import INPUT_DTYPES, InputTransform
@@ -52,13 +51,15 @@ class SuppliedCalibration:
     members_file: str
     nonmembers_file: str
 
-    def thresholds(self, transform: InputTransform, outputs: str = "auto", max_images: int = DEFAULT_MAX_QUERY) -> dict:
+    def thresholds(self, target: Target, outputs: str = "auto", max_images: int = DEFAULT_MAX_QUERY) -> dict:
         """EMA's thresholds from this model's outputs (of kind ``outputs``) on its members and non-members.
 
-        Each file is read only when it holds at most ``max_images`` images.
+        Each file is read only when it holds at most ``max_images`` images, and resized as the target's sets are.
         """
-        oracle = PyfuncOracle(self.model_uri, transform=transform, outputs=outputs)
-        members, nonmembers = (read_set(f, max_images=max_images) for f in (self.members_file, self.nonmembers_file))
+        oracle = PyfuncOracle(self.model_uri, transform=target.transform, outputs=outputs)
+        members, nonmembers = (
+            target.read_set(f, max_images=max_images) for f in (self.members_file, self.nonmembers_file)
+        )
         return fit_thresholds(oracle, members, nonmembers).to_dict()
 
 
@@ -83,6 +84,9 @@ class AuditConfig:
         What the model returns (and which of its named outputs to read), how the calibration
         model is trained, how inputs are scaled, the model's input shape and type (overriding its
         signature's).
+    image_size
+        Resize the images of every set the audit reads (query, references, calibration members
+        and non-members) to this side (centre-cropped to a square, bilinear); None never resizes.
     calibration, calibration_outputs
         An already-trained calibration model (EMA's thresholds come from it), and what it
         returns (default: as ``outputs``).
@@ -133,6 +137,7 @@ class AuditConfig:
     transform: InputTransform | None = None
     input_shape: tuple[int, ...] | None = None
     input_dtype: str | None = None
+    image_size: int | None = None
     calibration: SuppliedCalibration | None = None
     calibration_outputs: str | None = None
     reference_file: str | None = None
@@ -242,6 +247,7 @@ def audit_target(config: AuditConfig) -> Target:
         transform=config.transform,
         input_shape=config.input_shape,
         input_dtype=config.input_dtype,
+        image_size=config.image_size,
     )
     if config.calibration is None:
         target.require_recipe()
@@ -321,7 +327,7 @@ class AuditSession:
         supplied = self.config.calibration
         if supplied is not None:
             outputs = self.config.calibration_outputs or self.config.outputs
-            return supplied.thresholds(self.target.transform, outputs, self.config.max_query), {
+            return supplied.thresholds(self.target, outputs, self.config.max_query), {
                 keys.TAG_CACHE: SOURCE_SUPPLIED,
                 keys.TAG_CALIBRATION_VERSION: supplied.model_uri,
                 keys.TAG_CALIBRATION_SOURCE: SOURCE_SUPPLIED,

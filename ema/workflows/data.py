@@ -10,6 +10,7 @@ from ema.data.files import read_set, write_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.parquet import write_table
 from ema.data.presets import DEFAULT_DATA, load_splits
+from ema.data.sources import ImageFormat
 from ema.errors import InputError
 
 __all__ = ["EXPORT_FORMATS", "SourceDescription", "describe_source", "export_query", "export_splits"]
@@ -18,12 +19,15 @@ __all__ = ["EXPORT_FORMATS", "SourceDescription", "describe_source", "export_que
 EXPORT_FORMATS = ("parquet",)
 
 
-def export_splits(out_dir: Path, data: str, seed: int = 0, root: str | Path | None = None) -> dict[Path, ArraySet]:
-    """Write every split of ``data`` under ``seed`` to ``out_dir`` as ``.npz``; returns what went where."""
+def export_splits(
+    out_dir: Path, data: str, seed: int = 0, root: str | Path | None = None, image: ImageFormat = ImageFormat()
+) -> dict[Path, ArraySet]:
+    """Write every split of ``data`` under ``seed`` (images in ``image``) to ``out_dir`` as ``.npz``; returns what
+    went where."""
     out_dir.mkdir(parents=True, exist_ok=True)
     return {
         write_set(arrays, out_dir / f"{name}.npz"): arrays
-        for name, arrays in load_splits(data, seed, root).as_dict().items()
+        for name, arrays in load_splits(data, seed, root, image).as_dict().items()
     }
 
 
@@ -35,6 +39,7 @@ def export_query(
     data: str = DEFAULT_DATA,
     seed: int = 0,
     root: str | Path | None = None,
+    image: ImageFormat = ImageFormat(),
     max_query: int = DEFAULT_MAX_QUERY,
 ) -> ArraySet:
     """Write one query (a named set of ``data``'s splits, or a query file) as a Parquet query table ``out_dir``.
@@ -47,6 +52,6 @@ def export_query(
     if query_file is not None:
         arrays = read_set(query_file, max_images=max_query)
     else:
-        arrays = load_splits(data, seed, root).query(query)
+        arrays = load_splits(data, seed, root, image).query(query)
     write_table([arrays], out_dir)
     return arrays

@@ -10,6 +10,8 @@ from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
 from ema.data.limits import AUDIT_BYTES_PER_IMAGE, DEFAULT_MAX_QUERY
 from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
+from ema.data.sources import ImageFormat
+from ema.data.sources.base import MAX_IMAGE_SIDE
 from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.errors import EMAError, InputError
 from ema.inputs import INPUT_DTYPES
@@ -62,6 +64,7 @@ __all__ = [
     "ENGINE_IN_PROCESS",
     "HTTP_FORMATS",
     "INPUT_DTYPES",
+    "MAX_IMAGE_SIDE",
     "MEMBER_NAMES",
     "METHODS",
     "METRIC_N_QUERY",
@@ -76,6 +79,7 @@ __all__ = [
     "UNLEARN_METHODS",
     "VERDICTS",
     "EMAError",
+    "ImageFormat",
     "InputError",
     "TrainSpec",
     "UnlearnSpec",

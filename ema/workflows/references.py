@@ -69,7 +69,7 @@ def member_reference(
     ``max_images`` images.
     """
     if members_file:
-        known = Reference(read_set(members_file, max_images=max_images), f"file {members_file}")
+        known = Reference(target.read_set(members_file, max_images=max_images), f"file {members_file}")
     else:
         known = training_data(target, max_images=max_images)
     if known is None:
@@ -94,7 +94,8 @@ def training_data(target: Target, *, max_images: int = DEFAULT_MAX_QUERY) -> Ref
         return retained
     if (logged := _logged_training_file(target)) is not None:
         return Reference(
-            read_set(logged, max_images=max_images), f"training dataset {logged} logged by run {target.version.run_id}"
+            target.read_set(logged, max_images=max_images),
+            f"training dataset {logged} logged by run {target.version.run_id}",
         )
     return None
 
@@ -114,7 +115,7 @@ def nonmember_reference(
 ) -> Reference:
     """Samples the target never saw: ``--reference FILE.npz`` (of at most ``max_images``), else its calibration set."""
     if reference_file is not None:
-        data = read_set(reference_file, max_images=max_images)
+        data = target.read_set(reference_file, max_images=max_images)
         return Reference(data, f"file {reference_file}: {len(data)} samples")
     data = target.splits().calibration
     return Reference(data, f"clean calibration set of {target.data}: {len(data)} samples")

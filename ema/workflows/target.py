@@ -10,6 +10,8 @@ from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.parquet import read_table
 from ema.data.presets import DEFAULT_DATA, load_splits
+from ema.data.sources import ImageFormat
+from ema.data.sources.images import resize_set
 from ema.data.splits import Splits
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, parse_input_shape
@@ -67,6 +69,16 @@ class Target:
     data: str = DEFAULT_DATA
     data_seed: int = 0
     data_root: str | None = None
+    data_image: ImageFormat = ImageFormat()
+    image_size: int | None = None
+
+    def read_set(self, path: str, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
+        """A set file given for this audit (query, reference, members), its images resized to ``image_size`` if set."""
+        return self.resized(read_set(path, max_images=max_images))
+
+    def resized(self, data: ArraySet) -> ArraySet:
+        """``data`` with its images resized to ``image_size`` (``--image-size``); as it is without one."""
+        return data if self.image_size is None else resize_set(data, self.image_size)
 
     def require_recipe(self) -> Recipe | CloneRecipe:
         """The recipe, or a one-line error saying how to give one."""
@@ -91,7 +103,7 @@ class Target:
         return redact_url(self.model_uri or self.model_url or "model")
 
     def splits(self) -> Splits:
-        return load_splits(self.data, self.data_seed, self.data_root)
+        return load_splits(self.data, self.data_seed, self.data_root, self.data_image)
 
     def query_set(
         self,
@@ -109,8 +121,10 @@ class Target:
         if sum(v is not None for v in given.values()) != 1:
             raise InputError(f"expected exactly one of a query name, a query file or a query table, got {given}")
         if query_table is not None:
-            return read_table(query_table, max_images=max_images)
-        return read_set(query_file, max_images=max_images) if query_file is not None else self.splits().query(query)
+            return self.resized(read_table(query_table, max_images=max_images))
+        if query_file is not None:
+            return self.read_set(query_file, max_images=max_images)
+        return self.resized(self.splits().query(query))
 
     def oracle(
         self,
@@ -180,6 +194,7 @@ def resolve_target(
     transform: InputTransform | None = None,
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
+    image_size: int | None = None,
 ) -> Target:
     """Find the model's registry entry and how to train its calibration model.
 
@@ -220,6 +235,8 @@ def resolve_target(
         data=data or tags.get(keys.TAG_DATA_SOURCE, DEFAULT_DATA),
         data_seed=int(data_seed if data_seed is not None else tags.get(keys.TAG_DATA_SEED, 0)),
         data_root=data_root or tags.get(keys.TAG_DATA_ROOT),
+        data_image=ImageFormat.from_tags(tags, keys.TAG_DATA_IMAGE_SIZE, keys.TAG_DATA_CHANNELS),
+        image_size=image_size,
     )
 
 

@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ema.data.presets import DEFAULT_DATA, load_splits
+from ema.data.sources import ImageFormat
+from ema.errors import InputError
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, log_and_register
 from ema.tracking.runs import log_dataset, log_metrics, log_params, start_run
-from ema.training.recipes import TorchRecipe, recipe_to_json
+from ema.training.recipes import TorchRecipe, load_recipe, recipe_to_json
 from ema.training.spec import TrainSpec
 from ema.validation import check_alias, check_model_name
+
+
+def recipe_spec(recipe_file: str, overrides: dict) -> TrainSpec:
+    """The training recipe named or stored in ``recipe_file`` (``paper-medical``, a file), with ``overrides``
+    (the training options given on the command line) replacing its fields.
+
+    Raises
+    ------
+    InputError
+        If it is not a torch recipe of our architectures that takes the images as they are.
+    """
+    recipe = load_recipe(recipe_file)
+    if not isinstance(recipe, TorchRecipe) or not recipe.transform.is_identity:
+        raise InputError(
+            f"expected a torch recipe of --arch mlp, cnn or resnet18 without an 'input' transform for `ema train`, "
+            f"got {recipe_file!r} ({recipe.framework}); pass its fields as options instead"
+        )
+    return dataclasses.replace(recipe.spec, **overrides)
 
 
 @dataclass(frozen=True)
@@ -27,23 +48,26 @@ def train_target(
     data: str = DEFAULT_DATA,
     data_seed: int = 0,
     data_root: str | None = None,
+    image: ImageFormat = ImageFormat(),
     model_name: str = keys.TARGET_MODEL_NAME,
     alias: str = keys.TARGET_ALIAS,
     progress: bool = True,
 ) -> TrainOutcome:
     """Train f_D on the five training folds, log accuracies, register it under ``alias``.
 
-    The version's tags record the recipe and the training data's fingerprint, so a
-    calibration model can be trained with the same algorithm A.
+    The version's tags record the recipe and the training data's fingerprint (and ``image``, the
+    size and channels a binary source was read in), so a calibration model can be trained with
+    the same algorithm A on data of the same shape.
     """
     from ema.training.fit import fit, predict_proba
 
-    splits = load_splits(data, data_seed, data_root)
+    splits = load_splits(data, data_seed, data_root, image)
     train, held_out = splits.train, splits.held_out
     with start_run(f"train {spec.arch} {model_name}") as run:
         check_model_name("model name", model_name)
         check_alias("alias", alias)
-        log_params({**spec.to_dict(), keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed})
+        image_tags = image.to_tags(keys.TAG_DATA_IMAGE_SIZE, keys.TAG_DATA_CHANNELS)
+        log_params({**spec.to_dict(), keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed, **image_tags})
         log_dataset(train, name=f"{data}/train", context="training")
         model = fit(spec, train.model_inputs(), train.y, progress=progress, desc="train target")
         train_acc = float((predict_proba(model, train.model_inputs()).argmax(1) == train.y).mean())
@@ -62,6 +86,7 @@ def train_target(
                     keys.TAG_DATA_SOURCE: data,
                     keys.TAG_DATA_SEED: str(data_seed),
                     **({keys.TAG_DATA_ROOT: str(data_root)} if data_root else {}),
+                    **image_tags,
                     keys.TAG_DATA_FINGERPRINT: train.fingerprint,
                 },
             )

@@ -415,6 +415,7 @@ def _lineage_tags(
         keys.TAG_DATA_SOURCE: target.data,
         keys.TAG_DATA_SEED: str(target.data_seed),
         **({keys.TAG_DATA_ROOT: str(target.data_root)} if target.data_root else {}),
+        **target.data_image.to_tags(keys.TAG_DATA_IMAGE_SIZE, keys.TAG_DATA_CHANNELS),
         keys.TAG_DATA_FINGERPRINT: retain.fingerprint,
         keys.TAG_UNLEARNED_FROM: target.version.version,
         keys.TAG_UNLEARN_METHOD: spec.method,

@@ -69,17 +69,18 @@ def _write_svhn(path: Path, n: int) -> Path:
 def make_chest_root(tmp_path):
     """ROOT/chest_xray/{train,test}/{NORMAL,PNEUMONIA}/ with ``n`` small images per class.
 
-    NORMAL images are dark, PNEUMONIA images bright; a stray non-image file sits in each folder.
+    Images are ``size`` (width, height), else of three widths (40 to 42 by 30). NORMAL images are
+    dark, PNEUMONIA images bright; a stray non-image file sits in each folder.
     """
 
-    def make(n: int = 3) -> Path:
+    def make(n: int = 3, size: tuple[int, int] | None = None) -> Path:
         for split in ("train", "test"):
             for name, value in (("NORMAL", 20), ("PNEUMONIA", 230)):
                 folder = tmp_path / "chest_xray" / split / name
                 folder.mkdir(parents=True)
                 for i in range(n):
                     suffix = ".jpeg" if i % 2 == 0 else ".png"
-                    Image.new("L", (40 + i, 30), color=value).save(folder / f"img{i}{suffix}")
+                    Image.new("L", size or (40 + i, 30), color=value).save(folder / f"img{i}{suffix}")
                 (folder / ".DS_Store").write_text("not an image")
         return tmp_path
 

@@ -36,7 +36,7 @@ def test_describe_source_rejects_unknown_name():
 def test_data_show_prints_splits_and_classes(make_covidx_root):
     result = CliRunner().invoke(main, ["data", "show", "covidx", "--root", str(make_covidx_root())])
     assert result.exit_code == 0, result.output
-    assert "train: 3 images of 28x28 uint8" in result.output
+    assert "train: 3 images of 60x50 uint8" in result.output, "at their own size"
     assert "  0 negative: 1\n  1 positive: 2\n" in result.output
 
 

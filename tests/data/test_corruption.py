@@ -62,3 +62,11 @@ def test_apply_corruption_by_name():
     np.testing.assert_array_equal(apply_corruption("noise+rotation", data, 60, 1).x, noise_and_rotation(data, 60, 1).x)
     with pytest.raises(InputError, match=r"expected corruption in .*, got .blur."):
         apply_corruption("blur", data, 60)
+
+
+def test_rotate_images_turns_a_colour_images_channels_together():
+    grey = np.random.default_rng(0).integers(0, 256, (3, 12, 12), dtype=np.uint8)
+    colour = rotate_images(np.repeat(grey[..., None], 3, axis=3), np.random.default_rng(1))
+    assert colour.shape == (3, 12, 12, 3)
+    np.testing.assert_array_equal(colour[..., 0], rotate_images(grey, np.random.default_rng(1)))
+    np.testing.assert_array_equal(colour[..., 0], colour[..., 2])

@@ -9,6 +9,7 @@ import pytest
 
 from ema.data.embedded import load_mnist_embedded
 from ema.data.presets import DATA_SOURCES, PRESETS, load_splits, preset_splits, split_plan
+from ema.data.sources import ImageFormat
 from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, SplitSizes, make_splits
 from ema.errors import InputError
 
@@ -74,9 +75,23 @@ def test_pneumoniamnist_preset_scales_sizes_to_the_pool(make_pneumoniamnist_root
 
 
 def test_chest_xray_preset_draws_from_its_train_split(make_chest_root):
-    plan = split_plan("chest-xray", make_chest_root(n=10))
+    plan = split_plan("chest-xray", make_chest_root(n=10), ImageFormat(28))
     assert len(plan.pool) == 20 and plan.pool.name == "chest-xray-train"
     assert plan.sizes == PAPER_SIZES.scaled(20 / PAPER_SIZES.in_domain)
+
+
+def test_chest_xray_preset_matches_s_to_the_pools_size_and_channels(make_chest_root):
+    plan = split_plan("chest-xray", make_chest_root(n=4, size=(40, 30)), ImageFormat(channels=3))
+    assert plan.pool.x.shape[1:] == plan.other_pool.x.shape[1:] == (30, 40, 3), "S scores on the target's inputs"
+
+
+def test_mnist_presets_refuse_image_options():
+    with pytest.raises(
+        InputError,
+        match=r"^mnist-embedded: expected no --image-size or --channels \(its images are 28x28 grey\), got "
+        r"--image-size 64; they apply to pneumoniamnist, chest-xray, covidx$",
+    ):
+        split_plan("mnist-embedded", None, ImageFormat(64))
 
 
 def test_covidx_preset_without_files_lists_them(tmp_path):

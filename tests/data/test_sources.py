@@ -151,10 +151,62 @@ def test_svhn_rejects_a_file_that_is_not_matlab(tmp_path):
 
 
 def test_chest_xray_reads_class_folders_as_binary_labels(make_chest_root):
-    data = ChestXRay(make_chest_root(n=3)).load("train")
+    data = ChestXRay(make_chest_root(n=3), image_size=28).load("train")
     check_image_set(data, 6)
     np.testing.assert_array_equal(data.y, [0, 0, 0, 1, 1, 1])
     assert data.x[:3].max() < 40 and data.x[3:].min() > 210
+
+
+def test_chest_xray_keeps_the_images_own_size_by_default(make_chest_root):
+    data = ChestXRay(make_chest_root(n=2, size=(48, 36))).load("test")
+    assert data.x.shape == (4, 36, 48) and data.describe() == "image 36x48"
+    assert set(np.unique(data.x[:2])) == {20} and set(np.unique(data.x[2:])) == {230}, "read as they are, not resized"
+
+
+def test_chest_xray_of_several_sizes_needs_image_size(make_chest_root):
+    with pytest.raises(
+        InputError,
+        match=r"chest_xray/train: expected images of one size to read them at their own size, got 3 sizes "
+        r"\(width x height\): 40x30 \(2 files\), 41x30 \(2 files\), 42x30 \(2 files\); give --image-size N to "
+        r"resize them to N x N$",
+    ):
+        ChestXRay(make_chest_root(n=3)).load("train")
+
+
+def test_chest_xray_in_colour_at_a_given_size(make_chest_root):
+    data = ChestXRay(make_chest_root(n=3), image_size=16, channels=3).load("train")
+    assert data.x.shape == (6, 16, 16, 3) and data.x.dtype == np.uint8
+    np.testing.assert_array_equal(data.x[..., 0], data.x[..., 2], err_msg="grey X-rays repeat in every channel")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"image_size": 0}, r"chest-xray: expected --image-size from 1 to 4096, got 0"),
+        ({"channels": 2}, r"chest-xray: expected --channels among \(1, 3\), got 2"),
+    ],
+)
+def test_image_options_out_of_range_are_refused(tmp_path, options, message):
+    with pytest.raises(InputError, match=message):
+        ChestXRay(tmp_path, **options)
+
+
+def test_array_sources_stay_28x28_grey_by_default(make_idx_root):
+    assert MNIST(make_idx_root("MNIST/raw")).load("test").x.shape == (10, 28, 28)
+
+
+def test_svhn_in_colour_keeps_its_channels(tmp_path, write_svhn):
+    write_svhn(tmp_path / "test_32x32.mat", 4)
+    data = SVHN(tmp_path, image_size=32, channels=3).load("test")
+    assert data.x.shape == (4, 32, 32, 3)
+    assert len(np.unique(data.x[0].reshape(-1, 3), axis=0)) == 1, "a constant colour stays one colour"
+
+
+def test_resize_images_resizes_colour_channel_by_channel():
+    x = np.zeros((2, 8, 8, 3), np.uint8)
+    x[..., 1] = 200
+    np.testing.assert_array_equal(resize_images(x, 4)[0, 0, 0], [0, 200, 0])
+    assert resize_images(x, 4).shape == (2, 4, 4, 3)
 
 
 def test_chest_xray_missing_class_folders_are_listed(tmp_path):
@@ -182,7 +234,7 @@ def test_chest_xray_unreadable_image_is_named(make_chest_root):
 
 
 def test_covidx_maps_labels_to_binary(make_covidx_root):
-    source = COVIDx(make_covidx_root())
+    source = COVIDx(make_covidx_root(), image_size=28)
     train, test = source.load("train"), source.load("test")
     check_image_set(train, 3)
     np.testing.assert_array_equal(train.y, [1, 0, 1])

@@ -25,6 +25,26 @@ def test_fixed_architecture_counts_match_the_built_network(arch):
     assert FIXED_ARCHITECTURES[arch] == (sum(p.numel() for p in network.parameters()), sum(outputs))
 
 
+@pytest.mark.parametrize("arch", sorted(FIXED_ARCHITECTURES))
+@pytest.mark.parametrize("shape", [(3, 32, 32), (1, 64, 64)])
+def test_image_network_estimates_follow_the_input_shape(arch, shape):
+    """Parameters exactly; activations of the cnn exactly, of ResNet-18 within 15% above."""
+    import torch
+
+    from ema.training.networks import build_network
+
+    network, outputs = build_network(arch, input_shape=shape), []
+    for module in network.modules():
+        if not list(module.children()):
+            module.register_forward_hook(lambda m, i, o: outputs.append(o.numel()))
+    with torch.no_grad():
+        network(torch.zeros(1, *shape))
+    estimate = torch_size(TrainSpec(arch=arch, batch_size=1), 1, shape)
+    assert estimate.parameters == sum(p.numel() for p in network.parameters())
+    per_image = (estimate.memory_bytes - estimate.parameters * 3 * 4) // (2 * 4)  # SGD: weight, gradient, momentum
+    assert sum(outputs) <= per_image <= 1.15 * sum(outputs)
+
+
 def test_torch_size_counts_the_mlp_parameters():
     from ema.training.networks import build_network
 

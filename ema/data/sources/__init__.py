@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ema.data.sources.base import IMAGE_SIDE, ImageSource
+from ema.data.sources.base import IMAGE_SIDE, SOURCE_CHANNELS, ImageFormat, ImageSource
 from ema.data.sources.covidx import COVIDx
 from ema.data.sources.folder import ChestXRay
 from ema.data.sources.idx import MNIST, FashionMNIST, read_idx
@@ -30,19 +30,24 @@ LOADERS: dict[str, type[ImageSource]] = {
 }
 
 
-def open_source(name: str, root: str | Path | None = None, *, image_size: int = IMAGE_SIDE) -> ImageSource:
-    """The loader called ``name``, reading under ``root`` (or its default root)."""
-    return LOADERS[check_choice("data source", name, LOADERS)](root, image_size=image_size)
+def open_source(
+    name: str, root: str | Path | None = None, *, image_size: int | None = None, channels: int | None = None
+) -> ImageSource:
+    """The loader called ``name``, reading under ``root`` (or its default root), at ``image_size`` in ``channels``
+    (defaults: see :class:`ImageSource`)."""
+    return LOADERS[check_choice("data source", name, LOADERS)](root, image_size=image_size, channels=channels)
 
 
 __all__ = [
     "IMAGE_SIDE",
     "LOADERS",
     "MNIST",
+    "SOURCE_CHANNELS",
     "SVHN",
     "COVIDx",
     "ChestXRay",
     "FashionMNIST",
+    "ImageFormat",
     "ImageSource",
     "PneumoniaMNIST",
     "open_source",

@@ -3,18 +3,57 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
 from ema.data.arrays import IMAGE_SIZE, ArraySet
-from ema.data.sources.images import resize_images
+from ema.data.sources.images import CHANNEL_MODES, resize_images, to_channels
 from ema.errors import InputError
 from ema.validation import check_choice
 
-#: Side of the square grey images every loader returns by default.
+#: Side of the square grey images the array sources (IDX, SVHN, MedMNIST) return by default.
 IMAGE_SIDE = IMAGE_SIZE
+#: Channel counts a source can return: grey (n, H, W) or colour (n, H, W, 3).
+SOURCE_CHANNELS = tuple(CHANNEL_MODES)
+#: The largest side an image may be resized to.
+MAX_IMAGE_SIDE = 4096
+
+
+@dataclass(frozen=True)
+class ImageFormat:
+    """How images are read from a source: ``size`` (a side, None: the source's default) and ``channels`` (1 or 3,
+    None: grey)."""
+
+    size: int | None = None
+    channels: int | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.size is None and self.channels is None
+
+    def describe(self) -> str:
+        """The options that give it: ``--image-size 64 --channels 3``."""
+        given = (("--image-size", self.size), ("--channels", self.channels))
+        return " ".join(f"{flag} {value}" for flag, value in given if value is not None)
+
+    def to_tags(self, size_key: str, channels_key: str) -> dict[str, str]:
+        """The format as registry tags under the given keys (none for the default)."""
+        given = ((size_key, self.size), (channels_key, self.channels))
+        return {key: str(value) for key, value in given if value is not None}
+
+    @classmethod
+    def from_tags(cls, tags: dict[str, str], size_key: str, channels_key: str) -> ImageFormat:
+        """The format a version's tags record (see :meth:`to_tags`); refused when they are not integers."""
+        values = []
+        for key in (size_key, channels_key):
+            text = tags.get(key)
+            if text is not None and not text.isdigit():
+                raise InputError(f"expected tag {key!r} as a positive integer, got {text[:40]!r}")
+            values.append(int(text) if text is not None else None)
+        return cls(*values)
 
 
 class ImageSource(ABC):
@@ -28,8 +67,13 @@ class ImageSource(ABC):
     root : str or Path, optional
         The folder the source's files sit under (each subclass draws its tree); defaults
         to :attr:`default_root` where the source has one.
-    image_size : int, default 28
-        Side of the square grey images returned; images of another size are resized.
+    image_size : int, optional
+        Side of the square images returned; images of another size are resized. Default: 28
+        for the array sources (IDX, SVHN, MedMNIST); the images' own size for image folders
+        (:attr:`native_size`), which must then all share it.
+    channels : {1, 3}, default 1
+        Grey (n, H, W) or colour (n, H, W, 3) images; colour is turned grey by luma, grey
+        into colour by repeating it.
     """
 
     #: The name a user gives on the command line.
@@ -40,20 +84,29 @@ class ImageSource(ABC):
     classes: ClassVar[tuple[str, ...]]
     #: Where the files are when no root is given (None: a root is required).
     default_root: ClassVar[Path | None] = None
+    #: Whether images keep their own size unless ``image_size`` is given (image folders).
+    native_size: ClassVar[bool] = False
 
-    def __init__(self, root: str | Path | None = None, *, image_size: int = IMAGE_SIDE) -> None:
+    def __init__(
+        self, root: str | Path | None = None, *, image_size: int | None = None, channels: int | None = None
+    ) -> None:
         if root is None and self.default_root is None:
             raise InputError(f"{self.name}: expected a root folder holding its files, got none")
-        if image_size < 1:
-            raise InputError(f"{self.name}: expected image_size >= 1, got {image_size}")
+        if image_size is not None and (
+            isinstance(image_size, bool) or not isinstance(image_size, int) or not 1 <= image_size <= MAX_IMAGE_SIDE
+        ):
+            raise InputError(f"{self.name}: expected --image-size from 1 to {MAX_IMAGE_SIDE}, got {image_size!r}")
+        if channels is not None and channels not in SOURCE_CHANNELS:
+            raise InputError(f"{self.name}: expected --channels among {SOURCE_CHANNELS}, got {channels!r}")
         self.root = Path(root if root is not None else self.default_root)
-        self.image_size = image_size
+        self.image_size = image_size if image_size is not None or self.native_size else IMAGE_SIDE
+        self.channels = channels or 1
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(root={str(self.root)!r}, image_size={self.image_size})"
+        return f"{type(self).__name__}(root={str(self.root)!r}, image_size={self.image_size}, channels={self.channels})"
 
     def load(self, split: str) -> ArraySet:
-        """The images of one split, as uint8 (n, image_size, image_size) with int64 labels.
+        """The images of one split, as uint8 (n, image_size, image_size[, 3]) with int64 labels.
 
         ``index`` is each image's position in the split's file (or listing).
 
@@ -92,10 +145,14 @@ class ImageSource(ABC):
         return ", ".join(str(path.relative_to(self.root)) for path in paths)
 
     def _array_set(self, split: str, x: np.ndarray, y: np.ndarray) -> ArraySet:
-        """Images ``x`` resized to ``image_size``, labels ``y`` as int64, ``index`` the position in the split."""
+        """Images ``x`` in :attr:`channels`, resized to ``image_size`` (if any), labels ``y`` as int64, ``index`` the
+        position in the split."""
         labels = y.astype(np.int64)
         index = np.arange(labels.size, dtype=np.int64)
-        return ArraySet(f"{self.name}-{split}", resize_images(x, self.image_size), labels, index)
+        images = to_channels(x, self.channels)
+        if self.image_size is not None:
+            images = resize_images(images, self.image_size)
+        return ArraySet(f"{self.name}-{split}", images, labels, index)
 
     @abstractmethod
     def _required(self, split: str) -> tuple[Path, ...]:

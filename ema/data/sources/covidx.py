@@ -31,11 +31,13 @@ class COVIDx(ImageSource):
     Labels are made binary, so that every COVIDx release reads the same way: ``positive``
     (COVIDx v9 and later), ``pneumonia`` and ``COVID-19`` (earlier three-class releases)
     are 1; ``negative`` and ``normal`` are 0 (compared case-insensitively). Images are
-    converted to grey, centre-cropped to a square and resized to ``image_size``.
+    converted to grey (or colour with ``channels=3``) and kept at their own size, which must
+    be the same for all; with ``image_size``, centre-cropped to a square and resized to it.
     ``index`` is the line's position among the split file's entries (blank lines skipped).
     """
 
     name = "covidx"
+    native_size = True
     splits = ("train", "test")
     classes = ("negative", "positive")
 
@@ -53,7 +55,7 @@ class COVIDx(ImageSource):
                 f"{listing}: expected every listed image under {folder}, missing {len(missing)}: "
                 f"{', '.join(missing[:MAX_LISTED])}{more}"
             )
-        return self._array_set(split, read_image_files(files, self.image_size), labels)
+        return self._array_set(split, read_image_files(files, self.image_size, channels=self.channels), labels)
 
     @staticmethod
     def _read_listing(listing: Path) -> tuple[list[str], np.ndarray]:

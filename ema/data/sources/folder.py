@@ -21,12 +21,15 @@ class ChestXRay(ImageSource):
         ROOT/chest_xray/test/PNEUMONIA/*.jpeg
 
     Labels: NORMAL 0, PNEUMONIA 1. Files ending in .jpeg, .jpg or .png are read (other
-    files are ignored), converted to grey, centre-cropped to a square and resized to
-    ``image_size``. ``index`` is the position in the split's listing: class by class,
-    files sorted by name. The archive's tiny ``val`` folder is not read.
+    files are ignored), converted to grey (or colour with ``channels=3``) and kept at their
+    own size, which must be the same for all; with ``image_size``, centre-cropped to a
+    square and resized to it (the archive's X-rays differ in size: give one).
+    ``index`` is the position in the split's listing: class by class, files sorted by name.
+    The archive's tiny ``val`` folder is not read.
     """
 
     name = "chest-xray"
+    native_size = True
     splits = ("train", "test")
     classes = ("NORMAL", "PNEUMONIA")
     #: Sub-folder of ``root`` holding the split folders.
@@ -49,4 +52,4 @@ class ChestXRay(ImageSource):
             )
         files = [path for listing in listings for path in listing]
         labels = np.repeat(np.arange(len(listings), dtype=np.int64), [len(listing) for listing in listings])
-        return self._array_set(split, read_image_files(files, self.image_size), labels)
+        return self._array_set(split, read_image_files(files, self.image_size, channels=self.channels), labels)

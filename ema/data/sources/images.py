@@ -1,7 +1,9 @@
-"""Turning decoded pictures into uint8 grey squares: colour to grey, resizing, image files.
+"""Turning decoded pictures into uint8 images: colour to grey, resizing, image files.
 
 Array transforms are vectorised over the whole batch (resizing is two small matrix
-products per batch); only image files are decoded one at a time.
+products per batch); image files are decoded one at a time, with Pillow, and resized
+(centre-cropped to a square, then bilinear) only when a size is asked for:
+:func:`fit_square` is the one resizing both image folders and ``ema audit --image-size`` use.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
+from ema.data.arrays import ArraySet
 from ema.errors import InputError
 
 #: ITU-R BT.601 luma weights for R, G, B: the grey that Pillow's mode "L" computes.
@@ -21,6 +24,10 @@ RESIZE_BATCH = 8_192
 #: File suffixes read as images in image folders (compared lower-case).
 IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 PIXEL_MAX = 255
+#: Pillow's mode for each channel count an image folder can be read with.
+CHANNEL_MODES = {1: "L", 3: "RGB"}
+#: Distinct image sizes named in a refusal before the rest are counted.
+MAX_LISTED_SIZES = 4
 
 
 def to_grey(x: np.ndarray) -> np.ndarray:
@@ -50,40 +57,111 @@ def _resampling_matrix(n_in: int, n_out: int) -> np.ndarray:
     return weights
 
 
-def resize_images(x: np.ndarray, side: int) -> np.ndarray:
-    """uint8 images (n, height, width) resized to uint8 (n, side, side); returned as is when already that size."""
-    n, height, width = x.shape
-    if (height, width) == (side, side):
+def resize_images(x: np.ndarray, size: int | tuple[int, int]) -> np.ndarray:
+    """uint8 images (n, height, width[, channels]) resized to ``size`` (a side, or (height, width)) by area
+    averaging or linear interpolation; returned as is when already that size."""
+    out_height, out_width = (size, size) if isinstance(size, int) else size
+    height, width = x.shape[1:3]
+    if (height, width) == (out_height, out_width):
         return x
-    rows, cols = _resampling_matrix(height, side), _resampling_matrix(width, side).T
-    out = np.empty((n, side, side), dtype=np.uint8)
-    for start in range(0, n, RESIZE_BATCH):
-        batch = x[start : start + RESIZE_BATCH].astype(np.float32)
+    planes = x if x.ndim == 3 else np.moveaxis(x, 3, 1)  # (n[, channels], height, width)
+    rows, cols = _resampling_matrix(height, out_height), _resampling_matrix(width, out_width).T
+    out = np.empty((*planes.shape[:-2], out_height, out_width), dtype=np.uint8)
+    for start in range(0, len(planes), RESIZE_BATCH):
+        batch = planes[start : start + RESIZE_BATCH].astype(np.float32)
         out[start : start + RESIZE_BATCH] = np.rint(rows @ batch @ cols).clip(0, PIXEL_MAX).astype(np.uint8)
-    return out
+    return out if x.ndim == 3 else np.moveaxis(out, 1, 3).copy()
 
 
-def read_image_files(paths: Sequence[Path], side: int) -> np.ndarray:
-    """Decode image files as uint8 grey (n, side, side): centre-cropped to a square, then resized.
+def to_channels(x: np.ndarray, channels: int) -> np.ndarray:
+    """uint8 images as ``channels`` (1: grey (n, H, W), 3: colour (n, H, W, 3)): grey by luma, colour by repeating."""
+    colour = x.ndim == 4
+    if channels == 1:
+        return to_grey(x[..., :3]) if colour else x
+    if colour:
+        return x[..., :3] if x.shape[3] >= 3 else np.repeat(x[..., :1], 3, axis=3)
+    return np.repeat(x[..., None], 3, axis=3)
 
-    JPEGs are decoded at the smallest scale that still covers ``side`` (Pillow's draft
-    mode), which makes large X-rays quick to read.
+
+def fit_square(image: Image.Image, side: int) -> Image.Image:
+    """``image`` centre-cropped to a square and resized to ``side`` x ``side``, bilinear (Pillow's ``ImageOps.fit``)."""
+    return ImageOps.fit(image, (side, side), method=Image.Resampling.BILINEAR)
+
+
+def fit_square_images(x: np.ndarray, side: int) -> np.ndarray:
+    """uint8 images (n, H, W[, C]) each centre-cropped to a square and resized to ``side`` by :func:`fit_square`."""
+    if x.shape[1:3] == (side, side):
+        return x
+    return np.stack([np.asarray(fit_square(Image.fromarray(image), side), dtype=np.uint8) for image in x])
+
+
+def resize_set(data: ArraySet, side: int) -> ArraySet:
+    """A set's images each centre-cropped to a square and resized to ``side`` (``--image-size``); the same set when
+    they already are.
 
     Raises
     ------
     InputError
-        If a file is not an image Pillow can read.
+        If the set is a table.
     """
-    out = np.empty((len(paths), side, side), dtype=np.uint8)
+    if data.kind != "image":
+        raise InputError(f"{data.name}: expected images to resize with --image-size, got a {data.describe()}")
+    resized = fit_square_images(data.x, side)
+    return data if resized is data.x else ArraySet(data.name, resized, data.y, data.index)
+
+
+def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels: int = 1) -> np.ndarray:
+    """Decode image files as uint8 (n, H, W) grey or (n, H, W, 3) colour, at their own size or resized.
+
+    With ``side``, each image is centre-cropped to a square and resized to ``side`` x ``side``
+    (:func:`fit_square`); JPEGs are then decoded at the smallest scale that still covers
+    ``side`` (Pillow's draft mode), which makes large X-rays quick to read. Without it, the
+    images keep their own size, which must then be the same for all.
+
+    Raises
+    ------
+    InputError
+        If a file is not an image Pillow can read, or (without ``side``) the images differ in size.
+    """
+    mode = CHANNEL_MODES[channels]
+    if side is None:
+        height, width = _common_size(paths)
+    else:
+        height = width = side
+    out = np.empty((len(paths), height, width, *((channels,) if channels > 1 else ())), dtype=np.uint8)
     for position, path in enumerate(paths):
         try:
             with Image.open(path) as image:
-                image.draft("L", (side, side))
-                square = ImageOps.fit(image.convert("L"), (side, side), method=Image.Resampling.BILINEAR)
+                if side is not None:
+                    image.draft(mode, (side, side))
+                    out[position] = np.asarray(fit_square(image.convert(mode), side), dtype=np.uint8)
+                else:
+                    out[position] = np.asarray(image.convert(mode), dtype=np.uint8)
         except OSError as exc:
             raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
-        out[position] = np.asarray(square, dtype=np.uint8)
     return out
+
+
+def _common_size(paths: Sequence[Path]) -> tuple[int, int]:
+    """The (height, width) every image has, read from the files' headers; refused when they differ."""
+    counts: dict[tuple[int, int], int] = {}
+    for path in paths:
+        try:
+            with Image.open(path) as image:
+                width, height = image.size
+        except OSError as exc:
+            raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
+        counts[(height, width)] = counts.get((height, width), 0) + 1
+    if len(counts) > 1:
+        common = sorted(counts.items(), key=lambda item: -item[1])
+        sizes = ", ".join(f"{w}x{h} ({n} files)" for (h, w), n in common[:MAX_LISTED_SIZES])
+        more = f" and {len(common) - MAX_LISTED_SIZES} more sizes" if len(common) > MAX_LISTED_SIZES else ""
+        folder = Path(paths[0]).parent.parent
+        raise InputError(
+            f"{folder}: expected images of one size to read them at their own size, got {len(common)} sizes "
+            f"(width x height): {sizes}{more}; give --image-size N to resize them to N x N"
+        )
+    return next(iter(counts), (0, 0))
 
 
 def list_image_files(folder: Path) -> list[Path]:

@@ -10,7 +10,6 @@ from scipy.io.matlab import MatReadError
 
 from ema.data.arrays import ArraySet
 from ema.data.sources.base import ImageSource
-from ema.data.sources.images import to_grey
 from ema.errors import InputError
 
 SVHN_FILES = {"train": "train_32x32.mat", "test": "test_32x32.mat"}
@@ -28,7 +27,7 @@ class SVHN(ImageSource):
 
     Each file holds ``X``, uint8 of shape (32, 32, 3, n), and ``y`` of shape (n, 1) with
     labels 1-10, where 10 means the digit 0: the loader maps 10 to 0, converts to grey
-    (BT.601 luma) and resizes to ``image_size`` by area averaging.
+    (BT.601 luma) unless ``channels=3``, and resizes to ``image_size`` by area averaging.
     """
 
     name = "svhn"
@@ -57,4 +56,4 @@ class SVHN(ImageSource):
         if labels.size and (labels.min() < 1 or labels.max() > SVHN_ZERO_LABEL):
             raise InputError(f"{path}: expected labels 1-{SVHN_ZERO_LABEL}, got {labels.min()}-{labels.max()}")
         labels[labels == SVHN_ZERO_LABEL] = 0
-        return self._array_set(split, to_grey(np.moveaxis(x, 3, 0)), labels)
+        return self._array_set(split, np.moveaxis(x, 3, 0), labels)

@@ -1,0 +1,120 @@
+"""A torch CNN on RGB 32x32 images, logged with plain `mlflow.pytorch.log_model` (signature (-1, 3, 32, 32)),
+audited on query files of (n, 32, 32, 3) uint8 images: channels last in the files, first in the model.
+
+The members are noise images with random labels: the network can only memorise them, so
+its training set is memorized and anything else is not. The calibration model is a second
+copy trained the same way on other noise (``--calibration-model``), as a user holding their
+own calibration data does.
+"""
+
+from __future__ import annotations
+
+import mlflow
+import mlflow.pytorch
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from torch import nn
+
+from ema.data.arrays import ArraySet
+from ema.data.files import write_set
+from ema_cli.cli import main
+from tests.foreign.conftest import ema_audit
+
+pytestmark = pytest.mark.slow
+
+#: Images per set, their side and classes.
+N, SIDE, CLASSES = 48, 32, 2
+
+
+class ColourCNN(nn.Module):
+    """A user's small CNN for RGB 32x32 images; returns logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(4))
+        self.head = nn.Linear(8 * 8 * 8, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+def noise_set(name: str, seed: int) -> ArraySet:
+    """``N`` RGB noise images (n, 32, 32, 3) uint8 with random labels."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, (N, SIDE, SIDE, 3), dtype=np.uint8)
+    return ArraySet(name, x, rng.integers(0, CLASSES, N).astype(np.int64), np.arange(N, dtype=np.int64))
+
+
+def chw(images: np.ndarray) -> np.ndarray:
+    """uint8 (n, H, W, 3) as the user's model takes them: float32 (n, 3, H, W) in [0, 1]."""
+    return np.ascontiguousarray(images.transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
+
+
+def train_and_log(data: ArraySet, name: str) -> str:
+    """Train a ColourCNN on ``data`` until it memorises it (seeded), log and register it as a user does."""
+    torch.manual_seed(0)
+    model = ColourCNN()
+    x, y = torch.from_numpy(chw(data.x)), torch.from_numpy(data.y)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(60):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    model.eval()
+    assert (model(x).argmax(1) == y).float().mean() == 1.0, "the members are memorised"
+    with mlflow.start_run(run_name=f"a user's training of {name}"):
+        mlflow.pytorch.log_model(
+            model, name="model", input_example=chw(data.x[:2]), registered_model_name=name, pip_requirements=["torch"]
+        )
+    return f"models:/{name}/1"
+
+
+@pytest.fixture(scope="module")
+def colour_files(store, tmp_path_factory):
+    """The target and calibration model, and the query files: members, held out, calibration halves."""
+    folder = tmp_path_factory.mktemp("colour")
+    sets = {
+        name: noise_set(name, seed)
+        for seed, name in enumerate(("members", "held_out", "cal_members", "cal_nonmembers"))
+    }
+    files = {name: str(write_set(data, folder / f"{name}.npz")) for name, data in sets.items()}
+    files["target"] = train_and_log(sets["members"], "colour-cnn")
+    files["calibration"] = train_and_log(sets["cal_members"], "colour-cnn-calibration")
+    return files
+
+
+def audit_options(files: dict, query: str) -> tuple[str, ...]:
+    return (
+        "--model", files["target"],
+        "--outputs", "logits",
+        "--calibration-model", files["calibration"],
+        "--calibration-outputs", "logits",
+        "--calibration-members", files["cal_members"],
+        "--calibration-nonmembers", files["cal_nonmembers"],
+        "--reference", files["cal_nonmembers"],
+        "--query-file", files[query],
+    )  # fmt: skip
+
+
+def test_rgb_32x32_members_memorized_held_out_not(colour_files):
+    member_output, member = ema_audit(*audit_options(colour_files, "members"))
+    held_out_output, held_out = ema_audit(*audit_options(colour_files, "held_out"))
+    assert (member, held_out) == ("memorized", "not_memorized"), member_output + held_out_output
+
+
+def test_rgb_images_of_another_size_are_refused_in_one_line_and_resized_when_asked(colour_files, tmp_path):
+    big = noise_set("big", 9)
+    big = ArraySet("big", np.repeat(np.repeat(big.x, 2, axis=1), 2, axis=2), big.y, big.index)  # 64x64x3
+    path = str(write_set(big, tmp_path / "big.npz"))
+    options = [*audit_options(colour_files, "held_out")[:-1], path, "--no-progress"]
+    refused = CliRunner().invoke(main, ["audit", *options])
+    assert refused.exit_code != 0
+    assert refused.output.strip().splitlines()[-1] == (
+        "Error: expected images that fit the model's declared input shape (-1, 3, 32, 32), got images of shape "
+        "(64, 64, 3) (12288 values); give the model's shape with --input-shape, or resize the images with "
+        "--image-size"
+    )
+    resized = CliRunner().invoke(main, ["audit", *options, "--image-size", "32"])
+    assert resized.exit_code == 0, resized.output
