@@ -96,9 +96,9 @@ def grid_workload(spec) -> Workload:
     """``ema grid benchmark``: one target, 42 cells of EMA and the KS ratio, tables and figures."""
     from ema.data.corruption import apply_corruption
     from ema.data.splits import QUERY_NAMES, make_splits
-    from ema.experiments.grid_config import GridConfig
-    from ema.experiments.grids import get_grid
-    from ema.experiments.runner import _panel_ks, run_grid
+    from ema.experiments.paper.config import GridConfig
+    from ema.experiments.paper.grids import get_grid
+    from ema.experiments.paper.runner import _panel_ks, run_grid
     from ema.training.fit import fit
     from ema.workflows.calibrate import calibration_halves
 

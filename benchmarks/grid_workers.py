@@ -46,8 +46,8 @@ def fresh_server(cluster, database: str) -> Iterator[str]:
 
 def measure(config: Config) -> list[dict]:
     """Wall time of the grid with one worker and with two, on fresh server databases; one row."""
-    from ema.experiments.grid_config import GridConfig
-    from ema.experiments.runner import run_grid
+    from ema.experiments.paper.config import GridConfig
+    from ema.experiments.paper.runner import run_grid
     from tests.server.cluster import missing, postgres_cluster
 
     reason = missing()

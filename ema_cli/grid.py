@@ -2,9 +2,9 @@
 
 import click
 
-from ema.experiments.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
-from ema.experiments.unlearning_config import UNLEARNING_GRID, UnlearningGridConfig
-from ema.experiments.validity import ErrorGridConfig
+from ema.experiments.errors.validity import ErrorGridConfig
+from ema.experiments.paper.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
+from ema.experiments.unlearning.config import UNLEARNING_GRID, UnlearningGridConfig
 from ema.workflows.options import DATA_SOURCES, InputError
 from ema_cli.options import (
     alpha_option,
@@ -170,7 +170,7 @@ def grid(
             cal_seed=cal_seed,
             sample_seed=sample_seed,
         )
-        from ema.experiments.unlearning import run_unlearning_grid
+        from ema.experiments.unlearning.runner import run_unlearning_grid
 
         outcome = run_unlearning_grid(config, progress=progress)
         click.echo(outcome.markdown)
@@ -180,8 +180,8 @@ def grid(
         )
         return
     if name == VALIDITY_GRID:
-        from ema.experiments.validity_plots import rates_table
-        from ema.experiments.validity_study import run_error_grid
+        from ema.experiments.errors.plots import rates_table
+        from ema.experiments.errors.study import run_error_grid
 
         config = ErrorGridConfig(
             alpha=alpha,
@@ -192,8 +192,8 @@ def grid(
         )
         click.echo(rates_table(run_error_grid(config, cal_seed=cal_seed, progress=progress)))
         return
-    from ema.experiments.grid_config import GridConfig
-    from ema.experiments.runner import run_grid
+    from ema.experiments.paper.config import GridConfig
+    from ema.experiments.paper.runner import run_grid
 
     spec = get_grid(name)
     try:

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import ModelAccessError
-from ema.experiments.grid_cells import CellAuditor
-from ema.experiments.runner import RESUME_ADVICE
+from ema.experiments.paper.cells import CellAuditor
+from ema.experiments.paper.runner import RESUME_ADVICE
 from ema.tracking import keys
 from ema.tracking.keys import (
     ARTIFACT_CELLS,

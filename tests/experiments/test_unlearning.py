@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import InputError
-from ema.experiments.unlearning import UnlearningGridConfig, run_unlearning_grid
-from ema.experiments.unlearning_tables import (
+from ema.experiments.unlearning.runner import UnlearningGridConfig, run_unlearning_grid
+from ema.experiments.unlearning.tables import (
     detected_from,
     render_tables,
     summarise_traces,
@@ -163,7 +163,7 @@ class _Stop(Exception):
 
 def _config_given(monkeypatch, *options: str) -> UnlearningGridConfig:
     """The config `ema grid unlearning OPTIONS` hands to the grid (which then does not run)."""
-    import ema.experiments.unlearning as grid_module
+    import ema.experiments.unlearning.runner as grid_module
 
     seen = []
 
