@@ -93,8 +93,8 @@ class Version:
 def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) -> UnlearningOutcome:
     """Unlearn, audit and tabulate as one parent run; log tables, frames, the figure and the report on it."""
     started = time.monotonic()
+    config = config.validate()  # before the parent run: a refused option leaves no run behind
     with start_run(f"grid {UNLEARNING_GRID}") as parent:
-        config = config.validate()
         log_params(config.params())
         set_tags({keys.TAG_GRID: UNLEARNING_GRID})
         target = _grid_target(config, progress)
