@@ -5,6 +5,8 @@ Each study is a subcommand with only the options it reads: ``ema grid paper [NAM
 refused with the command that replaced it.
 """
 
+from pathlib import Path
+
 import click
 
 from ema.experiments.errors.validity import ErrorGridConfig
@@ -159,11 +161,7 @@ def paper(
         raise click.UsageError(str(exc)) from exc
     config = GridConfig(
         name=name,
-        data=data_name,
-        data_root=str(root) if root else None,
-        data_seed=data_seed,
-        model_uri=model_uri,
-        epochs=epochs or None,
+        **target_fields(data_name, root, data_seed, model_uri, epochs),
         cal_seed=cal_seed,
         alpha=alpha,
         sample_seed=sample_seed,
@@ -171,11 +169,7 @@ def paper(
         **narrowed,
     )
     outcome = run_grid(config, progress=progress)
-    click.echo(outcome.markdown)
-    click.echo(
-        f"parent run {outcome.run_id}; target {outcome.target_uri}; {len(outcome.cells)} cells "
-        f"({outcome.n_audited} audited, {outcome.n_reused} reused); {outcome.wall_seconds:.0f} s"
-    )
+    echo_outcome(outcome, f"{len(outcome.cells)} cells ({outcome.n_audited} audited, {outcome.n_reused} reused)")
 
 
 @grid.command("errors")
@@ -266,21 +260,32 @@ def unlearning(
         seeds=comma_list(seeds, int),
         sizes=comma_list(sizes, int),
         n_draws=n_draws,
-        model_uri=model_uri,
-        epochs=epochs or None,
-        data=data_name,
-        data_root=str(root) if root else None,
-        data_seed=data_seed,
+        **target_fields(data_name, root, data_seed, model_uri, epochs),
         alpha=alpha,
         cal_seed=cal_seed,
         sample_seed=sample_seed,
     )
     outcome = run_unlearning_grid(config, progress=progress)
+    echo_outcome(outcome, f"{len(outcome.versions) - 1} unlearned versions ({outcome.n_reused} reused)")
+
+
+def target_fields(
+    data_name: str | None, root: Path | None, data_seed: int | None, model_uri: str | None, epochs: int
+) -> dict:
+    """The options that say which target a grid audits, as its config's fields (``--epochs 0``: the paper's)."""
+    return {
+        "data": data_name,
+        "data_root": str(root) if root else None,
+        "data_seed": data_seed,
+        "model_uri": model_uri,
+        "epochs": epochs or None,
+    }
+
+
+def echo_outcome(outcome, counts: str) -> None:
+    """A grid's tables, then one line: its parent run, its target, what it did (``counts``), its wall time."""
     click.echo(outcome.markdown)
-    click.echo(
-        f"parent run {outcome.run_id}; target {outcome.target_uri}; {len(outcome.versions) - 1} unlearned versions "
-        f"({outcome.n_reused} reused); {outcome.wall_seconds:.0f} s"
-    )
+    click.echo(f"parent run {outcome.run_id}; target {outcome.target_uri}; {counts}; {outcome.wall_seconds:.0f} s")
 
 
 def comma_list(text: str, kind: type) -> tuple:
