@@ -8,7 +8,7 @@ compute, timed in the same run on the same data with the same recipe:
   of the calibration model (its 500-image half); ``predict_proba`` of the target on its
   training and held-out data (accuracies) and on the seven query sets, and of the
   calibration model on both calibration halves;
-- the benchmark grid (``ema grid benchmark``, Table 2: 6 k x 7 query sets, EMA and the KS
+- the benchmark grid (``ema grid paper benchmark``, Table 2: 6 k x 7 query sets, EMA and the KS
   ratio in every cell): ``fit`` of the target, of one calibration model per k, of one
   KS-ratio query model per query set and one calibration-set model per k;
   ``predict_proba`` of everything the grid scores: the target's accuracies, the
@@ -93,12 +93,12 @@ def demo_workload(spec) -> Workload:
 
 
 def grid_workload(spec) -> Workload:
-    """``ema grid benchmark``: one target, 42 cells of EMA and the KS ratio, tables and figures."""
+    """``ema grid paper benchmark``: one target, 42 cells of EMA and the KS ratio, tables and figures."""
     from ema.data.corruption import apply_corruption
     from ema.data.splits import QUERY_NAMES, make_splits
-    from ema.experiments.grid_config import GridConfig
-    from ema.experiments.grids import get_grid
-    from ema.experiments.runner import _panel_ks, run_grid
+    from ema.experiments.paper.config import GridConfig
+    from ema.experiments.paper.grids import get_grid
+    from ema.experiments.paper.runner import _panel_ks, run_grid
     from ema.training.fit import fit
     from ema.workflows.calibrate import calibration_halves
 
@@ -142,7 +142,7 @@ def grid_workload(spec) -> Workload:
     }
     return Workload(
         "grid",
-        f"ema grid benchmark, MLP {spec.epochs} epochs, 42 cells, {n_models} models",
+        f"ema grid paper benchmark, MLP {spec.epochs} epochs, 42 cells, {n_models} models",
         workflow,
         parts,
         "cells audited",

@@ -1,4 +1,4 @@
-"""``grid_workers``: ``ema grid benchmark --workers 2`` against ``--workers 1``, both on a team tracking server.
+"""``grid_workers``: ``ema grid paper benchmark --workers 2`` against ``--workers 1``, both on a team tracking server.
 
 The server is an ``mlflow server`` on a throwaway PostgreSQL cluster with served artifacts
 (``tests/server/cluster.py``; PostgreSQL and psycopg2 must be installed). Every timed grid
@@ -46,8 +46,8 @@ def fresh_server(cluster, database: str) -> Iterator[str]:
 
 def measure(config: Config) -> list[dict]:
     """Wall time of the grid with one worker and with two, on fresh server databases; one row."""
-    from ema.experiments.grid_config import GridConfig
-    from ema.experiments.runner import run_grid
+    from ema.experiments.paper.config import GridConfig
+    from ema.experiments.paper.runner import run_grid
     from tests.server.cluster import missing, postgres_cluster
 
     reason = missing()
@@ -71,7 +71,7 @@ def measure(config: Config) -> list[dict]:
     same = cells[1].equals(cells[WORKERS])
     n_cells = len(cells[1])
     case = (
-        f"ema grid benchmark on PostgreSQL + mlflow server, MLP {epochs} epochs, {n_cells} cells, "
+        f"ema grid paper benchmark on PostgreSQL + mlflow server, MLP {epochs} epochs, {n_cells} cells, "
         f"{config.threads} torch thread(s) per process: --workers 2"
     )
     return [

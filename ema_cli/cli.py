@@ -68,7 +68,7 @@ COMMANDS = {
     ),
     "grid": (
         "ema_cli.grid:grid",
-        "Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors, unlearning): audits, tables, figures.",
+        "Run a study (paper, errors, unlearning): audits in child runs of one parent run, tables, figures.",
     ),
 }
 

@@ -1,11 +1,18 @@
-"""`ema grid NAME`: regenerate one of the paper's tables as a parent run with one child run per cell."""
+"""`ema grid STUDY`: one study (the paper's grids, the auditors' error rates, unlearning), each its own command.
+
+Each study is a subcommand with only the options it reads: ``ema grid paper [NAME]``,
+``ema grid errors``, ``ema grid unlearning``. The old ``ema grid NAME`` of a paper grid is
+refused with the command that replaced it.
+"""
+
+from pathlib import Path
 
 import click
 
-from ema.experiments.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
-from ema.experiments.unlearning_config import UNLEARNING_GRID, UnlearningGridConfig
-from ema.experiments.validity import ErrorGridConfig
-from ema.workflows.options import DATA_SOURCES, InputError
+from ema.experiments.errors.validity import ErrorGridConfig
+from ema.experiments.paper.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
+from ema.experiments.unlearning.config import UnlearningGridConfig
+from ema.workflows.options import DATA_SOURCES, DEFAULT_DATA, InputError
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
@@ -16,38 +23,83 @@ from ema_cli.options import (
     workflow_command,
 )
 
-#: The validity study runs under `ema grid` too.
-VALIDITY_GRID = "errors"
-#: Options only the validity study reads, only the paper's grids read, only the unlearning grid reads.
-VALIDITY_ONLY = ("n_draws", "n_ks_draws")
-PAPER_GRIDS_ONLY = ("data_name", "root", "data_seed", "model_uri", "ks", "queries", "epochs", "workers")
-UNLEARNING_ONLY = ("methods", "seeds")
-#: Options each grid leaves unread (the paper's grids: every grid name not listed).
-UNREAD = {
-    VALIDITY_GRID: (*PAPER_GRIDS_ONLY, *UNLEARNING_ONLY),
-    UNLEARNING_GRID: ("ks", "queries", "n_ks_draws", "workers"),
-}
-PAPER_UNREAD = (*VALIDITY_ONLY, *UNLEARNING_ONLY)
-#: Options that say how the unlearning grid trains its own target: with --model, the version's tags say it.
-UNLEARNING_TARGET_OPTIONS = ("data_name", "root", "data_seed", "epochs")
-DEFAULTS = ErrorGridConfig()
+#: The paper grid ``ema grid paper`` runs without NAME (Table 2, as MLproject's ``grid`` entry point).
+DEFAULT_PAPER_GRID = "benchmark"
+ERROR_DEFAULTS = ErrorGridConfig()
 UNLEARNING_DEFAULTS = UnlearningGridConfig()
 
 
-@click.command("grid")
-@click.argument("name", type=click.Choice((*GRID_NAMES, VALIDITY_GRID, UNLEARNING_GRID)))
-@click.option(
-    "--data",
-    "data_name",
-    type=click.Choice(DATA_SOURCES),
-    default=None,
-    help="Data source of the target's splits. Default: the grid's (mnist-embedded; pneumoniamnist for medical).",
-)
+class StudyGroup(click.Group):
+    """The studies as subcommands; a paper grid's name where a study belongs says which command replaced it."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple:
+        if args and args[0] in GRID_NAMES:
+            raise click.UsageError(
+                f"`ema grid {args[0]}` is now `ema grid paper {args[0]}`: expected a study "
+                f"({', '.join(self.list_commands(ctx))}), got {args[0]!r}",
+                ctx,
+            )
+        return super().resolve_command(ctx, args)
+
+
+@click.group("grid", cls=StudyGroup)
+def grid():
+    """Run a study (paper, errors, unlearning): audits in child runs of one parent run, tables, figures."""
+
+
+def data_option(default: str) -> click.Option:
+    """``--data``: the data source of the study's own target (``default``: which source it takes when not given)."""
+    return click.option(
+        "--data",
+        "data_name",
+        type=click.Choice(DATA_SOURCES),
+        default=None,
+        help=f"Data source of the target's splits. Default: {default}.",
+    )
+
+
+def model_option(use: str) -> click.Option:
+    """``--model``: a registered target the study ``use``s instead of training its own."""
+    return click.option(
+        "--model",
+        "model_uri",
+        help=f"{use} this registered target (models:/NAME@ALIAS) instead of training the grid's.",
+    )
+
+
+def epochs_option(paper_epochs: str) -> click.Option:
+    """``--epochs`` of the study's own target; 0 keeps the paper's (``paper_epochs``)."""
+    return click.option(
+        "--epochs",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help=f"Training epochs of the target and of every model trained with its recipe; 0 keeps the paper's "
+        f"({paper_epochs}).",
+    )
+
+
+def sample_seed_option(what: str) -> click.Option:
+    """``--sample-seed``: the seed of the study's query subsamples (``what``)."""
+    return click.option("--sample-seed", type=int, default=0, show_default=True, help=f"Seed of {what}.")
+
+
+def sizes_option(default: str, what: str) -> click.Option:
+    """``--sizes``: the study's query sizes |D_q| (``what``: the help sentence)."""
+    return click.option("--sizes", default=default, show_default=True, help=what)
+
+
+def draws_option(default: int, what: str) -> click.Option:
+    """``--draws``: how many seeded query sets the study audits (``what``)."""
+    return click.option("--draws", "n_draws", type=click.IntRange(min=1), default=default, show_default=True, help=what)
+
+
+@grid.command("paper")
+@click.argument("name", type=click.Choice(GRID_NAMES), default=DEFAULT_PAPER_GRID, metavar="[NAME]")
+@data_option("the grid's (mnist-embedded; pneumoniamnist for medical)")
 @root_option
 @data_seed_option
-@click.option(
-    "--model", "model_uri", help="Audit this registered target (models:/NAME@ALIAS) instead of training the grid's."
-)
+@model_option("Audit")
 @click.option(
     "--k",
     "ks",
@@ -61,56 +113,13 @@ UNLEARNING_DEFAULTS = UnlearningGridConfig()
     show_default=True,
     help="Query sets, comma-separated (e.g. M1,M6), or all (M1..M5, M6, S).",
 )
-@click.option(
-    "--sizes",
-    default="all",
-    show_default=True,
-    help="Query sizes |D_q| for query-size and medical, e.g. full,50,5; all is full,500,200,50,20,5 "
-    "(errors: 5,20,50,200,1000; unlearning, the forget-set subsets: 20,50,100,200,500).",
+@sizes_option(
+    "all", "Query sizes |D_q| of query-size and medical, comma-separated (e.g. full,50,5), or all of the grid's."
 )
-@click.option(
-    "--epochs",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help=(
-        "Training epochs of the target and of every model trained with its recipe; 0 keeps the paper's "
-        "(50, medical 30)."
-    ),
-)
+@epochs_option("50, medical 30")
 @cal_seed_option
 @alpha_option
-@click.option(
-    "--sample-seed", type=int, default=0, show_default=True, help="Seed of the query subsamples (query-size, medical)."
-)
-@click.option(
-    "--draws",
-    "n_draws",
-    type=click.IntRange(min=1),
-    default=None,
-    help="errors and unlearning: seeded query sets per kind (forget-set subsets per seed) and size "
-    f"(default {DEFAULTS.n_draws}; unlearning {UNLEARNING_DEFAULTS.n_draws}).",
-)
-@click.option(
-    "--ks-draws",
-    "n_ks_draws",
-    type=click.IntRange(min=0),
-    default=DEFAULTS.n_ks_draws,
-    show_default=True,
-    help="errors only: how many of them the KS ratio audits (it trains a model per draw).",
-)
-@click.option(
-    "--methods",
-    default="all",
-    show_default=True,
-    help="unlearning only: removal methods, comma-separated, or all (retrain is always run: the baseline).",
-)
-@click.option(
-    "--seeds",
-    default=",".join(map(str, UNLEARNING_DEFAULTS.seeds)),
-    show_default=True,
-    help="unlearning only: seeds of each method, comma-separated.",
-)
+@sample_seed_option("the query subsamples (query-size, medical)")
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
@@ -121,7 +130,7 @@ UNLEARNING_DEFAULTS = UnlearningGridConfig()
 @max_params_option
 @progress_option
 @workflow_command
-def grid(
+def paper(
     name,
     data_name,
     root,
@@ -134,66 +143,16 @@ def grid(
     cal_seed,
     alpha,
     sample_seed,
-    n_draws,
-    n_ks_draws,
-    methods,
-    seeds,
     workers,
     progress,
 ):
-    """Run grid NAME (benchmark, ks-vs-t, query-size, medical, errors, unlearning): audits, tables, figures.
+    """The paper's grids (benchmark, ks-vs-t, query-size, medical).
 
-    ``errors`` is the validity study (docs/VALIDITY.md): two targets on the embedded data,
-    --draws seeded query sets per kind and size, every auditor's error rates. ``unlearning``
-    removes M1 by every method and seed and audits each version (docs/UNLEARNING.md).
+    Grid NAME (default benchmark): one parent run with one child audit run per cell, the
+    paper's tables and figures on the parent (docs/REPRODUCTION.md).
     """
-    refuse_ignored(UNREAD.get(name, PAPER_UNREAD), name)
-    if name == UNLEARNING_GRID:
-        if model_uri is not None:
-            refuse_ignored(
-                UNLEARNING_TARGET_OPTIONS,
-                name,
-                qualifier=" with --model",
-                why="the target's recipe and data come from the version's tags",
-            )
-        config = UnlearningGridConfig(
-            methods=UNLEARNING_DEFAULTS.methods if methods.strip().lower() == "all" else comma_list(methods, str),
-            seeds=comma_list(seeds, int),
-            **({"sizes": comma_list(sizes, int)} if sizes.strip().lower() != "all" else {}),
-            **({"n_draws": n_draws} if n_draws is not None else {}),
-            model_uri=model_uri,
-            epochs=epochs or None,
-            data=data_name,
-            data_root=str(root) if root else None,
-            data_seed=data_seed if model_uri is None else None,
-            alpha=alpha,
-            cal_seed=cal_seed,
-            sample_seed=sample_seed,
-        )
-        from ema.experiments.unlearning import run_unlearning_grid
-
-        outcome = run_unlearning_grid(config, progress=progress)
-        click.echo(outcome.markdown)
-        click.echo(
-            f"parent run {outcome.run_id}; target {outcome.target_uri}; {len(outcome.versions) - 1} unlearned versions "
-            f"({outcome.n_reused} reused); {outcome.wall_seconds:.0f} s"
-        )
-        return
-    if name == VALIDITY_GRID:
-        from ema.experiments.validity_plots import rates_table
-        from ema.experiments.validity_study import run_error_grid
-
-        config = ErrorGridConfig(
-            alpha=alpha,
-            seed=sample_seed,
-            n_draws=n_draws or DEFAULTS.n_draws,
-            n_ks_draws=n_ks_draws,
-            **error_sizes(sizes),
-        )
-        click.echo(rates_table(run_error_grid(config, cal_seed=cal_seed, progress=progress)))
-        return
-    from ema.experiments.grid_config import GridConfig
-    from ema.experiments.runner import run_grid
+    from ema.experiments.paper.config import GridConfig
+    from ema.experiments.paper.runner import run_grid
 
     spec = get_grid(name)
     try:
@@ -202,11 +161,7 @@ def grid(
         raise click.UsageError(str(exc)) from exc
     config = GridConfig(
         name=name,
-        data=data_name,
-        data_root=str(root) if root else None,
-        data_seed=data_seed,
-        model_uri=model_uri,
-        epochs=epochs or None,
+        **target_fields(data_name, root, data_seed, model_uri, epochs),
         cal_seed=cal_seed,
         alpha=alpha,
         sample_seed=sample_seed,
@@ -214,44 +169,123 @@ def grid(
         **narrowed,
     )
     outcome = run_grid(config, progress=progress)
-    click.echo(outcome.markdown)
-    click.echo(
-        f"parent run {outcome.run_id}; target {outcome.target_uri}; {len(outcome.cells)} cells "
-        f"({outcome.n_audited} audited, {outcome.n_reused} reused); {outcome.wall_seconds:.0f} s"
-    )
+    echo_outcome(outcome, f"{len(outcome.cells)} cells ({outcome.n_audited} audited, {outcome.n_reused} reused)")
 
 
-def refuse_ignored(names: tuple[str, ...], grid_name: str, *, qualifier: str = "", why: str = "") -> None:
-    """A usage error naming every option given on the command line that grid ``grid_name`` does not read.
+@grid.command("errors")
+@sizes_option(",".join(map(str, ERROR_DEFAULTS.sizes)), "Query sizes |D_q| of the seeded query sets, comma-separated.")
+@draws_option(ERROR_DEFAULTS.n_draws, "Seeded query sets per kind and size.")
+@click.option(
+    "--ks-draws",
+    "n_ks_draws",
+    type=click.IntRange(min=0),
+    default=ERROR_DEFAULTS.n_ks_draws,
+    show_default=True,
+    help="How many of them the KS ratio audits (it trains a model per draw).",
+)
+@cal_seed_option
+@alpha_option
+@sample_seed_option("the query sets' draws")
+@max_params_option
+@progress_option
+@workflow_command
+def errors(sizes, n_draws, n_ks_draws, cal_seed, alpha, sample_seed, progress):
+    """Every auditor's error rates on query sets of known membership.
 
-    One line: the options, when (``qualifier``) and why (``why``) they do not apply, what was expected and what arrived
-    (``grid 'errors' does not use --data, --k: expected them left out, got --data fashion --k 60``).
+    The validity study (docs/VALIDITY.md): its targets on the embedded data and
+    Fashion-MNIST, --draws seeded query sets per kind and size.
     """
-    context = click.get_current_context()
-    params = {p.name: p for p in context.command.params}
-    given = [name for name in names if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
-    if given:
-        flags = [params[name].opts[0] for name in given]
-        arrived = " ".join(f"{flag} {context.params[name]}" for flag, name in zip(flags, given, strict=True))
-        raise click.UsageError(
-            f"grid '{grid_name}'{qualifier} does not use {', '.join(flags)}{f' ({why})' if why else ''}: "
-            f"expected {'them' if len(flags) > 1 else 'it'} left out, got {arrived}"
-        )
+    from ema.experiments.errors.plots import rates_table
+    from ema.experiments.errors.study import run_error_grid
+
+    config = ErrorGridConfig(
+        alpha=alpha, seed=sample_seed, n_draws=n_draws, n_ks_draws=n_ks_draws, sizes=comma_list(sizes, int)
+    )
+    click.echo(rates_table(run_error_grid(config, cal_seed=cal_seed, progress=progress)))
 
 
-def error_sizes(text: str) -> dict:
-    """``--sizes`` for the errors grid: ``all`` keeps the default sizes, else comma-separated positive integers."""
-    if text.strip().lower() == "all":
-        return {}
-    try:
-        sizes = tuple(int(v) for v in text.split(","))
-    except ValueError as exc:
-        raise click.BadParameter(
-            f"expected comma-separated integers or 'all', got {text!r}", param_hint="--sizes"
-        ) from exc
-    if min(sizes) < 1:
-        raise click.BadParameter(f"expected sizes of at least 1, got {text!r}", param_hint="--sizes")
-    return {"sizes": sizes}
+@grid.command("unlearning")
+@data_option(DEFAULT_DATA)
+@root_option
+@click.option(
+    "--data-seed", type=int, default=None, help="Seed of the data splits (default 0; with --model, the version's)."
+)
+@model_option("Unlearn from")
+@click.option(
+    "--methods",
+    default="all",
+    show_default=True,
+    help="Removal methods, comma-separated, or all (retrain is always run: the baseline).",
+)
+@click.option(
+    "--seeds",
+    default=",".join(map(str, UNLEARNING_DEFAULTS.seeds)),
+    show_default=True,
+    help="Seeds of each method, comma-separated.",
+)
+@sizes_option(",".join(map(str, UNLEARNING_DEFAULTS.sizes)), "Sizes |D_q| of the forget-set subsets, comma-separated.")
+@draws_option(UNLEARNING_DEFAULTS.n_draws, "Forget-set subsets per size, method and seed.")
+@epochs_option("50")
+@cal_seed_option
+@alpha_option
+@sample_seed_option("the forget-set subsets")
+@max_params_option
+@progress_option
+@workflow_command
+def unlearning(
+    data_name,
+    root,
+    data_seed,
+    model_uri,
+    methods,
+    seeds,
+    sizes,
+    n_draws,
+    epochs,
+    cal_seed,
+    alpha,
+    sample_seed,
+    progress,
+):
+    """Every removal method and seed, audited before and after.
+
+    Removes M1 from the target by every method and seed and audits each version
+    (docs/UNLEARNING.md). With --model, the target's recipe and data come from the
+    version's tags: --data, --root, --data-seed and --epochs are refused.
+    """
+    from ema.experiments.unlearning.runner import run_unlearning_grid
+
+    config = UnlearningGridConfig(
+        methods=UNLEARNING_DEFAULTS.methods if methods.strip().lower() == "all" else comma_list(methods, str),
+        seeds=comma_list(seeds, int),
+        sizes=comma_list(sizes, int),
+        n_draws=n_draws,
+        **target_fields(data_name, root, data_seed, model_uri, epochs),
+        alpha=alpha,
+        cal_seed=cal_seed,
+        sample_seed=sample_seed,
+    )
+    outcome = run_unlearning_grid(config, progress=progress)
+    echo_outcome(outcome, f"{len(outcome.versions) - 1} unlearned versions ({outcome.n_reused} reused)")
+
+
+def target_fields(
+    data_name: str | None, root: Path | None, data_seed: int | None, model_uri: str | None, epochs: int
+) -> dict:
+    """The options that say which target a grid audits, as its config's fields (``--epochs 0``: the paper's)."""
+    return {
+        "data": data_name,
+        "data_root": str(root) if root else None,
+        "data_seed": data_seed,
+        "model_uri": model_uri,
+        "epochs": epochs or None,
+    }
+
+
+def echo_outcome(outcome, counts: str) -> None:
+    """A grid's tables, then one line: its parent run, its target, what it did (``counts``), its wall time."""
+    click.echo(outcome.markdown)
+    click.echo(f"parent run {outcome.run_id}; target {outcome.target_uri}; {counts}; {outcome.wall_seconds:.0f} s")
 
 
 def comma_list(text: str, kind: type) -> tuple:

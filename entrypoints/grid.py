@@ -1,8 +1,8 @@
-"""MLproject entry point ``grid``: ``ema grid`` with the arguments MLproject passes."""
+"""MLproject entry point ``grid``: ``ema grid paper`` (the paper's grids) with the arguments MLproject passes."""
 
 import sys
 
 from ema_cli.cli import run
 
 if __name__ == "__main__":
-    run(["grid", *sys.argv[1:]])
+    run(["grid", "paper", *sys.argv[1:]])

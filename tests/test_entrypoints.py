@@ -21,8 +21,9 @@ SCRIPTS = sorted(FOLDER.glob("*.py"))
 SCRIPT_IMPORTS = {"sys", "ema_cli.cli", "ema_cli.cli.run"}
 
 
-def script_command(path: Path) -> str:
-    """The `ema` command a script runs: the first word of its ``run([...])`` call (the program, as ``ema`` is)."""
+def script_command(path: Path) -> tuple[str, ...]:
+    """The `ema` command a script runs (``("grid", "paper")`` for a subcommand): the words of its ``run([...])`` call
+    before the script's own arguments (the program, as ``ema`` is)."""
     calls = [
         node
         for node in ast.walk(ast.parse(path.read_text()))
@@ -30,9 +31,11 @@ def script_command(path: Path) -> str:
     ]
     assert len(calls) == 1, f"{path.name}: expected one run([...]) call, got {len(calls)}"
     (words,) = calls[0].args
-    assert isinstance(words, ast.List) and isinstance(words.elts[0], ast.Constant), ast.dump(words)
-    assert isinstance(words.elts[1], ast.Starred) and ast.unparse(words.elts[1]) == "*sys.argv[1:]"
-    return words.elts[0].value
+    assert isinstance(words, ast.List), ast.dump(words)
+    *command, rest = words.elts
+    assert command and all(isinstance(word, ast.Constant) for word in command), ast.dump(words)
+    assert isinstance(rest, ast.Starred) and ast.unparse(rest) == "*sys.argv[1:]"
+    return tuple(word.value for word in command)
 
 
 def test_every_mlproject_entry_point_runs_its_script():
@@ -46,7 +49,7 @@ def test_every_mlproject_entry_point_runs_its_script():
 def test_entrypoint_script_is_a_thin_wrapper_over_its_command(path):
     from ema_cli.cli import main
 
-    command = script_command(path)
+    command, *_ = script_command(path)
     assert command == {"main": "demo"}.get(path.stem, path.stem) and command in main.list_commands(None)
     imported = set()
     for node in ast.walk(ast.parse(path.read_text())):

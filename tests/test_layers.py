@@ -124,7 +124,7 @@ def test_imports_follow_the_layer_table():
 @pytest.mark.parametrize(
     ("module", "source", "expected"),
     [
-        ("ema.workflows.audit", "from ema.experiments.runner import run_grid", "imports ema.experiments.runner"),
+        ("ema.workflows.audit", "from ema.experiments.paper.runner import run_grid", "imports ema.experiments.paper"),
         ("ema.stats.paper", "import torch", "ema.stats.paper (core) imports torch"),
         ("ema.workflows.train", "def f():\n    import mlflow\n", "ema.workflows.train (workflows) imports mlflow"),
         ("ema.tracking.registry", "from ema.training.packaging import x", "imports ema.training.packaging"),
@@ -148,3 +148,23 @@ def test_no_module_imports_the_benchmarks():
         if any(target.split(".")[0] == "benchmarks" for target in imported_modules(source, module))
     ]
     assert importers == []
+
+
+#: The studies of ema/experiments/: one subpackage each (DESIGN.md, "Inside ema/").
+STUDIES = sorted(f"ema.experiments.{path.parent.name}" for path in (ROOT / "ema" / "experiments").glob("*/__init__.py"))
+
+
+def study_of(module: str) -> str | None:
+    return next((study for study in STUDIES if module == study or module.startswith(study + ".")), None)
+
+
+def test_no_study_imports_another():
+    """Each study stands alone: what two studies share lives at ema/experiments/ top (common, parallel)."""
+    assert STUDIES == ["ema.experiments.errors", "ema.experiments.paper", "ema.experiments.unlearning"]
+    crossings = [
+        f"{module} imports {target}"
+        for module, source in project_modules().items()
+        for target in sorted(imported_modules(source, module))
+        if study_of(module) and study_of(target) not in (None, study_of(module))
+    ]
+    assert crossings == []

@@ -1,4 +1,4 @@
-"""Tasks in worker processes, results in the order the tasks were given: the engine of ``ema grid --workers N``.
+"""Tasks in worker processes, results in the order the tasks were given: the engine of ``ema grid paper --workers N``.
 
 Workers are fresh interpreters (the ``spawn`` start method): nothing of the parent's state
 (torch's thread pools, open database connections, MLflow's active run) is copied into them.

@@ -21,7 +21,7 @@ def render_grid_report(
     ----------
     title : str
     tables_html : str
-        The tables as HTML, already escaped (:func:`ema.experiments.tables.tables_fragment`).
+        The tables as HTML, already escaped (:func:`ema.experiments.paper.tables.tables_fragment`).
     figures : mapping of str to bytes
         File name -> PNG, drawn inline in this order under their file names.
     tables_style : str

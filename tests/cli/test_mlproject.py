@@ -23,18 +23,27 @@ def command_options(command: click.Command) -> set[str]:
     return {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
 
 
+#: Entry points that run an `ema` command of another name, or a subcommand.
+RUNS = {"main": ("demo",), "grid": ("grid", "paper")}
+
+
 def cli_command(entry_point: str) -> tuple[click.Command, list[str]]:
     """The `ema` command an entry point runs (through its script), and the words MLproject passes it."""
     words = shlex.split(ENTRY_POINTS[entry_point]["command"])
     assert words[:2] == ["python", f"entrypoints/{entry_point}.py"], words[:2]
-    return main.get_command(None, script_command(ROOT / words[1])), words[2:]
+    path = script_command(ROOT / words[1])
+    assert path == RUNS.get(entry_point, (entry_point,)), path
+    command = main
+    for name in path:
+        command = command.get_command(click.Context(command), name)
+    return command, words[2:]
 
 
 @pytest.mark.parametrize("entry_point", sorted(ENTRY_POINTS))
 def test_mlproject_entry_point_matches_cli(entry_point):
     spec = ENTRY_POINTS[entry_point]
     command, arguments = cli_command(entry_point)
-    assert command.name == {"main": "demo"}.get(entry_point, entry_point)
+    assert command.name == RUNS.get(entry_point, (entry_point,))[-1]
     flags = [w for w in arguments if w.startswith("--")]
     assert set(flags) <= command_options(command), set(flags) - command_options(command)
     used = set(re.findall(r"\{(\w+)\}", spec["command"]))

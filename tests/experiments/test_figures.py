@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ema.experiments.figures import KSPanel, ks_output_distributions, signal_distributions
+from ema.experiments.paper.figures import KSPanel, ks_output_distributions, signal_distributions
 from ema.signals import compute_scores
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import ModelAccessError
-from ema.experiments.grid_cells import CellAuditor
-from ema.experiments.runner import RESUME_ADVICE
+from ema.experiments.paper.cells import CellAuditor
+from ema.experiments.paper.runner import RESUME_ADVICE
 from ema.tracking import keys
 from ema.tracking.keys import (
     ARTIFACT_CELLS,
@@ -62,7 +62,7 @@ def cells_of(client: MlflowClient, run_id: str) -> pd.DataFrame:
 
 
 def test_grid_benchmark_resumes_an_interrupted_grid_then_reuses_every_finished_cell(store, monkeypatch):
-    args = ("grid", "benchmark", "--epochs", "2", "--k", "100", "--queries", "M1,M6", "--no-progress")
+    args = ("grid", "paper", "benchmark", "--epochs", "2", "--k", "100", "--queries", "M1,M6", "--no-progress")
     original = CellAuditor.run
 
     def run_one_cell_then_lose_the_model(self, cell):
@@ -130,6 +130,7 @@ def test_grid_medical_on_a_tiny_pneumoniamnist(store, make_pneumoniamnist_root):
     root = make_pneumoniamnist_root({"train": 300, "val": 4, "test": 6})
     result = invoke(
         "grid",
+        "paper",
         "medical",
         "--data",
         "pneumoniamnist",
@@ -173,19 +174,65 @@ def test_grid_medical_on_a_tiny_pneumoniamnist(store, make_pneumoniamnist_root):
 
 
 def test_grid_medical_refuses_a_non_medical_source_and_a_missing_root(store):
-    result = CliRunner().invoke(main, ["grid", "medical", "--data", "mnist-embedded", "--no-progress"])
+    result = CliRunner().invoke(main, ["grid", "paper", "medical", "--data", "mnist-embedded", "--no-progress"])
     assert result.exit_code == 3 and "binary chest X-ray source" in result.output
-    result = CliRunner().invoke(main, ["grid", "medical", "--no-progress"])
+    result = CliRunner().invoke(main, ["grid", "paper", "medical", "--no-progress"])
     assert result.exit_code == 3 and "pneumoniamnist: expected a root folder" in result.output
 
 
 def test_grid_bad_k_is_a_usage_error(store):
-    result = CliRunner().invoke(main, ["grid", "benchmark", "--k", "100,abc"])
+    result = CliRunner().invoke(main, ["grid", "paper", "benchmark", "--k", "100,abc"])
     assert result.exit_code == 2 and "k values" in result.output
 
 
 def test_grid_model_with_epochs_is_refused(store):
     result = CliRunner().invoke(
-        main, ["grid", "benchmark", "--model", "models:/x@target", "--epochs", "3", "--no-progress"]
+        main, ["grid", "paper", "benchmark", "--model", "models:/x@target", "--epochs", "3", "--no-progress"]
     )
     assert result.exit_code == 3 and "either --model" in result.output
+
+
+class _Stop(Exception):
+    """Raised by the stand-in grid: the config arrived, nothing runs."""
+
+
+def test_grid_paper_without_a_name_runs_the_benchmark_grid(monkeypatch):
+    import ema.experiments.paper.runner as runner
+
+    seen = []
+
+    def record(config, progress):
+        seen.append(config)
+        raise _Stop
+
+    monkeypatch.setattr(runner, "run_grid", record)
+    result = CliRunner().invoke(main, ["grid", "paper", "--k", "100", "--no-progress"])
+    assert isinstance(result.exception, _Stop), result.output
+    (config,) = seen
+    assert config.name == "benchmark" and config.ks == (100,)
+
+
+@pytest.mark.parametrize("name", ["benchmark", "medical"])
+def test_grid_with_a_paper_grid_name_names_the_command_that_replaced_it(name):
+    result = CliRunner().invoke(main, ["grid", name, "--k", "100"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: `ema grid {name}` is now `ema grid paper {name}`: expected a study (errors, paper, unlearning), "
+        f"got '{name}'"
+    )
+
+
+#: What `ema grid paper` and `ema grid errors` read, besides what every command has (unlearning: test_unlearning.py).
+STUDY_OPTIONS = {
+    "paper": {"name", "data_name", "root", "data_seed", "model_uri", "ks", "queries", "sizes", "epochs", "workers"}
+    | {"cal_seed", "alpha", "sample_seed"},
+    "errors": {"sizes", "n_draws", "n_ks_draws", "cal_seed", "alpha", "sample_seed"},
+}
+
+
+@pytest.mark.parametrize("study", sorted(STUDY_OPTIONS))
+def test_each_study_has_only_the_options_it_reads(study):
+    from ema_cli.grid import grid
+
+    shared = {"progress", "experiment_name", "verbose", "max_params"}
+    assert {param.name for param in grid.commands[study].params} == STUDY_OPTIONS[study] | shared

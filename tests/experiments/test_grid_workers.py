@@ -12,7 +12,7 @@ from tests.conftest import open_store
 from tests.experiments.test_grid_cli import audit_children, cells_of, grid_parents
 
 #: One k, two query sets, both methods: 2 cells that need the same calibration and calibration-set models at once.
-GRID = ("grid", "benchmark", "--epochs", "2", "--k", "100", "--queries", "M1,M6", "--no-progress")
+GRID = ("grid", "paper", "benchmark", "--epochs", "2", "--k", "100", "--queries", "M1,M6", "--no-progress")
 #: Models the grid trains, by registered name: the target, a calibration and a KS-ratio model per k, one per query set.
 TRAINED = {"ema-grid-target": 1, keys.CALIBRATION_MODEL_NAME: 1, "ema-calset-model": 1, "ema-query-model": 2}
 

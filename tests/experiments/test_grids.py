@@ -9,8 +9,8 @@ from ema.data.arrays import ArraySet
 from ema.data.corruption import noise_only
 from ema.data.splits import QUERY_NAMES
 from ema.errors import InputError
-from ema.experiments.grid_cells import subsample
-from ema.experiments.grids import (
+from ema.experiments.paper.cells import subsample
+from ema.experiments.paper.grids import (
     GRIDS,
     MEDICAL_KS,
     PAPER_KS,
@@ -22,7 +22,7 @@ from ema.experiments.grids import (
     parse_queries,
     parse_sizes,
 )
-from ema.experiments.runner import _panel_ks
+from ema.experiments.paper.runner import _panel_ks
 
 
 def test_benchmark_plans_k_times_queries_cells_of_method_both():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ema.errors import InputError
-from ema.experiments.tables import (
+from ema.experiments.paper.tables import (
     CELL_COLUMNS,
     MISSING,
     RULE_KS_RATIO,

@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import InputError
-from ema.experiments.unlearning import UnlearningGridConfig, run_unlearning_grid
-from ema.experiments.unlearning_tables import (
+from ema.experiments.unlearning.runner import UnlearningGridConfig, run_unlearning_grid
+from ema.experiments.unlearning.tables import (
     detected_from,
     render_tables,
     summarise_traces,
@@ -129,30 +129,21 @@ READ_OPTIONS = {
     "alpha": (["--alpha", "0.05"], ("alpha", 0.05)),
     "sample_seed": (["--sample-seed", "9"], ("sample_seed", 9)),
 }
-#: Options it refuses, with what the line says.
-REFUSED = {
-    "ks": (["--k", "60"], "grid 'unlearning' does not use --k: expected it left out, got --k 60"),
-    "queries": (
-        ["--queries", "M1", "--workers", "2"],
-        "grid 'unlearning' does not use --queries, --workers: expected them left out, got --queries M1 --workers 2",
-    ),
-    "n_ks_draws": (
-        ["--ks-draws", "3"],
-        "grid 'unlearning' does not use --ks-draws: expected it left out, got --ks-draws 3",
-    ),
+#: Options of the other studies: `ema grid unlearning` does not have them.
+OTHER_STUDIES = {
+    "ks": ["--k", "60"],
+    "queries": ["--queries", "M1"],
+    "workers": ["--workers", "2"],
+    "n_ks_draws": ["--ks-draws", "3"],
 }
-WITH_MODEL = (
-    "grid 'unlearning' with --model does not use {flags} (the target's recipe and data come from the version's tags): "
-)
+BOTH = "expected either --model (its recipe and data come from its version tags) or --epochs, --data, --root and "
+#: The options of the grid's own target, refused with --model, and what the line says.
 REFUSED_WITH_MODEL = {
-    "data_seed": (
-        ["--data-seed", "3"],
-        WITH_MODEL.format(flags="--data-seed") + "expected it left out, got --data-seed 3",
-    ),
-    "root": (["--root", "/data"], WITH_MODEL.format(flags="--root") + "expected it left out, got --root /data"),
+    "data_seed": (["--data-seed", "3"], BOTH + "--data-seed, got both: --model models:/t/1 with --data-seed 3"),
+    "root": (["--root", "/data"], BOTH + "--data-seed, got both: --model models:/t/1 with --root /data"),
     "data_name": (
         ["--data", "fashion", "--epochs", "4"],
-        WITH_MODEL.format(flags="--data, --epochs") + "expected them left out, got --data fashion --epochs 4",
+        BOTH + "--data-seed, got both: --model models:/t/1 with --epochs 4, --data fashion",
     ),
 }
 
@@ -163,7 +154,7 @@ class _Stop(Exception):
 
 def _config_given(monkeypatch, *options: str) -> UnlearningGridConfig:
     """The config `ema grid unlearning OPTIONS` hands to the grid (which then does not run)."""
-    import ema.experiments.unlearning as grid_module
+    import ema.experiments.unlearning.runner as grid_module
 
     seen = []
 
@@ -178,7 +169,7 @@ def _config_given(monkeypatch, *options: str) -> UnlearningGridConfig:
 
 
 def test_cli_grid_unlearning_hands_every_option_it_reads_to_the_grid(store, monkeypatch):
-    from ema_cli.grid import grid
+    from ema_cli.grid import unlearning
 
     options = [word for words, _ in READ_OPTIONS.values() for word in words]
     config = _config_given(monkeypatch, *options).validate()
@@ -186,26 +177,25 @@ def test_cli_grid_unlearning_hands_every_option_it_reads_to_the_grid(store, monk
         assert getattr(config, field) == value, (words, getattr(config, field))
     model = _config_given(monkeypatch, "--model", "models:/t/1")
     assert model.model_uri == "models:/t/1" and model.data_seed is None and model.validate()
-    # every option of `ema grid` is either read (above) or refused (below): none is accepted and ignored
+    # the command has only the options it reads: none is accepted and ignored
     # every command's, read by workflow_command; --max-params bounds every model the grid trains (ema.limits)
     shared = {"progress", "experiment_name", "verbose", "max_params"}
-    classified = {"name", "model_uri", *shared, *READ_OPTIONS, *REFUSED, "workers"}
-    assert {param.name for param in grid.params} == classified
+    assert {param.name for param in unlearning.params} == {"model_uri", *shared, *READ_OPTIONS}
 
 
-@pytest.mark.parametrize("options, line", REFUSED.values(), ids=list(REFUSED))
-def test_cli_grid_unlearning_refuses_options_it_does_not_read(store, options, line):
+@pytest.mark.parametrize("options", OTHER_STUDIES.values(), ids=list(OTHER_STUDIES))
+def test_cli_grid_unlearning_has_no_option_of_another_study(store, options):
     result = CliRunner().invoke(main, ["grid", "unlearning", *options, "--no-progress"])
     assert result.exit_code == 2
-    assert result.output.strip().splitlines()[-1] == f"Error: {line}"
-    assert CliRunner().invoke(main, ["grid", "benchmark", "--methods", "scrub"]).exit_code != 0
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: No such option '{options[0]}'")
+    assert CliRunner().invoke(main, ["grid", "paper", "--methods", "scrub"]).exit_code == 2
     assert not MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
 
 
 @pytest.mark.parametrize("options, line", REFUSED_WITH_MODEL.values(), ids=list(REFUSED_WITH_MODEL))
 def test_cli_grid_unlearning_with_model_refuses_the_options_of_its_own_target(store, options, line):
     result = CliRunner().invoke(main, ["grid", "unlearning", "--model", "models:/t/1", *options, "--no-progress"])
-    assert result.exit_code == 2
+    assert result.exit_code == 3  # a refused input
     assert result.output.strip().splitlines()[-1] == f"Error: {line}"
     assert not MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
 

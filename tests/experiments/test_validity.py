@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from ema.data.arrays import ArraySet
-from ema.experiments.validity import ScoredPools, draw_query, summarize, true_retained_fraction
-from ema.experiments.validity_plots import plot_error_rates, rates_table
+from ema.experiments.errors.plots import plot_error_rates, rates_table
+from ema.experiments.errors.validity import ScoredPools, draw_query, summarize, true_retained_fraction
 
 
 def pool(n: int, offset: int) -> ArraySet:
@@ -105,8 +105,8 @@ def test_rates_table_and_plot(tmp_path):
 
 
 def test_run_error_grid_end_to_end_on_a_tiny_target(store):
-    from ema.experiments.validity import ErrorGridConfig, StudyTarget
-    from ema.experiments.validity_study import run_error_grid
+    from ema.experiments.errors.study import run_error_grid
+    from ema.experiments.errors.validity import ErrorGridConfig, StudyTarget
     from ema.tracking.runs import configure
     from ema.training.spec import TrainSpec
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ema.auditors.reference import ReferenceAuditor
-from ema.experiments import validity_reference
-from ema.experiments.validity_reference import (
+from ema.experiments.errors import reference as reference_study
+from ema.experiments.errors.reference import (
     audit_draws,
     fold_verdicts,
     information_limit,
@@ -16,9 +16,9 @@ from ema.experiments.validity_reference import (
     summarize,
     wrong_scale_warnings,
 )
-from ema.experiments.validity_reference_candidates import candidate_tests
-from ema.experiments.validity_reference_models import information
-from ema.experiments.validity_reference_pools import draw, member_reference, truth
+from ema.experiments.errors.reference_candidates import candidate_tests
+from ema.experiments.errors.reference_models import information
+from ema.experiments.errors.reference_pools import draw, member_reference, truth
 from ema.signals import SIGNALS
 
 N_CLASSES = 10
@@ -106,7 +106,7 @@ def test_information_is_near_zero_without_a_difference_and_grows_with_one():
 
 
 def test_main_writes_the_report_naming_its_command(pools, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(validity_reference, "score_pools", lambda name, cache, threads: pools)
+    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads: pools)
     output = tmp_path / "report.md"
     main(
         [
@@ -124,7 +124,7 @@ def test_main_writes_the_report_naming_its_command(pools, tmp_path, monkeypatch,
         ]
     )
     report = output.read_text()
-    assert "Written by `python -m ema.experiments.validity_reference" in report
+    assert "Written by `python -m ema.experiments.errors.reference" in report
     assert "| overfit: members called not_memorized, any size (max over sizes) | 0.000 | <= 0.10 | met |" in report
     assert "Whole training folds" in report and "## The information limit" in report
     assert capsys.readouterr().out.startswith("# The member-reference auditor")

@@ -34,9 +34,10 @@ CASES = {
     "weight decay inf": ([*TRAIN, "--weight-decay", "inf"], "expected weight_decay to be a finite number"),
     "diverging lr": ([*TRAIN, "--epochs", "2", "--lr", "1e30"], "training diverged"),
     "demo alpha nan": (["demo", "--alpha", "nan", "--epochs", "1", "--no-progress"], r"expected alpha in \(0, 1\)"),
-    "errors grid sizes": (["grid", "errors", "--sizes", "0,-5"], "expected sizes of at least 1"),
-    "paper grid draws": (["grid", "benchmark", "--draws", "5"], "does not use --draws"),
-    "errors grid data": (["grid", "errors", "--data", "fashion", "--k", "60"], "does not use --data, --k"),
+    "errors grid sizes": (["grid", "errors", "--sizes", "0,-5"], "expected query size to be a positive integer, got 0"),
+    "paper grid draws": (["grid", "paper", "benchmark", "--draws", "5"], "No such option '--draws'"),
+    "errors grid data": (["grid", "errors", "--data", "fashion", "--k", "60"], "No such option '--data'"),
+    "old paper grid spelling": (["grid", "benchmark", "--k", "60"], "is now `ema grid paper benchmark`"),
     "calibration name with a path": (
         ["calibrate", "--calibration-name", "../../evil", "--no-progress"],
         "expected calibration name of letters",

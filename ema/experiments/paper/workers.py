@@ -11,11 +11,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ema.experiments.grid_cells import CellAuditor
-from ema.experiments.grid_config import GridConfig
-from ema.experiments.grids import Cell
+from ema.experiments.paper.cells import CellAuditor
+from ema.experiments.paper.config import GridConfig
+from ema.experiments.paper.grids import Cell
+from ema.experiments.paper.resume import CellKey, CellResult
 from ema.experiments.parallel import run_in_workers
-from ema.experiments.resume import CellKey, CellResult
 from ema.tracking.runs import RemoteParent, active_parent, join_parent, tracking_uri
 from ema.training.threads import torch_threads, use_threads
 from ema.workflows.target import resolve_target

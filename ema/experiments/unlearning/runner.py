@@ -34,9 +34,9 @@ from ema.auditors.reference import ReferenceAuditor
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
 from ema.errors import InputError
-from ema.experiments.grids import BENCHMARK_RECIPE
-from ema.experiments.unlearning_config import UNLEARNING_GRID, UnlearningGridConfig
-from ema.experiments.unlearning_tables import (
+from ema.experiments.common import BENCHMARK_RECIPE
+from ema.experiments.unlearning.config import UNLEARNING_GRID, UnlearningGridConfig
+from ema.experiments.unlearning.tables import (
     SET_ROLES,
     TRACE_KINDS,
     render_tables,
@@ -55,7 +55,6 @@ from ema.workflows.references import member_reference, nonmember_reference
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.unlearn import UnlearnConfig, unlearn_cached
 
-#: The grid's name under ``ema grid``.
 #: The row of the target itself, before any removal.
 BEFORE = "none (before)"
 #: The audit runs per (version, query set): EMA with the KS ratio, and the calibrated auditor.
@@ -94,8 +93,8 @@ class Version:
 def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) -> UnlearningOutcome:
     """Unlearn, audit and tabulate as one parent run; log tables, frames, the figure and the report on it."""
     started = time.monotonic()
+    config = config.validate()  # before the parent run: a refused option leaves no run behind
     with start_run(f"grid {UNLEARNING_GRID}") as parent:
-        config = config.validate()
         log_params(config.params())
         set_tags({keys.TAG_GRID: UNLEARNING_GRID})
         target = _grid_target(config, progress)

@@ -1,7 +1,7 @@
 """One cell of a grid, audited: its query subsample, its calibration set, its child audit run and numbers.
 
 :class:`CellAuditor` audits the cells of one grid against one target, in the parent process or
-in a worker (:mod:`ema.experiments.grid_workers`); the query subsamples it writes live in its folder.
+in a worker (:mod:`ema.experiments.paper.workers`); the query subsamples it writes live in its folder.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from ema.data.arrays import ArraySet
 from ema.data.corruption import apply_corruption
 from ema.data.files import write_set
 from ema.data.splits import QUERY_NAMES, Splits
-from ema.experiments.grid_config import GridConfig
-from ema.experiments.grids import Cell
-from ema.experiments.resume import CELL_METRICS, CellKey, CellResult
+from ema.experiments.paper.config import GridConfig
+from ema.experiments.paper.grids import Cell
+from ema.experiments.paper.resume import CELL_METRICS, CellKey, CellResult
 from ema.oracle import Oracle
 from ema.tracking import keys
 from ema.tracking.runs import log_params_of

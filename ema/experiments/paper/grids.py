@@ -25,7 +25,8 @@ from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.data.presets import BINARY_SOURCES
 from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.errors import InputError
-from ema.experiments.tables import FULL, RULE_KS_RATIO, RULE_PVALUE, TableSpec, size_label
+from ema.experiments.common import BENCHMARK_RECIPE
+from ema.experiments.paper.tables import FULL, RULE_KS_RATIO, RULE_PVALUE, TableSpec, size_label
 from ema.training.spec import TrainSpec
 from ema.validation import check_choice
 from ema.workflows.methods import methods_running
@@ -42,8 +43,6 @@ MEDICAL_KS = (100, 90, 80, 70, 60)
 #: |D_q| of Tables 5 and 6; None is the whole query set (2,000 or 800 in the paper).
 QUERY_SIZES: tuple[int | None, ...] = (None, 500, 200, 50, 20, 5)
 
-#: The paper's benchmark recipe (MLP (256, 256), SGD, lr 0.05, 50 epochs).
-BENCHMARK_RECIPE = TrainSpec()
 #: The paper's medical recipe (Adam, lr 2e-5, weight decay 1e-7, 30 epochs) on our small CNN:
 #: ResNet-18 is not available here (see ``ema.training.architectures``).
 MEDICAL_RECIPE = TrainSpec(arch="cnn", optimizer="adam", lr=2e-5, momentum=0.0, weight_decay=1e-7, epochs=30)

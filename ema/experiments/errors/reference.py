@@ -1,18 +1,18 @@
-"""Validity of the member-reference auditor (issue 12): ``python -m ema.experiments.validity_reference``.
+"""Validity of the member-reference auditor (issue 12): ``python -m ema.experiments.errors.reference``.
 
-Part of the ``errors`` study (:mod:`ema.experiments.validity`), for the auditor that
+Part of the ``errors`` study (:mod:`ema.experiments.errors.validity`), for the auditor that
 ``ema audit --method calibrated`` runs. Trains the targets with the workbench's own recipe code
 (``ema.training.fit``), scores every pool once and caches the probabilities (``--cache``), then
-audits seeded query sets (:mod:`ema.experiments.validity_reference_pools`):
+audits seeded query sets (:mod:`ema.experiments.errors.reference_pools`):
 
 - members: drawn from fold M1; the member reference is folds M2..M5 (never the query's own samples);
 - same-domain: drawn from the held-out set M6; other-domain: scikit-learn digits (MNIST
   targets) or the preset's S (Fashion-MNIST: embedded MNIST images); mixture: half M1, half M6;
 - the non-member reference is the clean calibration set, scored on the target.
 
-It writes ``docs/REFERENCE_AUDITOR.md`` (:mod:`ema.experiments.validity_reference_report`): the
+It writes ``docs/REFERENCE_AUDITOR.md`` (:mod:`ema.experiments.errors.reference_report`): the
 targets, a comparison of candidate tests of H0 "removed" (measured power at measured error,
-:mod:`ema.experiments.validity_reference_candidates`), the chosen auditor's verdict rates per
+:mod:`ema.experiments.errors.reference_candidates`), the chosen auditor's verdict rates per
 kind and size, the issue's goal table, an unconditional check with redrawn references, and the
 information limit that bounds what any test can reach. About 26 minutes on two cores.
 """
@@ -31,8 +31,8 @@ from scipy import stats
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.errors import EMAError
-from ema.experiments.validity_reference_candidates import compare_tests
-from ema.experiments.validity_reference_pools import (
+from ema.experiments.errors.reference_candidates import compare_tests
+from ema.experiments.errors.reference_pools import (
     DEFAULT_CACHE,
     KINDS,
     TARGETS,
@@ -42,7 +42,7 @@ from ema.experiments.validity_reference_pools import (
     score_pools,
     truth,
 )
-from ema.experiments.validity_reference_report import COMMAND, write_report
+from ema.experiments.errors.reference_report import COMMAND, write_report
 
 OUTPUT = Path("docs") / "REFERENCE_AUDITOR.md"
 #: torch threads the targets train and score with: float sums differ with the thread count, so it is fixed.

@@ -1,7 +1,7 @@
 """The reference-auditor study's pools: three targets trained once, every pool scored once and cached, seeded draws.
 
 Part of the validity study of the member-reference auditor
-(:mod:`ema.experiments.validity_reference`). A pool holds the target's probabilities and the true
+(:mod:`ema.experiments.errors.reference`). A pool holds the target's probabilities and the true
 labels of one set: folds M1..M5, the calibration set, the held-out M6, the other domain S, and the
 references scored again on inverted pixels. Queries are drawn from the pools with a seeded
 generator, so every test of the study sees the same query sets.

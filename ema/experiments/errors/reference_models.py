@@ -1,7 +1,7 @@
-"""Would reference models lift the information limit? ``python -m ema.experiments.validity_reference_models``.
+"""Would reference models lift the information limit? ``python -m ema.experiments.errors.reference_models``.
 
 Part of the ``errors`` study, beside the reference auditor's validity study
-(:mod:`ema.experiments.validity_reference`), whose information limit it tries to lift.
+(:mod:`ema.experiments.errors.reference`), whose information limit it tries to lift.
 
 Issue 12 item 2 proposes calibrating each sample's difficulty against reference models trained
 with the target's recipe on non-member data (offline LiRA, Carlini et al. 2022; difficulty
@@ -38,7 +38,7 @@ GOAL_SIZE, GOAL_MARGIN = 200, 0.1
 Z_90 = 1.645
 #: torch threads of training and scoring.
 THREADS = 1
-COMMAND = "python -m ema.experiments.validity_reference_models"
+COMMAND = "python -m ema.experiments.errors.reference_models"
 
 
 def information(members: np.ndarray, nonmembers: np.ndarray, bins: int = BINS) -> float:

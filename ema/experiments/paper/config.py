@@ -1,4 +1,4 @@
-"""What ``ema grid NAME`` is asked to do: the grid, its data or registered target, how it is narrowed, its seeds.
+"""What ``ema grid paper NAME`` is asked to do: the grid, its data or registered target, how it is narrowed, its seeds.
 
 :class:`GridConfig` fills in what is unset from the grid (:meth:`GridConfig.narrowed`), checks the
 options before any training (:meth:`GridConfig.validate`) and names the parent run's params.
@@ -11,19 +11,19 @@ from dataclasses import dataclass
 
 from ema.data.splits import QUERY_NAMES
 from ema.errors import InputError
-from ema.experiments.grids import Grid, check_data, get_grid
+from ema.experiments.paper.grids import Grid, check_data, get_grid
 from ema.tracking import keys
 from ema.validation import check_open_unit
 
 
 @dataclass(frozen=True, kw_only=True)
 class GridConfig:
-    """What ``ema grid NAME`` is asked to do.
+    """What ``ema grid paper NAME`` is asked to do.
 
     Attributes
     ----------
     name : str
-        A grid from :data:`ema.experiments.grids.GRIDS`.
+        A grid from :data:`ema.experiments.paper.grids.GRIDS`.
     data, data_root, data_seed
         Where the target's splits come from (default: the grid's data). With ``model_uri`` they
         come from the version's tags, and ``data`` must be None or the same source.

@@ -1,14 +1,14 @@
-"""``ema grid NAME``: one parent run per grid, one child audit run per cell, tables and figures on the parent.
+"""``ema grid paper NAME``: one parent run per grid, one child audit run per cell, tables and figures on the parent.
 
 The grid trains ONE target per (recipe, data) and caches it in the registry
 (:mod:`ema.workflows.grid_targets`), or audits a registered target given by
 ``model_uri``. Every cell is an audit run nested under the grid's parent run (params
-``k``, ``query``, ``method``, ``n_query``; :mod:`ema.experiments.grid_cells`); calibration
+``k``, ``query``, ``method``, ``n_query``; :mod:`ema.experiments.paper.cells`); calibration
 models and the KS ratio's models are cached by the audit workflow, and finished cells of
-earlier runs of the same configuration are reused (:mod:`ema.experiments.resume`).
+earlier runs of the same configuration are reused (:mod:`ema.experiments.paper.resume`).
 
 With ``workers`` > 1 the cells are audited by that many processes
-(:mod:`ema.experiments.grid_workers`), each nesting its runs under the parent; a model that several
+(:mod:`ema.experiments.paper.workers`), each nesting its runs under the parent; a model that several
 cells need is trained once (the single-flight caches: the others wait for it), and the rows
 come back in the grid's order, so ``cells.csv`` is the serial run's.
 """
@@ -26,12 +26,11 @@ import numpy as np
 import pandas as pd
 
 from ema.errors import RETRYABLE, InputError
-from ema.experiments.grid_cells import CellAuditor
-from ema.experiments.grid_config import GridConfig
-from ema.experiments.grid_workers import audit_all
-from ema.experiments.grids import Cell, check_data, member_query
-from ema.experiments.resume import CellKey, CellResult, finished_cells
-from ema.experiments.tables import (
+from ema.experiments.paper.cells import CellAuditor
+from ema.experiments.paper.config import GridConfig
+from ema.experiments.paper.grids import Cell, check_data, member_query
+from ema.experiments.paper.resume import CellKey, CellResult, finished_cells
+from ema.experiments.paper.tables import (
     CELL_COLUMNS,
     TABLES_STYLE,
     RenderedTable,
@@ -40,6 +39,7 @@ from ema.experiments.tables import (
     tables_html,
     tables_markdown,
 )
+from ema.experiments.paper.workers import audit_all
 from ema.reports.grid import render_grid_report
 from ema.signals import PAPER_SIGNALS, compute_scores
 from ema.tracking import keys
@@ -100,7 +100,7 @@ def _panel_ks(ks: tuple[int, ...]) -> list[int]:
 
 def draw_figures(auditor: CellAuditor) -> dict[str, bytes]:
     """Fig. 2 always; Fig. 3 when the grid audited the KS ratio on whole query sets."""
-    from ema.experiments import figures  # matplotlib: imported when a grid draws, not when the CLI starts
+    from ema.experiments.paper import figures  # matplotlib: imported when a grid draws, not when the CLI starts
 
     grid, config = auditor.grid, auditor.config
     queries, sizes, ks = config.queries, config.sizes, config.ks

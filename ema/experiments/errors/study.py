@@ -8,8 +8,8 @@ import pandas as pd
 
 from ema.auditors import EMAAuditor
 from ema.auditors.reference import ReferenceAuditor
-from ema.experiments.validity import TARGETS, ErrorGridConfig, ScoredPools, StudyTarget, audit_draws, summarize
-from ema.experiments.validity_plots import plot_error_rates, rates_table
+from ema.experiments.errors.plots import plot_error_rates, rates_table
+from ema.experiments.errors.validity import TARGETS, ErrorGridConfig, ScoredPools, StudyTarget, audit_draws, summarize
 from ema.signals import PAPER_SIGNALS
 from ema.tracking import keys
 from ema.tracking.runs import log_artifacts_atomically, log_params, start_run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ema.experiments.validity import METHODS
+from ema.experiments.errors.validity import METHODS
 
 #: One colour per method in every panel, so a panel with a single line still reads right.
 METHOD_COLOURS = {method: f"C{i}" for i, method in enumerate(METHODS)}

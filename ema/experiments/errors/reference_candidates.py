@@ -1,7 +1,7 @@
 """Candidate tests of H0 "removed" for the member-reference auditor, compared by power at measured error.
 
 Part of the validity study of the member-reference auditor
-(:mod:`ema.experiments.validity_reference`): every candidate's p-value on the same seeded member
+(:mod:`ema.experiments.errors.reference`): every candidate's p-value on the same seeded member
 and same-domain queries, so that the rate of p <= alpha on members is its power and on
 same-domain queries its error. The auditor kept the last one, the log-likelihood-ratio sum over
 tail bins (:func:`ema.stats.binned_tests.removal_test`).
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ema.experiments.validity_reference_pools import Pool, draw, member_reference
+from ema.experiments.errors.reference_pools import Pool, draw, member_reference
 from ema.signals import SIGNALS
 from ema.stats import adjust_pvalues, cutoff_ranks, placement_pvalues
 from ema.stats.binned_tests import (

@@ -1,7 +1,7 @@
 """The reference-auditor study's report: docs/REFERENCE_AUDITOR.md from the study's results.
 
 Part of the validity study of the member-reference auditor
-(:mod:`ema.experiments.validity_reference`): the targets, the comparison of candidate tests,
+(:mod:`ema.experiments.errors.reference`): the targets, the comparison of candidate tests,
 the chosen auditor's verdict rates, issue 12's goal table, the check with redrawn references and
 the information limit, as Markdown. Pure formatting: every number comes from ``results``.
 """
@@ -15,10 +15,10 @@ import pandas as pd
 
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import MEMORIZED
-from ema.experiments.validity_reference_pools import TARGETS
+from ema.experiments.errors.reference_pools import TARGETS
 
 #: The command that writes the report, named in its "Written by" line.
-COMMAND = "python -m ema.experiments.validity_reference"
+COMMAND = "python -m ema.experiments.errors.reference"
 
 
 def rate(value: float) -> str:

@@ -1,0 +1,6 @@
+"""What more than one study shares: the paper's benchmark recipe (the paper's grids and unlearning train it)."""
+
+from ema.training.spec import TrainSpec
+
+#: The paper's benchmark recipe (MLP (256, 256), SGD, lr 0.05, 50 epochs).
+BENCHMARK_RECIPE = TrainSpec()
