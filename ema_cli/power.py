@@ -6,6 +6,7 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     k_option,
+    label_column_option,
     max_query_option,
     model_option,
     progress_option,
@@ -32,8 +33,9 @@ from ema_cli.options import (
     "--reference",
     "reference_file",
     type=click.Path(dir_okay=False),
-    help=".npz of data the target never saw (default: the calibration set).",
+    help="A set file (.npz, .csv, .parquet) of data the target never saw (default: the calibration set).",
 )
+@label_column_option
 @max_query_option
 @progress_option
 @workflow_command

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ema.data.corruption import check_quality
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.stats import QuerySizeResult
 from ema.tracking import keys
 from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
@@ -23,6 +24,7 @@ def query_size_for_power(
     recipe_file: str | None = None,
     reference_file: str | None = None,
     max_query: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
     progress: bool = True,
 ) -> QuerySizeResult:
     """Calibrate the calibrated auditor for the target and solve for the query size; logged as a run."""
@@ -34,7 +36,14 @@ def query_size_for_power(
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
         oracle = target.oracle(outputs="probabilities")
         auditor, tags = fit_calibrated(
-            target, oracle, plan, alpha=alpha, reference_file=reference_file, max_images=max_query, progress=progress
+            target,
+            oracle,
+            plan,
+            alpha=alpha,
+            reference_file=reference_file,
+            max_images=max_query,
+            label_column=label_column,
+            progress=progress,
         )
         result = auditor.required_query_size(power=power)
         log_params(

@@ -11,6 +11,7 @@ from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.parquet import read_table
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, parse_input_shape
 from ema.oracle import HttpOracle, Oracle, PyfuncOracle
@@ -52,8 +53,12 @@ class Target:
         entry declares none; our own models take uint8).
     calibration_source : {"clone", "recipe"} or None
         Where ``recipe`` came from, for the run's tag ``ema.calibration_source``.
-    data, data_seed, data_root
-        Where the named query sets and the calibration set come from.
+    data, data_seed, data_root, label_column
+        Where the named query sets and the calibration set come from (a table file's labels in
+        ``label_column``).
+    calibration_data : ArraySet or None
+        ``--calibration-file``: the auditor's own data from the target's domain, replacing the
+        splits' calibration set (f_cal's halves, and the default non-member reference).
     """
 
     model_uri: str | None
@@ -67,6 +72,8 @@ class Target:
     data: str = DEFAULT_DATA
     data_seed: int = 0
     data_root: str | None = None
+    label_column: str = DEFAULT_LABEL_COLUMN
+    calibration_data: ArraySet | None = None
 
     def require_recipe(self) -> Recipe | CloneRecipe:
         """The recipe, or a one-line error saying how to give one."""
@@ -91,7 +98,17 @@ class Target:
         return redact_url(self.model_uri or self.model_url or "model")
 
     def splits(self) -> Splits:
-        return load_splits(self.data, self.data_seed, self.data_root)
+        return load_splits(self.data, self.data_seed, self.data_root, label_column=self.label_column)
+
+    def calibration_set(self) -> ArraySet:
+        """The clean calibration set: ``--calibration-file`` when given, else the splits' calibration set."""
+        return self.calibration_data if self.calibration_data is not None else self.splits().calibration
+
+    def describe_calibration(self) -> str:
+        """Where the calibration set comes from, in words, for tags."""
+        if self.calibration_data is not None:
+            return f"calibration file {self.calibration_data.name}"
+        return f"clean calibration set of {self.data}"
 
     def query_set(
         self,
@@ -100,17 +117,21 @@ class Target:
         query_file: str | None,
         query_table: str | None = None,
         max_images: int = DEFAULT_MAX_QUERY,
+        label_column: str = DEFAULT_LABEL_COLUMN,
     ) -> ArraySet:
         """A named query set of the target's splits, a query file, or a local query table; exactly one.
 
-        A file or table is read only when it holds at most ``max_images`` images.
+        A file or table is read only when it holds at most ``max_images`` images; a table
+        file's labels are in ``label_column``.
         """
         given = {"query": query, "query_file": query_file, "query_table": query_table}
         if sum(v is not None for v in given.values()) != 1:
             raise InputError(f"expected exactly one of a query name, a query file or a query table, got {given}")
         if query_table is not None:
             return read_table(query_table, max_images=max_images)
-        return read_set(query_file, max_images=max_images) if query_file is not None else self.splits().query(query)
+        if query_file is not None:
+            return read_set(query_file, max_images=max_images, label_column=label_column)
+        return self.splits().query(query)
 
     def oracle(
         self,
@@ -220,6 +241,7 @@ def resolve_target(
         data=data or tags.get(keys.TAG_DATA_SOURCE, DEFAULT_DATA),
         data_seed=int(data_seed if data_seed is not None else tags.get(keys.TAG_DATA_SEED, 0)),
         data_root=data_root or tags.get(keys.TAG_DATA_ROOT),
+        label_column=tags.get(keys.TAG_LABEL_COLUMN, DEFAULT_LABEL_COLUMN),
     )
 
 
