@@ -23,6 +23,7 @@ from ema.workflows.options import (
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
+    empty_is_none,
     k_option,
     label_column_option,
     max_params_option,
@@ -141,6 +142,7 @@ from ema_cli.options import (
 @click.option(
     "--calibration-file",
     type=click.Path(dir_okay=False),
+    callback=empty_is_none,
     help=(
         "Your own data from the target's domain, disjoint from its training data (.npz, .csv or .parquet, of the "
         "query's kind and columns): the calibration model trains on half of it, thresholds are picked on the other "

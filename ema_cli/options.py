@@ -115,6 +115,13 @@ query_file_option = click.option(
         "index; or a .csv or .parquet table, one column per feature and a label column (--label-column)."
     ),
 )
+
+
+def empty_is_none(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An optional path given as "" (an MLproject parameter's default) is not given."""
+    return value or None
+
+
 label_column_option = click.option(
     "--label-column",
     default=DEFAULT_LABEL_COLUMN,

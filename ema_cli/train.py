@@ -6,6 +6,7 @@ from ema.workflows.options import DEFAULT_DATA, TARGET_ALIAS, TARGET_MODEL_NAME
 from ema_cli.options import (
     data_option,
     data_seed_option,
+    empty_is_none,
     label_column_option,
     max_params_option,
     progress_option,
@@ -25,7 +26,8 @@ from ema_cli.options import (
 @root_option
 @click.option(
     "--data-file",
-    type=click.Path(dir_okay=False, exists=True),
+    type=click.Path(dir_okay=False),
+    callback=empty_is_none,
     help=(
         "Train on your own set file instead of --data: a .csv or .parquet table (labels in --label-column) or an "
         ".npz, split by --data-seed into five member folds (5 x n//9), calibration (2n//9) and held out (the rest)."

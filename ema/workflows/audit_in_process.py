@@ -33,8 +33,6 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         max_images=config.max_query,
         label_column=config.label_column,
     )
-    if target.calibration_data is not None:
-        check_like(target.calibration_data, data, role="calibration file")
     log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(
@@ -46,7 +44,9 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         http_format=config.http_format,
     )
     request = AuditRequest(config, target, data, oracle, progress)
-    predictions = request.oracle.predict(data)
+    predictions = request.oracle.predict(data)  # refuses a query the model's signature does not take, first
+    if target.calibration_data is not None:
+        check_like(target.calibration_data, data, role="calibration file")
     results, tags = run_methods(request, predictions)
     yield Scored(
         request,
