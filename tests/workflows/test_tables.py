@@ -17,17 +17,17 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from mlflow.models import infer_signature
-from mlflow.tracking import MlflowClient
 from sklearn.ensemble import RandomForestClassifier
 
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
 from ema.data.presets import load_splits
 from ema.workflows.audit import AuditConfig, audit
-from ema.workflows.references import training_data
+from ema.workflows.references import contains_all, training_data, without_query
 from ema.workflows.target import resolve_target
 from ema_cli.cli import main
 from tests.conftest import module_store
+from tests.workflows.test_unlearn_sklearn import _failed_runs as failed_runs
 
 #: The label column of the test's files: not the default, so that --label-column is exercised.
 LABEL = "diagnosis"
@@ -40,10 +40,13 @@ def frame(data: ArraySet) -> pd.DataFrame:
     return table
 
 
-def failed_runs() -> int:
-    client = MlflowClient()
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    return len(client.search_runs(experiments, filter_string="attributes.status = 'FAILED'"))
+def audit_cli(model_uri: str, query_file, calibration_file):
+    """``ema audit`` of a table file with a calibration file, as a user types it."""
+    return CliRunner().invoke(
+        main,
+        ["audit", "--model", model_uri, "--query-file", str(query_file), "--label-column", LABEL,
+         "--calibration-file", str(calibration_file), "--no-progress"],
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -123,11 +126,7 @@ def test_audit_query_missing_a_signature_column_is_refused_in_one_line(tabular, 
     model_uri, folder = tabular
     pd.read_csv(folder / "members.csv").drop(columns=["mean radius"]).to_csv(tmp_path / "q.csv", index=False)
     before = failed_runs()
-    result = CliRunner().invoke(
-        main,
-        ["audit", "--model", model_uri, "--query-file", str(tmp_path / "q.csv"), "--label-column", LABEL,
-         "--calibration-file", str(folder / "calibration.csv"), "--no-progress"],
-    )  # fmt: skip
+    result = audit_cli(model_uri, tmp_path / "q.csv", folder / "calibration.csv")
     assert result.exit_code != 0
     assert "expected the columns the model's signature names, missing 1: 'mean radius'" in result.output
     assert len(result.output.strip().splitlines()) == 1
@@ -151,11 +150,7 @@ def test_audit_query_extra_columns_are_ignored_and_listed(tabular, tmp_path, cap
 def test_audit_calibration_file_unlike_the_query_is_refused(tabular, tmp_path):
     model_uri, folder = tabular
     pd.read_csv(folder / "calibration.csv").drop(columns=["worst area"]).to_csv(tmp_path / "cal.csv", index=False)
-    result = CliRunner().invoke(
-        main,
-        ["audit", "--model", model_uri, "--query-file", str(folder / "members.csv"), "--label-column", LABEL,
-         "--calibration-file", str(tmp_path / "cal.csv"), "--no-progress"],
-    )  # fmt: skip
+    result = audit_cli(model_uri, folder / "members.csv", tmp_path / "cal.csv")
     assert result.exit_code != 0
     assert "calibration file cal: expected inputs like the query's (table of 30 features)" in result.output
     assert "missing 'worst area'" in result.output
@@ -200,3 +195,10 @@ def test_demo_breast_cancer_tells_members_from_held_out(tmp_path_factory, templa
     assert verdicts["M1"] == verdicts["M5"] == ("memorized", "memorized")
     assert verdicts["M6"] == ("not_memorized", "not_memorized")
     assert " S " not in result.output
+
+
+def test_without_query_leaves_out_a_float_tables_own_rows():
+    """Rows are matched by their bytes, whatever the dtype (a float64 table's rows are 8 bytes a feature)."""
+    splits = load_splits("breast-cancer", 0)
+    rest = without_query(splits.train, splits.query("M1"))
+    assert len(rest) == 4 * 63 and not contains_all(rest, splits.query("M1")).any()
