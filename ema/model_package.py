@@ -21,15 +21,16 @@ FLAVOR_PYTORCH = "pytorch"
 class ModelPackage:
     """One of our trained models as plain values that tracking can log without knowing the framework.
 
-    ``input_example`` and ``output_example`` (the model's probabilities on it) give the
-    signature. A pyfunc-code package names the code file, its artifact files and config; a
-    scikit-learn package carries the fitted estimator, whose pyfunc returns ``predict_proba``,
-    saved with skops (``skops_trusted_types``: the types in it that skops does not trust by
-    itself); a pytorch package carries the module and ``extra_files`` stored beside it.
+    ``input_example`` (an array, or a DataFrame for a model that takes named columns) and
+    ``output_example`` (the model's probabilities on it) give the signature. A pyfunc-code
+    package names the code file, its artifact files and config; a scikit-learn package carries
+    the fitted estimator, whose pyfunc returns ``predict_proba``, saved with skops
+    (``skops_trusted_types``: the types in it that skops does not trust by itself); a pytorch
+    package carries the module and ``extra_files`` stored beside it.
     """
 
     flavor: str
-    input_example: np.ndarray
+    input_example: object
     output_example: np.ndarray
     pip_requirements: tuple[str, ...]
     python_model: str | None = None

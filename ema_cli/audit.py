@@ -26,7 +26,9 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     certify_level_option,
+    empty_is_none,
     k_option,
+    label_column_option,
     max_params_option,
     max_query_option,
     progress_option,
@@ -99,6 +101,7 @@ class MarginType(click.ParamType):
 )
 @query_option
 @query_file_option
+@label_column_option
 @click.option(
     "--query-table",
     help=(
@@ -167,30 +170,43 @@ class MarginType(click.ParamType):
     help="Multiply [0, 1] pixels by this before the model (e.g. 255). Default: the recipe's, else 1.",
 )
 @click.option("--normalize", help="MEAN,STD subtracted and divided after scaling. Default: the recipe's, else none.")
+@click.option(
+    "--calibration-file",
+    type=click.Path(dir_okay=False),
+    callback=empty_is_none,
+    help=(
+        "Your own data from the target's domain, disjoint from its training data (.npz, .csv or .parquet, of the "
+        "query's kind and columns): the calibration model trains on half of it, thresholds are picked on the other "
+        "half, and it is the default --reference. Default: the calibration set of the target's data (--data)."
+    ),
+)
 @click.option("--calibration-model", help="An already-trained calibration model URI (instead of training one).")
 @click.option(
     "--calibration-members",
     type=click.Path(dir_okay=False),
-    help="With --calibration-model: .npz of the samples it was trained on.",
+    help="With --calibration-model: a set file (.npz, .csv, .parquet) of the samples it was trained on.",
 )
 @click.option(
     "--calibration-nonmembers",
     type=click.Path(dir_okay=False),
-    help="With --calibration-model: .npz of samples it was not trained on.",
+    help="With --calibration-model: a set file (.npz, .csv, .parquet) of samples it was not trained on.",
 )
 @click.option(
     "--reference",
     "reference_file",
     type=click.Path(dir_okay=False),
-    help="With --method calibrated: .npz of data the target never saw (default: the calibration set).",
+    help=(
+        "With --method calibrated: a set file (.npz, .csv, .parquet) of data the target never saw (default: the "
+        "calibration set, or --calibration-file)."
+    ),
 )
 @click.option(
     "--members",
     "members_file",
     type=click.Path(dir_okay=False),
     help=(
-        "With --method calibrated: .npz of samples the target was trained on (default: a workbench target's "
-        "other training folds; none known: transfer from the calibration model)."
+        "With --method calibrated: a set file (.npz, .csv, .parquet) of samples the target was trained on "
+        "(default: a workbench target's other training folds; none known: transfer from the calibration model)."
     ),
 )
 @click.option(

@@ -10,6 +10,7 @@ from ema_cli.options import (
     data_option,
     data_seed_option,
     image_options,
+    label_column_option,
     max_query_option,
     one_line_error,
     query_file_option,
@@ -83,12 +84,13 @@ def splits(out_dir, data_name, root, image, data_seed):
 )
 @query_option
 @query_file_option
+@label_column_option
 @data_option
 @root_option
 @image_options
 @data_seed_option
 @max_query_option
-def export(table_format, out_dir, query, query_file, data_name, root, image, data_seed, max_query):
+def export(table_format, out_dir, query, query_file, label_column, data_name, root, image, data_seed, max_query):
     """Write a query as a table that --engine spark (or any Parquet reader) audits."""
     if (query is None) == (query_file is None):
         raise click.UsageError("give exactly one of --query NAME or --query-file FILE")
@@ -102,6 +104,7 @@ def export(table_format, out_dir, query, query_file, data_name, root, image, dat
             root=root,
             image=image,
             max_query=max_query,
+            label_column=label_column,
         )
     except (EMAError, OSError) as exc:
         raise one_line_error(exc) from exc

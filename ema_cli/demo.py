@@ -5,6 +5,7 @@ import click
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
+    data_option,
     data_seed_option,
     k_option,
     progress_option,
@@ -16,17 +17,27 @@ from ema_cli.options import (
 
 @click.command("demo")
 @train_spec_options
+@data_option
 @k_option
 @cal_seed_option
 @alpha_option
 @data_seed_option
 @progress_option
 @workflow_command
-def demo(k, cal_seed, alpha, data_seed, progress, **spec_options):
-    """Train, register, calibrate and audit the seven query sets M1..M6 and S."""
+def demo(data_name, k, cal_seed, alpha, data_seed, progress, **spec_options):
+    """Train, register, calibrate and audit the query sets M1..M6 and S (a table has no S).
+
+    The network options train images; a table (--data breast-cancer) is trained by extremely randomized trees.
+    """
     from ema.workflows.demo import run_demo
 
     table = run_demo(
-        spec_from_options(**spec_options), k=k, cal_seed=cal_seed, alpha=alpha, data_seed=data_seed, progress=progress
+        spec_from_options(**spec_options),
+        data=data_name,
+        k=k,
+        cal_seed=cal_seed,
+        alpha=alpha,
+        data_seed=data_seed,
+        progress=progress,
     )
     click.echo(table.to_string(index=False))

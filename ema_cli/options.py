@@ -15,6 +15,7 @@ from ema.workflows.options import (
     DATA_SOURCES,
     DEFAULT_DATA,
     DEFAULT_EXPERIMENT,
+    DEFAULT_LABEL_COLUMN,
     DEFAULT_MAX_PARAMS,
     DEFAULT_MAX_QUERY,
     DEFAULT_TARGET_URI,
@@ -119,7 +120,28 @@ query_option = click.option(
     help="A named query set: M1..M5 (members), M6 (held out), S (other domain).",
 )
 query_file_option = click.option(
-    "--query-file", type=click.Path(dir_okay=False), help="An .npz with arrays x (uint8, N x 28 x 28), y, index."
+    "--query-file",
+    type=click.Path(dir_okay=False),
+    help=(
+        "A set file: .npz with arrays x (uint8 images (N, H, W[, C]), or numbers (N, features)), y and optional "
+        "index; or a .csv or .parquet table, one column per feature and a label column (--label-column)."
+    ),
+)
+
+
+def empty_is_none(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An optional path given as "" (an MLproject parameter's default) is not given."""
+    return value or None
+
+
+label_column_option = click.option(
+    "--label-column",
+    default=DEFAULT_LABEL_COLUMN,
+    show_default=True,
+    help=(
+        "The label column of every .csv or .parquet set this command reads; an 'index' column, if present, gives "
+        "positions, every other column is a feature."
+    ),
 )
 max_params_option = click.option(
     "--max-params",

@@ -10,6 +10,7 @@ from ema_cli.options import (
     cal_seed_option,
     certify_level_option,
     k_option,
+    label_column_option,
     max_query_option,
     model_option,
     progress_option,
@@ -36,7 +37,7 @@ from ema_cli.options import (
     "--reference",
     "reference_file",
     type=click.Path(dir_okay=False),
-    help=".npz of data the target never saw (default: the calibration set).",
+    help="A set file (.npz, .csv, .parquet) of data the target never saw (default: the calibration set).",
 )
 @click.option(
     "--certify",
@@ -65,6 +66,7 @@ from ema_cli.options import (
     help="With --certify: the most non-member samples you could gather (default: the reference's size).",
 )
 @click.option("--json", "as_json", is_flag=True, help="With --certify: print the plan as one JSON object.")
+@label_column_option
 @max_query_option
 @progress_option
 @workflow_command

@@ -2,12 +2,14 @@
 
 import click
 
-from ema.workflows.options import TARGET_ALIAS, TARGET_MODEL_NAME
+from ema.workflows.options import DEFAULT_DATA, TARGET_ALIAS, TARGET_MODEL_NAME
 from ema_cli.options import (
     data_option,
     data_seed_option,
+    empty_is_none,
     given_fields,
     image_options,
+    label_column_option,
     max_params_option,
     progress_option,
     recipe_option,
@@ -21,10 +23,20 @@ from ema_cli.options import (
 
 @click.command("train")
 @train_spec_options
+@recipe_option
 @data_option
 @root_option
 @image_options
-@recipe_option
+@click.option(
+    "--data-file",
+    type=click.Path(dir_okay=False),
+    callback=empty_is_none,
+    help=(
+        "Train on your own set file instead of --data: a .csv or .parquet table (labels in --label-column) or an "
+        ".npz, split by --data-seed into five member folds (5 x n//9), calibration (2n//9) and held out (the rest)."
+    ),
+)
+@label_column_option
 @data_seed_option
 @click.option("--model-name", default=TARGET_MODEL_NAME, show_default=True, help="Registered model name.")
 @click.option("--alias", default=TARGET_ALIAS, show_default=True, help="Alias set on the new version.")
@@ -32,18 +44,26 @@ from ema_cli.options import (
 @timeout_option(None)
 @progress_option
 @workflow_command
-def train(data_name, root, image, recipe_file, data_seed, model_name, alias, progress, **spec_options):
-    """Train the target model f_D with the recipe given by the options (or --recipe), and register it."""
-    from ema.workflows.train import recipe_spec, train_target
+def train(
+    data_name, root, image, data_file, label_column, data_seed, model_name, alias, recipe_file, progress, **spec_options
+):
+    """Train the target model f_D and register it.
 
+    Images are trained with the network the options give, or --recipe NAME|FILE (options given on the command
+    line replace its fields); a table (--data breast-cancer, or a .csv/.parquet --data-file) with --recipe
+    (scikit-learn or torch), default extremely randomized trees.
+    """
+    from ema.workflows.train import FILE_SOURCE, recipe_with, train_target
+
+    if data_file is not None and (root is not None or data_name != DEFAULT_DATA):
+        raise click.UsageError("give either --data-file FILE or --data NAME (with --root), not both")
     spec = spec_from_options(**spec_options)
-    if recipe_file is not None:
-        spec = recipe_spec(recipe_file, given_fields(spec, spec_options))
     outcome = train_target(
-        spec,
-        data=data_name,
-        data_root=root,
+        recipe_with(recipe_file, given_fields(spec, spec_options)) if recipe_file else spec,
+        data=FILE_SOURCE if data_file is not None else data_name,
+        data_root=data_file if data_file is not None else root,
         image=image,
+        label_column=label_column,
         data_seed=data_seed,
         model_name=model_name,
         alias=alias,

@@ -4,6 +4,7 @@ import click
 
 from ema.workflows.options import DEFAULT_RETAIN_MARGIN, MEMBER_NAMES, UNLEARN_METHODS, UNLEARNED_ALIAS, UnlearnSpec
 from ema_cli.options import (
+    label_column_option,
     max_params_option,
     max_query_option,
     model_option,
@@ -18,7 +19,10 @@ from ema_cli.options import (
 @click.option(
     "--forget",
     required=True,
-    help=f"What to remove: a training fold of the model's splits ({', '.join(MEMBER_NAMES)}) or an .npz file.",
+    help=(
+        f"What to remove: a training fold of the model's splits ({', '.join(MEMBER_NAMES)}) or a set file (.npz, "
+        ".csv, .parquet)."
+    ),
 )
 @click.option(
     "--method",
@@ -48,8 +52,9 @@ from ema_cli.options import (
     "retain_file",
     type=click.Path(dir_okay=False),
     default=None,
-    help="The data to keep (.npz), for a model whose training data is not recorded.",
+    help="The data to keep (.npz, .csv, .parquet), for a model whose training data is not recorded.",
 )
+@label_column_option
 @click.option(
     "--min-retain-accuracy",
     type=click.FloatRange(0, 1),
@@ -65,7 +70,18 @@ from ema_cli.options import (
 @progress_option
 @workflow_command
 def unlearn_command(
-    model_uri, forget, method, epochs, lr, seed, alias, retain_file, min_retain_accuracy, max_query, progress
+    model_uri,
+    forget,
+    method,
+    epochs,
+    lr,
+    seed,
+    alias,
+    retain_file,
+    label_column,
+    min_retain_accuracy,
+    max_query,
+    progress,
 ):
     """Remove --forget from --model by --method; register the result as a new version of the same model."""
     from ema.workflows.unlearn import UnlearnConfig, unlearn
@@ -80,6 +96,7 @@ def unlearn_command(
             retain_file=retain_file,
             min_retain_accuracy=min_retain_accuracy,
             max_query=max_query,
+            label_column=label_column,
         ),
         progress=progress,
     )

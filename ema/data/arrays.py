@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from ema.errors import InputError
-from ema.inputs import input_kind, to_model_inputs
+from ema.inputs import input_kind, listed_names, to_model_inputs
 
 #: The embedded data's images are square, IMAGE_SIZE pixels a side: (n, 28, 28) uint8 as stored.
 IMAGE_SIZE = 28
@@ -110,3 +110,29 @@ def check_set(x: np.ndarray, y: np.ndarray, index: np.ndarray, *, where: str) ->
                 f"{where}: expected `{name}` as int64 of shape ({x.shape[0]},), got "
                 f"{getattr(array, 'dtype', type(array).__name__)} of shape {getattr(array, 'shape', None)}"
             )
+
+
+def check_like(data: ArraySet, query: ArraySet, *, role: str) -> None:
+    """Refuse ``data`` (the ``role``, e.g. a calibration file) unless its inputs are of ``query``'s kind and shape,
+    and, for tables, have its feature names in its order.
+
+    Raises
+    ------
+    InputError
+        Naming both kinds, and for tables the columns that differ.
+    """
+    if data.kind == query.kind and data.x.shape[1:] == query.x.shape[1:] and data.features == query.features:
+        return
+    detail = ""
+    if data.kind == query.kind == "table" and data.features != query.features:
+        missing = [name for name in query.features if name not in data.features]
+        extra = [name for name in data.features if name not in query.features]
+        detail = (
+            f" (missing {listed_names(missing) or 'none'}; extra {listed_names(extra) or 'none'})"
+            if missing or extra
+            else " (the same columns in another order)"
+        )
+    raise InputError(
+        f"{role} {data.name}: expected inputs like the query's ({query.describe()}), got {data.describe()}{detail}; "
+        f"give a {role} with the query's columns, in its order"
+    )

@@ -4,9 +4,15 @@ Two protocols, by name in :data:`CORRUPTIONS`: ``"noise+rotation"`` (the benchma
 (100 - k)% corrupted images, half get additive Gaussian noise and half a random rotation)
 and ``"noise"`` (the chest X-ray experiment: all of them get noise). Drawn with a seeded
 generator, vectorised over the whole batch.
+
+A table has no rotation: under either protocol, (100 - k)% of its rows get Gaussian noise on
+standardised features (:func:`add_table_noise`), so ``k`` keeps one meaning for every kind of
+data, the percent of samples left clean.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 from scipy import ndimage
@@ -17,6 +23,8 @@ from ema.validation import check_choice
 
 #: Standard deviation of the Gaussian noise, in units of the 0-255 pixel range.
 NOISE_STD = 0.3
+#: Standard deviation of a table's noise, in units of each feature's standard deviation over the set.
+TABLE_NOISE_STD = 1.0
 #: Rotations are drawn uniformly from [-MAX_ROTATION_DEGREES, MAX_ROTATION_DEGREES].
 MAX_ROTATION_DEGREES = 45.0
 
@@ -25,6 +33,28 @@ def add_gaussian_noise(x: np.ndarray, rng: np.random.Generator, std: float = NOI
     """uint8 images plus N(0, std^2) noise on the [0, 1] scale, clipped back to 0-255."""
     noisy = x / 255.0 + rng.normal(0.0, std, size=x.shape)
     return np.rint(np.clip(noisy, 0.0, 1.0) * 255).astype(np.uint8)
+
+
+def add_table_noise(
+    x: np.ndarray, scale: np.ndarray, rng: np.random.Generator, std: float = TABLE_NOISE_STD
+) -> np.ndarray:
+    """Rows of a table plus N(0, std^2) noise on standardised features: ``x + std * scale * z``, z ~ N(0, 1).
+
+    ``scale`` holds each feature's standard deviation (over the whole set, so that the
+    noise is the same whichever rows are chosen); a constant feature gets none. The result
+    is float64: an integer feature becomes fractional, as noise on a measured quantity is.
+    """
+    return x + rng.normal(0.0, std, size=x.shape) * scale
+
+
+def corrupt_table_rows(data: ArraySet, k: int, seed: int, name: str) -> ArraySet:
+    """The table with (100 - k)% of its rows, chosen with ``seed``, given :func:`add_table_noise`."""
+    rng = np.random.default_rng(seed)
+    n = len(data)
+    chosen = rng.permutation(n)[: round(n * (100 - k) / 100)]
+    x = data.x.astype(np.float64)
+    x[chosen] = add_table_noise(x[chosen], x.std(axis=0), rng)
+    return replace(data, name=name, x=x)
 
 
 def rotate_images(x: np.ndarray, rng: np.random.Generator, max_degrees: float = MAX_ROTATION_DEGREES) -> np.ndarray:
@@ -61,14 +91,16 @@ def noise_and_rotation(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     Parameters
     ----------
     data : ArraySet
-        Clean images.
+        Clean images, or a table.
     k : int
-        Percent of images left clean, 0..100; ``(100 - k) / 2`` percent get noise and as
-        many a rotation.
+        Percent of samples left clean, 0..100; of images, ``(100 - k) / 2`` percent get noise
+        and as many a rotation; of a table's rows, ``100 - k`` percent get noise.
     seed : int
         Seeds which images are corrupted and how.
     """
     check_quality(k)
+    if data.kind == "table":
+        return corrupt_table_rows(data, k, seed, f"{data.name}@k{k}")
     rng = np.random.default_rng(seed)
     n = len(data)
     n_corrupt = round(n * (100 - k) / 100)
@@ -81,8 +113,10 @@ def noise_and_rotation(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
 
 
 def noise_only(data: ArraySet, k: int, seed: int = 0) -> ArraySet:
-    """The set at the medical protocol's quality ``k``: (100 - k)% of the images get Gaussian noise."""
+    """The set at the medical protocol's quality ``k``: (100 - k)% of the images (a table's rows) get Gaussian noise."""
     check_quality(k)
+    if data.kind == "table":
+        return corrupt_table_rows(data, k, seed, f"{data.name}@noise-k{k}")
     rng = np.random.default_rng(seed)
     n = len(data)
     chosen = rng.permutation(n)[: round(n * (100 - k) / 100)]

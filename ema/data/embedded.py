@@ -1,4 +1,4 @@
-"""Real images that ship with the package: nothing is downloaded."""
+"""Real data that ships with the package or scikit-learn: nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -45,3 +45,18 @@ def load_digits_28() -> ArraySet:
     big = ndimage.zoom(small, (1, zoom, zoom), order=1)
     x = np.rint(np.clip(big, 0.0, 1.0) * 255).astype(np.uint8)
     return ArraySet("sklearn-digits", x, labels, np.arange(len(x), dtype=np.int64))
+
+
+@lru_cache(maxsize=1)
+def load_breast_cancer_table() -> ArraySet:
+    """scikit-learn's Breast Cancer Wisconsin (diagnostic) table: 569 patients, 30 named features.
+
+    Labels as scikit-learn gives them: 0 malignant, 1 benign. The file ships with
+    scikit-learn (``sklearn.datasets.load_breast_cancer``), so nothing is downloaded.
+    """
+    from sklearn.datasets import load_breast_cancer
+
+    bunch = load_breast_cancer()
+    x = np.ascontiguousarray(bunch.data, dtype=np.float64)
+    y = bunch.target.astype(np.int64)
+    return ArraySet("breast-cancer", x, y, np.arange(len(y), dtype=np.int64), tuple(map(str, bunch.feature_names)))

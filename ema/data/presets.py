@@ -16,6 +16,10 @@
   five folds of 724, 362 calibration, 724 held out and 724 in S; the pediatric chest
   X-rays' 5,216 give 802 / 401 / 802 / 802; COVIDx (about 30,000) gets the paper's sizes
   with S capped at the 1,797 digits there are.
+- ``breast-cancer``: scikit-learn's Breast Cancer Wisconsin table (569 x 30), split by
+  :meth:`~ema.data.splits.SplitSizes.for_pool` (5 x 63, 126 calibration, 128 held out); no S.
+- ``file`` (:data:`FILE_SOURCE`, not a ``--data`` choice: ``--data-file``): a user's set file
+  (``.csv``, ``.parquet`` or ``.npz``; ``root`` is its path), split the same way.
 
 Only the ``train`` split of a source is drawn from, so ``index`` is a position in that
 split's file.
@@ -35,10 +39,12 @@ from pathlib import Path
 import numpy as np
 
 from ema.data.arrays import ArraySet
-from ema.data.embedded import load_digits_28, load_mnist_embedded
+from ema.data.embedded import load_breast_cancer_table, load_digits_28, load_mnist_embedded
+from ema.data.files import read_set
 from ema.data.sources import SVHN, ImageFormat, open_source
 from ema.data.sources.images import resize_images, to_channels
 from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, Splits, SplitSizes, draw_splits
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.validation import check_choice
 
@@ -48,6 +54,8 @@ POOL_SPLIT = "train"
 SVHN_QUERY_SPLIT = "test"
 #: Binary sources: the split sizes are scaled to their pool.
 BINARY_SOURCES = ("pneumoniamnist", "chest-xray", "covidx")
+#: The source of ``--data-file``: a user's set file, its path as the root.
+FILE_SOURCE = "file"
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,7 @@ class SplitPlan:
     """What a preset draws from: the in-domain pool, the other-domain pool and the sizes."""
 
     pool: ArraySet
-    other_pool: ArraySet
+    other_pool: ArraySet | None
     sizes: SplitSizes
 
 
@@ -109,41 +117,80 @@ def _like(data: ArraySet, images: np.ndarray) -> ArraySet:
     return ArraySet(data.name, x, data.y, data.index)
 
 
+def _check_table(name: str, image: ImageFormat) -> None:
+    if not image.is_default():
+        raise InputError(f"{name}: expected no --image-size or --channels (it is a table), got {image.describe()}")
+
+
+def _breast_cancer_plan(root: Path | None, image: ImageFormat) -> SplitPlan:
+    _check_table("breast-cancer", image)
+    if root is not None:
+        raise InputError(f"breast-cancer: expected no root (its table ships with scikit-learn), got {root}")
+    pool = load_breast_cancer_table()
+    return SplitPlan(pool, None, SplitSizes.for_pool(len(pool)))
+
+
+def _file_plan(root: Path | None, label_column: str) -> SplitPlan:
+    """A user's set file (``root``), split with no other domain."""
+    if root is None:
+        raise InputError(f"{FILE_SOURCE}: expected the path of a .csv, .parquet or .npz set file, got none")
+    pool = read_set(root, label_column=label_column)
+    return SplitPlan(pool, None, SplitSizes.for_pool(len(pool)))
+
+
 #: Every preset, by data source name.
 PRESETS: dict[str, Callable[[Path | None, ImageFormat], SplitPlan]] = {
     "mnist-embedded": _embedded_plan,
     "mnist": _mnist_plan,
     "fashion": _fashion_plan,
     **{name: _binary_plan(name) for name in BINARY_SOURCES},
+    "breast-cancer": _breast_cancer_plan,
 }
 
 
-def split_plan(name: str, root: str | Path | None = None, image: ImageFormat = ImageFormat()) -> SplitPlan:
+def split_plan(
+    name: str,
+    root: str | Path | None = None,
+    image: ImageFormat = ImageFormat(),
+    *,
+    label_column: str = DEFAULT_LABEL_COLUMN,
+) -> SplitPlan:
     """The pools and sizes the preset ``name`` draws its splits from.
 
     Parameters
     ----------
     name : str
-        A preset from :data:`PRESETS`.
+        A preset from :data:`PRESETS`, or :data:`FILE_SOURCE`.
     root : str or Path, optional
         The folder holding the source's files (see :mod:`ema.data.sources`); not given
-        for ``mnist-embedded``, optional for ``fashion`` (the Debian package's folder).
+        for ``mnist-embedded`` and ``breast-cancer``, optional for ``fashion`` (the Debian
+        package's folder); the set file itself for :data:`FILE_SOURCE`.
     image : ImageFormat, optional
         The binary sources' image size and channels (the others refuse any but the default).
+    label_column : str, default "label"
+        A table file's label column (:data:`FILE_SOURCE` only).
 
     Raises
     ------
     InputError
         If ``name`` is unknown, or the source's files are missing or malformed.
     """
-    return PRESETS[check_choice("data source", name, PRESETS)](None if root is None else Path(root), image)
+    root = None if root is None else Path(root)
+    if name == FILE_SOURCE:
+        return _file_plan(root, label_column)
+    return PRESETS[check_choice("data source", name, (*PRESETS, FILE_SOURCE))](root, image)
 
 
 def preset_splits(
-    name: str, seed: int = 0, root: str | Path | None = None, image: ImageFormat = ImageFormat()
+    name: str,
+    seed: int = 0,
+    root: str | Path | None = None,
+    image: ImageFormat = ImageFormat(),
+    *,
+    label_column: str = DEFAULT_LABEL_COLUMN,
 ) -> Splits:
     """The splits of preset ``name`` under ``seed``: :func:`draw_splits` over its :func:`split_plan`."""
-    plan = split_plan(name, root, image)
+    plan = split_plan(name, root, image, label_column=label_column)
     return draw_splits(plan.pool, plan.other_pool, plan.sizes, seed=seed)
 
 
@@ -153,20 +200,28 @@ DEFAULT_DATA = "mnist-embedded"
 
 
 def load_splits(
-    data: str = DEFAULT_DATA, seed: int = 0, root: str | Path | None = None, image: ImageFormat = ImageFormat()
+    data: str = DEFAULT_DATA,
+    seed: int = 0,
+    root: str | Path | None = None,
+    image: ImageFormat = ImageFormat(),
+    *,
+    label_column: str = DEFAULT_LABEL_COLUMN,
 ) -> Splits:
     """The splits of a data source under a split seed.
 
     Parameters
     ----------
     data : str
-        One of :data:`DATA_SOURCES`.
+        One of :data:`DATA_SOURCES`, or :data:`FILE_SOURCE`.
     seed : int, default 0
         Seed of the split draw.
     root : str or Path, optional
-        The folder holding the source's files; not given for ``mnist-embedded``.
+        The folder holding the source's files (the file itself for :data:`FILE_SOURCE`); not
+        given for ``mnist-embedded`` and ``breast-cancer``.
     image : ImageFormat, optional
         The image size and channels of a binary source (see :func:`split_plan`).
+    label_column : str, default "label"
+        The label column of a table file (:data:`FILE_SOURCE`).
 
     Raises
     ------
@@ -178,12 +233,12 @@ def load_splits(
     A source is read once per process and (data, seed, root): a grid audits dozens of cells
     from the same splits. Their arrays are read-only, so no caller can change them for the next.
     """
-    return _read_splits(data, seed, str(Path(root).resolve()) if root is not None else None, image)
+    return _read_splits(data, seed, str(Path(root).resolve()) if root is not None else None, image, label_column)
 
 
 @functools.lru_cache(maxsize=4)
-def _read_splits(data: str, seed: int, root: str | None, image: ImageFormat) -> Splits:
-    splits = preset_splits(data, seed, root, image)
+def _read_splits(data: str, seed: int, root: str | None, image: ImageFormat, label_column: str) -> Splits:
+    splits = preset_splits(data, seed, root, image, label_column=label_column)
     for part in splits.as_dict().values():
         for array in (part.x, part.y, part.index):
             array.flags.writeable = False

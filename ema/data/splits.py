@@ -6,7 +6,8 @@ split          size                    role
 M1 .. M5       5 x ``sizes.fold``      training folds of the target (members)
 calibration    ``sizes.calibration``   disjoint from training; halves train / test f_cal
 M6             ``sizes.held_out``      held out, same domain (non-members)
-S              ``sizes.other_domain``  drawn from another pool (non-members, other domain)
+S              ``sizes.other_domain``  drawn from another pool (non-members, other domain);
+                                       none for a table (no other pool has its columns)
 =============  ======================  ==================================================
 
 The paper draws 5 x 2,000 / 1,000 / 2,000 from MNIST (:data:`PAPER_SIZES`). The embedded
@@ -45,7 +46,7 @@ class SplitSizes:
     held_out : int
         Held-out in-domain images (M6).
     other_domain : int
-        Other-domain images (S), drawn from a second pool.
+        Other-domain images (S), drawn from a second pool; 0 for a source without one (a table).
     """
 
     fold: int
@@ -55,7 +56,8 @@ class SplitSizes:
 
     def __post_init__(self) -> None:
         for role, size in asdict(self).items():
-            if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+            least = 0 if role == "other_domain" else 1
+            if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < least:
                 raise InputError(f"expected a positive integer number of {role} images, got {size!r}")
 
     @property
@@ -66,6 +68,25 @@ class SplitSizes:
     def scaled(self, factor: float) -> SplitSizes:
         """Every size times ``factor``, rounded down (at least one image each)."""
         return SplitSizes(*(max(1, int(size * factor)) for size in asdict(self).values()))
+
+    @classmethod
+    def for_pool(cls, n_rows: int) -> SplitSizes:
+        """Sizes for a pool with no other domain (a table, a user's file): folds of ``n // 9``, calibration ``2n // 9``,
+        held out the rest; no S.
+
+        Every row is used. The calibration set holds two folds' worth, so each of its halves
+        (f_cal's training data and the threshold non-members) is as large as a member query
+        (one fold); the held-out query is about two folds, as in the MNIST demo (2,000 vs
+        1,000). Breast Cancer's 569 rows give 5 x 63, 126 and 128.
+        """
+        fold = n_rows // (2 * N_FOLDS - 1)
+        if fold < 2:
+            raise InputError(
+                f"expected at least {2 * (2 * N_FOLDS - 1)} samples to split into five member folds, a "
+                f"calibration and a held-out set, got {n_rows}"
+            )
+        calibration = 2 * n_rows // (2 * N_FOLDS - 1)
+        return cls(fold=fold, calibration=calibration, held_out=n_rows - N_FOLDS * fold - calibration, other_domain=0)
 
 
 #: The paper's benchmark sizes: 10,000 training images in five folds, 1,000 calibration, 2,000 held out.
@@ -81,7 +102,7 @@ class Splits:
     folds: tuple[ArraySet, ...]
     calibration: ArraySet
     held_out: ArraySet
-    other_domain: ArraySet
+    other_domain: ArraySet | None
     seed: int
 
     @property
@@ -92,21 +113,35 @@ class Splits:
             np.concatenate([f.x for f in self.folds]),
             np.concatenate([f.y for f in self.folds]),
             np.concatenate([f.index for f in self.folds]),
+            self.folds[0].features,
         )
 
+    @property
+    def query_names(self) -> tuple[str, ...]:
+        """The named query sets these splits hold: :data:`QUERY_NAMES`, without ``S`` for a table."""
+        return QUERY_NAMES if self.other_domain is not None else QUERY_NAMES[:-1]
+
     def query(self, name: str) -> ArraySet:
-        """A named query set: ``M1``..``M5`` (members), ``M6`` (held out), ``S`` (other domain)."""
+        """A named query set: ``M1``..``M5`` (members), ``M6`` (held out), ``S`` (other domain, not for a table)."""
+        check_choice("query set", name, QUERY_NAMES)
+        if name == "S" and self.other_domain is None:
+            raise InputError(
+                "expected a query set of these splits, got 'S': a table has no other-domain set; query M1..M6 or "
+                "give --query-file"
+            )
         sets = {**{f.name: f for f in self.folds}, "M6": self.held_out, "S": self.other_domain}
-        return sets[check_choice("query set", name, QUERY_NAMES)]
+        return sets[name]
 
     def as_dict(self) -> dict[str, ArraySet]:
-        """Every split by file stem, named as the queries are: ``M1``..``M5``, ``M6``, ``S``, and ``calibration``."""
+        """Every split by file stem, named as the queries are: ``M1``..``M5``, ``M6``, ``S`` (if any), calibration."""
         out = dict(zip(MEMBER_NAMES, self.folds, strict=True))
-        out.update(calibration=self.calibration, M6=self.held_out, S=self.other_domain)
+        out.update(calibration=self.calibration, M6=self.held_out)
+        if self.other_domain is not None:
+            out["S"] = self.other_domain
         return out
 
 
-def draw_splits(pool: ArraySet, other_pool: ArraySet, sizes: SplitSizes, *, seed: int = 0) -> Splits:
+def draw_splits(pool: ArraySet, other_pool: ArraySet | None, sizes: SplitSizes, *, seed: int = 0) -> Splits:
     """Draw disjoint splits from ``pool`` and the other-domain set from ``other_pool``.
 
     One seeded permutation of ``pool`` is cut into the five folds, the calibration set and
@@ -117,8 +152,8 @@ def draw_splits(pool: ArraySet, other_pool: ArraySet, sizes: SplitSizes, *, seed
     ----------
     pool : ArraySet
         In-domain images; must hold at least ``sizes.in_domain``.
-    other_pool : ArraySet
-        Other-domain images; must hold at least ``sizes.other_domain``.
+    other_pool : ArraySet or None
+        Other-domain images; must hold at least ``sizes.other_domain``. None (a table): no S.
     sizes : SplitSizes
         How many images each role gets.
     seed : int, default 0
@@ -134,13 +169,17 @@ def draw_splits(pool: ArraySet, other_pool: ArraySet, sizes: SplitSizes, *, seed
         If a pool is too small for the sizes asked for.
     """
     for role, data, needed in (("in-domain", pool, sizes.in_domain), ("other-domain", other_pool, sizes.other_domain)):
-        if len(data) < needed:
+        if data is not None and len(data) < needed:
             raise InputError(f"expected at least {needed} {role} images in {data.name!r} for {sizes}, got {len(data)}")
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(pool))
     bounds = np.cumsum([sizes.fold] * N_FOLDS + [sizes.calibration, sizes.held_out])
     parts = np.split(order, bounds)
-    other = other_pool.take(rng.choice(len(other_pool), size=sizes.other_domain, replace=False), name="S")
+    other = (
+        None
+        if other_pool is None
+        else other_pool.take(rng.choice(len(other_pool), size=sizes.other_domain, replace=False), name="S")
+    )
     return Splits(
         folds=tuple(pool.take(parts[i], name=MEMBER_NAMES[i]) for i in range(N_FOLDS)),
         calibration=pool.take(parts[N_FOLDS], name="calibration"),

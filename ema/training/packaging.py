@@ -55,24 +55,27 @@ __all__ = [
 
 @contextmanager
 def package_classifier(classifier, images: np.ndarray) -> Iterator[ModelPackage]:
-    """A package of a classifier we trained (torch or scikit-learn), its example being ``images[:2]`` (uint8).
+    """A package of a classifier we trained (torch or scikit-learn), its example being ``images[:2]`` (or a table's).
+
+    A scikit-learn classifier fitted on a table's named columns gets a DataFrame example, so
+    its signature names the columns.
 
     The torch weights live in a scratch folder for as long as the context is open.
     """
-    from ema.training.recipes import SklearnClassifier, flatten
+    from ema.training.recipes import SklearnClassifier
 
     if isinstance(classifier, SklearnClassifier):
         import sklearn
 
-        flat = flatten(classifier.transform.apply(to_model_inputs(images[:2])))
+        example = classifier.features(to_model_inputs(images[:2]))
         import skops
 
         from ema.training.helper_loading import sklearn_types
 
         yield ModelPackage(
             FLAVOR_SKLEARN,
-            flat,
-            classifier.estimator.predict_proba(flat),
+            example,
+            classifier.estimator.predict_proba(example),
             (f"scikit-learn=={sklearn.__version__}", f"skops=={skops.__version__}"),
             estimator=classifier.estimator,
             skops_trusted_types=tuple(sorted(sklearn_types(classifier.estimator))),

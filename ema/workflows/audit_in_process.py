@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pandas as pd
 
 from ema.auditors.result import AuditResult
-from ema.data.arrays import ArraySet
+from ema.data.arrays import ArraySet, check_like
 from ema.limits import seconds_left
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
@@ -27,7 +27,11 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
     """Find the target, log the run's params, read and record the query data, score it here and audit it."""
     target = audit_target(config)
     data = target.query_set(
-        query=config.query, query_file=config.query_file, query_table=config.query_table, max_images=config.max_query
+        query=config.query,
+        query_file=config.query_file,
+        query_table=config.query_table,
+        max_images=config.max_query,
+        label_column=config.label_column,
     )
     log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")
@@ -40,7 +44,9 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         http_format=config.http_format,
     )
     session = AuditSession(config, target, data, oracle, progress)
-    predictions = session.oracle.predict(data)
+    predictions = session.oracle.predict(data)  # refuses a query the model's signature does not take, first
+    if target.calibration_data is not None:
+        check_like(target.calibration_data, data, role="calibration file")
     results, tags = run_methods(session, predictions)
     yield Scored(
         session,

@@ -17,6 +17,7 @@ from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import AuditResult
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, Predictions
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
@@ -25,6 +26,7 @@ from ema.workflows.audit_session import AuditConfig, AuditSession
 from ema.workflows.cached_models import cached_model, helper_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
 from ema.workflows.methods import Runner
+from ema.workflows.references import nonmember_reference
 from ema.workflows.target import Target
 
 #: How the calibrated auditor knew how members behave.
@@ -91,6 +93,7 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
         threshold_mode=config.threshold_mode,
         reference_file=config.reference_file,
         max_images=config.max_query,
+        label_column=config.label_column,
         progress=session.progress,
     )
     tags.update({**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
@@ -106,15 +109,15 @@ def fit_calibrated(
     threshold_mode: str = "global",
     reference_file: str | None = None,
     max_images: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
     progress: bool = True,
 ) -> tuple[CalibratedAuditor, dict[str, str]]:
     """Score the reference through the target and the calibration halves through f_cal, and calibrate.
 
-    ``reference_file`` is read only when it holds at most ``max_images`` images.
+    ``reference_file`` is read only when it holds at most ``max_images`` images (a table's labels
+    in ``label_column``); without one, the target's clean calibration set is the reference.
     """
-    reference = (
-        target.read_set(reference_file, max_images=max_images) if reference_file else target.splits().calibration
-    )
+    reference = nonmember_reference(target, reference_file, max_images=max_images, label_column=label_column).data
     outcome = ensure_plan(plan, progress=progress)
     calibration_model = helper_oracle(outcome.entry, target)
     members, nonmembers = plan.halves()
@@ -130,7 +133,7 @@ def fit_calibrated(
         keys.TAG_CACHE: outcome.cache,
         keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
         keys.TAG_CALIBRATION_SOURCE: target.calibration_source,
-        keys.TAG_REFERENCE: reference_file or "calibration set (clean), scored on the target",
+        keys.TAG_REFERENCE: reference_file or f"{target.describe_calibration()} (clean), scored on the target",
     }
     return auditor, tags
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -13,6 +14,7 @@ from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.inputs import INPUT_DTYPES, InputTransform
 from ema.oracle import (
@@ -51,14 +53,18 @@ class SuppliedCalibration:
     members_file: str
     nonmembers_file: str
 
-    def thresholds(self, target: Target, outputs: str = "auto", max_images: int = DEFAULT_MAX_QUERY) -> dict:
+    def thresholds(
+        self, target: Target, outputs: str = "auto", max_images: int = DEFAULT_MAX_QUERY, label_column: str = "label"
+    ) -> dict:
         """EMA's thresholds from this model's outputs (of kind ``outputs``) on its members and non-members.
 
-        Each file is read only when it holds at most ``max_images`` images, and resized as the target's sets are.
+        Each file is read only when it holds at most ``max_images`` images (a table's labels in
+        ``label_column``), and resized as the target's sets are.
         """
         oracle = PyfuncOracle(self.model_uri, transform=target.transform, outputs=outputs)
         members, nonmembers = (
-            target.read_set(f, max_images=max_images) for f in (self.members_file, self.nonmembers_file)
+            target.read_set(f, max_images=max_images, label_column=label_column)
+            for f in (self.members_file, self.nonmembers_file)
         )
         return fit_thresholds(oracle, members, nonmembers).to_dict()
 
@@ -73,8 +79,16 @@ class AuditConfig:
         The target: a pyfunc URI (``models:/NAME@ALIAS``, ``runs:/...``, a path) and/or a
         scoring server's ``/invocations`` URL (predictions then come from the server).
     query, query_file, query_table
-        Exactly one: a named query set of the target's splits, an ``.npz`` file, or a Parquet
-        query table (:mod:`ema.data.parquet`; any URI Spark reads with ``engine="spark"``).
+        Exactly one: a named query set of the target's splits, a set file (``.npz``, ``.csv`` or
+        ``.parquet``), or a Parquet query table (:mod:`ema.data.parquet`; any URI Spark reads with
+        ``engine="spark"``).
+    label_column
+        The label column of every table file the audit reads (query, references, calibration).
+    calibration_file
+        The auditor's own data from the target's domain, disjoint from its training data: it
+        replaces the splits' calibration set (f_cal trains on one half, thresholds are picked
+        on the other) and is the default non-member reference. Its inputs must be of the
+        query's kind, shape and feature names.
     method, test, alpha, threshold_mode
         Which auditors run (a name of the method table, :mod:`ema.workflows.methods`), EMA's test,
         the significance level and the threshold granularity.
@@ -123,6 +137,8 @@ class AuditConfig:
     query: str | None = None
     query_file: str | None = None
     query_table: str | None = None
+    label_column: str = DEFAULT_LABEL_COLUMN
+    calibration_file: str | None = None
     method: str = "ema"
     test: str = "t"
     alpha: float = 0.1
@@ -233,12 +249,15 @@ class AuditConfig:
             keys.PARAM_CERTIFY_LEVEL: self.resolved_certify_level,
             keys.PARAM_STRICT: self.strict,
             keys.PARAM_ENGINE: self.engine,
+            keys.PARAM_LABEL_COLUMN: self.label_column,
+            keys.PARAM_CALIBRATION_FILE: self.calibration_file or "",
         }
 
 
 def audit_target(config: AuditConfig) -> Target:
     """The target the audit names, as both engines resolve it; refused at once when nothing can train its
     calibration model (no recipe, no clone and no supplied calibration model), before any scoring.
+    ``--calibration-file`` is read here and becomes the target's calibration set.
     """
     target = resolve_target(
         config.model_uri,
@@ -251,7 +270,12 @@ def audit_target(config: AuditConfig) -> Target:
     )
     if config.calibration is None:
         target.require_recipe()
-    return target
+    if config.calibration_file is None:
+        return target
+    calibration = target.read_set(
+        config.calibration_file, max_images=config.max_query, label_column=config.label_column
+    )
+    return dataclasses.replace(target, calibration_data=calibration)
 
 
 def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> None:
@@ -295,7 +319,12 @@ class AuditSession:
     @cached_property
     def nonmembers(self) -> Reference:
         """Samples the target never saw: ``--reference``, else its clean calibration set."""
-        return nonmember_reference(self.target, self.config.reference_file, max_images=self.config.max_query)
+        return nonmember_reference(
+            self.target,
+            self.config.reference_file,
+            max_images=self.config.max_query,
+            label_column=self.config.label_column,
+        )
 
     @cached_property
     def nonmember_predictions(self) -> Predictions:
@@ -310,7 +339,13 @@ class AuditSession:
     @cached_property
     def members(self) -> Reference | None:
         """Samples known to be in the target's training data, the query's own left out; None when unknown."""
-        return member_reference(self.target, self.data, self.config.members_file, max_images=self.config.max_query)
+        return member_reference(
+            self.target,
+            self.data,
+            self.config.members_file,
+            max_images=self.config.max_query,
+            label_column=self.config.label_column,
+        )
 
     @cached_property
     def member_proba(self) -> np.ndarray | None:
@@ -327,7 +362,7 @@ class AuditSession:
         supplied = self.config.calibration
         if supplied is not None:
             outputs = self.config.calibration_outputs or self.config.outputs
-            return supplied.thresholds(self.target, outputs, self.config.max_query), {
+            return supplied.thresholds(self.target, outputs, self.config.max_query, self.config.label_column), {
                 keys.TAG_CACHE: SOURCE_SUPPLIED,
                 keys.TAG_CALIBRATION_VERSION: supplied.model_uri,
                 keys.TAG_CALIBRATION_SOURCE: SOURCE_SUPPLIED,

@@ -117,7 +117,7 @@ class CalibrationPlan:
     def for_target(
         cls, target: Target, *, k: int, cal_seed: int, model_name: str, corruption: str = DEFAULT_CORRUPTION
     ) -> CalibrationPlan:
-        clean = target.splits().calibration
+        clean = target.calibration_set()
         cache_key = calibration_cache_key(target.require_recipe(), clean, k, cal_seed, corruption)
         cached = usable_entry(model_name, cache_key, target)
         return cls(

@@ -11,6 +11,7 @@ from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.parquet import write_table
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.sources import ImageFormat
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 
 __all__ = ["EXPORT_FORMATS", "SourceDescription", "describe_source", "export_query", "export_splits"]
@@ -41,16 +42,18 @@ def export_query(
     root: str | Path | None = None,
     image: ImageFormat = ImageFormat(),
     max_query: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
 ) -> ArraySet:
     """Write one query (a named set of ``data``'s splits, or a query file) as a Parquet query table ``out_dir``.
 
-    A query file is read only when it holds at most ``max_query`` images. Returns the set
+    A query file is read only when it holds at most ``max_query`` images (a table's labels in
+    ``label_column``). Returns the set
     written. ``ema audit --query-table out_dir`` audits it, in-process or on Spark.
     """
     if (query is None) == (query_file is None):
         raise InputError(f"expected exactly one of a query name or a query file, got {query!r} and {query_file!r}")
     if query_file is not None:
-        arrays = read_set(query_file, max_images=max_query)
+        arrays = read_set(query_file, max_images=max_query, label_column=label_column)
     else:
         arrays = load_splits(data, seed, root, image).query(query)
     write_table([arrays], out_dir)

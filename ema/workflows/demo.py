@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ema.data.corruption import check_quality
-from ema.data.splits import QUERY_NAMES
+from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.tracking import keys
 from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, start_run
 from ema.training.spec import TrainSpec
@@ -57,22 +57,37 @@ def summary_table(outcomes: list[AuditOutcome]) -> pd.DataFrame:
 def run_demo(
     spec: TrainSpec,
     *,
+    data: str = DEFAULT_DATA,
     k: int = 100,
     cal_seed: int = 0,
     alpha: float = 0.1,
     data_seed: int = 0,
     model_name: str = keys.TARGET_MODEL_NAME,
-    queries: tuple[str, ...] = QUERY_NAMES,
+    queries: tuple[str, ...] | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Train and register a target, calibrate, audit each query set; log and return the summary."""
+    """Train and register a target on ``data``, calibrate, audit each query set; log and return the summary.
+
+    ``spec`` trains images (a table gets :func:`~ema.workflows.train.recipe_for`'s recipe);
+    ``queries`` None: every named set the splits hold (M1..M6 and S; no S for a table).
+    """
     with start_run("demo"):
         check_open_unit("alpha", alpha)
         check_quality(k)
+        splits = load_splits(data, data_seed)
+        queries = splits.query_names if queries is None else queries
         for query in queries:
-            check_choice("query set", query, QUERY_NAMES)
-        log_params({**spec.to_dict(), keys.PARAM_K: k, keys.PARAM_ALPHA: alpha, keys.PARAM_DATA_SEED: data_seed})
-        trained = train_target(spec, data_seed=data_seed, model_name=model_name, progress=progress)
+            check_choice("query set", query, splits.query_names)
+        log_params(
+            {
+                **(spec.to_dict() if splits.held_out.kind == "image" else {}),
+                keys.PARAM_DATA: data,
+                keys.PARAM_K: k,
+                keys.PARAM_ALPHA: alpha,
+                keys.PARAM_DATA_SEED: data_seed,
+            }
+        )
+        trained = train_target(spec, data=data, data_seed=data_seed, model_name=model_name, progress=progress)
         target = resolve_target(trained.version.uri)
         ensure_calibration(target, k=k, cal_seed=cal_seed, progress=progress)
         oracle = target.oracle()

@@ -40,9 +40,15 @@ SAME_NAME = (
     "margin",
     "max_query",
     "strict",
+    "label_column",
 )
 #: Evaluator config keys named as `ema audit`'s options -> AuditConfig fields.
-RENAMED = {"recipe": "recipe_file", "reference": "reference_file", "members": "members_file"}
+RENAMED = {
+    "recipe": "recipe_file",
+    "reference": "reference_file",
+    "members": "members_file",
+    "calibration_file": "calibration_file",
+}
 #: The three keys of an already-trained calibration model: all or none.
 CALIBRATION_KEYS = ("calibration_model", "calibration_members", "calibration_nonmembers")
 #: The kinds of value a key takes, as messages name them.
@@ -75,6 +81,8 @@ KEY_KINDS = {
     "calibration_model": TEXT,
     "calibration_members": PATH,
     "calibration_nonmembers": PATH,
+    "calibration_file": PATH,
+    "label_column": TEXT,
     "input_scale": NUMBER,
     "normalize": TEXT,
     "query_file": PATH,
@@ -184,10 +192,10 @@ class EMAEvaluator(AuditEvaluator):
     Evaluator config (``evaluator_config={"ema": {...}}``), every key optional:
     ``method``, ``test``, ``alpha``, ``k``, ``cal_seed``, ``threshold_mode``, ``outputs``,
     ``calibration_name``, ``recipe``, ``reference``, ``members``, ``margin``, ``max_query``, ``strict``,
-    ``input_scale``, ``normalize``, and
+    ``calibration_file``, ``label_column`` (of the table files among them), ``input_scale``, ``normalize``, and
     ``calibration_model`` with ``calibration_members`` and ``calibration_nonmembers``:
-    as the `ema audit` options of the same names (``recipe``, ``reference``, ``members`` and
-    the calibration samples are file paths). ``model_uri``: the registered version to
+    as the `ema audit` options of the same names (``recipe``, ``reference``, ``members``,
+    ``calibration_file`` and the calibration samples are file paths). ``model_uri``: the registered version to
     audit when the loaded model's cannot be told. ``query_file``: where to keep the table
     as a query ``.npz``, so that the report's command can rerun the audit (default: a
     temporary file, deleted afterwards); it is never written over an existing file (one

@@ -13,6 +13,7 @@ from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
 from ema.data.sources import ImageFormat
 from ema.data.sources.base import MAX_IMAGE_SIDE
 from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import EMAError, InputError
 from ema.inputs import INPUT_DTYPES
 from ema.limits import DEFAULT_MAX_PARAMS, command_limits
@@ -52,6 +53,7 @@ __all__ = [
     "DATA_SOURCES",
     "DEFAULT_DATA",
     "DEFAULT_EXPERIMENT",
+    "DEFAULT_LABEL_COLUMN",
     "DEFAULT_MARGIN",
     "DEFAULT_MAX_PARAMS",
     "DEFAULT_MAX_QUERY",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ema.auditors.reference import ReferenceAuditor
 from ema.data.corruption import check_quality
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.stats import QuerySizeResult
 from ema.stats.certify import PLAN_PROBABILITY, CertifyPlan, plan_certification
@@ -32,6 +33,7 @@ def query_size_for_power(
     recipe_file: str | None = None,
     reference_file: str | None = None,
     max_query: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
     progress: bool = True,
 ) -> QuerySizeResult:
     """Calibrate the calibrated auditor for the target and solve for the query size; logged as a run."""
@@ -43,7 +45,14 @@ def query_size_for_power(
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
         oracle = target.oracle(outputs="probabilities")
         auditor, tags = fit_calibrated(
-            target, oracle, plan, alpha=alpha, reference_file=reference_file, max_images=max_query, progress=progress
+            target,
+            oracle,
+            plan,
+            alpha=alpha,
+            reference_file=reference_file,
+            max_images=max_query,
+            label_column=label_column,
+            progress=progress,
         )
         result = auditor.required_query_size(power=power)
         log_params(
@@ -72,6 +81,7 @@ def certification_plan(
     members_file: str | None = None,
     max_reference: int | None = None,
     max_query: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
 ) -> CertifyPlan:
     """The query and reference sizes that certify ``margin`` on this target with ``probability``; logged as a run.
 
@@ -90,13 +100,13 @@ def certification_plan(
         check_open_unit("margin", margin)
         check_open_unit("probability", probability)
         target = resolve_target(model_uri, recipe_file=recipe_file)
-        members = member_reference(target, None, members_file, max_images=max_query)
+        members = member_reference(target, None, members_file, max_images=max_query, label_column=label_column)
         if members is None:
             raise InputError(
                 f"ema power --certify needs samples the target was trained on, got none known for {target.label}; "
                 "give --members FILE.npz"
             )
-        nonmembers = nonmember_reference(target, reference_file, max_images=max_query)
+        nonmembers = nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column)
         oracle = target.oracle(outputs="probabilities")
         auditor = ReferenceAuditor(alpha=alpha, certify_level=certify_level).calibrate(
             oracle.predict_proba(members.data),

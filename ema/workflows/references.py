@@ -3,7 +3,7 @@
 Both are scored through the target's own oracle, so no assumption about another model is
 needed. Where the members come from, in order:
 
-1. ``--members FILE.npz``, for any model;
+1. ``--members FILE`` (``.npz``, ``.csv`` or ``.parquet``), for any model;
 2. the target's lineage, for a version ``ema train`` registered: its data source and split seed
    give the training folds, checked against the training-data fingerprint on the version;
 3. for a version ``ema unlearn`` registered: the training data of the version it was unlearned
@@ -31,6 +31,7 @@ import numpy as np
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import EMAError
 from ema.tracking import keys
 from ema.tracking.registry import resolve_version
@@ -47,8 +48,8 @@ class Reference:
 
 
 def _row_keys(data: ArraySet) -> np.ndarray:
-    """One opaque key per sample (image bytes and label), comparable with ``np.isin``."""
-    pixels = np.ascontiguousarray(data.x).reshape(len(data), -1)
+    """One opaque key per sample (its input's bytes, image or table row, and label), comparable with ``np.isin``."""
+    pixels = np.ascontiguousarray(data.x).reshape(len(data), -1).view(np.uint8)
     rows = np.concatenate([pixels, data.y.astype("<i8").view(np.uint8).reshape(len(data), -1)], axis=1)
     return rows.view(np.dtype((np.void, rows.shape[1]))).ravel()
 
@@ -60,16 +61,23 @@ def without_query(pool: ArraySet, query: ArraySet) -> ArraySet:
 
 
 def member_reference(
-    target: Target, query: ArraySet | None, members_file: str | None = None, *, max_images: int = DEFAULT_MAX_QUERY
+    target: Target,
+    query: ArraySet | None,
+    members_file: str | None = None,
+    *,
+    max_images: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
 ) -> Reference | None:
     """Samples known to be in the target's training data, the query's own left out; None when none are known.
 
     ``query`` None: the query is a table this process never holds (the Spark engine), so
     nothing is left out; the description says so. Files are read only when they hold at most
-    ``max_images`` images.
+    ``max_images`` images; a table file's labels are in ``label_column``.
     """
     if members_file:
-        known = Reference(target.read_set(members_file, max_images=max_images), f"file {members_file}")
+        known = Reference(
+            target.read_set(members_file, max_images=max_images, label_column=label_column), f"file {members_file}"
+        )
     else:
         known = training_data(target, max_images=max_images)
     if known is None:
@@ -111,14 +119,20 @@ def contains_all(pool: ArraySet, subset: ArraySet) -> np.ndarray:
 
 
 def nonmember_reference(
-    target: Target, reference_file: str | None = None, *, max_images: int = DEFAULT_MAX_QUERY
+    target: Target,
+    reference_file: str | None = None,
+    *,
+    max_images: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
 ) -> Reference:
-    """Samples the target never saw: ``--reference FILE.npz`` (of at most ``max_images``), else its calibration set."""
+    """Samples the target never saw: ``--reference FILE`` (of at most ``max_images``), else its clean calibration set
+    (``--calibration-file`` when given).
+    """
     if reference_file is not None:
-        data = target.read_set(reference_file, max_images=max_images)
+        data = target.read_set(reference_file, max_images=max_images, label_column=label_column)
         return Reference(data, f"file {reference_file}: {len(data)} samples")
-    data = target.splits().calibration
-    return Reference(data, f"clean calibration set of {target.data}: {len(data)} samples")
+    data = target.calibration_set()
+    return Reference(data, f"{target.describe_calibration()}: {len(data)} samples")
 
 
 def _logged_training_file(target: Target) -> Path | None:

@@ -13,6 +13,7 @@ from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.sources import ImageFormat
 from ema.data.sources.images import resize_set
 from ema.data.splits import Splits
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, parse_input_shape
 from ema.oracle import HttpOracle, Oracle, PyfuncOracle
@@ -54,8 +55,12 @@ class Target:
         entry declares none; our own models take uint8).
     calibration_source : {"clone", "recipe"} or None
         Where ``recipe`` came from, for the run's tag ``ema.calibration_source``.
-    data, data_seed, data_root
-        Where the named query sets and the calibration set come from.
+    data, data_seed, data_root, label_column
+        Where the named query sets and the calibration set come from (a table file's labels in
+        ``label_column``).
+    calibration_data : ArraySet or None
+        ``--calibration-file``: the auditor's own data from the target's domain, replacing the
+        splits' calibration set (f_cal's halves, and the default non-member reference).
     """
 
     model_uri: str | None
@@ -71,10 +76,14 @@ class Target:
     data_root: str | None = None
     data_image: ImageFormat = ImageFormat()
     image_size: int | None = None
+    label_column: str = DEFAULT_LABEL_COLUMN
+    calibration_data: ArraySet | None = None
 
-    def read_set(self, path: str, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
+    def read_set(
+        self, path: str, *, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN
+    ) -> ArraySet:
         """A set file given for this audit (query, reference, members), its images resized to ``image_size`` if set."""
-        return self.resized(read_set(path, max_images=max_images))
+        return self.resized(read_set(path, max_images=max_images, label_column=label_column))
 
     def resized(self, data: ArraySet) -> ArraySet:
         """``data`` with its images resized to ``image_size`` (``--image-size``); as it is without one."""
@@ -103,7 +112,17 @@ class Target:
         return redact_url(self.model_uri or self.model_url or "model")
 
     def splits(self) -> Splits:
-        return load_splits(self.data, self.data_seed, self.data_root, self.data_image)
+        return load_splits(self.data, self.data_seed, self.data_root, self.data_image, label_column=self.label_column)
+
+    def calibration_set(self) -> ArraySet:
+        """The clean calibration set: ``--calibration-file`` when given, else the splits' calibration set."""
+        return self.calibration_data if self.calibration_data is not None else self.resized(self.splits().calibration)
+
+    def describe_calibration(self) -> str:
+        """Where the calibration set comes from, in words, for tags."""
+        if self.calibration_data is not None:
+            return f"calibration file {self.calibration_data.name}"
+        return f"clean calibration set of {self.data}"
 
     def query_set(
         self,
@@ -112,10 +131,12 @@ class Target:
         query_file: str | None,
         query_table: str | None = None,
         max_images: int = DEFAULT_MAX_QUERY,
+        label_column: str = DEFAULT_LABEL_COLUMN,
     ) -> ArraySet:
         """A named query set of the target's splits, a query file, or a local query table; exactly one.
 
-        A file or table is read only when it holds at most ``max_images`` images.
+        A file or table is read only when it holds at most ``max_images`` images; a table
+        file's labels are in ``label_column``.
         """
         given = {"query": query, "query_file": query_file, "query_table": query_table}
         if sum(v is not None for v in given.values()) != 1:
@@ -123,7 +144,7 @@ class Target:
         if query_table is not None:
             return self.resized(read_table(query_table, max_images=max_images))
         if query_file is not None:
-            return self.read_set(query_file, max_images=max_images)
+            return self.read_set(query_file, max_images=max_images, label_column=label_column)
         return self.resized(self.splits().query(query))
 
     def oracle(
@@ -237,6 +258,7 @@ def resolve_target(
         data_root=data_root or tags.get(keys.TAG_DATA_ROOT),
         data_image=ImageFormat.from_tags(tags, keys.TAG_DATA_IMAGE_SIZE, keys.TAG_DATA_CHANNELS),
         image_size=image_size,
+        label_column=tags.get(keys.TAG_LABEL_COLUMN, DEFAULT_LABEL_COLUMN),
     )
 
 

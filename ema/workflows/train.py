@@ -4,34 +4,50 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
-from ema.data.presets import DEFAULT_DATA, load_splits
+from ema.data.arrays import ArraySet
+from ema.data.presets import DEFAULT_DATA, FILE_SOURCE, load_splits
 from ema.data.sources import ImageFormat
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, log_and_register
 from ema.tracking.runs import log_dataset, log_metrics, log_params, start_run
-from ema.training.recipes import TorchRecipe, load_recipe, recipe_to_json
+from ema.training.recipes import (
+    DEFAULT_TABLE_RECIPE,
+    Classifier,
+    Recipe,
+    SklearnRecipe,
+    TorchRecipe,
+    load_recipe,
+    recipe_from_dict,
+    recipe_to_json,
+)
 from ema.training.spec import TrainSpec
 from ema.validation import check_alias, check_model_name
 
+__all__ = ["FILE_SOURCE", "TrainOutcome", "load_recipe", "recipe_for", "recipe_with", "train_target"]
 
-def recipe_spec(recipe_file: str, overrides: dict) -> TrainSpec:
-    """The training recipe named or stored in ``recipe_file`` (``paper-medical``, a file), with ``overrides``
-    (the training options given on the command line) replacing its fields.
+
+def recipe_with(recipe_file: str, overrides: dict) -> Recipe:
+    """The recipe named or stored in ``recipe_file`` (``paper-medical``, a file), a torch recipe's fields
+    replaced by ``overrides`` (the training options given on the command line).
 
     Raises
     ------
     InputError
-        If it is not a torch recipe of our architectures that takes the images as they are.
+        If training options are given for a scikit-learn recipe, which has none of them.
     """
     recipe = load_recipe(recipe_file)
-    if not isinstance(recipe, TorchRecipe) or not recipe.transform.is_identity:
+    if not overrides:
+        return recipe
+    if not isinstance(recipe, TorchRecipe):
         raise InputError(
-            f"expected a torch recipe of --arch mlp, cnn or resnet18 without an 'input' transform for `ema train`, "
-            f"got {recipe_file!r} ({recipe.framework}); pass its fields as options instead"
+            f"expected no network options ({', '.join(sorted(overrides))}) with the scikit-learn recipe "
+            f"{recipe_file!r}; give its parameters in the recipe"
         )
-    return dataclasses.replace(recipe.spec, **overrides)
+    return dataclasses.replace(recipe, spec=dataclasses.replace(recipe.spec, **overrides))
 
 
 @dataclass(frozen=True)
@@ -43,51 +59,104 @@ class TrainOutcome:
 
 
 def train_target(
-    spec: TrainSpec,
+    recipe: TrainSpec | Recipe | None,
     *,
     data: str = DEFAULT_DATA,
     data_seed: int = 0,
-    data_root: str | None = None,
+    data_root: str | Path | None = None,
     image: ImageFormat = ImageFormat(),
+    label_column: str = DEFAULT_LABEL_COLUMN,
     model_name: str = keys.TARGET_MODEL_NAME,
     alias: str = keys.TARGET_ALIAS,
     progress: bool = True,
 ) -> TrainOutcome:
     """Train f_D on the five training folds, log accuracies, register it under ``alias``.
 
-    The version's tags record the recipe and the training data's fingerprint (and ``image``, the
-    size and channels a binary source was read in), so a calibration model can be trained with
-    the same algorithm A on data of the same shape.
+    ``recipe`` is a torch or scikit-learn recipe, or a ``TrainSpec`` (see :func:`recipe_for`).
+    ``data`` :data:`~ema.data.presets.FILE_SOURCE` trains on the set file ``data_root`` (a
+    table's labels in ``label_column``). A scikit-learn model of a table is fitted on, and
+    registered with, the table's named columns (a DataFrame signature). The version's tags
+    record the recipe, the data source (with ``image``, the size and channels a binary source
+    was read in) and the training data's fingerprint, so a calibration model can be trained with
+    the same algorithm A on data of the same shape and the training folds found again
+    (``--members`` from lineage).
     """
-    from ema.training.fit import fit, predict_proba
-
-    splits = load_splits(data, data_seed, data_root, image)
+    if data == FILE_SOURCE and data_root is not None:
+        data_root = str(Path(data_root).resolve())
+    splits = load_splits(data, data_seed, data_root, image, label_column=label_column)
     train, held_out = splits.train, splits.held_out
-    with start_run(f"train {spec.arch} {model_name}") as run:
+    recipe = recipe_for(recipe, train)
+    with start_run(f"train {recipe_name(recipe)} {model_name}") as run:
         check_model_name("model name", model_name)
         check_alias("alias", alias)
         image_tags = image.to_tags(keys.TAG_DATA_IMAGE_SIZE, keys.TAG_DATA_CHANNELS)
-        log_params({**spec.to_dict(), keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed, **image_tags})
+        log_params(
+            {
+                **recipe_params(recipe),
+                keys.PARAM_DATA: data,
+                keys.PARAM_DATA_SEED: data_seed,
+                **({keys.PARAM_LABEL_COLUMN: label_column} if train.kind == "table" else {}),
+                **image_tags,
+            }
+        )
         log_dataset(train, name=f"{data}/train", context="training")
-        model = fit(spec, train.model_inputs(), train.y, progress=progress, desc="train target")
-        train_acc = float((predict_proba(model, train.model_inputs()).argmax(1) == train.y).mean())
-        held_acc = float((predict_proba(model, held_out.model_inputs()).argmax(1) == held_out.y).mean())
+        classifier = fit_target(recipe, train, progress=progress)
+        train_acc = float((classifier.predict_proba(train.model_inputs()).argmax(1) == train.y).mean())
+        held_acc = float((classifier.predict_proba(held_out.model_inputs()).argmax(1) == held_out.y).mean())
         log_metrics({keys.METRIC_TRAIN_ACCURACY: train_acc, keys.METRIC_HELD_OUT_ACCURACY: held_acc})
-        from ema.training.packaging import package_torch_model  # torch: only when a model is logged
+        from ema.training.packaging import package_classifier  # torch: only when a model is logged
 
-        with package_torch_model(model, train.x[:2]) as package:
+        with package_classifier(classifier, train.x[:2]) as package:
             version = log_and_register(
                 package,
                 name=model_name,
                 alias=alias,
                 tags={
                     keys.TAG_ROLE: keys.ROLE_TARGET,
-                    keys.TAG_RECIPE: recipe_to_json(TorchRecipe(spec)),
+                    keys.TAG_RECIPE: recipe_to_json(recipe),
                     keys.TAG_DATA_SOURCE: data,
                     keys.TAG_DATA_SEED: str(data_seed),
                     **({keys.TAG_DATA_ROOT: str(data_root)} if data_root else {}),
+                    **({keys.TAG_LABEL_COLUMN: label_column} if train.kind == "table" else {}),
                     **image_tags,
                     keys.TAG_DATA_FINGERPRINT: train.fingerprint,
                 },
             )
     return TrainOutcome(run.info.run_id, version, train_acc, held_acc)
+
+
+def recipe_for(recipe: TrainSpec | Recipe | None, train: ArraySet) -> Recipe:
+    """The recipe that trains a target on ``train``.
+
+    A recipe is used as given. A ``TrainSpec`` (the command line's network options) or None
+    trains one of our torch networks on images (the default ``TrainSpec`` for None), and
+    :data:`~ema.training.recipes.DEFAULT_TABLE_RECIPE` on a table: a table is trained by a
+    recipe (``--recipe FILE``).
+    """
+    if isinstance(recipe, (TorchRecipe, SklearnRecipe)):
+        return recipe
+    if train.kind == "table":
+        return recipe_from_dict(DEFAULT_TABLE_RECIPE)
+    return TorchRecipe(recipe if recipe is not None else TrainSpec())
+
+
+def fit_target(recipe: Recipe, train: ArraySet, *, progress: bool) -> Classifier:
+    """The target trained on ``train``: a scikit-learn model of a table on its named columns."""
+    if isinstance(recipe, SklearnRecipe):
+        return recipe.fit(train.model_inputs(), train.y, progress=progress, columns=train.features)
+    from ema.training.fit import TorchClassifier, fit
+
+    inputs = recipe.transform.apply(train.model_inputs())
+    return TorchClassifier(fit(recipe.spec, inputs, train.y, progress=progress, desc="train target"), recipe.transform)
+
+
+def recipe_name(recipe: Recipe) -> str:
+    """A recipe in one word, for run names: the torch architecture or the scikit-learn estimator."""
+    return recipe.spec.arch if isinstance(recipe, TorchRecipe) else recipe.estimator.rsplit(".", 1)[-1]
+
+
+def recipe_params(recipe: Recipe) -> dict:
+    """The run's params of a recipe: a torch spec's fields, or a scikit-learn estimator and its parameters."""
+    if isinstance(recipe, TorchRecipe):
+        return recipe.spec.to_dict()
+    return {"estimator": recipe.estimator, **{f"param.{k}": v for k, v in recipe.params.items()}}

@@ -27,6 +27,7 @@ from ema.data.arrays import ArraySet
 from ema.data.files import read_set, write_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.splits import QUERY_NAMES
+from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
 from ema.tracking.helper_cache import find_entry, record_entry
@@ -51,7 +52,8 @@ class UnlearnConfig:
         A registered version, ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION``; the result is a
         new version of ``NAME``.
     forget : str
-        A training fold of the target's splits (``M1`` .. ``M5``) or an ``.npz`` file of samples to remove.
+        A training fold of the target's splits (``M1`` .. ``M5``) or a set file (``.npz``, ``.csv``,
+        ``.parquet``) of samples to remove.
     spec : UnlearnSpec
         The method and its hyperparameters.
     alias : str or None
@@ -64,6 +66,8 @@ class UnlearnConfig:
     max_query : int
         The most images the forget and ``retain_file`` sets (and a logged training set) may hold,
         checked from their headers before they are read.
+    label_column : str
+        The label column of the forget and ``retain_file`` sets when they are tables.
     """
 
     model_uri: str
@@ -73,6 +77,7 @@ class UnlearnConfig:
     retain_file: str | None = None
     min_retain_accuracy: float | None = None
     max_query: int = DEFAULT_MAX_QUERY
+    label_column: str = DEFAULT_LABEL_COLUMN
 
     @property
     def forget_name(self) -> str:
@@ -123,8 +128,8 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
     with start_run(f"unlearn {config.spec.method} {config.forget_name}") as run:
         config.validate()
         target = resolve_target(config.model_uri)
-        forget = _forget_set(target, config.forget, config.max_query)
-        retain = _retained_data(target, forget, config.retain_file, config.max_query)
+        forget = _forget_set(target, config.forget, config.max_query, config.label_column)
+        retain = _retained_data(target, forget, config.retain_file, config.max_query, config.label_column)
         spec = _resolved(config.spec, target)
         log_batch(
             tags={keys.TAG_RUN_NAME: f"unlearn {spec.method} {config.forget_name} {target.label}"},
@@ -197,8 +202,8 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
     config.validate()
     target = resolve_target(config.model_uri)
     spec = _resolved(config.spec, target)
-    forget = _forget_set(target, config.forget, config.max_query)
-    cache_key = unlearn_cache_key(target, forget, spec, config.retain_file, config.max_query)
+    forget = _forget_set(target, config.forget, config.max_query, config.label_column)
+    cache_key = unlearn_cache_key(target, forget, spec, config.retain_file, config.max_query, config.label_column)
     name = target.version.name
 
     def find() -> UnlearnOutcome | None:
@@ -226,6 +231,7 @@ def unlearn_cache_key(
     spec: UnlearnSpec,
     retain_file: str | None = None,
     max_query: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
 ) -> str:
     """The key of an unlearned version: source version, forget set, resolved method and hyperparameters, --retain.
 
@@ -237,7 +243,11 @@ def unlearn_cache_key(
             "source_run": target.version.run_id,
             "forget": forget.fingerprint,
             "spec": spec.to_dict(),
-            "retain": read_set(retain_file, max_images=max_query).fingerprint if retain_file else None,
+            "retain": (
+                read_set(retain_file, max_images=max_query, label_column=label_column).fingerprint
+                if retain_file
+                else None
+            ),
         }
     )
 
@@ -271,14 +281,18 @@ def _check_retained(accuracy: float, retain: ArraySet, spec: UnlearnSpec, floor:
         )
 
 
-def _forget_set(target: Target, forget: str, max_images: int) -> ArraySet:
-    """A named set of the target's splits, or a file of at most ``max_images`` images."""
+def _forget_set(target: Target, forget: str, max_images: int, label_column: str) -> ArraySet:
+    """A named set of the target's splits, or a file of at most ``max_images`` samples (a table's labels in
+    ``label_column``).
+    """
     if forget in QUERY_NAMES:
         return target.splits().query(forget)
-    return read_set(forget, max_images=max_images)
+    return read_set(forget, max_images=max_images, label_column=label_column)
 
 
-def _retained_data(target: Target, forget: ArraySet, retain_file: str | None, max_images: int) -> ArraySet:
+def _retained_data(
+    target: Target, forget: ArraySet, retain_file: str | None, max_images: int, label_column: str
+) -> ArraySet:
     """The training data minus the forget set, or ``retain_file``; refuses a forget set that is not training data."""
     known = training_data(target, max_images=max_images)
     if known is None and retain_file is None:
@@ -295,7 +309,7 @@ def _retained_data(target: Target, forget: ArraySet, retain_file: str | None, ma
             )
     if retain_file is None:
         return dataclasses.replace(without_query(known.data, forget), name="retained")
-    retain = read_set(retain_file, max_images=max_images)
+    retain = read_set(retain_file, max_images=max_images, label_column=label_column)
     overlap = int(contains_all(forget, retain).sum())
     if overlap:
         raise InputError(

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from ema.data.arrays import ArraySet
-from ema.data.corruption import noise_and_rotation, rotate_images
+from ema.data.corruption import TABLE_NOISE_STD, noise_and_rotation, noise_only, rotate_images
 from ema.errors import InputError
 
 
@@ -70,3 +70,27 @@ def test_rotate_images_turns_a_colour_images_channels_together():
     assert colour.shape == (3, 12, 12, 3)
     np.testing.assert_array_equal(colour[..., 0], rotate_images(grey, np.random.default_rng(1)))
     np.testing.assert_array_equal(colour[..., 0], colour[..., 2])
+
+
+def table_set(n: int = 100) -> ArraySet:
+    rng = np.random.default_rng(1)
+    x = rng.normal([10.0, 1000.0, 0.5], [1.0, 300.0, 0.01], size=(n, 3))
+    return ArraySet("t", x, np.arange(n, dtype=np.int64) % 2, np.arange(n, dtype=np.int64), ("a", "b", "c"))
+
+
+@pytest.mark.parametrize("protocol", [noise_and_rotation, noise_only])
+@pytest.mark.parametrize(("k", "expected_changed"), [(100, 0), (70, 30), (0, 100)])
+def test_corrupt_table_noises_100_minus_k_percent_of_rows(protocol, k, expected_changed):
+    data = table_set()
+    corrupted = protocol(data, k, seed=3)
+    assert (corrupted.x != data.x).any(axis=1).sum() == expected_changed
+    assert corrupted.features == data.features
+    np.testing.assert_array_equal(protocol(data, k, seed=3).x, corrupted.x)  # seeded
+
+
+def test_corrupt_table_noise_is_on_the_standardised_scale():
+    """Each feature's noise is TABLE_NOISE_STD of its own spread: a wide column gets proportionally wide noise."""
+    data = table_set(4_000)
+    shift = noise_only(data, 0, seed=0).x - data.x
+    ratio = shift.std(axis=0) / data.x.std(axis=0)
+    np.testing.assert_allclose(ratio, TABLE_NOISE_STD, rtol=0.05)

@@ -28,7 +28,15 @@ def check_disjoint(splits) -> None:
 
 def test_data_sources_list_every_preset():
     assert DATA_SOURCES == tuple(PRESETS)
-    assert set(DATA_SOURCES) == {"mnist-embedded", "mnist", "fashion", "pneumoniamnist", "chest-xray", "covidx"}
+    assert set(DATA_SOURCES) == {
+        "mnist-embedded",
+        "mnist",
+        "fashion",
+        "pneumoniamnist",
+        "chest-xray",
+        "covidx",
+        "breast-cancer",
+    }
 
 
 def test_embedded_preset_is_make_splits():
@@ -108,3 +116,35 @@ def test_fashion_preset_on_the_real_debian_files():
     check_disjoint(splits)
     assert set(splits.other_domain.index) <= set(range(len(load_mnist_embedded())))
     assert splits.train.fingerprint == load_splits("fashion", 0).train.fingerprint
+
+
+def test_breast_cancer_preset_splits_every_row_into_folds_calibration_and_held_out():
+    splits = load_splits("breast-cancer", 0)
+    assert [len(f) for f in splits.folds] == [63] * 5
+    assert (len(splits.calibration), len(splits.held_out), splits.other_domain) == (126, 128, None)
+    every = np.concatenate([part.index for part in splits.as_dict().values()])
+    assert sorted(every) == list(range(569))
+    assert splits.train.features == splits.held_out.features and len(splits.train.features) == 30
+    assert splits.query_names == ("M1", "M2", "M3", "M4", "M5", "M6")
+    with pytest.raises(InputError, match="a table has no other-domain set"):
+        splits.query("S")
+
+
+def test_file_source_reads_a_table_with_its_label_column(tmp_path):
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame(rng.normal(size=(40, 3)), columns=["age", "dose", "bmi"])
+    table["outcome"] = rng.integers(0, 2, 40)
+    table.to_csv(tmp_path / "t.csv", index=False)
+    splits = load_splits("file", 1, tmp_path / "t.csv", label_column="outcome")
+    assert [len(f) for f in splits.folds] == [4] * 5 and len(splits.calibration) == 8 and len(splits.held_out) == 12
+    assert splits.train.features == ("age", "dose", "bmi")
+    with pytest.raises(InputError, match="expected a label column 'label'"):
+        load_splits("file", 1, tmp_path / "t.csv")
+
+
+def test_file_source_refuses_a_table_too_small_to_split(tmp_path):
+    np.savez(tmp_path / "few.npz", x=np.zeros((10, 2)), y=np.zeros(10, dtype=np.int64))
+    with pytest.raises(InputError, match="expected at least 18 samples to split into five member folds"):
+        load_splits("file", 0, tmp_path / "few.npz")

@@ -1,0 +1,205 @@
+"""Tabular targets end to end: a user's scikit-learn model on Breast Cancer, audited from CSV, Parquet and .npz files.
+
+The target is trained and registered here as a scikit-learn user does: a RandomForestClassifier
+fitted on a DataFrame of named columns, logged with ``mlflow.sklearn.log_model`` and a DataFrame
+signature, no workbench tag. The audit clones it (the sklearn flavor) and calibrates on the
+auditor's own ``--calibration-file``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import mlflow
+import mlflow.sklearn
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from mlflow.models import infer_signature
+from sklearn.ensemble import RandomForestClassifier
+
+from ema.data.arrays import ArraySet
+from ema.data.files import write_set
+from ema.data.presets import load_splits
+from ema.workflows.audit import AuditConfig, audit
+from ema.workflows.references import contains_all, training_data, without_query
+from ema.workflows.target import resolve_target
+from ema_cli.cli import main
+from tests.conftest import module_store
+from tests.workflows.test_unlearn_sklearn import _failed_runs as failed_runs
+
+#: The label column of the test's files: not the default, so that --label-column is exercised.
+LABEL = "diagnosis"
+
+
+def frame(data: ArraySet) -> pd.DataFrame:
+    """A set as a user's table: one column per feature, then the label."""
+    table = pd.DataFrame(data.x, columns=list(data.features))
+    table[LABEL] = data.y
+    return table
+
+
+def audit_cli(model_uri: str, query_file, calibration_file):
+    """``ema audit`` of a table file with a calibration file, as a user types it."""
+    return CliRunner().invoke(
+        main,
+        ["audit", "--model", model_uri, "--query-file", str(query_file), "--label-column", LABEL,
+         "--calibration-file", str(calibration_file), "--no-progress"],
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tabular(tmp_path_factory, template_db):
+    """(model URI, folder): a user's RandomForest on Breast Cancer's training folds, and the auditor's files."""
+    splits = load_splits("breast-cancer", 0)
+    folder = tmp_path_factory.mktemp("tables")
+    with module_store(tmp_path_factory, template_db):
+        features = pd.DataFrame(splits.train.x, columns=list(splits.train.features))
+        model = RandomForestClassifier(n_estimators=100, random_state=0).fit(features, splits.train.y)
+        with mlflow.start_run(run_name="train rf"):
+            info = mlflow.sklearn.log_model(
+                model,
+                name="model",
+                signature=infer_signature(features.head(5), model.predict_proba(features.head(5))),
+                pyfunc_predict_fn="predict_proba",
+                registered_model_name="rf-breast-cancer",
+                serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+                pip_requirements=["scikit-learn"],
+            )
+        for name, data in (("members", splits.query("M1")), ("held_out", splits.held_out)):
+            frame(data).to_csv(folder / f"{name}.csv", index=False)
+        frame(splits.query("M1")).to_parquet(folder / "members.parquet")
+        write_set(splits.query("M1"), folder / "members.npz")
+        frame(splits.calibration).to_csv(folder / "calibration.csv", index=False)
+        yield f"models:/rf-breast-cancer/{info.registered_model_version}", folder
+
+
+def audit_file(model_uri: str, query_file, calibration_file, **options):
+    config = AuditConfig(
+        model_uri=model_uri,
+        query_file=str(query_file),
+        calibration_file=str(calibration_file),
+        label_column=LABEL,
+        **options,
+    )
+    return audit(config, progress=False)
+
+
+def test_audit_csv_members_memorized_and_held_out_not(tabular):
+    model_uri, folder = tabular
+    members = audit_file(model_uri, folder / "members.csv", folder / "calibration.csv")
+    held_out = audit_file(model_uri, folder / "held_out.csv", folder / "calibration.csv")
+    assert members.primary.verdict == "memorized"
+    assert held_out.primary.verdict != "memorized"
+    run = mlflow.get_run(members.run_id)
+    assert run.data.tags["ema.calibration_source"] == "clone"
+    assert run.data.params["calibration_file"].endswith("calibration.csv")
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".npz"])
+def test_audit_other_formats_give_the_csv_numbers(tabular, suffix):
+    model_uri, folder = tabular
+    csv = audit_file(model_uri, folder / "members.csv", folder / "calibration.csv")
+    other = audit_file(model_uri, folder / f"members{suffix}", folder / "calibration.csv")
+    assert other.primary.metrics == csv.primary.metrics
+    np.testing.assert_array_equal(other.primary.membership, csv.primary.membership)
+
+
+def test_audit_table_references_from_files(tabular):
+    """--members (Parquet) and --reference (CSV) are read as tables, with the label column given."""
+    model_uri, folder = tabular
+    outcome = audit_file(
+        model_uri,
+        folder / "held_out.csv",
+        folder / "calibration.csv",
+        method="calibrated",
+        members_file=str(folder / "members.parquet"),
+        reference_file=str(folder / "calibration.csv"),
+    )
+    tags = mlflow.get_run(outcome.run_id).data.tags
+    assert tags["ema.member_reference"].startswith(f"file {folder / 'members.parquet'}")
+    assert tags["ema.nonmember_reference"].startswith(f"file {folder / 'calibration.csv'}")
+
+
+def test_audit_query_missing_a_signature_column_is_refused_in_one_line(tabular, tmp_path):
+    model_uri, folder = tabular
+    pd.read_csv(folder / "members.csv").drop(columns=["mean radius"]).to_csv(tmp_path / "q.csv", index=False)
+    before = failed_runs()
+    result = audit_cli(model_uri, tmp_path / "q.csv", folder / "calibration.csv")
+    assert result.exit_code != 0
+    assert "expected the columns the model's signature names, missing 1: 'mean radius'" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert failed_runs() == before + 1
+
+
+def test_audit_query_extra_columns_are_ignored_and_listed(tabular, tmp_path, caplog):
+    model_uri, folder = tabular
+    extra = pd.read_csv(folder / "members.csv")
+    extra.insert(0, "patient_id", np.arange(len(extra)))
+    extra.to_csv(tmp_path / "members.csv", index=False)
+    calibration = pd.read_csv(folder / "calibration.csv")
+    calibration.insert(0, "patient_id", np.arange(len(calibration)))
+    calibration.to_csv(tmp_path / "calibration.csv", index=False)
+    with caplog.at_level(logging.WARNING):
+        outcome = audit_file(model_uri, tmp_path / "members.csv", tmp_path / "calibration.csv")
+    assert outcome.primary.verdict == "memorized"
+    assert "left out: patient_id" in caplog.text
+
+
+def test_audit_calibration_file_unlike_the_query_is_refused(tabular, tmp_path):
+    model_uri, folder = tabular
+    pd.read_csv(folder / "calibration.csv").drop(columns=["worst area"]).to_csv(tmp_path / "cal.csv", index=False)
+    result = audit_cli(model_uri, folder / "members.csv", tmp_path / "cal.csv")
+    assert result.exit_code != 0
+    assert "calibration file cal: expected inputs like the query's (table of 30 features)" in result.output
+    assert "missing 'worst area'" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_train_data_file_registers_a_table_target_with_lineage(tabular, tmp_path):
+    """`ema train --data-file F.csv --label-column y --recipe R`: a DataFrame signature, members from lineage."""
+    from ema.data.embedded import load_breast_cancer_table
+
+    table = frame(load_breast_cancer_table()).rename(columns={LABEL: "y"})
+    table.to_csv(tmp_path / "patients.csv", index=False)
+    recipe = tmp_path / "rf.yaml"
+    recipe.write_text(
+        "framework: sklearn\nestimator: RandomForestClassifier\nparams: {n_estimators: 20, random_state: 0}\n"
+    )
+    result = CliRunner().invoke(
+        main,
+        ["train", "--data-file", str(tmp_path / "patients.csv"), "--label-column", "y", "--recipe", str(recipe),
+         "--model-name", "patients", "--no-progress"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    target = resolve_target("models:/patients@target")
+    signature = mlflow.models.get_model_info(target.model_uri).signature
+    assert signature.inputs.input_names() == list(table.columns[:-1])
+    assert target.data == "file" and target.label_column == "y"
+    known = training_data(target)
+    assert known is not None and len(known.data) == 5 * (len(table) // 9)
+    outcome = audit(AuditConfig(model_uri="models:/patients@target", query="M1", method="ema"), progress=False)
+    assert outcome.primary.verdict == "memorized"
+
+
+@pytest.mark.slow
+def test_demo_breast_cancer_tells_members_from_held_out(tmp_path_factory, template_db):
+    """`ema demo --data breast-cancer`: EMA and the calibrated auditor both right on M1..M5 and M6 (about 40 s)."""
+    with module_store(tmp_path_factory, template_db, name="demo"):
+        result = CliRunner().invoke(main, ["demo", "--data", "breast-cancer", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.output.splitlines()]
+    header = next(row for row in rows if row[:1] == ["query"])
+    table = [row for row in rows if len(row) == len(header) + 1 and row[0] != "query"]  # retained: "[lo, hi]"
+    verdicts = {row[0]: (row[header.index("verdict")], row[header.index("calibrated")]) for row in table}
+    assert set(verdicts) >= {"M1", "M2", "M3", "M4", "M5", "M6"} and "S" not in verdicts
+    assert all(verdicts[f"M{i}"] == ("memorized", "memorized") for i in range(1, 6))
+    assert verdicts["M6"] == ("not_memorized", "not_memorized")
+
+
+def test_without_query_leaves_out_a_float_tables_own_rows():
+    """Rows are matched by their bytes, whatever the dtype (a float64 table's rows are 8 bytes a feature)."""
+    splits = load_splits("breast-cancer", 0)
+    rest = without_query(splits.train, splits.query("M1"))
+    assert len(rest) == 4 * 63 and not contains_all(rest, splits.query("M1")).any()
