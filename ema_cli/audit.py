@@ -23,6 +23,7 @@ from ema.workflows.options import (
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
+    device_option,
     k_option,
     max_params_option,
     max_query_option,
@@ -205,6 +206,7 @@ from ema_cli.options import (
     show_default=True,
     help="Registered name of calibration models.",
 )
+@device_option
 @progress_option
 @workflow_command
 def audit(

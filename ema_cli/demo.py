@@ -6,6 +6,7 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     data_seed_option,
+    device_option,
     k_option,
     progress_option,
     spec_from_options,
@@ -20,13 +21,20 @@ from ema_cli.options import (
 @cal_seed_option
 @alpha_option
 @data_seed_option
+@device_option
 @progress_option
 @workflow_command
-def demo(k, cal_seed, alpha, data_seed, progress, **spec_options):
+def demo(k, cal_seed, alpha, data_seed, device, progress, **spec_options):
     """Train, register, calibrate and audit the seven query sets M1..M6 and S."""
     from ema.workflows.demo import run_demo
 
     table = run_demo(
-        spec_from_options(**spec_options), k=k, cal_seed=cal_seed, alpha=alpha, data_seed=data_seed, progress=progress
+        spec_from_options(**spec_options),
+        k=k,
+        cal_seed=cal_seed,
+        alpha=alpha,
+        data_seed=data_seed,
+        progress=progress,
+        device=device,
     )
     click.echo(table.to_string(index=False))

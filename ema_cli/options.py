@@ -18,12 +18,15 @@ from ema.workflows.options import (
     DEFAULT_MAX_PARAMS,
     DEFAULT_MAX_QUERY,
     DEFAULT_TARGET_URI,
+    DEVICE_FORMS,
     OPTIMIZERS,
     QUERY_NAMES,
     EMAError,
+    InputError,
     TrainSpec,
     command_limits,
     configure,
+    parse_device,
     redact_url,
 )
 from ema_cli.cli import STARTED
@@ -148,6 +151,26 @@ max_query_option = click.option(
         f"{AUDIT_BYTES_PER_IMAGE // 1000} KB per image at its peak (measured), so the default needs about "
         f"{DEFAULT_MAX_QUERY * AUDIT_BYTES_PER_IMAGE / 1e9:.0f} GB beside the process's own 1 GB: a fifth of a "
         "24 GB machine."
+    ),
+)
+
+
+def _device_form(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--device`` checked for its form only (the machine is asked when the command runs, before its run starts)."""
+    try:
+        return parse_device(value)
+    except InputError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+device_option = click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    callback=_device_form,
+    help=(
+        f"Where torch trains and scores in this process: {DEVICE_FORMS}; auto is CUDA when available, else the "
+        "CPU. The run records it; models are registered with CPU tensors either way, so they load anywhere."
     ),
 )
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")

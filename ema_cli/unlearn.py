@@ -4,6 +4,7 @@ import click
 
 from ema.workflows.options import DEFAULT_RETAIN_MARGIN, MEMBER_NAMES, UNLEARN_METHODS, UNLEARNED_ALIAS, UnlearnSpec
 from ema_cli.options import (
+    device_option,
     max_params_option,
     max_query_option,
     model_option,
@@ -60,12 +61,13 @@ from ema_cli.options import (
     ),
 )
 @max_query_option
+@device_option
 @max_params_option
 @timeout_option(None)
 @progress_option
 @workflow_command
 def unlearn_command(
-    model_uri, forget, method, epochs, lr, seed, alias, retain_file, min_retain_accuracy, max_query, progress
+    model_uri, forget, method, epochs, lr, seed, alias, retain_file, min_retain_accuracy, max_query, device, progress
 ):
     """Remove --forget from --model by --method; register the result as a new version of the same model."""
     from ema.workflows.unlearn import UnlearnConfig, unlearn
@@ -80,6 +82,7 @@ def unlearn_command(
             retain_file=retain_file,
             min_retain_accuracy=min_retain_accuracy,
             max_query=max_query,
+            device=device,
         ),
         progress=progress,
     )

@@ -20,6 +20,8 @@ from mlflow.models import set_model
 #: Artifact keys: the state dict, and the file that defines the networks.
 WEIGHTS = "weights"
 NETWORKS = "networks"
+#: The ``model_config`` key naming where the model scores (``cpu`` as logged; ``cuda:0`` given at load time).
+DEVICE = "device"
 
 
 def load_networks(path: str | None) -> ModuleType:
@@ -42,16 +44,20 @@ class TorchStateDictModel(mlflow.pyfunc.PythonModel):
     floats holding them, as a Spark UDF passes them), scaled to [0, 1] inside; or float32
     pixels (n, 1, 28, 28) for a model whose recipe scales its inputs otherwise (and models
     logged by earlier versions of the workbench).
+
+    The network scores on the device ``model_config`` names (``cpu`` as logged, and for models
+    logged before the key existed); a batch goes there and its probabilities come back as numpy.
     """
 
     def load_context(self, context) -> None:
         config = context.model_config
         self.networks = load_networks(context.artifacts.get(NETWORKS))
+        self.device = torch.device(config.get(DEVICE) or "cpu")
         spec = config["spec"]
         network = self.networks.build_network(spec["arch"], tuple(spec.get("hidden", ())), int(config["n_classes"]))
-        state = torch.load(context.artifacts[WEIGHTS], map_location="cpu", weights_only=True)
+        state = torch.load(context.artifacts[WEIGHTS], map_location=self.device, weights_only=True)
         network.load_state_dict({key.removeprefix("network."): value for key, value in state.items()})
-        self.network = network.eval()
+        self.network = network.to(self.device).eval()
 
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
         if np.ndim(model_input) == 3:  # images (n, 28, 28): pixel values 0-255, scaled here
@@ -59,7 +65,7 @@ class TorchStateDictModel(mlflow.pyfunc.PythonModel):
         else:
             inputs = torch.from_numpy(np.require(model_input, np.float32, ["C", "W"]))
         with torch.inference_mode():
-            return torch.softmax(self.network(inputs), dim=1).numpy()
+            return torch.softmax(self.network(inputs.to(self.device)), dim=1).cpu().numpy()
 
 
 if __name__ != "ema.training.pyfunc_code":  # MLflow runs this file under a module name of its own

@@ -73,11 +73,19 @@ class TorchRecipe:
     def to_dict(self) -> dict:
         return {"framework": self.framework, **self.spec.to_dict(), "input": transform_dict(self.transform)}
 
-    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
+    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, device: str = "cpu") -> Classifier:
+        """Train the architecture on ``pixels`` (scaled by the transform) and ``labels``, on ``device``."""
         from ema.training.fit import TorchClassifier, fit
 
         return TorchClassifier(
-            fit(self.spec, self.transform.apply(pixels), labels, progress=progress, desc="train calibration"),
+            fit(
+                self.spec,
+                self.transform.apply(pixels),
+                labels,
+                progress=progress,
+                desc="train calibration",
+                device=device,
+            ),
             self.transform,
         )
 
@@ -137,8 +145,10 @@ class SklearnRecipe:
             )
         return estimator
 
-    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
+    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, device: str = "cpu") -> Classifier:
         """Train the estimator on flattened pixels, within the command's limits (:mod:`ema.limits`).
+
+        scikit-learn trains on the CPU: ``device`` is taken, as every recipe takes it, and not used.
 
         Raises
         ------

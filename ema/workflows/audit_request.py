@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -29,6 +30,7 @@ from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
+from ema.training.devices import CPU, describe_device, resolve_device
 from ema.validation import (
     check_choice,
     check_finite,
@@ -52,12 +54,18 @@ class SuppliedCalibration:
     members_file: str
     nonmembers_file: str
 
-    def thresholds(self, transform: InputTransform, outputs: str = "auto", max_images: int = DEFAULT_MAX_QUERY) -> dict:
+    def thresholds(
+        self,
+        transform: InputTransform,
+        outputs: str = "auto",
+        max_images: int = DEFAULT_MAX_QUERY,
+        device: str = CPU,
+    ) -> dict:
         """EMA's thresholds from this model's outputs (of kind ``outputs``) on its members and non-members.
 
-        Each file is read only when it holds at most ``max_images`` images.
+        Each file is read only when it holds at most ``max_images`` images; the model scores on ``device``.
         """
-        oracle = PyfuncOracle(self.model_uri, transform=transform, outputs=outputs)
+        oracle = PyfuncOracle(self.model_uri, transform=transform, outputs=outputs, device=device)
         members, nonmembers = (read_set(f, max_images=max_images) for f in (self.members_file, self.nonmembers_file))
         return fit_thresholds(oracle, members, nonmembers).to_dict()
 
@@ -110,6 +118,10 @@ class AuditConfig:
         whose row checks the options it is given); with ``"spark"``, the master (default: the
         active session, else ``local[2]``) and where the membership table is written (default:
         logged as the run's ``membership.parquet`` artifact). Another engine refuses both.
+    device
+        Where torch trains the calibration and helper models and scores a model loaded in this
+        process: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``, resolved (:func:`resolved_device`)
+        before the audit's run starts. Recorded as the run's ``device`` param.
     """
 
     model_uri: str | None = None
@@ -145,6 +157,7 @@ class AuditConfig:
     engine: str = ENGINE_IN_PROCESS
     spark_master: str | None = None
     membership_out: str | None = None
+    device: str = CPU
 
     @property
     def query_name(self) -> str:
@@ -216,7 +229,18 @@ class AuditConfig:
             keys.PARAM_MARGIN: self.margin,
             keys.PARAM_STRICT: self.strict,
             keys.PARAM_ENGINE: self.engine,
+            keys.PARAM_DEVICE: describe_device(target.device),
         }
+
+    def resolved_device(self) -> AuditConfig:
+        """This configuration with its device resolved on this machine (``auto`` -> ``cuda:N`` or ``cpu``).
+
+        Raises
+        ------
+        InputError
+            If the device is not one of the accepted forms, or names CUDA this machine lacks.
+        """
+        return dataclasses.replace(self, device=resolve_device(self.device))
 
 
 def audit_target(config: AuditConfig) -> Target:
@@ -230,6 +254,7 @@ def audit_target(config: AuditConfig) -> Target:
         transform=config.transform,
         input_shape=config.input_shape,
         input_dtype=config.input_dtype,
+        device=config.device,
     )
     if config.calibration is None:
         target.require_recipe()
@@ -303,7 +328,7 @@ class AuditRequest:
         supplied = self.config.calibration
         if supplied is not None:
             outputs = self.config.calibration_outputs or self.config.outputs
-            return supplied.thresholds(self.target.transform, outputs, self.config.max_query), {
+            return supplied.thresholds(self.target.transform, outputs, self.config.max_query, self.target.device), {
                 keys.TAG_CACHE: SOURCE_SUPPLIED,
                 keys.TAG_CALIBRATION_VERSION: supplied.model_uri,
                 keys.TAG_CALIBRATION_SOURCE: SOURCE_SUPPLIED,

@@ -8,6 +8,7 @@ from ema.data.corruption import check_quality
 from ema.data.splits import QUERY_NAMES
 from ema.tracking import keys
 from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, start_run
+from ema.training.devices import CPU, describe_device, resolve_device
 from ema.training.spec import TrainSpec
 from ema.validation import check_choice, check_open_unit
 from ema.workflows.audit import AuditConfig, AuditOutcome, audit
@@ -64,22 +65,42 @@ def run_demo(
     model_name: str = keys.TARGET_MODEL_NAME,
     queries: tuple[str, ...] = QUERY_NAMES,
     progress: bool = True,
+    device: str = CPU,
 ) -> pd.DataFrame:
-    """Train and register a target, calibrate, audit each query set; log and return the summary."""
+    """Train and register a target, calibrate, audit each query set; log and return the summary.
+
+    Training, calibration and scoring run on ``device`` (``auto``, ``cpu``, ``cuda[:N]``), resolved
+    before the first run starts.
+    """
+    device = resolve_device(device)
     with start_run("demo"):
         check_open_unit("alpha", alpha)
         check_quality(k)
         for query in queries:
             check_choice("query set", query, QUERY_NAMES)
-        log_params({**spec.to_dict(), keys.PARAM_K: k, keys.PARAM_ALPHA: alpha, keys.PARAM_DATA_SEED: data_seed})
-        trained = train_target(spec, data_seed=data_seed, model_name=model_name, progress=progress)
-        target = resolve_target(trained.version.uri)
+        log_params(
+            {
+                **spec.to_dict(),
+                keys.PARAM_K: k,
+                keys.PARAM_ALPHA: alpha,
+                keys.PARAM_DATA_SEED: data_seed,
+                keys.PARAM_DEVICE: describe_device(device),
+            }
+        )
+        trained = train_target(spec, data_seed=data_seed, model_name=model_name, progress=progress, device=device)
+        target = resolve_target(trained.version.uri, device=device)
         ensure_calibration(target, k=k, cal_seed=cal_seed, progress=progress)
         oracle = target.oracle()
         outcomes = [
             audit(
                 AuditConfig(
-                    model_uri=trained.version.uri, query=q, method=DEMO_METHOD, alpha=alpha, k=k, cal_seed=cal_seed
+                    model_uri=trained.version.uri,
+                    query=q,
+                    method=DEMO_METHOD,
+                    alpha=alpha,
+                    k=k,
+                    cal_seed=cal_seed,
+                    device=device,
                 ),
                 oracle=oracle,
                 progress=progress,

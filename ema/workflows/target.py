@@ -19,6 +19,7 @@ from ema.oracle.scoring_server import AUTO_FORMAT
 from ema.tracking import keys
 from ema.tracking.registry import MODELS_URI, RegisteredVersion, resolve_version
 from ema.training.clones import CloneRecipe, SklearnCloneRecipe, TorchCloneRecipe
+from ema.training.devices import CPU
 from ema.training.recipes import Recipe, TorchRecipe, load_recipe, recipe_from_json
 from ema.training.spec import TrainSpec
 from ema.validation import redact_url
@@ -54,6 +55,9 @@ class Target:
         Where ``recipe`` came from, for the run's tag ``ema.calibration_source``.
     data, data_seed, data_root
         Where the named query sets and the calibration set come from.
+    device : str
+        Where torch trains the calibration and helper models and scores a model loaded in this
+        process: a resolved device, ``cpu`` or ``cuda:N`` (:func:`ema.training.devices.resolve_device`).
     """
 
     model_uri: str | None
@@ -67,6 +71,7 @@ class Target:
     data: str = DEFAULT_DATA
     data_seed: int = 0
     data_root: str | None = None
+    device: str = CPU
 
     def require_recipe(self) -> Recipe | CloneRecipe:
         """The recipe, or a one-line error saying how to give one."""
@@ -150,7 +155,7 @@ class Target:
                 **options,
                 **{k: v for k, v in limits.items() if v is not None},
             )
-        oracle = PyfuncOracle(self.model_uri, **options)
+        oracle = PyfuncOracle(self.model_uri, device=self.device, **options)
         if self.input_shape is not None or self.input_dtype is not None:
             oracle.input_spec = with_declared(oracle.input_spec, self.input_shape, self.input_dtype)
         return oracle
@@ -180,6 +185,7 @@ def resolve_target(
     transform: InputTransform | None = None,
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
+    device: str = CPU,
 ) -> Target:
     """Find the model's registry entry and how to train its calibration model.
 
@@ -189,7 +195,7 @@ def resolve_target(
     :func:`own_architecture`); a torch recipe without ``arch`` gives the clone its training
     settings. Over HTTP (``model_url``) nothing is loaded: a recipe stays the route.
     ``transform`` overrides the recipe's input representation. Only ``--model`` is looked up
-    in the registry.
+    in the registry. ``device`` is a resolved device (see :class:`Target`).
     """
     if model_uri is None and model_url is None:
         raise InputError("expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither")
@@ -220,6 +226,7 @@ def resolve_target(
         data=data or tags.get(keys.TAG_DATA_SOURCE, DEFAULT_DATA),
         data_seed=int(data_seed if data_seed is not None else tags.get(keys.TAG_DATA_SEED, 0)),
         data_root=data_root or tags.get(keys.TAG_DATA_ROOT),
+        device=device,
     )
 
 

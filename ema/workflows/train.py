@@ -8,6 +8,7 @@ from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, log_and_register
 from ema.tracking.runs import log_dataset, log_metrics, log_params, start_run
+from ema.training.devices import CPU, describe_device, resolve_device
 from ema.training.recipes import TorchRecipe, recipe_to_json
 from ema.training.spec import TrainSpec
 from ema.validation import check_alias, check_model_name
@@ -30,22 +31,33 @@ def train_target(
     model_name: str = keys.TARGET_MODEL_NAME,
     alias: str = keys.TARGET_ALIAS,
     progress: bool = True,
+    device: str = CPU,
 ) -> TrainOutcome:
-    """Train f_D on the five training folds, log accuracies, register it under ``alias``.
+    """Train f_D on the five training folds on ``device``, log accuracies, register it under ``alias``.
 
     The version's tags record the recipe and the training data's fingerprint, so a
-    calibration model can be trained with the same algorithm A.
+    calibration model can be trained with the same algorithm A. ``device`` (``auto``, ``cpu``,
+    ``cuda[:N]``) is resolved before the run starts and recorded as its ``device`` param; the
+    model is registered with CPU tensors whatever it trained on.
     """
     from ema.training.fit import fit, predict_proba
 
+    device = resolve_device(device)
     splits = load_splits(data, data_seed, data_root)
     train, held_out = splits.train, splits.held_out
     with start_run(f"train {spec.arch} {model_name}") as run:
         check_model_name("model name", model_name)
         check_alias("alias", alias)
-        log_params({**spec.to_dict(), keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed})
+        log_params(
+            {
+                **spec.to_dict(),
+                keys.PARAM_DATA: data,
+                keys.PARAM_DATA_SEED: data_seed,
+                keys.PARAM_DEVICE: describe_device(device),
+            }
+        )
         log_dataset(train, name=f"{data}/train", context="training")
-        model = fit(spec, train.pixels(), train.y, progress=progress, desc="train target")
+        model = fit(spec, train.pixels(), train.y, progress=progress, desc="train target", device=device)
         train_acc = float((predict_proba(model, train.pixels()).argmax(1) == train.y).mean())
         held_acc = float((predict_proba(model, held_out.pixels()).argmax(1) == held_out.y).mean())
         log_metrics({keys.METRIC_TRAIN_ACCURACY: train_acc, keys.METRIC_HELD_OUT_ACCURACY: held_acc})

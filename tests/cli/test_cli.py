@@ -135,6 +135,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--spark-master": "local[1]",
         "--membership-out": "out",
         "--max-query": "77",
+        "--device": "cuda:1",
     }
     result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
     assert "captured" in result.output
@@ -165,11 +166,12 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     assert (config.http_concurrency, config.http_format, config.input_dtype) == (3, "parquet", "uint8")
     assert (config.engine, config.spark_master, config.membership_out) == ("spark", "local[1]", "out")
     assert config.max_query == 77
+    assert config.device == "cuda:1"  # resolved by the workflow, before its run starts
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "request_timeout", "strict",
         "calibration_name", "input_shape", "output_name", "http_concurrency", "http_format", "engine", "spark_master",
-        "membership_out", "input_dtype", "max_query",
+        "membership_out", "input_dtype", "max_query", "device",
     }  # fmt: skip
     assert unset == {
         "query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption", "timeout"
