@@ -35,4 +35,5 @@ MEASUREMENTS = (
     "memory",
     "grid_workers",
     "spark",
+    "gpu",
 )
