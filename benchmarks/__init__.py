@@ -27,6 +27,7 @@ Row keys (see :data:`benchmarks._common.ROW_KEYS`):
 MEASUREMENTS = (
     "thresholds",
     "scoring",
+    "image_sizes",
     "http",
     "cli",
     "training",

@@ -66,9 +66,9 @@ def composed_ks_ratio(target_uri: str, spec, splits):
     query, calibration = splits.query(QUERY), splits.calibration
 
     def run():
-        pixels = query.pixels()
+        pixels = query.model_inputs()
         query_model = fit(spec, pixels, query.y, progress=False)
-        calibration_model = fit(spec, calibration.pixels(), calibration.y, progress=False)
+        calibration_model = fit(spec, calibration.model_inputs(), calibration.y, progress=False)
         target = PyfuncOracle(target_uri).predict_proba(pixels)
         auditor = KSRatioAuditor().calibrate(
             predict_proba(query_model, pixels), predict_proba(calibration_model, pixels)

@@ -57,7 +57,7 @@ def _scorer(models: dict, jobs: list[tuple[str, object]]) -> Callable[[], None]:
 
     def score() -> None:
         for model_name, data in jobs:
-            predict_proba(models[model_name], data.pixels())
+            predict_proba(models[model_name], data.model_inputs())
 
     return score
 
@@ -82,10 +82,10 @@ def demo_workload(spec) -> Workload:
 
     parts = {
         f"fit target ({len(splits.train):,} images)": lambda: models.update(
-            target=fit(spec, splits.train.pixels(), splits.train.y, progress=False)
+            target=fit(spec, splits.train.model_inputs(), splits.train.y, progress=False)
         ),
         f"fit calibration model ({len(members):,} images)": lambda: models.update(
-            calibration=fit(spec, members.pixels(), members.y, progress=False)
+            calibration=fit(spec, members.model_inputs(), members.y, progress=False)
         ),
         f"predict_proba on everything the demo scores ({sum(len(s) for _, s in jobs):,} images)": _scorer(models, jobs),
     }
@@ -112,7 +112,7 @@ def grid_workload(spec) -> Workload:
     def fit_all(named: dict) -> Callable[[], None]:
         def run() -> None:
             for model_name, data in named.items():
-                models[model_name] = fit(spec, data.pixels(), data.y, progress=False)
+                models[model_name] = fit(spec, data.model_inputs(), data.y, progress=False)
 
         return run
 

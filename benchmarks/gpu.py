@@ -85,11 +85,11 @@ def training_rate(arch: str, images: np.ndarray, labels: np.ndarray, device: str
     """Images per second of one epoch of :func:`ema.training.fit.fit` on ``device`` (median of ``repeats``)."""
     import torch
 
-    from ema.data.arrays import to_pixels
+    from ema.inputs import to_model_inputs
     from ema.training.fit import fit
     from ema.training.spec import TrainSpec
 
-    spec, pixels = TrainSpec(arch=arch, epochs=1), to_pixels(images)
+    spec, pixels = TrainSpec(arch=arch, epochs=1), to_model_inputs(images)
 
     def train() -> None:
         fit(spec, pixels, labels, progress=False, device=device)

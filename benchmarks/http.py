@@ -51,9 +51,8 @@ def measure(config: Config) -> list[dict]:
     import torch
 
     from benchmarks._serve import serve
-    from ema.data.arrays import to_pixels
     from ema.data.embedded import load_mnist_embedded
-    from ema.inputs import InputSpec
+    from ema.inputs import InputSpec, to_model_inputs
     from ema.oracle import HttpOracle, PyfuncOracle
     from ema.tracking.registry import log_and_register
     from ema.training.architectures import ProbabilityModel
@@ -68,7 +67,7 @@ def measure(config: Config) -> list[dict]:
         with mlflow.start_run(run_name="bench http"), package_torch_model(model, images) as package:
             raw = log_and_register(package, name="bench-http-images", alias="bench", tags={})
             floats = log_and_register(
-                dataclasses.replace(package, input_example=to_pixels(package.input_example)),
+                dataclasses.replace(package, input_example=to_model_inputs(package.input_example)),
                 name="bench-http-pixels",
                 alias="bench",
                 tags={},

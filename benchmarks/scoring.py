@@ -59,7 +59,7 @@ def measure(
     import mlflow
     import torch
 
-    from ema.data.arrays import to_pixels
+    from ema.inputs import to_model_inputs
     from ema.oracle import PyfuncOracle
     from ema.tracking.registry import log_and_register
     from ema.training.architectures import ProbabilityModel
@@ -67,7 +67,7 @@ def measure(
     from ema.training.spec import TrainSpec
 
     images = load_images(n_images)
-    pixels = to_pixels(images)
+    pixels = to_model_inputs(images)
     rows = []
     with temporary_store() as _:
         for arch in archs:

@@ -1,13 +1,75 @@
-"""The pixel representation a model takes, as a value shared by oracles and recipes."""
+"""The input pipeline, in one place: from stored arrays to what a model takes, for any kind of input.
+
+A labelled set stores its inputs as they come (:class:`ema.data.arrays.ArraySet`):
+
+- **images**: uint8 of shape (n, H, W) or (n, H, W, C), values 0-255, any size;
+- **tables**: numbers of shape (n, d), one column per named feature.
+
+:func:`to_model_inputs` turns them into what our own models take (images as float32
+(n, C, H, W) in [0, 1], as torchvision's ``ToTensor`` does; tables as float32), and
+:func:`prepare_inputs` into what a logged model declares (its :class:`InputSpec`: dtype, shape,
+channel order, named columns), scaled by an :class:`InputTransform`. Training, the oracles and
+the engines all go through these two functions, so a model is scored on exactly the inputs it
+was trained on.
+
+Adding an input kind: teach :func:`input_kind` to recognise its arrays, :func:`to_model_inputs`
+what a model takes for it, and the readers in :mod:`ema.data.files` its file format.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ema.errors import InputError
+
+#: The kinds of input a labelled set can hold.
+INPUT_KINDS = ("image", "table")
+#: Channel counts an image may have in its last axis (grey, grey + alpha, colour, colour + alpha).
+IMAGE_CHANNELS = (1, 2, 3, 4)
+
+
+def input_kind(x: np.ndarray) -> str:
+    """``"image"`` for uint8 (n, H, W) or (n, H, W, C), ``"table"`` for numbers of shape (n, d).
+
+    Raises
+    ------
+    InputError
+        For anything else, naming what arrived.
+    """
+    dtype = getattr(x, "dtype", None)
+    shape = getattr(x, "shape", None)
+    if isinstance(x, np.ndarray) and dtype.kind in "uif" and x.ndim == 2:
+        return "table"
+    if (
+        isinstance(x, np.ndarray)
+        and dtype == np.uint8
+        and (x.ndim == 3 or (x.ndim == 4 and x.shape[3] in IMAGE_CHANNELS))
+    ):
+        return "image"
+    raise InputError(
+        "expected `x` as uint8 images of shape (n, height, width) or (n, height, width, channels), or a table of "
+        f"numbers of shape (n, features), got {dtype if dtype is not None else type(x).__name__} of shape {shape}"
+    )
+
+
+def to_model_inputs(x: np.ndarray) -> np.ndarray:
+    """What our own models take: images as float32 (n, C, H, W) in [0, 1], tables as float32 (n, d).
+
+    Images are scaled as torchvision's ``ToTensor`` does, in one copy; float pixels already
+    of shape (n, C, H, W) pass unchanged.
+    """
+    x = np.asarray(x)
+    if x.dtype != np.uint8 or x.ndim == 2:
+        return np.asarray(x, dtype=np.float32)
+    channels_first = x[:, None, :, :] if x.ndim == 3 else x.transpose(0, 3, 1, 2)
+    pixels = channels_first.astype(np.float32)
+    pixels /= np.float32(255.0)
+    return pixels
 
 
 @dataclass(frozen=True)
@@ -54,7 +116,10 @@ class InputSpec:
         One of :data:`INPUT_DTYPES`. Integer dtypes receive the raw pixel values 0-255 (the
         model scales them itself); float dtypes receive pixels in [0, 1] after the input transform.
     columns : tuple of str or None
-        A column-based signature: a DataFrame with one column per pixel, named so.
+        A column-based signature: a DataFrame with one column per feature (or pixel), named so.
+    column_dtypes : tuple of str or None
+        Each column's dtype, when a column-based signature mixes them (``dtype`` is then the
+        widest); None: every column has ``dtype``.
     tensor_name : str or None
         The name a tensor signature gives its input, if any (a Parquet request names its column so).
     """
@@ -62,11 +127,17 @@ class InputSpec:
     shape: tuple[int, ...] | None = None
     dtype: str = "float32"
     columns: tuple[str, ...] | None = None
+    column_dtypes: tuple[str, ...] | None = None
     tensor_name: str | None = None
 
     def __post_init__(self) -> None:
-        if self.dtype not in INPUT_DTYPES:
-            raise InputError(f"expected model inputs of a dtype in {INPUT_DTYPES}, got {self.dtype!r}")
+        for dtype in (self.dtype, *(self.column_dtypes or ())):
+            if dtype not in INPUT_DTYPES:
+                raise InputError(f"expected model inputs of a dtype in {INPUT_DTYPES}, got {dtype!r}")
+        if self.column_dtypes is not None and (self.columns is None or len(self.column_dtypes) != len(self.columns)):
+            raise InputError(
+                f"expected one dtype per declared column, got {self.column_dtypes!r} for columns {self.columns!r}"
+            )
         if self.shape is not None:
             if not self.shape or any(isinstance(d, bool) or not isinstance(d, int) for d in self.shape):
                 raise InputError(f"expected an input shape as integers (-1, ...), got {self.shape!r}")
@@ -83,7 +154,116 @@ class InputSpec:
         """In a few words, for messages and tags: ``float64 (-1, 784)``, ``784 float64 columns``."""
         if self.columns is not None:
             return f"{len(self.columns)} {self.dtype} columns ({self.columns[0]}, ...)"
-        return f"{self.dtype} {self.shape if self.shape is not None else '(-1, 1, 28, 28)'}"
+        return f"{self.dtype} {self.shape if self.shape is not None else '(-1, channels, height, width)'}"
+
+
+def prepare_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> np.ndarray | pd.DataFrame:
+    """``x`` as the model declares its inputs: dtype, shape (channel order included), named columns.
+
+    Images (uint8 (n, H, W) or (n, H, W, C), or float pixels (n, C, H, W) in [0, 1]) go to a
+    model that takes floats as pixels in [0, 1] scaled by ``transform``, and to one that takes
+    integers as their values 0-255 (it scales them itself). They are then shaped as ``spec``
+    declares: channels first or last, flattened (channel first, as torch's ``Flatten``), or
+    reshaped to the same number of values; never resized. Tables go as their numbers, cast to
+    the declared dtypes, in the declared columns (see :func:`align_columns` for names).
+
+    A function of its arguments alone (no model), so that a Spark job prepares batches on its
+    executors exactly as the in-process oracle does.
+    """
+    x = np.asarray(x)
+    if x.ndim == 2:
+        inputs = _table_inputs(x, transform, spec)
+    else:
+        inputs = _image_inputs(x, transform, spec)
+    if spec.columns is not None:
+        frame = pd.DataFrame(inputs, columns=list(spec.columns))
+        if spec.column_dtypes is not None:
+            frame = frame.astype(dict(zip(spec.columns, spec.column_dtypes, strict=True)))
+        return frame
+    return inputs
+
+
+def _table_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> np.ndarray:
+    values = transform.apply(x) if not transform.is_identity else x
+    if spec.takes_integers and values.dtype.kind == "f" and not np.array_equal(values, np.rint(values)):
+        raise InputError(
+            f"expected whole numbers for a model that takes {spec.describe()}, got fractional values "
+            "(give the model a signature of float columns, or --input-dtype float64)"
+        )
+    if spec.shape is not None and spec.shape[1:] != values.shape[1:]:
+        raise InputError(
+            f"expected {spec.shape[1]} features for the model's declared inputs {spec.describe()}, got a table of "
+            f"{values.shape[1]} columns"
+        )
+    return np.ascontiguousarray(values, dtype=spec.dtype)
+
+
+def _image_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> np.ndarray:
+    if x.dtype == np.uint8:
+        input_kind(x)  # refuses uint8 arrays of no known shape
+    if spec.takes_integers:
+        if x.dtype == np.uint8 and spec.shape is None:
+            return np.ascontiguousarray(x, dtype=spec.dtype)  # as stored: the model shapes them itself
+        chw = _integer_pixels(x)
+    else:
+        pixels = to_model_inputs(x) if x.dtype == np.uint8 else np.asarray(x, dtype=np.float32)
+        chw = transform.apply(pixels)
+    return np.ascontiguousarray(_fit_shape(chw, spec.shape), dtype=spec.dtype)
+
+
+def _integer_pixels(x: np.ndarray) -> np.ndarray:
+    """Pixel values 0-255 as uint8 (n, C, H, W), from stored images or float pixels in [0, 1]."""
+    if x.dtype != np.uint8:
+        return np.rint(np.clip(x, 0, 1) * 255).astype(np.uint8)
+    return x[:, None, :, :] if x.ndim == 3 else x.transpose(0, 3, 1, 2)
+
+
+def _fit_shape(chw: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray:
+    """Channels-first images in the declared shape: as they are, channels last, or reshaped to as many values."""
+    if shape is None or chw.shape[1:] == shape[1:]:
+        return chw
+    if chw.ndim == 4 and tuple(shape[1:]) == (*chw.shape[2:], chw.shape[1]):
+        return chw.transpose(0, 2, 3, 1)
+    values = int(np.prod(chw.shape[1:]))
+    if int(np.prod(shape[1:])) != values:
+        raise InputError(
+            f"expected images that fit the model's declared input shape {shape}, got images of shape "
+            f"{_stored_shape(chw)} ({values} values); give the model's shape with --input-shape, or resize the "
+            "images with --image-size"
+        )
+    return chw.reshape(len(chw), *shape[1:])
+
+
+def _stored_shape(chw: np.ndarray) -> tuple[int, ...]:
+    """How a user sees the images: (H, W) for grey, (H, W, C) for colour."""
+    channels, *size = chw.shape[1:]
+    return tuple(size) if channels == 1 else (*size, channels)
+
+
+def align_columns(x: np.ndarray, features: Sequence[str], spec: InputSpec, *, where: str) -> tuple[np.ndarray, list]:
+    """A table's columns in the order a column-based signature names them, and the extra columns left out.
+
+    Raises
+    ------
+    InputError
+        If the table lacks a column the signature names (all missing ones are listed).
+    """
+    if spec.columns is None:
+        return x, []
+    position = {name: i for i, name in enumerate(features)}
+    missing = [name for name in spec.columns if name not in position]
+    if missing:
+        raise InputError(
+            f"{where}: expected the columns the model's signature names, missing {len(missing)}: "
+            f"{listed_names(missing)} (the file has {listed_names(list(features))})"
+        )
+    extra = [name for name in features if name not in set(spec.columns)]
+    return x[:, [position[name] for name in spec.columns]], extra
+
+
+def listed_names(names: list[str], most: int = 8) -> str:
+    shown = ", ".join(map(repr, names[:most]))
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def parse_input_shape(text: str) -> tuple[int, ...]:

@@ -34,7 +34,6 @@ import numpy as np
 from ema.auditors.base import check_calibrated
 from ema.auditors.calibrated_checks import check_calibration_arrays, check_quantile_levels
 from ema.auditors.calibrated_record import ASSUMPTIONS, audit_record
-from ema.auditors.ema import check_alpha
 from ema.auditors.result import AuditResult
 from ema.auditors.tail_tests import (
     HypothesisTests,
@@ -60,7 +59,7 @@ from ema.stats import (
 )
 from ema.stats import required_query_size as _required_query_size
 from ema.thresholds import THRESHOLD_MODES
-from ema.validation import check_choice
+from ema.validation import check_choice, check_open_unit
 
 #: Continuous signals by default: correctness is binary and carries no tail.
 CALIBRATED_SIGNALS: tuple[str, ...] = ("confidence", "negative_entropy", "modified_entropy")
@@ -150,10 +149,9 @@ class CalibratedAuditor:
     # ------------------------------------------------------------------ validation
     def _check_config(self) -> np.ndarray:
         check_signal_names(self.signals)
-        check_alpha(self.alpha)
+        check_open_unit("alpha", self.alpha)
         check_choice("correction", self.correction, CORRECTIONS)
-        if not 0.0 < self.confidence_level < 1.0:
-            raise InputError(f"expected confidence_level in (0, 1), got {self.confidence_level}")
+        check_open_unit("confidence_level", self.confidence_level)
         check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
         if not (isinstance(self.n_draws, (int, np.integer)) and self.n_draws >= 100):
             raise InputError(f"expected n_draws to be an integer >= 100, got {self.n_draws!r}")

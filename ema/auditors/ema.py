@@ -13,7 +13,7 @@ from ema.errors import InputError
 from ema.signals import PAPER_SIGNALS, check_probabilities, check_signal_names, compute_scores
 from ema.stats import EMA_TESTS, ema_pvalue_from_counts
 from ema.thresholds import THRESHOLD_MODES, select_class_thresholds, select_threshold
-from ema.validation import check_choice
+from ema.validation import check_choice, check_open_unit
 
 
 def pvalue_verdict(rho: float | np.ndarray, alpha: float) -> np.ndarray:
@@ -24,13 +24,6 @@ def pvalue_verdict(rho: float | np.ndarray, alpha: float) -> np.ndarray:
     """
     rho = np.asarray(rho, dtype=float)
     return np.where(np.isnan(rho), "", np.where(rho <= alpha, NOT_MEMORIZED, MEMORIZED))
-
-
-def check_alpha(alpha: float) -> float:
-    """Refuse a significance level outside (0, 1)."""
-    if not 0.0 < alpha < 1.0:
-        raise InputError(f"expected alpha in (0, 1), got {alpha}")
-    return float(alpha)
 
 
 class EMAAuditor:
@@ -69,7 +62,7 @@ class EMAAuditor:
 
     def _check_config(self) -> None:
         check_signal_names(self.signals)
-        check_alpha(self.alpha)
+        check_open_unit("alpha", self.alpha)
         check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
         check_choice("test", self.test, EMA_TESTS)
 

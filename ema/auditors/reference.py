@@ -30,7 +30,6 @@ import numpy as np
 from scipy import stats
 
 from ema.auditors.base import check_calibrated
-from ema.auditors.ema import check_alpha
 from ema.auditors.reference_gates import reference_gate_warnings
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
@@ -48,6 +47,7 @@ from ema.stats.binned_tests import (
 )
 from ema.stats.mixture import DEFAULT_POWER_RESAMPLES, DetectionPower, resampled_power, retained_fraction
 from ema.thresholds import select_threshold
+from ema.validation import check_open_unit
 
 #: The default score: the true-class log-odds, which keeps resolving outputs that round to 1.0.
 DEFAULT_SIGNAL = "log_odds"
@@ -190,11 +190,8 @@ class ReferenceAuditor:
         check_signal_names([self.signal])
         if self.signal in BINARY_SIGNALS:
             raise InputError(f"expected a continuous signal, not one of {BINARY_SIGNALS}, got {self.signal!r}")
-        check_alpha(self.alpha)
-        for name in ("margin", "confidence_level", "power", "shift_alpha"):
-            value = getattr(self, name)
-            if not 0.0 < value < 1.0:
-                raise InputError(f"expected {name} in (0, 1), got {value!r}")
+        for name in ("alpha", "margin", "confidence_level", "power", "shift_alpha"):
+            check_open_unit(name, getattr(self, name))
         for name in ("n_permutations", "n_power_resamples"):
             value = getattr(self, name)
             if not (isinstance(value, (int, np.integer)) and value >= 100):

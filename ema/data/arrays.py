@@ -1,4 +1,4 @@
-"""A labelled image set as arrays, with a content fingerprint."""
+"""A labelled set (images or a table) as arrays, with a content fingerprint."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from functools import cached_property
 import numpy as np
 
 from ema.errors import InputError
+from ema.inputs import input_kind, to_model_inputs
 
-#: Images are square, IMAGE_SIZE pixels a side: (n, 28, 28) uint8 as stored, (n, 1, 28, 28) as models take them.
+#: The embedded data's images are square, IMAGE_SIZE pixels a side: (n, 28, 28) uint8 as stored.
 IMAGE_SIZE = 28
 IMAGE_SHAPE = (IMAGE_SIZE, IMAGE_SIZE)
-#: The shape of float32 pixels as models take them (ours now take uint8 images (-1, 28, 28)).
+#: The shape of float32 pixels as models of the embedded data take them (ours take uint8 images (-1, 28, 28)).
 MODEL_INPUT_SHAPE = (-1, 1, *IMAGE_SHAPE)
 
 #: Number of hex digits of the sha256 kept in a fingerprint.
@@ -32,58 +33,77 @@ def fingerprint(*arrays: np.ndarray) -> str:
 
 @dataclass(frozen=True)
 class ArraySet:
-    """Images with labels.
+    """Inputs with labels: images of any size, or a table of named features.
 
     Attributes
     ----------
     name : str
         What the set is (``"M1"``, ``"calibration"``, a file name).
-    x : ndarray of shape (n, 28, 28), uint8
-        Grey images, pixel values 0-255.
+    x : ndarray
+        Images: uint8 of shape (n, H, W) (grey) or (n, H, W, C), values 0-255. Tables: numbers of
+        shape (n, d). See :func:`ema.inputs.input_kind`.
     y : ndarray of shape (n,), int64
         Class labels.
     index : ndarray of shape (n,), int64
-        Each image's position in the source it was drawn from.
+        Each sample's position in the source it was drawn from.
+    features : tuple of str or None
+        A table's column names (``x0``, ``x1``, ... when the source names none); None for images.
     """
 
     name: str
     x: np.ndarray
     y: np.ndarray
     index: np.ndarray
+    features: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        check_images(self.x, self.y, self.index, where=self.name)
+        check_set(self.x, self.y, self.index, where=self.name)
+        if self.kind == "table":
+            names = self.features if self.features is not None else tuple(f"x{i}" for i in range(self.x.shape[1]))
+            if len(names) != self.x.shape[1] or len(set(names)) != len(names):
+                raise InputError(
+                    f"{self.name}: expected {self.x.shape[1]} distinct feature names, got {len(names)} "
+                    f"({len(set(names))} distinct)"
+                )
+            object.__setattr__(self, "features", tuple(map(str, names)))
+        elif self.features is not None:
+            raise InputError(f"{self.name}: expected feature names only for a table, got them for images")
+
+    @property
+    def kind(self) -> str:
+        """``"image"`` or ``"table"``."""
+        return input_kind(self.x)
 
     def __len__(self) -> int:
         return int(self.y.size)
 
     @cached_property
     def fingerprint(self) -> str:
+        if self.kind == "table":
+            return fingerprint(self.x, self.y, np.array(self.features))
         return fingerprint(self.x, self.y)
 
     def take(self, positions: np.ndarray, name: str | None = None) -> ArraySet:
         """The subset at ``positions`` (positions within this set)."""
-        return ArraySet(name or self.name, self.x[positions], self.y[positions], self.index[positions])
+        return ArraySet(name or self.name, self.x[positions], self.y[positions], self.index[positions], self.features)
 
-    def pixels(self) -> np.ndarray:
-        """Images as float32 in [0, 1], shape (n, 1, 28, 28): what a model receives."""
-        return to_pixels(self.x)
+    def model_inputs(self) -> np.ndarray:
+        """What our own models take: images as float32 (n, C, H, W) in [0, 1], tables as float32 (n, d)."""
+        return to_model_inputs(self.x)
+
+    def describe(self) -> str:
+        """The kind and size, for messages and tags: ``image 64x64x3``, ``table of 30 features``."""
+        if self.kind == "table":
+            return f"table of {self.x.shape[1]} features"
+        return "image " + "x".join(map(str, self.x.shape[1:]))
 
 
-def to_pixels(images: np.ndarray) -> np.ndarray:
-    """uint8 images (n, H, W), 0-255, as float32 pixels in [0, 1] of shape (n, 1, H, W), in one copy."""
-    pixels = images.astype(np.float32)[:, None, :, :]
-    pixels /= np.float32(255.0)
-    return pixels
-
-
-def check_images(x: np.ndarray, y: np.ndarray, index: np.ndarray, *, where: str) -> None:
-    """Refuse arrays that are not uint8 (n, H, W) images with int64 labels and indices."""
-    if not isinstance(x, np.ndarray) or x.dtype != np.uint8 or x.ndim != 3:
-        raise InputError(
-            f"{where}: expected `x` as uint8 images of shape (n, height, width), got "
-            f"{getattr(x, 'dtype', type(x).__name__)} of shape {getattr(x, 'shape', None)}"
-        )
+def check_set(x: np.ndarray, y: np.ndarray, index: np.ndarray, *, where: str) -> None:
+    """Refuse inputs of no known kind, and labels or indices that are not int64 of one per sample."""
+    try:
+        input_kind(x)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
     for name, array in (("y", y), ("index", index)):
         if not isinstance(array, np.ndarray) or array.dtype != np.int64 or array.shape != (x.shape[0],):
             raise InputError(

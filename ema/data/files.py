@@ -1,4 +1,8 @@
-"""Split and query files: ``.npz`` with arrays ``x`` (uint8, N x 28 x 28), ``y`` (int64), ``index`` (int64).
+"""Split and query files: ``.npz`` with arrays ``x``, ``y`` (integers), optional ``index`` and ``features``;
+``.csv`` and ``.parquet`` tables (:mod:`ema.data.tables`).
+
+``x`` holds images (uint8, (n, H, W) or (n, H, W, C), any size) or a table of numbers (n, d),
+whose column names an optional ``features`` array of strings gives.
 
 Query, reference and calibration-member files come from users: :func:`read_set` checks
 what each array's header declares against what the archive can hold before reading it,
@@ -17,13 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ema.data.arrays import IMAGE_SHAPE, ArraySet
+from ema.data.arrays import ArraySet
 from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
+from ema.data.tables import DEFAULT_LABEL_COLUMN, TABLE_SUFFIXES, read_feature_table
 from ema.errors import InputError
+from ema.inputs import IMAGE_CHANNELS
 
 REQUIRED_ARRAYS = ("x", "y")
-#: Positions in the source; 0..n-1 when a file leaves it out.
-OPTIONAL_ARRAYS = ("index",)
+#: Positions in the source (0..n-1 when a file leaves it out); a table's column names.
+OPTIONAL_ARRAYS = ("index", "features")
 #: How files start: a zip archive (an .npz; an empty archive), a single .npy array, a pickle.
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 NPY_MAGIC = b"\x93NUMPY"
@@ -54,7 +60,8 @@ def write_set(data: ArraySet, path: Path, *, overwrite: bool = True) -> Path:
     partial = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.partial")
     try:
         with partial.open("xb") as handle:
-            np.savez_compressed(handle, x=data.x, y=data.y, index=data.index)
+            features = {} if data.features is None else {"features": np.array(data.features, dtype=str)}
+            np.savez_compressed(handle, x=data.x, y=data.y, index=data.index, **features)
         if overwrite:
             os.replace(partial, path)
         else:
@@ -77,21 +84,32 @@ def _publish_new(partial: Path, path: Path) -> None:
 
 
 def holds_set(path: Path, data: ArraySet) -> bool:
-    """Whether ``path`` is a set file holding exactly ``data``'s arrays (images, labels, positions).
+    """Whether ``path`` is a set file holding exactly ``data``'s arrays (inputs, labels, positions, features).
 
     Anything else (a missing or unreadable file, another format, other values) is False.
     """
     try:
-        found = read_set(path, image_shape=data.x.shape[1:3])
+        found = read_set(path)
     except (InputError, OSError):
         return False
-    return all(np.array_equal(getattr(found, name), getattr(data, name)) for name in ("x", "y", "index"))
+    same = all(np.array_equal(getattr(found, name), getattr(data, name)) for name in ("x", "y", "index"))
+    return same and found.features == data.features
 
 
-def read_set(
-    path: Path, *, image_shape: tuple[int, int] = IMAGE_SHAPE, max_images: int = DEFAULT_MAX_QUERY
-) -> ArraySet:
-    """Read and validate a query file written by :func:`write_set` or by a user.
+def read_set(path: Path, *, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN) -> ArraySet:
+    """Read and validate a set file (``.npz``, ``.csv``, ``.parquet``) written by :func:`write_set` or by a user.
+
+    ``.csv`` and ``.parquet`` files are tables whose labels are in ``label_column``
+    (:func:`ema.data.tables.read_feature_table`); any other name is read as an ``.npz``.
+    """
+    path = Path(path)
+    if path.suffix in TABLE_SUFFIXES:
+        return read_feature_table(path, label_column=label_column, max_images=max_images)
+    return read_npz(path, max_images=max_images)
+
+
+def read_npz(path: Path, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
+    """Read and validate an ``.npz`` set.
 
     Never unpickles: object arrays are refused. Each array's declared shape and dtype
     are checked against the size its archive member stores, and that size against what
@@ -106,13 +124,12 @@ def read_set(
         a damaged archive, lacks an array, declares more data than it holds or more than
         ``max_images`` images, or an array has the wrong dtype or shape, or the set is empty.
     """
-    path = Path(path)
     if not path.is_file():
         raise InputError(f"query file {path} does not exist")
-    height, width = image_shape
     expected = (
-        f"{path}: expected an .npz file with arrays x (uint8, N x {height} x {width}), y (int64, N) and "
-        "optionally index (int64, N), as numpy.savez writes"
+        f"{path}: expected an .npz file (or a .csv or .parquet table) with arrays x (uint8 images "
+        "(N, H, W[, C]) or numbers (N, features)), y (integers, N) and optionally index (integers, N), as "
+        "numpy.savez writes"
     )
     with path.open("rb") as handle:
         head = handle.read(len(NPY_MAGIC))
@@ -129,7 +146,7 @@ def read_set(
                 )
             present = [name for name in (*REQUIRED_ARRAYS, *OPTIONAL_ARRAYS) if name in members]
             declared = {name: _declared_array(archive, members[name], path) for name in present}
-            _check_declared(declared, path, image_shape)
+            _check_declared(declared, path)
             check_set_size(declared["x"][0][0], limit=max_images, where=str(path))
             arrays = {name: _read_member(archive, members[name]) for name in present}
     except InputError:
@@ -138,9 +155,10 @@ def read_set(
         message = " ".join(str(exc).split()) or type(exc).__name__
         raise InputError(f"{expected}, got a damaged or unreadable archive: {message}") from exc
     if arrays["x"].shape[0] == 0:
-        raise InputError(f"{path}: expected at least one image, got an empty query set")
-    index = arrays.get("index", np.arange(len(arrays["y"]), dtype=np.int64))
-    return ArraySet(path.stem, arrays["x"], arrays["y"], index)
+        raise InputError(f"{path}: expected at least one sample, got an empty set")
+    index = arrays.get("index", np.arange(len(arrays["y"]), dtype=np.int64)).astype(np.int64)
+    features = tuple(arrays["features"].tolist()) if "features" in arrays else None
+    return ArraySet(path.stem, arrays["x"], arrays["y"].astype(np.int64), index, features)
 
 
 def _describe_start(head: bytes) -> str:
@@ -181,18 +199,31 @@ def _declared_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path)
     return shape, dtype
 
 
-def _check_declared(declared: dict, path: Path, image_shape: tuple[int, int]) -> None:
+def _check_declared(declared: dict, path: Path) -> None:
     """Refuse wrong shapes and dtypes from the headers alone, before reading any data."""
     shape, dtype = declared["x"]
-    if len(shape) != 3 or shape[1:] != image_shape:
-        raise InputError(f"{path}: expected `x` of shape (n, {image_shape[0]}, {image_shape[1]}), got {shape}")
-    if dtype != np.uint8:
-        raise InputError(f"{path}: expected `x` as uint8 images of shape (n, height, width), got {dtype} of {shape}")
-    for name in ("y", *(n for n in OPTIONAL_ARRAYS if n in declared)):
+    is_image = dtype == np.uint8 and (len(shape) == 3 or (len(shape) == 4 and shape[3] in IMAGE_CHANNELS))
+    is_table = dtype.kind in "iuf" and len(shape) == 2
+    if not (is_image or is_table):
+        raise InputError(
+            f"{path}: expected `x` as uint8 images of shape (n, height, width[, channels]) or numbers of shape "
+            f"(n, features), got {dtype} of shape {shape}"
+        )
+    for name in ("y", "index"):
+        if name not in declared:
+            continue
         other_shape, other_dtype = declared[name]
-        if other_dtype != np.int64 or other_shape != (shape[0],):
+        if other_dtype.kind not in "iu" or other_shape != (shape[0],):
             raise InputError(
-                f"{path}: expected `{name}` as int64 of shape ({shape[0]},), got {other_dtype} of shape {other_shape}"
+                f"{path}: expected `{name}` as integers of shape ({shape[0]},), got {other_dtype} of shape "
+                f"{other_shape}"
+            )
+    if "features" in declared:
+        names_shape, names_dtype = declared["features"]
+        if not is_table or names_dtype.kind != "U" or names_shape != (shape[1],):
+            raise InputError(
+                f"{path}: expected `features` as {shape[1] if is_table else 'no'} strings naming the columns of a "
+                f"table `x`, got {names_dtype} of shape {names_shape}"
             )
 
 

@@ -1,4 +1,4 @@
-"""Query sets from tables: a DataFrame of pixels (one column per pixel, or one column of images) and labels.
+"""Query sets from data frames: pixels (one column per pixel, or one column of images), or named features.
 
 What ``mlflow.models.evaluate`` hands an evaluator is a table; the audit reads
 :class:`~ema.data.arrays.ArraySet` values. :func:`set_from_frame` checks the table at this
@@ -12,41 +12,55 @@ import pandas as pd
 
 from ema.data.arrays import IMAGE_SHAPE, ArraySet
 from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
+from ema.data.tables import feature_matrix
 from ema.errors import InputError
+from ema.validation import check_choice
 
 #: Pixel values as query files store them.
 PIXEL_MAX = 255
 
 
+#: What a frame's rows hold: images (pixel columns, or one column of image arrays), or named features.
+FRAME_KINDS = ("image", "table")
+
+
 def set_from_frame(
-    features: pd.DataFrame | np.ndarray, labels: np.ndarray, *, name: str, max_images: int = DEFAULT_MAX_QUERY
+    features: pd.DataFrame | np.ndarray,
+    labels: np.ndarray,
+    *,
+    name: str,
+    max_images: int = DEFAULT_MAX_QUERY,
+    kind: str = "image",
 ) -> ArraySet:
-    """The query set in a table of pixels and its labels.
+    """The query set in a table and its labels.
 
     Parameters
     ----------
     features : DataFrame or ndarray
-        One row per image: either 784 (28 x 28) numeric columns in row-major pixel order, or
-        a single column whose cells are arrays of 784 values or of shape (28, 28). Pixel
-        values are integers 0-255, as query files store them.
+        One row per sample. ``kind="image"``: either 784 (28 x 28) numeric columns in row-major
+        pixel order, or a single column whose cells are images (arrays of shape (H, W) or
+        (H, W, C), any size; or 784 values); pixel values are integers 0-255, as query files store
+        them. ``kind="table"``: one numeric column per feature, kept with its name.
     labels : array-like of shape (n,)
         Integer class labels.
     name : str
         The set's name.
     max_images : int
-        The most rows accepted, checked before the table is converted (which copies it as floats).
+        The most rows accepted, checked before the table is converted (which copies it).
+    kind : {"image", "table"}
+        What the rows hold.
 
     Returns
     -------
     ArraySet
-        ``x`` uint8 of shape (n, 28, 28), ``y`` int64, ``index`` 0..n-1.
+        Images (uint8 (n, H, W[, C])) or a table (n, d) with its column names; ``y`` int64; ``index`` 0..n-1.
 
     Raises
     ------
     InputError
-        If the table has more than ``max_images`` rows, another number of pixel columns, cells of
-        another size, non-numeric or fractional pixels, pixels outside 0-255, labels that are not
-        integers, or no rows.
+        If the table has more than ``max_images`` rows, or no rows; for images, another number of
+        pixel columns, cells of different shapes, non-numeric or fractional pixels, pixels outside
+        0-255; for tables, a non-numeric or missing value; labels that are not integers.
 
     Examples
     --------
@@ -54,42 +68,53 @@ def set_from_frame(
     >>> set_from_frame(frame, np.array([3, 5]), name="q").x.shape
     (2, 28, 28)
     """
+    check_choice("frame kind", kind, FRAME_KINDS)
     check_set_size(len(features), limit=max_images, where=f"evaluation table {name}")
-    pixels = _pixel_matrix(features)
-    n_pixels = IMAGE_SHAPE[0] * IMAGE_SHAPE[1]
-    if pixels.shape[0] == 0:
-        raise InputError("expected at least one image, got an empty table")
-    if pixels.ndim != 2 or pixels.shape[1] != n_pixels:
-        raise InputError(
-            f"expected {n_pixels} pixel columns (28 x 28, row-major) or one column of images, got a table of "
-            f"shape {pixels.shape}"
-        )
-    x = _as_uint8(pixels).reshape(-1, *IMAGE_SHAPE)
+    if len(features) == 0:
+        raise InputError("expected at least one sample, got an empty table")
+    if kind == "table":
+        frame = features if isinstance(features, pd.DataFrame) else pd.DataFrame(np.asarray(features))
+        x = feature_matrix(frame, where=f"evaluation table {name}")
+        y = _as_labels(labels, x.shape[0])
+        return ArraySet(name, x, y, np.arange(x.shape[0], dtype=np.int64), tuple(map(str, frame.columns)))
+    x = _as_uint8(_images(features))
     y = _as_labels(labels, x.shape[0])
     return ArraySet(name, x, y, np.arange(x.shape[0], dtype=np.int64))
 
 
-def _pixel_matrix(features: pd.DataFrame | np.ndarray) -> np.ndarray:
-    """The features as an (n, pixels) array; a single column of arrays is stacked."""
-    if isinstance(features, pd.DataFrame):
-        if features.shape[1] == 1 and pd.api.types.is_object_dtype(features.dtypes.iloc[0]):
-            cells = features.iloc[:, 0].tolist()
-            sizes = {np.size(cell) for cell in cells}
-            if len(sizes) > 1:
-                raise InputError(
-                    f"expected every image cell to hold the same number of pixels, got sizes {sorted(sizes)}"
-                )
-            try:
-                return (
-                    np.stack([np.asarray(cell, dtype=float).reshape(-1) for cell in cells])
-                    if cells
-                    else np.zeros((0, 0))
-                )
-            except (TypeError, ValueError) as exc:
-                raise InputError(f"expected numeric pixel arrays in the image column, got {exc}") from exc
-        features = features.to_numpy()
+def _images(features: pd.DataFrame | np.ndarray) -> np.ndarray:
+    """The rows as images: a single column of image cells stacked as they are, else 784 pixel columns as 28 x 28."""
+    if isinstance(features, pd.DataFrame) and features.shape[1] == 1:
+        if pd.api.types.is_object_dtype(features.dtypes.iloc[0]):
+            return _stacked_cells(features.iloc[:, 0].tolist())
+    pixels = _numbers(features.to_numpy() if isinstance(features, pd.DataFrame) else features)
+    n_pixels = IMAGE_SHAPE[0] * IMAGE_SHAPE[1]
+    if pixels.ndim != 2 or pixels.shape[1] != n_pixels:
+        raise InputError(
+            f"expected {n_pixels} pixel columns (28 x 28, row-major) or one column of images, got a table of "
+            f"shape {pixels.shape} (pass evaluator_config kind='table' for a table of features)"
+        )
+    return pixels.reshape(-1, *IMAGE_SHAPE)
+
+
+def _stacked_cells(cells: list) -> np.ndarray:
+    """A column of image cells as one array; flat cells of 784 values are 28 x 28 images."""
     try:
-        return np.asarray(features, dtype=float)
+        arrays = [np.asarray(cell, dtype=float) for cell in cells]
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"expected numeric pixel arrays in the image column, got {exc}") from exc
+    shapes = sorted({a.shape for a in arrays})
+    if len(shapes) > 1:
+        raise InputError(f"expected every image cell to have the same shape, got shapes {shapes[:5]}")
+    images = np.stack(arrays)
+    if images.ndim == 2 and images.shape[1] == IMAGE_SHAPE[0] * IMAGE_SHAPE[1]:
+        return images.reshape(-1, *IMAGE_SHAPE)
+    return images
+
+
+def _numbers(values: np.ndarray) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=float)
     except (TypeError, ValueError) as exc:
         raise InputError(f"expected numeric pixel columns, got values that are not numbers ({exc})") from exc
 

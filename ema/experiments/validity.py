@@ -136,7 +136,7 @@ def audit_draws(
                 **{method: results[method].verdict for method in INTERVAL_METHODS},
             }
             if draw < config.n_ks_draws:
-                pixels = images.pixels()
+                pixels = images.model_inputs()
                 ks = KSRatioAuditor().calibrate(fit_query_model(images), calset_proba(pixels)).audit(proba, labels)
                 verdicts["ks-ratio"] = ks.verdict
             for method, verdict in verdicts.items():

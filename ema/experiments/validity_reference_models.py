@@ -59,9 +59,9 @@ def free_images(splits, pool) -> tuple[np.ndarray, np.ndarray]:
 
 def measure(n_references: int, seed: int) -> dict[str, tuple[float, float]]:
     """AUC and information of the raw and the calibrated scores, with ``n_references`` references."""
-    from ema.data.arrays import to_pixels
     from ema.data.catalog import open_source
     from ema.data.presets import POOL_SPLIT, load_splits
+    from ema.inputs import to_model_inputs
     from ema.signals import log_odds_score
     from ema.training.fit import fit, predict_proba
     from ema.training.spec import TrainSpec
@@ -72,16 +72,18 @@ def measure(n_references: int, seed: int) -> dict[str, tuple[float, float]]:
     members, held_out = splits.folds[0], splits.held_out
 
     def scores(model) -> tuple[np.ndarray, np.ndarray]:
-        return tuple(log_odds_score(predict_proba(model, to_pixels(part.x)), part.y) for part in (members, held_out))
+        return tuple(
+            log_odds_score(predict_proba(model, to_model_inputs(part.x)), part.y) for part in (members, held_out)
+        )
 
     started = time.perf_counter()
-    target = scores(fit(TrainSpec(), splits.train.pixels(), splits.train.y, progress=False))
+    target = scores(fit(TrainSpec(), splits.train.model_inputs(), splits.train.y, progress=False))
     free_x, free_y = free_images(splits, open_source("fashion", None).load(POOL_SPLIT))
     rng = np.random.default_rng(seed)
     references = []
     for k in range(n_references):
         chosen = rng.choice(free_y.size, splits.train.y.size, replace=False)
-        model = fit(TrainSpec(seed=100 + k), to_pixels(free_x[chosen]), free_y[chosen], progress=False)
+        model = fit(TrainSpec(seed=100 + k), to_model_inputs(free_x[chosen]), free_y[chosen], progress=False)
         references.append(scores(model))
         print(f"reference {k + 1} of {n_references} trained ({time.perf_counter() - started:.0f} s)", flush=True)
     mean = [np.mean([r[side] for r in references], axis=0) for side in (0, 1)]

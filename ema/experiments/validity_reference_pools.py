@@ -70,17 +70,17 @@ def _train_and_score(name: str, path: Path, threads: int) -> None:
     use_threads(threads)
     data, spec, _ = TARGETS[name]
     splits = load_splits(data, 0)
-    model = fit(spec, splits.train.pixels(), splits.train.y, progress=False, desc=f"train {name}")
+    model = fit(spec, splits.train.model_inputs(), splits.train.y, progress=False, desc=f"train {name}")
     other = load_digits_28() if data == "mnist-embedded" else splits.other_domain
     sets = {f"M{i}": fold for i, fold in enumerate(splits.folds, start=1)}
     sets.update(cal=splits.calibration, M6=splits.held_out, S=other)
     arrays = {}
     for key, part in sets.items():
-        arrays[f"{key}_p"], arrays[f"{key}_y"] = predict_proba(model, part.pixels()), part.y
+        arrays[f"{key}_p"], arrays[f"{key}_y"] = predict_proba(model, part.model_inputs()), part.y
     # The same references with inverted pixels (1 - x): an oracle fed inputs preprocessed unlike training.
     # (Multiplying by 255 would not do: these ReLU MLPs keep 0.91-0.94 accuracy on 0..255 inputs.)
     for key in ("cal", *(f"M{i}" for i in range(2, 6))):
-        arrays[f"{key}{WRONG_SCALE_SUFFIX}"] = predict_proba(model, np.float32(1.0) - sets[key].pixels())
+        arrays[f"{key}{WRONG_SCALE_SUFFIX}"] = predict_proba(model, np.float32(1.0) - sets[key].model_inputs())
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **arrays)
 

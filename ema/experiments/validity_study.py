@@ -61,7 +61,7 @@ def audit_target(
     calset_model, _ = cached_model(target, "calset-model", plan.corrupted(), progress=progress)
 
     def fit_query_model(images):
-        return target.recipe.fit(images.pixels(), images.y, progress=False).predict_proba(images.pixels())
+        return target.recipe.fit(images.model_inputs(), images.y, progress=False).predict_proba(images.model_inputs())
 
     draws = audit_draws(pools, auditors, (fit_query_model, calset_model.predict_proba), config, progress=progress)
     return summarize(draws).assign(

@@ -1,16 +1,17 @@
-"""The Oracle: images in, validated predictions out, scored in batches; subclasses say how one batch is scored."""
+"""The Oracle: inputs in, validated predictions out, scored in batches; subclasses say how one batch is scored."""
 
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 
-from ema.data.arrays import MODEL_INPUT_SHAPE, to_pixels
+from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
 from ema.errors import InputError
-from ema.inputs import InputSpec, InputTransform
+from ema.inputs import InputSpec, InputTransform, align_columns, prepare_inputs
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, numeric_outputs
 from ema.validation import check_choice, check_positive_int
 
@@ -18,36 +19,6 @@ from ema.validation import check_choice, check_positive_int
 DEFAULT_BATCH_SIZE = 4096
 #: The shape our own models declare: (batch, channel, height, width).
 IMAGE_INPUT_SHAPE = MODEL_INPUT_SHAPE
-
-
-def prepare_inputs(pixels: np.ndarray, transform: InputTransform, spec: InputSpec) -> np.ndarray | pd.DataFrame:
-    """Cast and reshape images as the model declares: dtype, shape (e.g. flatten for (-1, 784)), columns.
-
-    uint8 images (n, H, W) are turned into pixels in [0, 1], as torchvision's ``ToTensor`` does,
-    then scaled by the transform, for a model that takes floats; a model that takes integers
-    receives the pixel values 0-255. A function of its arguments alone (no model), so that a
-    Spark job prepares batches on its executors exactly as the in-process oracle does.
-    """
-    if pixels.dtype == np.uint8 and pixels.ndim != 3:
-        raise InputError(f"expected uint8 images of shape (n, height, width), got shape {pixels.shape}")
-    if spec.takes_integers:
-        images = pixels if pixels.dtype == np.uint8 else np.rint(np.clip(pixels, 0, 1) * 255).astype(np.uint8)
-        inputs = np.ascontiguousarray(images, dtype=spec.dtype)
-    else:
-        pixels = to_pixels(pixels) if pixels.dtype == np.uint8 else pixels
-        inputs = np.ascontiguousarray(transform.apply(pixels), dtype=spec.dtype)
-    if spec.shape is not None:
-        target = (len(inputs), *spec.shape[1:])
-        if int(np.prod(target[1:])) != int(np.prod(inputs.shape[1:])):
-            raise InputError(
-                f"expected images that fit the model's declared input shape {spec.shape}, got images of shape "
-                f"{inputs.shape[1:]} ({int(np.prod(inputs.shape[1:]))} values); give the model's shape with "
-                "--input-shape"
-            )
-        inputs = inputs.reshape(target)
-    if spec.columns is not None:
-        return pd.DataFrame(inputs, columns=list(spec.columns))
-    return inputs
 
 
 class Oracle:
@@ -105,14 +76,15 @@ class Oracle:
         """What this oracle hands the model for ``pixels``: :func:`prepare_inputs` with its transform and spec."""
         return prepare_inputs(pixels, self.transform, self.input_spec)
 
-    def predict(self, pixels: np.ndarray) -> Predictions:
-        """Validated predictions for ``pixels`` of shape (n, 1, 28, 28) in [0, 1], or uint8 images (n, 28, 28).
+    def predict(self, pixels: np.ndarray | ArraySet) -> Predictions:
+        """Validated predictions for a set, or for its inputs (``ArraySet.x``, or float pixels (n, C, H, W)).
 
-        Inputs are prepared one batch at a time: uint8 images (``ArraySet.x``) never exist
-        as float32 all at once, so memory does not grow with the query set beyond the
+        A table given as a set is matched to a column-based signature by name (extra columns
+        are left out and logged). Inputs are prepared one batch at a time: uint8 images never
+        exist as float32 all at once, so memory does not grow with the query set beyond the
         images themselves and the outputs.
         """
-        pixels = np.asarray(pixels)
+        pixels = self._inputs_of(pixels) if isinstance(pixels, ArraySet) else np.asarray(pixels)
         if pixels.ndim == 0 or len(pixels) == 0:
             raise InputError(f"expected at least one image to score, got an array of shape {pixels.shape}")
         outputs = None
@@ -135,6 +107,20 @@ class Oracle:
             outputs[start : start + len(images)] = batch
         return interpret_outputs(outputs, self.outputs)
 
+    def _inputs_of(self, data: ArraySet) -> np.ndarray:
+        """A set's inputs, a table's columns in the order the model's signature names them."""
+        if data.kind != "table":
+            return data.x
+        x, extra = align_columns(data.x, data.features, self.input_spec, where=data.name)
+        if extra:
+            logging.getLogger(__name__).warning(
+                "%s: %d column(s) the model's signature does not name are left out: %s",
+                data.name,
+                len(extra),
+                ", ".join(extra[:8]) + (" ..." if len(extra) > 8 else ""),
+            )
+        return x
+
     def _scored_batches(self, pixels: np.ndarray, starts: range) -> Iterator[np.ndarray]:
         """The model's numeric outputs for the batch at each start, in order."""
         for start in starts:
@@ -143,6 +129,6 @@ class Oracle:
     def _score(self, images: np.ndarray) -> np.ndarray:
         return numeric_outputs(self._predict_batch(self.prepare(images)), self.source, self.output_name)
 
-    def predict_proba(self, pixels: np.ndarray) -> np.ndarray:
+    def predict_proba(self, pixels: np.ndarray | ArraySet) -> np.ndarray:
         """Class probabilities (one-hot for a label-only model)."""
         return self.predict(pixels).proba

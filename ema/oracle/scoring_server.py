@@ -17,12 +17,11 @@ import numpy as np
 import pandas as pd
 
 from ema.errors import InputError, ModelAccessError
-from ema.inputs import InputSpec
-from ema.oracle.base import IMAGE_INPUT_SHAPE, Oracle
+from ema.oracle.base import Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
 from ema.oracle.wire_format import CONTENT_TYPES, REQUEST_FORMATS, encode_request, parse_reply, server_message
-from ema.validation import check_choice, check_positive_int, redact_url
+from ema.validation import check_choice, check_finite, check_positive_int, redact_url
 
 #: Seconds one scoring through a server (one ``predict`` call: every batch, retry and wait) may take by default.
 DEFAULT_TIMEOUT = 600.0
@@ -128,7 +127,7 @@ class HttpOracle(Oracle):
         self._local = threading.local()
         self._connections: list[TimedConnection] = []
         self._deadline = math.inf
-        super().__init__(**{"input_spec": InputSpec(IMAGE_INPUT_SHAPE), **options})
+        super().__init__(**options)
 
     def predict(self, pixels: np.ndarray) -> Predictions:
         """Validated predictions, as :meth:`Oracle.predict`, within ``timeout`` seconds of wall time."""
@@ -286,10 +285,8 @@ def _credential_headers(parts: SplitResult) -> dict[str, str]:
 
 def _check_limits(*, timeout: float, request_timeout: float, retries: int, backoff: float) -> None:
     """Refuse limits that are not finite positive seconds, a negative retry count or a negative backoff."""
-    for name, value in (("timeout", timeout), ("request_timeout", request_timeout)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise InputError(f"expected {name} as a finite number of seconds > 0, got {value!r}")
+    check_finite("timeout (seconds)", timeout, minimum=0.0, open_minimum=True)
+    check_finite("request_timeout (seconds)", request_timeout, minimum=0.0, open_minimum=True)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise InputError(f"expected retries as an integer >= 0, got {retries!r}")
-    if not 0 <= backoff < math.inf:
-        raise InputError(f"expected backoff as a finite number of seconds >= 0, got {backoff!r}")
+    check_finite("backoff (seconds)", backoff, minimum=0.0)

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from scipy import stats
 
-from ema.stats._validation import check_unit_interval
+from ema.validation import check_open_unit
 
 #: Alternatives of the tail tests, spelled as in scipy.stats.
 TAIL_ALTERNATIVES = ("less", "greater")
@@ -49,7 +49,7 @@ class TailTestResult:
 
         ``"less"`` gives ``(0, high)``, ``"greater"`` gives ``(low, 1)``.
         """
-        check_unit_interval("confidence_level", confidence_level)
+        check_open_unit("confidence_level", confidence_level)
         ci = stats.binomtest(self.statistic, self.n, alternative=self.alternative).proportion_ci(
             confidence_level=confidence_level, method="exact"
         )

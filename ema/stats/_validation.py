@@ -1,17 +1,10 @@
-"""Checks of the public functions' arguments, with messages that say what was expected and what came in."""
+"""Checks of the statistics' array arguments (scores, strata); scalar checks are :mod:`ema.validation`'s."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ema.errors import InputError
-
-
-def check_unit_interval(name: str, value: float) -> float:
-    """Refuse anything but a real number strictly between 0 and 1 (a level, a probability)."""
-    if not (isinstance(value, (int, float, np.floating, np.integer)) and 0.0 < float(value) < 1.0):
-        raise InputError(f"expected `{name}` in (0, 1), got {value!r}")
-    return float(value)
 
 
 def check_score_vector(name: str, scores: np.ndarray) -> np.ndarray:

@@ -19,9 +19,8 @@ from ema.stats._results import TailTestResult
 from ema.stats._validation import (
     check_paired_strata,
     check_score_vector,
-    check_unit_interval,
 )
-from ema.validation import check_positive_int
+from ema.validation import check_open_unit, check_positive_int
 
 #: Pseudo-count added to each side of a share estimated from counts (the Jeffreys prior
 #: Beta(1/2, 1/2)): a share estimated from zero observed samples stays above an impossible 0.
@@ -278,7 +277,7 @@ def member_tail_test(count: int, n: int, null_share: float, null_variance: float
     check_positive_int("n", n)
     if not (isinstance(count, (int, np.integer)) and 0 <= count <= n):
         raise InputError(f"expected `count` to be an integer in 0..{n}, got {count!r}")
-    check_unit_interval("null_share", null_share)
+    check_open_unit("null_share", null_share)
     if not (np.isfinite(null_variance) and 0.0 <= null_variance < null_share * (1.0 - null_share)):
         raise InputError(
             f"expected `null_variance` in [0, null_share * (1 - null_share)) = [0, "

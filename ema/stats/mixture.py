@@ -22,6 +22,7 @@ from ema.stats.binned_tests import (
     pooled_removal,
     tail_pvalues,
 )
+from ema.validation import check_open_unit
 
 #: Resampled member queries behind a power estimate, and permutations per resampled test.
 DEFAULT_POWER_RESAMPLES = 200
@@ -188,8 +189,7 @@ def retained_fraction(
         )
     if any(np.any(c < 0) or c.sum() == 0 or not np.issubdtype(c.dtype, np.integer) for c in counts):
         raise InputError(f"expected non-negative integer counts with at least one sample each, got {counts}")
-    if not 0.0 < confidence_level < 1.0:
-        raise InputError(f"expected confidence_level in (0, 1), got {confidence_level}")
+    check_open_unit("confidence_level", confidence_level)
     query, member, nonmember = (c.astype(np.float64) for c in counts)
     grid = _fraction_grid()
     profile = mixture_profile_loglik(query, member, nonmember, grid)

@@ -16,8 +16,8 @@ import numpy as np
 from ema.errors import InputError
 from ema.stats._beta_binomial import betabinom_pmf, tail_probability
 from ema.stats._results import TAIL_ALTERNATIVES, TailTestResult
-from ema.stats._validation import check_paired_strata, check_score_vector, check_unit_interval
-from ema.validation import check_choice
+from ema.stats._validation import check_paired_strata, check_score_vector
+from ema.validation import check_choice, check_open_unit
 
 
 def cutoff_ranks(n_reference: int | np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -220,7 +220,7 @@ def reference_tail_test(
     >>> res.pvalue < 1e-6
     True
     """
-    check_unit_interval("level", level)
+    check_open_unit("level", level)
     _check_alternative(alternative)
     query_scores = check_score_vector("query_scores", query_scores)
     reference_scores = check_score_vector("reference_scores", reference_scores)

@@ -10,9 +10,8 @@ from scipy import stats
 
 from ema.errors import InputError
 from ema.stats._beta_binomial import betabinom_pmf
-from ema.stats._validation import check_unit_interval
 from ema.stats.placement import cutoff_ranks
-from ema.validation import check_positive_int
+from ema.validation import check_open_unit, check_positive_int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,8 +139,8 @@ def _check_power_arguments(
     max_n: int,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The arguments of :func:`required_query_size` checked; member rates (2-D), levels and n_tests."""
-    check_unit_interval("alpha", alpha)
-    check_unit_interval("power", power)
+    check_open_unit("alpha", alpha)
+    check_open_unit("power", power)
     levels = np.atleast_1d(np.asarray(levels, dtype=np.float64))
     member_rates = np.atleast_2d(np.asarray(member_rates, dtype=np.float64))
     if levels.ndim != 1 or member_rates.shape[-1] != levels.size or member_rates.ndim != 2:

@@ -9,10 +9,10 @@ import numpy as np
 from ema.errors import InputError
 from ema.stats._dirichlet import nested_dirichlet
 from ema.stats._results import ConfidenceInterval
-from ema.stats._validation import check_score_vector, check_unit_interval
+from ema.stats._validation import check_score_vector
 from ema.stats.member_tails import MemberTailCurve
 from ema.stats.placement import expected_cutoff_levels
-from ema.validation import check_positive_int
+from ema.validation import check_open_unit, check_positive_int
 
 #: Monte Carlo draws for the retained-fraction interval.
 DEFAULT_INTERVAL_DRAWS = 4000
@@ -258,7 +258,7 @@ def _check_interval_arguments(
             f"expected `stratum_weights` of shape ({n_strata},), non-negative and summing to 1, got "
             f"{stratum_weights.tolist()}"
         )
-    check_unit_interval("confidence_level", confidence_level)
+    check_open_unit("confidence_level", confidence_level)
     if not (isinstance(n_draws, (int, np.integer)) and n_draws >= 100):
         raise InputError(f"expected `n_draws` to be an integer >= 100, got {n_draws!r}")
     return counts, reference_ranks, reference_sizes, stratum_weights
@@ -324,7 +324,7 @@ def retained_lower_bound(
     sqrt(log(2 / (1 - confidence_level)) / (2 n)) for each sample (the one-sided
     Dvoretzky-Kiefer-Wolfowitz-Massart bound, half the error probability to each sample).
     """
-    check_unit_interval("confidence_level", confidence_level)
+    check_open_unit("confidence_level", confidence_level)
     query_scores = np.sort(check_score_vector("query_scores", query_scores))
     reference_scores = np.sort(check_score_vector("reference_scores", reference_scores))
     cuts = np.concatenate([query_scores, reference_scores])

@@ -99,8 +99,9 @@ class AuditEvaluator(ModelEvaluator):
         InputError
             On a bad config (refused first, by :meth:`checked_config`), without a model (static
             predictions cannot be audited: the audit queries the model itself), when the model's
-            registered version cannot be told, on a table that is not 28 x 28 images with integer
-            labels, or one of more rows than the config's ``max_query``. Refused for good: fix the call.
+            registered version cannot be told, on a table that is not images (or, with the config's
+            ``kind="table"``, numeric features) with integer labels, or one of more rows than the
+            config's ``max_query``. Refused for good: fix the call.
         ModelAccessError, StoreBusyError
             When the model could not be loaded or scored, or the tracking store stayed busy
             (:data:`ema.errors.RETRYABLE`): the same call may pass when tried again.
@@ -116,7 +117,13 @@ class AuditEvaluator(ModelEvaluator):
         model_uri = str(config.pop("model_uri", "") or registered_uri(model))
         name = _UNSAFE_NAME.sub("-", str(dataset.name or "query")).strip("-.") or "query"
         max_images = check_positive_int(MAX_QUERY_KEY, config.get(MAX_QUERY_KEY, DEFAULT_MAX_QUERY))
-        query = set_from_frame(dataset.features_data, dataset.labels_data, name=name, max_images=max_images)
+        query = set_from_frame(
+            dataset.features_data,
+            dataset.labels_data,
+            name=name,
+            max_images=max_images,
+            kind=str(config.get("kind", "image")),
+        )
         audit_run = self.run_audit(model_uri, query, config)
         metrics = mirror_audit_run(audit_run, run_id)
         artifact_uri = mlflow.get_run(audit_run).info.artifact_uri

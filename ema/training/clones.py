@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ema.data.arrays import to_pixels
 from ema.errors import InputError
-from ema.inputs import InputTransform
+from ema.inputs import InputTransform, to_model_inputs
 from ema.training.recipes import Classifier, SklearnClassifier, flatten, transform_dict
 from ema.training.spec import TrainSpec
 from ema.validation import short_hash
@@ -112,7 +111,7 @@ def package_trained(classifier: Classifier, images: np.ndarray) -> AbstractConte
     """
     package = getattr(classifier, "package", None)
     if package is not None:
-        return package(to_pixels(images))
+        return package(to_model_inputs(images))
     from ema.training.packaging import package_classifier  # torch: only when a model is logged
 
     return package_classifier(classifier, images)

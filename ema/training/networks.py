@@ -70,7 +70,7 @@ def image_inputs(images: np.ndarray) -> torch.Tensor:
 
     uint8 as a signature declares them, or any numeric type holding the same values (a Spark
     UDF hands over float arrays): the same float32 arithmetic as the pixels the network was
-    trained on (``ema.data.arrays.to_pixels``), so the model predicts bitwise what it predicts
+    trained on (``ema.data.arrays.to_model_inputs``), so the model predicts bitwise what it predicts
     on those pixels. Other types are converted into a copy that is then scaled in place (one
     pass fewer over the batch); float32 is scaled into a new tensor, leaving the caller's array as it is.
     """

@@ -26,9 +26,8 @@ import mlflow.pyfunc
 import numpy as np
 import torch
 
-from ema.data.arrays import to_pixels
 from ema.errors import InputError
-from ema.inputs import InputTransform
+from ema.inputs import InputTransform, to_model_inputs
 from ema.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, ModelPackage
 from ema.training import networks
 from ema.training.architectures import ProbabilityModel
@@ -63,7 +62,7 @@ def package_classifier(classifier, images: np.ndarray) -> Iterator[ModelPackage]
     if isinstance(classifier, SklearnClassifier):
         import sklearn
 
-        flat = flatten(classifier.transform.apply(to_pixels(images[:2])))
+        flat = flatten(classifier.transform.apply(to_model_inputs(images[:2])))
         import skops
 
         from ema.training.helper_loading import sklearn_types
@@ -92,7 +91,7 @@ def package_torch_model(
     wherever it was trained, so that it loads on any machine.
     """
     model = on_cpu(model)
-    example = images[:2] if transform.is_identity else transform.apply(to_pixels(images[:2]))
+    example = images[:2] if transform.is_identity else transform.apply(to_model_inputs(images[:2]))
     requirements = [f"torch=={torch.__version__.split('+')[0]}"]
     if model.spec.arch == "resnet18":
         import torchvision
@@ -102,7 +101,7 @@ def package_torch_model(
         yield ModelPackage(
             FLAVOR_PYFUNC_CODE,
             np.ascontiguousarray(example),
-            predict_proba(model, transform.apply(to_pixels(images[:2]))),
+            predict_proba(model, transform.apply(to_model_inputs(images[:2]))),
             tuple(requirements),
             python_model=str(MODEL_CODE),
             artifacts={

@@ -1,6 +1,6 @@
 """Audit a query set against a model reached only as a black box: one run, its metrics, tags and artifacts.
 
-``AuditConfig`` and ``SuppliedCalibration`` are defined in :mod:`ema.workflows.audit_request`,
+``AuditConfig`` and ``SuppliedCalibration`` are defined in :mod:`ema.workflows.audit_session`,
 the methods (names, plans, runners, metrics) in the method table :mod:`ema.workflows.methods`;
 they are re-exported here, the audit's public face. Where the query is scored is a row of the
 engine table :mod:`ema.workflows.engines`, picked by ``config.engine``.
@@ -25,7 +25,7 @@ from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, start_run
 from ema.workflows.audit_gates import audit_warnings
 from ema.workflows.audit_methods import fit_calibrated
-from ema.workflows.audit_request import (
+from ema.workflows.audit_session import (
     AuditConfig,
     Scored,
     SuppliedCalibration,
@@ -104,15 +104,15 @@ def audit(
         config.validate()
         score = engine_row(config.engine).score
         with collect_foreign_entries() as foreign, score(config, oracle, progress) as scored:
-            request, results, tags = scored.request, scored.results, dict(scored.tags)
-            expected = expected_verdict(config, request.target, request.data)
-            warnings = audit_warnings(request, results) + foreign
+            session, results, tags = scored.session, scored.results, dict(scored.tags)
+            expected = expected_verdict(config, session.target, session.data)
+            warnings = audit_warnings(session, results) + foreign
             if config.strict and warnings:
                 results = _inconclusive(results, method_plan(config.method)[0])
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
             _log_results(config, results, tags, scored, expected)
-            report = report_artifacts(request, results, tags, warnings, run.info.run_id, scored.fingerprint)
+            report = report_artifacts(session, results, tags, warnings, run.info.run_id, scored.fingerprint)
             log_artifacts_atomically(
                 {
                     keys.ARTIFACT_CALIBRATION: {m: r.thresholds for m, r in results.items()},
@@ -129,8 +129,8 @@ def audit(
         results,
         tuple(warnings),
     )
-    if tag_version and request.target.version is not None:
-        record_on_version(config, outcome, scored.fingerprint, request.target.version)
+    if tag_version and session.target.version is not None:
+        record_on_version(config, outcome, scored.fingerprint, session.target.version)
     return outcome
 
 

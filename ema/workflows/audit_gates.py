@@ -17,19 +17,19 @@ from ema.auditors.reference_gates import ACCURACY_GAP_LIMIT, reference_gate_warn
 from ema.auditors.result import AuditResult
 from ema.tracking import keys
 from ema.tracking.runs import run_metrics
-from ema.workflows.audit_request import AuditRequest
+from ema.workflows.audit_session import AuditSession
 from ema.workflows.input_scaling import scaling_suggestion
 
 
-def audit_warnings(request: AuditRequest, results: dict[str, AuditResult]) -> list[str]:
+def audit_warnings(session: AuditSession, results: dict[str, AuditResult]) -> list[str]:
     """Every warning of the audit, the gates' first, each once, in a stable order."""
-    proba, labels = request.nonmember_proba, request.nonmembers.data.y
+    proba, labels = session.nonmember_proba, session.nonmembers.data.y
     reference_accuracy = float((proba.argmax(axis=1) == labels).mean())
-    recorded = _recorded_accuracies(request)
+    recorded = _recorded_accuracies(session)
     warnings = reference_gate_warnings(
         n_classes=proba.shape[1],
         reference_accuracy=reference_accuracy,
-        member_accuracy=_member_accuracy(request, recorded),
+        member_accuracy=_member_accuracy(session, recorded),
         balanced_accuracy=_ema_balanced_accuracy(results),
         nonmember_flag_rate=_ema_nonmember_flag_rate(results, proba, labels),
     )
@@ -40,7 +40,7 @@ def audit_warnings(request: AuditRequest, results: dict[str, AuditResult]) -> li
             f"held-out accuracy ({held_out:.3f}): inputs are probably scaled or normalised unlike training "
             "(try --input-scale or --normalize)"
         )
-    suggestion = scaling_suggestion(request.oracle, request.nonmembers.data, reference_accuracy)
+    suggestion = scaling_suggestion(session.oracle, session.nonmembers.data, reference_accuracy)
     if suggestion is not None:
         warnings.append(suggestion)
     warnings += _transfer_warnings(results)
@@ -49,22 +49,22 @@ def audit_warnings(request: AuditRequest, results: dict[str, AuditResult]) -> li
     return list(dict.fromkeys(warnings))
 
 
-def _recorded_accuracies(request: AuditRequest) -> dict[str, float]:
+def _recorded_accuracies(session: AuditSession) -> dict[str, float]:
     """The accuracies the target's training run logged (a workbench target), else none."""
-    version = request.target.version
+    version = session.target.version
     if version is None or not version.run_id:
         return {}
     metrics = run_metrics(version.run_id)
     return {m: metrics[m] for m in (keys.METRIC_TRAIN_ACCURACY, keys.METRIC_HELD_OUT_ACCURACY) if m in metrics}
 
 
-def _member_accuracy(request: AuditRequest, recorded: dict[str, float]) -> float | None:
+def _member_accuracy(session: AuditSession, recorded: dict[str, float]) -> float | None:
     """Accuracy on members: as recorded at training, else on the member reference (scored once per audit)."""
     if keys.METRIC_TRAIN_ACCURACY in recorded:
         return recorded[keys.METRIC_TRAIN_ACCURACY]
-    if request.members is None:
+    if session.members is None:
         return None
-    return float((request.member_proba.argmax(axis=1) == request.members.data.y).mean())
+    return float((session.member_proba.argmax(axis=1) == session.members.data.y).mean())
 
 
 def _ema_balanced_accuracy(results: dict[str, AuditResult]) -> float | None:

@@ -18,7 +18,7 @@ from ema.limits import seconds_left
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
 from ema.tracking.runs import log_dataset
-from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, audit_target, log_audit_params
+from ema.workflows.audit_session import AuditConfig, AuditSession, Scored, audit_target, log_audit_params
 from ema.workflows.methods import check_access, method_plan, method_spec
 
 
@@ -39,11 +39,11 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         http_concurrency=config.http_concurrency,
         http_format=config.http_format,
     )
-    request = AuditRequest(config, target, data, oracle, progress)
-    predictions = request.oracle.predict(data.x)
-    results, tags = run_methods(request, predictions)
+    session = AuditSession(config, target, data, oracle, progress)
+    predictions = session.oracle.predict(data)
+    results, tags = run_methods(session, predictions)
     yield Scored(
-        request,
+        session,
         results,
         tags,
         predictions.access,
@@ -53,15 +53,15 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
     )
 
 
-def run_methods(request: AuditRequest, predictions: Predictions) -> tuple[dict[str, AuditResult], dict[str, str]]:
+def run_methods(session: AuditSession, predictions: Predictions) -> tuple[dict[str, AuditResult], dict[str, str]]:
     """Every auditor the method asks for, in order; their results and the tags they produced.
 
     Refused before any runs when one of them needs what the model does not return.
     """
-    check_access(request.config.method, predictions.access)
+    check_access(session.config.method, predictions.access)
     results, tags = {}, {}
-    for method in method_plan(request.config.method):
-        results[method], method_tags = method_spec(method).runner(request, predictions)
+    for method in method_plan(session.config.method):
+        results[method], method_tags = method_spec(method).runner(session, predictions)
         tags.update(method_tags)
     return results, tags
 

@@ -22,7 +22,7 @@ from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, Predictions
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.tracking import keys
-from ema.workflows.audit_request import AuditConfig, AuditRequest
+from ema.workflows.audit_session import AuditConfig, AuditSession
 from ema.workflows.cached_models import cached_model, helper_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
 from ema.workflows.methods import Runner
@@ -33,41 +33,42 @@ ROUTE_MEMBER_REFERENCE = "member reference scored on the target"
 ROUTE_TRANSFER = "transfer from the calibration model"
 
 
-def ema_auditor(request: AuditRequest, access: str) -> tuple[EMAAuditor, dict[str, str]]:
+def ema_auditor(session: AuditSession, access: str) -> tuple[EMAAuditor, dict[str, str]]:
     """The paper's auditor, calibrated for this audit; correctness alone when the model returns labels only."""
-    thresholds, tags = request.thresholds()
+    thresholds, tags = session.thresholds()
     signals = LABEL_ONLY_SIGNALS if access == ACCESS_LABEL_ONLY else PAPER_SIGNALS
-    config = request.config
+    config = session.config
     auditor = EMAAuditor.from_dict(
         thresholds, signals=signals, threshold_mode=config.threshold_mode, test=config.test, alpha=config.alpha
     )
     return auditor, tags
 
 
-def run_ema(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+def run_ema(session: AuditSession, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
     """The paper's auditor on the query's predictions."""
-    auditor, tags = ema_auditor(request, predictions.access)
+    auditor, tags = ema_auditor(session, predictions.access)
     predictions = predictions.with_classes(auditor.n_classes_)
-    return auditor.audit(predictions.proba, request.data.y), tags
+    return auditor.audit(predictions.proba, session.data.y), tags
 
 
-def run_ks_ratio(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+def run_ks_ratio(session: AuditSession, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
     """Liu & Tsaftaris: compare the target with models trained on the query set and on the calibration set."""
-    calibration_set = request.calibration_plan.corrupted()
-    query_model, query_cached = cached_model(request.target, "query-model", request.data, progress=request.progress)
+    calibration_set = session.calibration_plan.corrupted()
+    query_model, query_cached = cached_model(session.target, "query-model", session.data, progress=session.progress)
     calset_model, calset_cached = cached_model(
-        request.target, "calset-model", calibration_set, progress=request.progress
+        session.target, "calset-model", calibration_set, progress=session.progress
     )
-    images = request.data.x
-    auditor = KSRatioAuditor().calibrate(query_model.predict_proba(images), calset_model.predict_proba(images))
+    auditor = KSRatioAuditor().calibrate(
+        query_model.predict_proba(session.data), calset_model.predict_proba(session.data)
+    )
     tags = {
         keys.TAG_KS_RATIO_CACHE: f"query-model {'hit' if query_cached else 'miss'}, calset-model "
         f"{'hit' if calset_cached else 'miss'}"
     }
-    return auditor.audit(predictions.proba, request.data.y), tags
+    return auditor.audit(predictions.proba, session.data.y), tags
 
 
-def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
     """The calibrated auditor: against a member reference scored on the target where one is known, else by transfer.
 
     With members known (``--members``, or a workbench target's other training folds), both
@@ -76,24 +77,24 @@ def run_calibrated(request: AuditRequest, predictions: Predictions) -> tuple[Aud
     transferred from the calibration model (:class:`~ema.auditors.calibrated.CalibratedAuditor`),
     trusted only when that model generalises like the target.
     """
-    config, labels = request.config, request.data.y
-    if request.members is not None:
+    config, labels = session.config, session.data.y
+    if session.members is not None:
         auditor = ReferenceAuditor(alpha=config.alpha, margin=config.margin).calibrate(
-            request.member_proba, request.members.data.y, request.nonmember_proba, request.nonmembers.data.y
+            session.member_proba, session.members.data.y, session.nonmember_proba, session.nonmembers.data.y
         )
-        tags = {**request.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_MEMBER_REFERENCE}
+        tags = {**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_MEMBER_REFERENCE}
         return auditor.audit(predictions.proba, labels), tags
     auditor, tags = fit_calibrated(
-        request.target,
-        request.oracle,
-        request.calibration_plan,
+        session.target,
+        session.oracle,
+        session.calibration_plan,
         alpha=config.alpha,
         threshold_mode=config.threshold_mode,
         reference_file=config.reference_file,
         max_images=config.max_query,
-        progress=request.progress,
+        progress=session.progress,
     )
-    tags.update({**request.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
+    tags.update({**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
     return auditor.audit(predictions.proba, labels), tags
 
 
@@ -117,11 +118,11 @@ def fit_calibrated(
     calibration_model = helper_oracle(outcome.entry, target)
     members, nonmembers = plan.halves()
     auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
-        oracle.predict_proba(reference.x),
+        oracle.predict_proba(reference),
         reference.y,
-        calibration_model.predict_proba(members.x),
+        calibration_model.predict_proba(members),
         members.y,
-        calibration_model.predict_proba(nonmembers.x),
+        calibration_model.predict_proba(nonmembers),
         nonmembers.y,
     )
     tags = {
@@ -146,15 +147,15 @@ def run_on_references(make_auditor: Callable[[AuditConfig], Auditor]) -> Runner:
         (From the runner) when no member reference is known: give ``--members FILE.npz``.
     """
 
-    def run(request: AuditRequest, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
-        if request.members is None:
+    def run(session: AuditSession, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+        if session.members is None:
             raise InputError(
-                f"--method {request.config.method} needs samples the target was trained on, got none known; "
+                f"--method {session.config.method} needs samples the target was trained on, got none known; "
                 "give --members FILE.npz"
             )
-        auditor = make_auditor(request.config).calibrate(
-            request.member_proba, request.members.data.y, request.nonmember_proba, request.nonmembers.data.y
+        auditor = make_auditor(session.config).calibrate(
+            session.member_proba, session.members.data.y, session.nonmember_proba, session.nonmembers.data.y
         )
-        return auditor.audit(predictions.proba, request.data.y), request.reference_tags()
+        return auditor.audit(predictions.proba, session.data.y), session.reference_tags()
 
     return run

@@ -22,7 +22,7 @@ from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
 from ema.workflows.audit_methods import ema_auditor
-from ema.workflows.audit_request import AuditConfig, AuditRequest, Scored, audit_target, log_audit_params
+from ema.workflows.audit_session import AuditConfig, AuditSession, Scored, audit_target, log_audit_params
 
 #: How a Spark master URL may start, besides ``yarn`` (what spark-submit accepts): checked before a JVM starts.
 SPARK_MASTER_PREFIXES = ("local", "spark://", "k8s://")
@@ -84,9 +84,9 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         with spark_engine.spark_session(config.spark_master) as spark:
             table = spark_engine.read_query(spark, config.query_table)
             log_audit_params(config, target, **{keys.PARAM_SPARK_MASTER: spark.sparkContext.master})
-            request = AuditRequest(config, target, None, oracle, progress)
-            reference = request.nonmember_predictions
-            auditor, tags = ema_auditor(request, reference.access)
+            session = AuditSession(config, target, None, oracle, progress)
+            reference = session.nonmember_predictions
+            auditor, tags = ema_auditor(session, reference.access)
             flag = FlagBatch(auditor, _output_kind(config.outputs, reference.access), auditor.n_classes_)
             prepare = PrepareBatch(oracle.transform, oracle.input_spec, where=config.query_table)
             counts = spark_engine.audit_table(
@@ -98,7 +98,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             tags[keys.TAG_MEMBERSHIP_URI] = config.membership_out
         membership = {} if config.membership_out else {keys.ARTIFACT_MEMBERSHIP_PARQUET: Path(out_uri)}
         yield Scored(
-            request, {result.method: result}, tags, reference.access, reference.detected, counts.fingerprint, membership
+            session, {result.method: result}, tags, reference.access, reference.detected, counts.fingerprint, membership
         )
 
 

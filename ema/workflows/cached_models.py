@@ -42,7 +42,9 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
 
     def build() -> TrustedEntry:
         with start_run(f"train {role} {data.name} for {target.label}"):
-            classifier = target.require_recipe().fit(data.pixels(), data.y, progress=progress, device=target.device)
+            classifier = target.require_recipe().fit(
+                data.model_inputs(), data.y, progress=progress, device=target.device
+            )
             with package_trained(classifier, data.x) as package:
                 version = log_and_register(
                     package,

@@ -94,9 +94,9 @@ def calibration_cache_key(
 def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet) -> EMAAuditor:
     """Fit every metric's thresholds on a calibration model's members and non-members."""
     return EMAAuditor(signals=tuple(SIGNALS)).calibrate(
-        classifier.predict_proba(members.pixels()),
+        classifier.predict_proba(members.model_inputs()),
         members.y,
-        classifier.predict_proba(nonmembers.pixels()),
+        classifier.predict_proba(nonmembers.model_inputs()),
         nonmembers.y,
     )
 
@@ -182,7 +182,7 @@ class CalibrationPlan:
         set_tags({keys.TAG_CACHE: cache})
         members, nonmembers = self.halves()
         classifier = self.target.require_recipe().fit(
-            members.pixels(), members.y, progress=progress, device=self.target.device
+            members.model_inputs(), members.y, progress=progress, device=self.target.device
         )
         thresholds = fit_thresholds(classifier, members, nonmembers).to_dict()
         log_metrics(

@@ -5,7 +5,7 @@ own options (``AuditConfig`` fields such as ``spark_master``, refused under any 
 check of the options it is given (:attr:`EngineSpec.check`), whether it runs every method of the
 method table, and ``score(config, oracle, progress)``: a context manager that resolves the target,
 logs the run's params, scores the query, runs the auditors and yields a
-:class:`~ema.workflows.audit_request.Scored`. :func:`ema.workflows.audit.audit` picks the row by
+:class:`~ema.workflows.audit_session.Scored`. :func:`ema.workflows.audit.audit` picks the row by
 name and does everything else (gates, strict, logging, report, the version's record) the same way
 for every engine, so the metrics, tags and verdict do not depend on where the query was scored.
 
@@ -36,7 +36,7 @@ from ema.workflows.deferred import deferred
 
 if TYPE_CHECKING:
     from ema.oracle import Oracle
-    from ema.workflows.audit_request import AuditConfig, Scored
+    from ema.workflows.audit_session import AuditConfig, Scored
 
 #: An engine's scoring: ``score(config, oracle, progress)`` yields what the audit logs and decides on.
 Score = Callable[["AuditConfig", "Oracle | None", bool], AbstractContextManager["Scored"]]

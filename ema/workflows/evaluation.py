@@ -78,6 +78,7 @@ KEY_KINDS = {
     "input_scale": NUMBER,
     "normalize": TEXT,
     "query_file": PATH,
+    "kind": TEXT,
     "max_query": INTEGER,
     "progress": FLAG,
 }

@@ -49,10 +49,10 @@ if TYPE_CHECKING:
     from ema.auditors.base import Auditor
     from ema.auditors.result import AuditResult
     from ema.oracle import Predictions
-    from ema.workflows.audit_request import AuditRequest
+    from ema.workflows.audit_session import AuditSession
 
 #: A method's runner: calibrate its auditor for this audit, audit the query's predictions, say what it used (tags).
-Runner = Callable[["AuditRequest", "Predictions"], tuple["AuditResult", dict[str, str]]]
+Runner = Callable[["AuditSession", "Predictions"], tuple["AuditResult", dict[str, str]]]
 
 #: A single method's name is a run tag's suffix (``verdict.<name>``) and a column prefix; a combination joins with +.
 _SINGLE_NAME = re.compile(r"[a-z][a-z0-9-]*")
@@ -72,7 +72,7 @@ class MethodSpec:
     auditors : tuple of type
         The auditor classes its runner builds (each passes :func:`ema.auditors.check_auditor`).
     runner : callable
-        ``runner(request, predictions) -> (AuditResult, tags)``.
+        ``runner(session, predictions) -> (AuditResult, tags)``.
     needs_probabilities : bool
         Refused on a model that returns labels only.
     engines : tuple of str

@@ -23,7 +23,7 @@ from ema.validation import redact_url
 from ema.workflows.methods import metric_vocabulary
 
 if TYPE_CHECKING:
-    from ema.workflows.audit_request import AuditConfig, AuditRequest
+    from ema.workflows.audit_session import AuditConfig, AuditSession
     from ema.workflows.target import Target
 
 #: AuditConfig field -> the `ema audit` option that sets it (fields with a value of their own are below).
@@ -139,7 +139,7 @@ def _shown(uri: str | None) -> str | None:
     return redact_url(uri) if uri is not None else None
 
 
-def reference_scores(request: AuditRequest, results: dict[str, AuditResult]) -> dict[str, dict[str, np.ndarray]]:
+def reference_scores(session: AuditSession, results: dict[str, AuditResult]) -> dict[str, dict[str, np.ndarray]]:
     """The signals of the member and non-member references, for the report's pictures.
 
     Only references this audit already scored through the target (for the gates or an
@@ -152,18 +152,18 @@ def reference_scores(request: AuditRequest, results: dict[str, AuditResult]) -> 
         ("members (reference)", "member_proba", "members"),
         ("non-members (reference)", "nonmember_proba", "nonmembers"),
     ):
-        proba = request.__dict__.get(attribute)  # scored already (a cached property), or not at all
+        proba = session.__dict__.get(attribute)  # scored already (a cached property), or not at all
         if proba is None or not names:
             continue
         try:
-            found[label] = compute_scores(proba, getattr(request, reference).data.y, names)
+            found[label] = compute_scores(proba, getattr(session, reference).data.y, names)
         except InputError:
             continue  # e.g. a label-only model's outputs: the report shows the query alone
     return found
 
 
 def report_artifacts(
-    request: AuditRequest,
+    session: AuditSession,
     results: dict[str, AuditResult],
     tags: dict[str, str],
     warnings: list[str],
@@ -178,7 +178,7 @@ def report_artifacts(
     audits the same model later. A method whose query scores stayed on Spark's executors gets
     no figure.
     """
-    config, target = request.config, request.target
+    config, target = session.config, session.target
     pinned = dataclasses.replace(config, model_uri=target.model_uri) if target.model_uri else config
     n_query = next(iter(results.values())).n_query
     report = render_audit_report(
@@ -186,7 +186,7 @@ def report_artifacts(
         query=config.query_name,
         lineage=audit_lineage(config, target, n_query, fingerprint, tags, run_id),
         command=reproduce_command(pinned),
-        references=reference_scores(request, results),
+        references=reference_scores(session, results),
         warnings=warnings,
         title=f"Audit of {config.query_name} on {target.label}",
         vocabulary=metric_vocabulary(),

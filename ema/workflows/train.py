@@ -57,9 +57,9 @@ def train_target(
             }
         )
         log_dataset(train, name=f"{data}/train", context="training")
-        model = fit(spec, train.pixels(), train.y, progress=progress, desc="train target", device=device)
-        train_acc = float((predict_proba(model, train.pixels()).argmax(1) == train.y).mean())
-        held_acc = float((predict_proba(model, held_out.pixels()).argmax(1) == held_out.y).mean())
+        model = fit(spec, train.model_inputs(), train.y, progress=progress, desc="train target", device=device)
+        train_acc = float((predict_proba(model, train.model_inputs()).argmax(1) == train.y).mean())
+        held_acc = float((predict_proba(model, held_out.model_inputs()).argmax(1) == held_out.y).mean())
         log_metrics({keys.METRIC_TRAIN_ACCURACY: train_acc, keys.METRIC_HELD_OUT_ACCURACY: held_acc})
         from ema.training.packaging import package_torch_model  # torch: only when a model is logged
 

@@ -251,7 +251,7 @@ def unlearn_cache_key(
 
 def accuracy(classifier: Classifier, data: ArraySet) -> float:
     """Share of ``data`` the classifier labels right."""
-    return float((classifier.predict_proba(data.pixels()).argmax(1) == data.y).mean())
+    return float((classifier.predict_proba(data.model_inputs()).argmax(1) == data.y).mean())
 
 
 def chance_accuracy(data: ArraySet) -> float:
@@ -383,7 +383,7 @@ def _run_method(
     if spec.is_exact:
         recipe = _retrain_recipe(recipe, spec)
         started = time.monotonic()
-        classifier = recipe.fit(retain.pixels(), retain.y, progress=progress, device=target.device)
+        classifier = recipe.fit(retain.model_inputs(), retain.y, progress=progress, device=target.device)
         return classifier, time.monotonic() - started
     from ema.training.fit import TorchClassifier  # torch: only when a model is changed
     from ema.training.packaging import load_torch_model
@@ -394,8 +394,8 @@ def _run_method(
     changed = unlearn_model(
         model,
         spec,
-        (transform.apply(retain.pixels()), retain.y),
-        (transform.apply(forget.pixels()), forget.y),
+        (transform.apply(retain.model_inputs()), retain.y),
+        (transform.apply(forget.model_inputs()), forget.y),
         progress=progress,
     )
     return TorchClassifier(changed, transform), time.monotonic() - started

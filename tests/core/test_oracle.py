@@ -5,9 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from ema.data.arrays import to_pixels
 from ema.errors import InputError
-from ema.inputs import InputSpec
+from ema.inputs import InputSpec, to_model_inputs
 from ema.oracle import (
     ACCESS_LABEL_ONLY,
     ACCESS_PROBABILITIES,
@@ -73,7 +72,7 @@ def test_uint8_images_are_scored_like_pixels_and_converted_one_batch_at_a_time()
     images = np.random.default_rng(0).integers(0, 256, (10, 28, 28), dtype=np.uint8)
     from_images = _RecordingOracle(batch_size=4, input_spec=InputSpec(IMAGE_INPUT_SHAPE))
     from_pixels = _RecordingOracle(batch_size=4, input_spec=InputSpec(IMAGE_INPUT_SHAPE))
-    np.testing.assert_array_equal(from_images.predict_proba(images), from_pixels.predict_proba(to_pixels(images)))
+    np.testing.assert_array_equal(from_images.predict_proba(images), from_pixels.predict_proba(to_model_inputs(images)))
     assert from_images.batches == [(np.float32, (4, 1, 28, 28))] * 2 + [(np.float32, (2, 1, 28, 28))]
 
 
@@ -110,7 +109,7 @@ def test_a_later_batch_of_another_dtype_is_not_cast_to_the_first_batchs():
     )
 
 
-def test_uint8_images_must_be_three_dimensional_and_lists_are_accepted():
-    with pytest.raises(InputError, match=r"expected uint8 images of shape \(n, height, width\), got shape \(2, 784\)"):
-        _RecordingOracle().predict(np.zeros((2, 784), dtype=np.uint8))
+def test_uint8_images_must_have_a_known_shape_and_lists_are_accepted():
+    with pytest.raises(InputError, match=r"expected `x` as uint8 images .* got uint8 of shape \(2, 28, 28, 7\)"):
+        _RecordingOracle().predict(np.zeros((2, 28, 28, 7), dtype=np.uint8))
     assert _RecordingOracle().predict_proba(np.zeros((2, 1, 28, 28)).tolist()).shape == (2, 2)

@@ -29,7 +29,7 @@ def test_member_tail_test_uncertain_share_is_more_conservative():
     [
         ((101, 100, 0.05), r"`count` to be an integer in 0..100"),
         ((5, 0, 0.05), "positive integer"),
-        ((5, 100, 0.0), r"`null_share` in \(0, 1\)"),
+        ((5, 100, 0.0), r"expected null_share in \(0, 1\), got 0.0"),
         ((5, 100, 0.05, 0.1), r"`null_variance` in \[0, null_share"),
     ],
 )

@@ -170,7 +170,7 @@ def test_reference_tail_test_stratified_pvalue_is_convolution():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"level": 1.5}, r"expected `level` in \(0, 1\)"),
+        ({"level": 1.5}, r"expected level in \(0, 1\), got 1.5"),
         ({"level": 0.1, "alternative": "two-sided"}, "expected alternative in"),
         ({"level": 0.1, "query_strata": np.zeros(3, dtype=int)}, "both or neither"),
         (

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -30,15 +32,18 @@ def test_read_set_lists_missing_arrays(tmp_path):
         read_set(tmp_path / "bad.npz")
 
 
-def test_read_set_rejects_wrong_shape(tmp_path):
-    np.savez(tmp_path / "bad.npz", x=np.zeros((4, 32, 32), np.uint8), y=np.zeros(4, np.int64), index=np.arange(4))
-    with pytest.raises(InputError, match=r"shape \(n, 28, 28\), got \(4, 32, 32\)"):
+@pytest.mark.parametrize("shape", [(4, 32, 32, 7), (4, 2, 32, 32, 3), (4,)])
+def test_read_set_rejects_shapes_of_no_kind(tmp_path, shape):
+    np.savez(tmp_path / "bad.npz", x=np.zeros(shape, np.uint8), y=np.zeros(4, np.int64), index=np.arange(4))
+    with pytest.raises(
+        InputError, match=r"numbers of shape \(n, features\), got uint8 of shape " + re.escape(str(shape))
+    ):
         read_set(tmp_path / "bad.npz")
 
 
 def test_read_set_rejects_wrong_dtype(tmp_path):
     np.savez(tmp_path / "bad.npz", x=np.zeros((4, 28, 28), np.float32), y=np.zeros(4, np.int64), index=np.arange(4))
-    with pytest.raises(InputError, match="expected `x` as uint8"):
+    with pytest.raises(InputError, match=r"expected `x` as uint8 images .* got float32 of shape \(4, 28, 28\)"):
         read_set(tmp_path / "bad.npz")
 
 
@@ -46,7 +51,7 @@ def test_read_set_rejects_empty_set(tmp_path):
     np.savez(
         tmp_path / "empty.npz", x=np.zeros((0, 28, 28), np.uint8), y=np.zeros(0, np.int64), index=np.zeros(0, np.int64)
     )
-    with pytest.raises(InputError, match="empty query set"):
+    with pytest.raises(InputError, match="empty set"):
         read_set(tmp_path / "empty.npz")
 
 

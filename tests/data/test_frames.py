@@ -43,10 +43,14 @@ def test_set_from_frame_accepts_float_columns_holding_integers():
         (pixel_frame().iloc[:, :783], LABELS, r"expected 784 pixel columns .* got a table of shape \(4, 783\)"),
         (pixel_frame() / 255.0, LABELS, r"integer pixel values 0-255.*scale \[0, 1\] pixels by 255"),
         (pixel_frame().astype(int) + 1, LABELS, "expected pixel values 0-255, got values from 1 to 256"),
-        (pixel_frame().iloc[:0], LABELS[:0], "at least one image"),
+        (pixel_frame().iloc[:0], LABELS[:0], "at least one sample"),
         (pixel_frame(), LABELS[:3], "expected 4 labels, one per image, got 3"),
         (pixel_frame(), LABELS + 0.5, "non-negative integer class labels"),
-        (pd.DataFrame({"image": [IMAGES[0], IMAGES[1][:5]]}), LABELS[:2], "the same number of pixels"),
+        (
+            pd.DataFrame({"image": [IMAGES[0], IMAGES[1][:5]]}),
+            LABELS[:2],
+            r"the same shape, got shapes \[\(5, 28\), \(28, 28\)\]",
+        ),
         (pd.DataFrame({"image": ["a", "b"]}), LABELS[:2], "numeric"),
     ],
     ids=["columns", "unit-scale", "range", "empty", "label-count", "label-fraction", "ragged", "text"],
@@ -54,3 +58,34 @@ def test_set_from_frame_accepts_float_columns_holding_integers():
 def test_set_from_frame_refuses(features, labels, match):
     with pytest.raises(InputError, match=match):
         set_from_frame(features, labels, name="q")
+
+
+def test_set_from_frame_keeps_image_cells_of_any_size_and_colour():
+    colour = RNG.integers(0, 256, size=(3, 32, 32, 3), dtype=np.uint8)
+    data = set_from_frame(pd.DataFrame({"image": list(colour)}), LABELS[:3], name="q")
+    assert np.array_equal(data.x, colour) and data.kind == "image"
+
+
+def test_set_from_frame_reads_a_table_with_its_column_names():
+    frame = pd.DataFrame({"age": [61.0, 47.5], "dose": [2, 3]})
+    data = set_from_frame(frame, np.array([0, 1]), name="q", kind="table")
+    assert data.kind == "table" and data.features == ("age", "dose")
+    np.testing.assert_array_equal(data.x, [[61.0, 2.0], [47.5, 3.0]])
+
+
+@pytest.mark.parametrize(
+    ("frame", "match"),
+    [
+        (pd.DataFrame({"age": [61.0, np.nan]}), r"finite number in every feature cell, got 1 missing .* column 'age'"),
+        (pd.DataFrame({"site": ["a", "b"]}), r"numbers in every feature column, got other values in 'site'"),
+    ],
+    ids=["missing", "text"],
+)
+def test_set_from_frame_refuses_tables_with_missing_or_text_values(frame, match):
+    with pytest.raises(InputError, match=match):
+        set_from_frame(frame, np.array([0, 1]), name="q", kind="table")
+
+
+def test_set_from_frame_refuses_an_unknown_kind():
+    with pytest.raises(InputError, match="frame kind"):
+        set_from_frame(pixel_frame(), LABELS, name="q", kind="tensor")

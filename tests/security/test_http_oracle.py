@@ -263,11 +263,14 @@ def test_http_oracle_keeps_one_connection_for_all_batches(server):
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"timeout": 0}, r"expected timeout as a finite number of seconds > 0, got 0"),
-        ({"timeout": float("inf")}, r"expected timeout as a finite number of seconds > 0, got inf"),
-        ({"request_timeout": float("nan")}, r"expected request_timeout as a finite number of seconds > 0, got nan"),
-        ({"timeout": (5.0, 120.0)}, r"expected timeout as a finite number of seconds > 0, got \(5.0, 120.0\)"),
+        ({"timeout": 0}, r"expected timeout \(seconds\) to be a finite number > 0, got 0"),
+        ({"timeout": True}, r"expected timeout \(seconds\) to be a finite number > 0, got True"),
+        ({"timeout": float("inf")}, r"expected timeout \(seconds\) to be a finite number > 0, got inf"),
+        ({"request_timeout": float("nan")}, r"expected request_timeout \(seconds\) to be a finite number > 0, got nan"),
+        ({"timeout": (5.0, 120.0)}, r"expected timeout \(seconds\) to be a finite number > 0, got \(5.0, 120.0\)"),
         ({"retries": -1}, r"expected retries as an integer >= 0, got -1"),
+        ({"backoff": float("nan")}, r"expected backoff \(seconds\) to be a finite number >= 0, got nan"),
+        ({"backoff": True}, r"expected backoff \(seconds\) to be a finite number >= 0, got True"),
     ],
 )
 def test_http_oracle_refuses_bad_limits(options, match):

@@ -60,7 +60,7 @@ class ModelHandler(http.server.BaseHTTPRequestHandler):
 def model():
     """A classifier of 28 x 28 pixels in [0, 1], trained on one fold (seconds)."""
     fold = load_splits().query("M1")
-    return GaussianNB().fit(fold.pixels().reshape(len(fold), -1), fold.y)
+    return GaussianNB().fit(fold.model_inputs().reshape(len(fold), -1), fold.y)
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ import pytest
 import yaml
 from mlflow.exceptions import MlflowException
 
-from ema.data.arrays import to_pixels
-from ema.inputs import InputTransform
+from ema.inputs import InputTransform, to_model_inputs
 from ema.tracking.registry import log_and_register
 from ema.training import networks, pyfunc_code
 from ema.training.fit import fit, predict_proba
@@ -34,7 +33,7 @@ def _python_function_flavor(local: str) -> dict:
 
 def _logged(spec, images, transform=InputTransform()):
     x, labels = images
-    model = fit(spec, transform.apply(to_pixels(x)), labels, progress=False)
+    model = fit(spec, transform.apply(to_model_inputs(x)), labels, progress=False)
     mlflow.set_experiment("packaging")
     with mlflow.start_run(), package_torch_model(model, x, transform) as package:
         version = log_and_register(package, name="packed", alias="now", tags={})
@@ -53,7 +52,7 @@ def test_logged_model_takes_raw_images_and_predicts_exactly_what_the_trained_mod
     model, version = _logged(spec, images)
     loaded = mlflow.pyfunc.load_model(version.uri)
     x = images[0]
-    np.testing.assert_array_equal(loaded.predict(x), predict_proba(model, to_pixels(x)))
+    np.testing.assert_array_equal(loaded.predict(x), predict_proba(model, to_model_inputs(x)))
     schema = loaded.metadata.get_input_schema().inputs[0]
     assert (tuple(schema.shape), schema.type) == ((-1, 28, 28), np.dtype(np.uint8))
     assert loaded.predict(x[:7]).shape == (7, 10)  # the batch dimension stays free
@@ -68,7 +67,7 @@ def test_image_inputs_are_the_training_pixels_and_leave_the_callers_array_alone(
     batch.flags.writeable = dtype != np.float64  # read-only, as from Arrow buffers
     before = batch.copy()
     scaled = networks.image_inputs(batch)
-    np.testing.assert_array_equal(scaled.numpy(), to_pixels(images[0]))
+    np.testing.assert_array_equal(scaled.numpy(), to_model_inputs(images[0]))
     np.testing.assert_array_equal(batch, before)
 
 
@@ -76,7 +75,7 @@ def test_a_recipe_that_scales_its_inputs_keeps_float_pixel_inputs(store, images)
     transform = InputTransform(mean=0.5, std=0.25)
     model, version = _logged(TrainSpec(hidden=(16,), epochs=1), images, transform)
     loaded = mlflow.pyfunc.load_model(version.uri)
-    pixels = transform.apply(to_pixels(images[0]))
+    pixels = transform.apply(to_model_inputs(images[0]))
     np.testing.assert_array_equal(loaded.predict(pixels), predict_proba(model, pixels))
     assert loaded.metadata.get_input_schema().inputs[0].type == np.dtype(np.float32)
 

@@ -7,7 +7,7 @@ import mlflow
 import numpy as np
 import pytest
 
-from ema.data.arrays import to_pixels
+from ema.inputs import to_model_inputs
 from ema.tracking.registry import log_and_register
 from ema.training.fit import fit, predict_proba
 from ema.training.packaging import package_torch_model
@@ -35,7 +35,7 @@ assert not [name for name in sys.modules if name == "ema" or name.startswith("em
 def test_model_predicts_the_same_in_a_process_that_cannot_import_ema(store, tmp_path, spec):
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 256, (30, 28, 28)).astype(np.uint8), rng.integers(0, 10, 30)
-    model = fit(spec, to_pixels(x), y, progress=False)
+    model = fit(spec, to_model_inputs(x), y, progress=False)
     mlflow.set_experiment("self-contained")
     with mlflow.start_run(), package_torch_model(model, x) as package:
         version = log_and_register(package, name="portable", alias="now", tags={})
@@ -48,7 +48,7 @@ def test_model_predicts_the_same_in_a_process_that_cannot_import_ema(store, tmp_
         check=True,
         capture_output=True,
     )
-    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), predict_proba(model, to_pixels(x)))
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), predict_proba(model, to_model_inputs(x)))
     np.testing.assert_array_equal(mlflow.pyfunc.load_model(version.uri).predict(x), np.load(tmp_path / "p.npy"))
 
 

@@ -19,7 +19,7 @@ def tiny():
     """A small MLP that fits 300 MNIST images exactly; the first 60 are the forget set."""
     pool = load_mnist_embedded()
     data = pool.take(np.random.default_rng(0).choice(len(pool), size=300, replace=False))
-    pixels, labels = data.pixels(), data.y
+    pixels, labels = data.model_inputs(), data.y
     model = fit(TrainSpec(hidden=(64,), epochs=40, batch_size=32), pixels, labels, progress=False)
     return model, (pixels[60:], labels[60:]), (pixels[:60], labels[:60])
 

@@ -21,7 +21,7 @@ from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.audit_in_process import membership_table, run_methods
-from ema.workflows.audit_request import AuditRequest, Scored, audit_target, log_audit_params
+from ema.workflows.audit_session import AuditSession, Scored, audit_target, log_audit_params
 from ema.workflows.engines import (
     ENGINE_IN_PROCESS,
     ENGINE_SPARK,
@@ -50,14 +50,14 @@ def score_reversed(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         query=config.query, query_file=None, query_table=config.query_table, max_images=config.max_query
     )
     log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
-    request = AuditRequest(config, target, data, oracle or target.oracle(outputs=config.outputs), progress)
+    session = AuditSession(config, target, data, oracle or target.oracle(outputs=config.outputs), progress)
     half = len(data.x) // 2
-    second, first = request.oracle.predict(data.x[half:]), request.oracle.predict(data.x[:half])
+    second, first = session.oracle.predict(data.x[half:]), session.oracle.predict(data.x[:half])
     predictions = Predictions(np.concatenate([first.proba, second.proba]), first.access, first.detected)
-    results, tags = run_methods(request, predictions)
+    results, tags = run_methods(session, predictions)
     SCORED_BY_TOY.append(config.query_name)
     membership = {keys.ARTIFACT_MEMBERSHIP: membership_table(data, results)}
-    yield Scored(request, results, tags, predictions.access, predictions.detected, data.fingerprint, membership)
+    yield Scored(session, results, tags, predictions.access, predictions.detected, data.fingerprint, membership)
 
 
 def refuse_query_files(config: AuditConfig) -> None:

@@ -37,7 +37,7 @@ def foreign(tmp_path_factory, template_db):
     open_store(directory, template_db)
     configure()
     members = load_splits().query("M1")
-    x = flat(members.pixels())
+    x = flat(members.model_inputs())
     estimator = MLPClassifier(**RECIPE["params"]).fit(x, members.y)
     with mlflow.start_run(run_name="someone else's training"):
         for name, predict_fn in (("foreign-proba", "predict_proba"), ("foreign-labels", "predict")):

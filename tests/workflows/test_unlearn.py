@@ -137,7 +137,7 @@ def test_a_model_without_recorded_training_data_needs_retain(trained, tmp_path):
     splits = resolve_target(outcome.version.uri).splits()
     with start_run("register a copy without lineage"):
         model = load_torch_model(outcome.version.uri)
-        with package_torch_model(model, splits.query("M1").pixels()[:2]) as package:
+        with package_torch_model(model, splits.query("M1").model_inputs()[:2]) as package:
             bare = log_and_register(
                 package, name="no-lineage", alias="bare", tags={keys.TAG_RECIPE: outcome.version.tags[keys.TAG_RECIPE]}
             )

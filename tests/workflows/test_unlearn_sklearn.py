@@ -38,7 +38,7 @@ def flat(pixels: np.ndarray) -> np.ndarray:
 def register(estimator, name: str, training_file: str | None = None, recipe: dict | None = None) -> str:
     """Log and register a fitted estimator as a platform team would; its training data as a local .npz input."""
     splits = load_splits()
-    x = flat(splits.train.pixels())
+    x = flat(splits.train.model_inputs())
     with mlflow.start_run(run_name=f"train {name}"):
         if training_file is not None:
             dataset = mlflow.data.from_numpy(splits.train.x, targets=splits.train.y, source=training_file)
@@ -76,7 +76,7 @@ def sklearn_targets(tmp_path_factory, template_db):
         splits = load_splits()
         training = str(write_set(splits.train, folder / "train.npz"))
         retain = str(write_set(without_query(splits.train, splits.query("M1")), folder / "retain.npz"))
-        estimator = MLPClassifier(**MLP_PARAMS).fit(flat(splits.train.pixels()), splits.train.y)
+        estimator = MLPClassifier(**MLP_PARAMS).fit(flat(splits.train.model_inputs()), splits.train.y)
         tagged = register(estimator, "sk-recipe", training_file=training, recipe=MLP_RECIPE)
         bare = register(estimator, "sk-bare")
         yield {"tagged": tagged, "bare": bare, "retain": retain, "splits": splits}
@@ -122,7 +122,7 @@ def test_retrain_of_a_sklearn_target_is_seeded_by_seed(sklearn_targets):
         unlearn(UnlearnConfig(**base, spec=UnlearnSpec(method="retrain", seed=seed)), progress=False)
         for seed in (3, 3, 4)
     ]
-    x = flat(sklearn_targets["splits"].held_out.pixels()[:200])
+    x = flat(sklearn_targets["splits"].held_out.model_inputs()[:200])
     proba = [mlflow.sklearn.load_model(run.version.uri).predict_proba(x) for run in runs]
     np.testing.assert_array_equal(proba[0], proba[1])
     assert not np.allclose(proba[0], proba[2])
@@ -149,7 +149,7 @@ def test_retrain_refuses_a_seed_for_an_estimator_without_random_state(sklearn_ta
     splits = sklearn_targets["splits"]
     training = str(write_set(splits.train, tmp_path / "train.npz"))
     recipe = {"framework": "sklearn", "estimator": "GaussianNB", "params": {}}
-    uri = register(GaussianNB().fit(flat(splits.train.pixels()), splits.train.y), "sk-nb", training, recipe)
+    uri = register(GaussianNB().fit(flat(splits.train.model_inputs()), splits.train.y), "sk-nb", training, recipe)
     failed = _failed_runs()
     with pytest.raises(
         EMAError, match=r"expected --seed 0 for sk-nb v1: its GaussianNB takes no random_state.*got --seed 1"

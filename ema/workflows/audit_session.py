@@ -1,4 +1,4 @@
-"""What an audit is asked to do (``AuditConfig``), and what one audit resolved it to (``AuditRequest``)."""
+"""What an audit is asked to do (``AuditConfig``), and the per-audit state that does it (``AuditSession``)."""
 
 from __future__ import annotations
 
@@ -270,8 +270,14 @@ def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> No
 
 
 @dataclass(frozen=True)
-class AuditRequest:
-    """One audit's configuration with what it resolved to: the target, the query data, the oracle.
+class AuditSession:
+    """One audit's state: its configuration, what that resolved to (the target, the query data, the
+    oracle), and the work done for it, done at most once.
+
+    A session is made per audit and not shared: its cached properties score the target on the
+    references once (every method of the audit reads the same scores), and :meth:`thresholds`
+    trains the calibration model, or loads it from the registry, only when a method asks for it.
+    Frozen, so that the configuration and the target cannot change under the cached work.
 
     ``data`` is None when the query is a table scored by Spark: it never comes to this process.
     """
@@ -301,7 +307,7 @@ class AuditRequest:
     @cached_property
     def nonmember_predictions(self) -> Predictions:
         """The target's predictions on the non-member reference (scored once per audit)."""
-        return self.oracle.predict(self.nonmembers.data.x)
+        return self.oracle.predict(self.nonmembers.data)
 
     @cached_property
     def nonmember_proba(self) -> np.ndarray:
@@ -316,7 +322,7 @@ class AuditRequest:
     @cached_property
     def member_proba(self) -> np.ndarray | None:
         """The target's probabilities on the member reference (scored once per audit)."""
-        return None if self.members is None else self.oracle.predict_proba(self.members.data.x)
+        return None if self.members is None else self.oracle.predict_proba(self.members.data)
 
     def reference_tags(self) -> dict[str, str]:
         """Which references the audit used, in words."""
@@ -343,11 +349,11 @@ class AuditRequest:
 
 @dataclass(frozen=True)
 class Scored:
-    """What an engine hands back to the audit: the resolved request, each auditor's result and what it scored.
+    """What an engine hands back to the audit: the audit's session, each auditor's result and what it scored.
 
     Attributes
     ----------
-    request : AuditRequest
+    session : AuditSession
     results : dict of str to AuditResult
         By method, in the order of the method's plan (:func:`ema.workflows.methods.method_plan`).
     tags : dict of str to str
@@ -361,7 +367,7 @@ class Scored:
         or nothing when it was written elsewhere.
     """
 
-    request: AuditRequest
+    session: AuditSession
     results: dict[str, AuditResult]
     tags: dict[str, str]
     access: str

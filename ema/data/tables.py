@@ -1,0 +1,114 @@
+"""Feature tables from users: ``.csv`` and ``.parquet`` files, one row per sample, one column per feature.
+
+The label column is named by ``--label-column`` (default ``label``); an ``index`` column, if
+present, gives each row's position in its source. Every other column is a feature and must
+hold numbers, with no missing values: a model is audited on exactly the values it is given, so
+nothing is filled in or dropped silently. The row count is bounded before the rows are read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ema.data.arrays import ArraySet
+from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
+from ema.errors import InputError
+from ema.inputs import listed_names
+
+#: The label column unless ``--label-column`` names another.
+DEFAULT_LABEL_COLUMN = "label"
+#: The optional column of positions in the source.
+INDEX_COLUMN = "index"
+#: File suffixes read as feature tables.
+TABLE_SUFFIXES = (".csv", ".parquet")
+
+
+def read_feature_table(
+    path: Path, *, label_column: str = DEFAULT_LABEL_COLUMN, max_images: int = DEFAULT_MAX_QUERY
+) -> ArraySet:
+    """A labelled table read from a ``.csv`` or ``.parquet`` file.
+
+    Raises
+    ------
+    InputError
+        If the file cannot be read as its suffix says, holds more than ``max_images`` rows or
+        none, lacks the label column, has a non-numeric or missing feature value, or labels that
+        are not whole numbers.
+    """
+    path = Path(path)
+    frame = _read_frame(path, max_images)
+    where = str(path)
+    if label_column not in frame.columns:
+        raise InputError(
+            f"{where}: expected a label column {label_column!r} (name it with --label-column), got columns "
+            f"{listed_names(list(map(str, frame.columns)))}"
+        )
+    if frame.empty:
+        raise InputError(f"{where}: expected at least one row, got an empty table")
+    labels = _whole_numbers(frame[label_column], label_column, where)
+    index = (
+        _whole_numbers(frame[INDEX_COLUMN], INDEX_COLUMN, where)
+        if INDEX_COLUMN in frame.columns and label_column != INDEX_COLUMN
+        else np.arange(len(frame), dtype=np.int64)
+    )
+    features = frame.drop(columns=[c for c in (label_column, INDEX_COLUMN) if c in frame.columns])
+    return ArraySet(path.stem, feature_matrix(features, where=where), labels, index, tuple(map(str, features.columns)))
+
+
+def _read_frame(path: Path, max_images: int) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputError(f"expected a table file at {path}, found nothing there")
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            check_set_size(pq.ParquetFile(path).metadata.num_rows, limit=max_images, where=str(path))
+            return pd.read_parquet(path)
+        frame = pd.read_csv(path, nrows=max_images + 1)
+    except InputError:
+        raise
+    except Exception as exc:  # pandas and pyarrow raise many kinds for a damaged or foreign file
+        message = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise InputError(f"could not read {path} as a {path.suffix[1:]} table: {message}") from exc
+    check_set_size(len(frame), limit=max_images, where=str(path))
+    return frame
+
+
+def feature_matrix(features: pd.DataFrame, *, where: str) -> np.ndarray:
+    """A frame's feature columns as one array: integers if all are, else float64; refused if not all finite numbers."""
+    if features.shape[1] == 0:
+        raise InputError(f"{where}: expected at least one feature column beside the label, got none")
+    not_numeric = [
+        str(c)
+        for c, t in features.dtypes.items()
+        if not pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t)
+    ]
+    if not_numeric:
+        raise InputError(
+            f"{where}: expected numbers in every feature column, got other values in {listed_names(not_numeric)}; "
+            "encode them as numbers first"
+        )
+    values = features.to_numpy(dtype=np.float64 if (features.dtypes.map(lambda t: t.kind) == "f").any() else None)
+    missing = ~np.isfinite(values.astype(np.float64, copy=False))
+    if missing.any():
+        rows, cols = np.nonzero(missing)
+        raise InputError(
+            f"{where}: expected a finite number in every feature cell, got {int(missing.sum())} missing or "
+            f"infinite (first in column {features.columns[cols[0]]!r}, row {int(rows[0])})"
+        )
+    return values
+
+
+def _whole_numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
+    values = column.to_numpy()
+    if not pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column) or column.isna().any():
+        raise InputError(
+            f"{where}: expected whole numbers in column {name!r}, got {column.dtype} values such as "
+            f"{column.iloc[0]!r}; encode classes as 0..k-1"
+        )
+    if values.dtype.kind == "f" and not np.array_equal(values, np.rint(values)):
+        raise InputError(f"{where}: expected whole numbers in column {name!r}, got fractional values")
+    return values.astype(np.int64)

@@ -1,0 +1,105 @@
+"""The input pipeline: any image size and colour, tables by column name, shaped as the model declares."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ema.data.arrays import ArraySet
+from ema.errors import InputError
+from ema.inputs import InputSpec, InputTransform, align_columns, input_kind, prepare_inputs, to_model_inputs
+
+RNG = np.random.default_rng(0)
+COLOUR = RNG.integers(0, 256, size=(5, 32, 32, 3), dtype=np.uint8)
+GREY = RNG.integers(0, 256, size=(5, 64, 64), dtype=np.uint8)
+IDENTITY = InputTransform()
+
+
+@pytest.mark.parametrize(
+    ("x", "kind"),
+    [(GREY, "image"), (COLOUR, "image"), (np.zeros((3, 12)), "table"), (np.zeros((3, 12), np.int64), "table")],
+)
+def test_input_kind(x, kind):
+    assert input_kind(x) == kind
+
+
+@pytest.mark.parametrize("x", [np.zeros((3, 8, 8), np.float32), np.zeros((3, 8, 8, 5), np.uint8), np.zeros(3)])
+def test_input_kind_refuses_what_is_neither(x):
+    with pytest.raises(InputError, match=r"expected `x` as uint8 images .* got .* of shape"):
+        input_kind(x)
+
+
+def test_colour_images_go_channels_first_in_unit_range():
+    pixels = to_model_inputs(COLOUR)
+    assert pixels.shape == (5, 3, 32, 32) and pixels.dtype == np.float32
+    np.testing.assert_array_equal(pixels[1, 2, 4, 7], np.float32(COLOUR[1, 4, 7, 2]) / np.float32(255))
+
+
+def test_a_model_declaring_channels_last_gets_them_last():
+    inputs = prepare_inputs(COLOUR, IDENTITY, InputSpec((-1, 32, 32, 3)))
+    np.testing.assert_array_equal(inputs, COLOUR.astype(np.float32) / np.float32(255))
+
+
+def test_a_model_declaring_channels_first_integers_gets_the_stored_values_transposed():
+    inputs = prepare_inputs(COLOUR, IDENTITY, InputSpec((-1, 3, 32, 32), "uint8"))
+    np.testing.assert_array_equal(inputs, COLOUR.transpose(0, 3, 1, 2))
+
+
+def test_a_flat_model_gets_the_channels_first_values_flattened():
+    inputs = prepare_inputs(COLOUR, IDENTITY, InputSpec((-1, 3 * 32 * 32), "float64"))
+    np.testing.assert_array_equal(inputs, to_model_inputs(COLOUR).reshape(5, -1).astype(np.float64))
+
+
+def test_images_of_another_size_are_refused_naming_both_shapes_and_never_resized():
+    with pytest.raises(
+        InputError, match=r"input shape \(-1, 1, 28, 28\), got images of shape \(64, 64\).*--image-size"
+    ):
+        prepare_inputs(GREY, IDENTITY, InputSpec((-1, 1, 28, 28)))
+
+
+def test_28x28_grey_is_as_before():
+    images = RNG.integers(0, 256, size=(3, 28, 28), dtype=np.uint8)
+    expected = images.astype(np.float32)[:, None] / np.float32(255)
+    np.testing.assert_array_equal(prepare_inputs(images, IDENTITY, InputSpec()), expected)
+    np.testing.assert_array_equal(prepare_inputs(images, IDENTITY, InputSpec((-1, 28, 28), "uint8")), images)
+
+
+def test_a_table_goes_as_its_numbers_in_the_declared_columns_and_dtypes():
+    x = np.array([[1.5, 2.0], [3.0, 4.0]])
+    spec = InputSpec(dtype="float64", columns=("a", "b"), column_dtypes=("float64", "int64"))
+    frame = prepare_inputs(x, IDENTITY, spec)
+    assert isinstance(frame, pd.DataFrame) and list(frame.columns) == ["a", "b"]
+    assert frame["b"].dtype == np.int64 and frame["a"].tolist() == [1.5, 3.0]
+
+
+def test_a_table_of_fractions_is_refused_for_a_model_of_whole_numbers():
+    with pytest.raises(InputError, match="expected whole numbers for a model that takes"):
+        prepare_inputs(np.array([[0.5, 1.0]]), IDENTITY, InputSpec((-1, 2), "int64"))
+
+
+def test_a_table_of_another_width_is_refused():
+    with pytest.raises(InputError, match=r"expected 3 features for the model's declared inputs .* got a table of 2"):
+        prepare_inputs(np.zeros((2, 2)), IDENTITY, InputSpec((-1, 3), "float64"))
+
+
+def test_columns_are_matched_by_name_and_extra_ones_listed():
+    x = np.array([[1.0, 2.0, 3.0]])
+    aligned, extra = align_columns(x, ("c", "a", "b"), InputSpec(columns=("a", "b")), where="q.csv")
+    np.testing.assert_array_equal(aligned, [[2.0, 3.0]])
+    assert extra == ["c"]
+
+
+def test_a_missing_column_is_refused_in_one_line_naming_it():
+    with pytest.raises(InputError, match=r"q.csv: .*missing 1: 'b' \(the file has 'a', 'c'\)") as error:
+        align_columns(np.zeros((1, 2)), ("a", "c"), InputSpec(columns=("a", "b")), where="q.csv")
+    assert "\n" not in str(error.value)
+
+
+def test_array_sets_name_unnamed_table_columns_and_fingerprint_the_names():
+    x, y, index = np.zeros((2, 3)), np.array([0, 1]), np.arange(2)
+    plain = ArraySet("t", x, y, index)
+    assert plain.features == ("x0", "x1", "x2") and plain.kind == "table"
+    assert ArraySet("t", x, y, index, ("a", "b", "c")).fingerprint != plain.fingerprint
+    with pytest.raises(InputError, match="expected 3 distinct feature names, got 2"):
+        ArraySet("t", x, y, index, ("a", "b"))

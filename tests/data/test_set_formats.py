@@ -1,0 +1,91 @@
+"""Set files in three formats (.npz, .csv, .parquet), tables and images of any size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ema.data.arrays import ArraySet
+from ema.data.files import read_set, write_set
+from ema.errors import InputError
+
+RNG = np.random.default_rng(1)
+X = np.round(RNG.normal(size=(6, 3)), 3)
+Y = np.array([0, 1, 0, 1, 1, 0])
+
+
+def table_frame(label: str = "label") -> pd.DataFrame:
+    frame = pd.DataFrame(X, columns=["age", "dose", "weight"])
+    frame[label] = Y
+    return frame
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_table_reads_the_same_from_csv_parquet_and_npz(tmp_path, suffix):
+    path = tmp_path / f"q{suffix}"
+    frame = table_frame()
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
+    data = read_set(path)
+    assert data.kind == "table" and data.features == ("age", "dose", "weight")
+    np.testing.assert_array_equal(data.x, X)
+    np.testing.assert_array_equal(data.y, Y)
+    back = read_set(write_set(data, tmp_path / "q.npz"))
+    assert back.fingerprint == data.fingerprint and back.features == data.features
+
+
+def test_the_label_column_is_named_by_the_caller_and_an_index_column_kept(tmp_path):
+    frame = table_frame("diagnosis")
+    frame["index"] = np.arange(6) + 100
+    frame.to_csv(tmp_path / "q.csv", index=False)
+    data = read_set(tmp_path / "q.csv", label_column="diagnosis")
+    assert data.features == ("age", "dose", "weight") and data.index.tolist() == list(range(100, 106))
+    with pytest.raises(InputError, match=r"expected a label column 'label' \(name it with --label-column\)"):
+        read_set(tmp_path / "q.csv")
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda f: f.assign(site=["a"] * 6), r"numbers in every feature column, got other values in 'site'"),
+        (lambda f: f.assign(age=[np.nan, *X[1:, 0]]), "got 1 missing or infinite .*column 'age', row 0"),
+        (lambda f: f.assign(label=Y + 0.5), "whole numbers in column 'label', got fractional"),
+        (lambda f: f.iloc[:0], "at least one row"),
+    ],
+    ids=["text", "missing", "fractional-labels", "empty"],
+)
+def test_bad_tables_are_refused_in_one_line(tmp_path, change, match):
+    change(table_frame()).to_csv(tmp_path / "q.csv", index=False)
+    with pytest.raises(InputError, match=match) as error:
+        read_set(tmp_path / "q.csv")
+    assert "\n" not in str(error.value)
+
+
+def test_a_table_of_more_rows_than_allowed_is_refused(tmp_path):
+    table_frame().to_parquet(tmp_path / "q.parquet")
+    with pytest.raises(InputError, match="--max-query"):
+        read_set(tmp_path / "q.parquet", max_images=5)
+
+
+def test_a_damaged_parquet_file_is_refused(tmp_path):
+    (tmp_path / "q.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(InputError, match=r"could not read .*q.parquet as a parquet table"):
+        read_set(tmp_path / "q.parquet")
+
+
+@pytest.mark.parametrize("shape", [(4, 64, 64), (4, 32, 32, 3), (4, 224, 224, 3)])
+def test_images_of_any_size_and_colour_round_trip(tmp_path, shape):
+    data = ArraySet("q", RNG.integers(0, 256, size=shape, dtype=np.uint8), np.arange(4), np.arange(4))
+    back = read_set(write_set(data, tmp_path / "q.npz"))
+    assert back.kind == "image" and back.x.shape == shape and back.fingerprint == data.fingerprint
+
+
+def test_labels_of_any_integer_dtype_are_read_as_int64(tmp_path):
+    np.savez(tmp_path / "q.npz", x=np.zeros((2, 8, 8), np.uint8), y=np.array([1, 2], np.int32))
+    assert read_set(tmp_path / "q.npz").y.dtype == np.int64
+
+
+def test_feature_names_only_for_a_table(tmp_path):
+    np.savez(tmp_path / "q.npz", x=np.zeros((2, 8, 8), np.uint8), y=np.array([1, 2]), features=np.array(["a"]))
+    with pytest.raises(InputError, match="expected `features` as no strings naming the columns of a table"):
+        read_set(tmp_path / "q.npz")
