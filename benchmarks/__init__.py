@@ -36,4 +36,5 @@ MEASUREMENTS = (
     "memory",
     "grid_workers",
     "spark",
+    "gpu",
 )

@@ -26,6 +26,7 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     certify_level_option,
+    device_option,
     empty_is_none,
     k_option,
     label_column_option,
@@ -257,6 +258,7 @@ class MarginType(click.ParamType):
     show_default=True,
     help="Registered name of calibration models.",
 )
+@device_option
 @progress_option
 @workflow_command
 def audit(

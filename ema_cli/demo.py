@@ -7,6 +7,7 @@ from ema_cli.options import (
     cal_seed_option,
     data_option,
     data_seed_option,
+    device_option,
     k_option,
     progress_option,
     spec_from_options,
@@ -22,9 +23,10 @@ from ema_cli.options import (
 @cal_seed_option
 @alpha_option
 @data_seed_option
+@device_option
 @progress_option
 @workflow_command
-def demo(data_name, k, cal_seed, alpha, data_seed, progress, **spec_options):
+def demo(data_name, k, cal_seed, alpha, data_seed, device, progress, **spec_options):
     """Train, register, calibrate and audit the query sets M1..M6 and S (a table has no S).
 
     The network options train images; a table (--data breast-cancer) is trained by extremely randomized trees.
@@ -39,5 +41,6 @@ def demo(data_name, k, cal_seed, alpha, data_seed, progress, **spec_options):
         alpha=alpha,
         data_seed=data_seed,
         progress=progress,
+        device=device,
     )
     click.echo(table.to_string(index=False))

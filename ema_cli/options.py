@@ -19,14 +19,17 @@ from ema.workflows.options import (
     DEFAULT_MAX_PARAMS,
     DEFAULT_MAX_QUERY,
     DEFAULT_TARGET_URI,
+    DEVICE_FORMS,
     MAX_IMAGE_SIDE,
     OPTIMIZERS,
     QUERY_NAMES,
     EMAError,
     ImageFormat,
+    InputError,
     TrainSpec,
     command_limits,
     configure,
+    parse_device,
     redact_url,
 )
 from ema_cli.cli import STARTED
@@ -210,6 +213,24 @@ def image_options(fn: Callable) -> Callable:
     return wrapper
 
 
+def _device_form(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--device`` checked for its form only (the machine is asked when the command runs, before its run starts)."""
+    try:
+        return parse_device(value)
+    except InputError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+device_option = click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    callback=_device_form,
+    help=(
+        f"Where torch trains and scores in this process: {DEVICE_FORMS}; auto is CUDA when available, else the "
+        "CPU. The run records it; models are registered with CPU tensors either way, so they load anywhere."
+    ),
+)
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
 
 train_spec_options = _compose(

@@ -6,6 +6,7 @@ from ema.workflows.options import DEFAULT_DATA, TARGET_ALIAS, TARGET_MODEL_NAME
 from ema_cli.options import (
     data_option,
     data_seed_option,
+    device_option,
     empty_is_none,
     given_fields,
     image_options,
@@ -40,12 +41,24 @@ from ema_cli.options import (
 @data_seed_option
 @click.option("--model-name", default=TARGET_MODEL_NAME, show_default=True, help="Registered model name.")
 @click.option("--alias", default=TARGET_ALIAS, show_default=True, help="Alias set on the new version.")
+@device_option
 @max_params_option
 @timeout_option(None)
 @progress_option
 @workflow_command
 def train(
-    data_name, root, image, data_file, label_column, data_seed, model_name, alias, recipe_file, progress, **spec_options
+    data_name,
+    root,
+    image,
+    data_file,
+    label_column,
+    data_seed,
+    model_name,
+    alias,
+    recipe_file,
+    device,
+    progress,
+    **spec_options,
 ):
     """Train the target model f_D and register it.
 
@@ -68,6 +81,7 @@ def train(
         model_name=model_name,
         alias=alias,
         progress=progress,
+        device=device,
     )
     click.echo(
         f"registered {outcome.version.uri} (alias {alias}); train accuracy {outcome.train_accuracy:.4f}, "

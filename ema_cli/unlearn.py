@@ -4,6 +4,7 @@ import click
 
 from ema.workflows.options import DEFAULT_RETAIN_MARGIN, MEMBER_NAMES, UNLEARN_METHODS, UNLEARNED_ALIAS, UnlearnSpec
 from ema_cli.options import (
+    device_option,
     label_column_option,
     max_params_option,
     max_query_option,
@@ -65,6 +66,7 @@ from ema_cli.options import (
     ),
 )
 @max_query_option
+@device_option
 @max_params_option
 @timeout_option(None)
 @progress_option
@@ -81,6 +83,7 @@ def unlearn_command(
     label_column,
     min_retain_accuracy,
     max_query,
+    device,
     progress,
 ):
     """Remove --forget from --model by --method; register the result as a new version of the same model."""
@@ -97,6 +100,7 @@ def unlearn_command(
             min_retain_accuracy=min_retain_accuracy,
             max_query=max_query,
             label_column=label_column,
+            device=device,
         ),
         progress=progress,
     )

@@ -19,6 +19,8 @@ from ema.oracle.model_info import input_spec_from
 MAX_MESSAGE = 1000
 #: Where MLflow's schema-enforcement message ("... with schema '...'. Error: REASON") starts its reason.
 SCHEMA_REASON = "'. Error: "
+#: The ``model_config`` key where MLflow's pytorch flavor and our torch models take their device, and the CPU's name.
+DEVICE_KEY, CPU = "device", "cpu"
 
 
 class PyfuncOracle(Oracle):
@@ -27,17 +29,21 @@ class PyfuncOracle(Oracle):
     Inputs follow the model's signature (tensor or column-based; dtype and shape), else its
     input example, unless ``input_spec`` is given. Loading a pyfunc model runs that model's
     code: load only models you trust, and audit others over HTTP against a sandboxed server.
+
+    ``device`` (``cpu``, ``cuda:N``) is where a model that takes one scores: MLflow's pytorch
+    flavor and the workbench's own torch models read it from their ``model_config``; other
+    models ignore it. None leaves the flavor's own choice (MLflow's pytorch flavor: CUDA when
+    available). A model that cannot be moved there (a ``torch.export`` graph saved on the CPU)
+    scores on the CPU, with a warning.
     """
 
-    def __init__(self, model_uri: str, **options) -> None:
+    def __init__(self, model_uri: str, *, device: str | None = None, **options) -> None:
         import mlflow.pyfunc
         from mlflow.exceptions import MlflowException
 
         try:
             local_path = mlflow.artifacts.download_artifacts(model_uri)
-            # MLflow's own requirements check maps every installed distribution to its modules first
-            # (1.3 s here); warn_about_mismatches reads just the model's requirements
-            self._model = mlflow.pyfunc.load_model(local_path, suppress_warnings=True)
+            self._model = load_on_device(model_uri, local_path, device)
         except ModuleNotFoundError as exc:  # the flavor's runtime (onnxruntime for an ONNX model)
             raise MissingDependencyError(
                 f"could not load model {model_uri!r}: it needs {exc.name}, which is not installed: "
@@ -76,6 +82,42 @@ class PyfuncOracle(Oracle):
                 f"model {self.model_uri!r} failed on a batch of {len(inputs)} images of shape {inputs.shape[1:]}: "
                 f"{type(exc).__name__}: {first_line(exc)}"
             ) from exc
+
+
+def load_on_device(model_uri: str, local_path: str, device: str | None) -> object:
+    """The pyfunc model at ``local_path``, loaded to score on ``device`` where its ``model_config`` takes a device.
+
+    Falls back to the CPU, with a warning, when the model cannot be loaded on ``device``.
+    """
+    import mlflow.pyfunc
+    from mlflow.exceptions import MlflowException
+
+    # MLflow's own requirements check maps every installed distribution to its modules first
+    # (1.3 s here); warn_about_mismatches reads just the model's requirements
+    config = device_config(local_path, device)
+    try:
+        return mlflow.pyfunc.load_model(local_path, suppress_warnings=True, model_config=config)
+    except MlflowException as exc:
+        if config is None or device == CPU:
+            raise
+        logging.getLogger(__name__).warning(
+            "model %r could not be loaded on %s (%s); scoring it on the CPU", model_uri, device, one_line(exc)
+        )
+        return mlflow.pyfunc.load_model(local_path, suppress_warnings=True, model_config={DEVICE_KEY: CPU})
+
+
+def device_config(local_path: str, device: str | None) -> dict | None:
+    """``{"device": device}`` when the model's pyfunc configuration has a device to set, else None.
+
+    MLflow applies only keys the logged configuration already holds (and warns about others),
+    so a model without one (scikit-learn, ONNX, older workbench models) is loaded as it is.
+    """
+    if device is None:
+        return None
+    from mlflow.models import Model
+
+    flavor = Model.load(local_path).flavors.get("python_function", {})
+    return {DEVICE_KEY: device} if DEVICE_KEY in (flavor.get("config") or {}) else None
 
 
 def pyfunc_spark_udf(spark: object, model_uri: str, *, result_type: str = "array<float>") -> object:

@@ -138,6 +138,8 @@ PARAM_METHODS = "methods"
 #: Where the query was scored (ema.workflows.engines.ENGINES), and on which Spark master.
 PARAM_ENGINE = "engine"
 PARAM_SPARK_MASTER = "spark_master"
+#: Where torch trained and scored in the run's process: ``cpu``, or ``cuda:N (the card's name)``.
+PARAM_DEVICE = "device"
 
 # Metrics.
 METRIC_RHO_EMA = "rho_ema"

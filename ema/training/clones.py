@@ -46,7 +46,8 @@ class SklearnCloneRecipe:
             "input": transform_dict(self.transform),
         }
 
-    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
+    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, device: str = "cpu") -> Classifier:
+        """Train a clone of the template on flattened pixels; on the CPU, as scikit-learn trains (``device`` unused)."""
         from sklearn.base import clone
 
         estimator = clone(self.template)
@@ -91,10 +92,11 @@ class TorchCloneRecipe:
             "input": transform_dict(self.transform),
         }
 
-    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
+    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, device: str = "cpu") -> Classifier:
+        """Train a re-initialised copy of the template on ``device``."""
         from ema.training.torch_clone import fit_clone
 
-        return fit_clone(self, pixels, labels, progress=progress)
+        return fit_clone(self, pixels, labels, progress=progress, device=device)
 
 
 CloneRecipe = SklearnCloneRecipe | TorchCloneRecipe

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -31,16 +33,26 @@ def make_optimizer(spec: TrainSpec, params) -> torch.optim.Optimizer:
 
 
 def fit(
-    spec: TrainSpec, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, desc: str = "train"
+    spec: TrainSpec,
+    pixels: np.ndarray,
+    labels: np.ndarray,
+    *,
+    progress: bool = True,
+    desc: str = "train",
+    device: str = "cpu",
 ) -> ProbabilityModel:
-    """Train algorithm A = ``spec`` on ``pixels`` (float32, (n, C, H, W) images or an (n, d) table) and ``labels``.
+    """Train algorithm A = ``spec`` on ``pixels`` (float32, (n, C, H, W) images or an (n, d) table) and ``labels``,
+    on ``device``.
 
-    The network is built for the shape of ``pixels``' samples, which the model keeps (``input_shape``).
+    The network is built for the shape of ``pixels``' samples, which the model keeps
+    (``input_shape``). The weights are drawn on the CPU under the recipe's seed whatever the
+    device, so a run on a GPU starts from the same network as one on the CPU.
 
     Returns
     -------
     ProbabilityModel
-        In eval mode; its forward returns probabilities of shape (n, 10).
+        In eval mode, on ``device`` (a resolved device, :func:`ema.training.devices.resolve_device`);
+        its forward returns probabilities of shape (n, 10).
 
     Raises
     ------
@@ -52,11 +64,28 @@ def fit(
     input_shape = check_input_shape(spec.arch, tuple(pixels.shape[1:]))
     check_size(torch_size(spec, len(labels), input_shape))
     torch.manual_seed(spec.seed)
-    model = ProbabilityModel(spec, input_shape=input_shape)
+    model = ProbabilityModel(spec, input_shape=input_shape).to(device)
     model.network.train()
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
     train_network(model.network, spec, pixels, labels, loss_fn, progress=progress, desc=desc)
     return model.eval()
+
+
+def model_device(module: nn.Module) -> torch.device:
+    """Where ``module`` runs: the device of its first parameter (or buffer); the CPU for one without either."""
+    for tensor in itertools.chain(module.parameters(), module.buffers()):
+        return tensor.device
+    return torch.device("cpu")
+
+
+def on_cpu(module: nn.Module) -> nn.Module:
+    """``module`` itself when it lies on the CPU, else a copy moved there (the original stays where it runs).
+
+    Models are registered with CPU tensors, so that they load on machines without the device they were trained on.
+    """
+    if model_device(module).type == "cpu":
+        return module
+    return copy.deepcopy(module).cpu()
 
 
 def train_network(
@@ -69,9 +98,10 @@ def train_network(
     progress: bool = True,
     desc: str = "train",
 ) -> None:
-    """Train ``network`` in place with the optimizer, learning rate, epochs, batch size and seed of ``spec``.
+    """Train ``network`` in place, on its device, with the optimizer, rate, epochs, batch size and seed of ``spec``.
 
-    Batches are slices of one shuffled index per epoch: no per-sample Python work.
+    Batches are slices of one shuffled index per epoch (drawn on the CPU: the same order on any
+    device), each moved to the network's device: no per-sample Python work.
     ``loss_fn(outputs, targets)`` sums over the batch (it is divided by the batch size here).
 
     Raises
@@ -90,14 +120,15 @@ def train_network(
         else None
     )
     inputs, targets = to_tensor(pixels), to_tensor(labels, np.int64)
+    device = model_device(network)
     bar = tqdm(range(spec.epochs), desc=desc, unit="epoch", disable=not progress, leave=False)
     for epoch in bar:
         order = torch.randperm(len(targets), generator=generator)
-        total = torch.zeros(())
+        total = torch.zeros((), device=device)
         for batch in order.split(spec.batch_size):
             check_deadline(desc)
             optimizer.zero_grad(set_to_none=True)
-            summed = loss_fn(network(inputs[batch]), targets[batch])
+            summed = loss_fn(network(inputs[batch].to(device)), targets[batch].to(device))
             (summed / len(batch)).backward()
             optimizer.step()
             if scheduler is not None:
@@ -119,10 +150,13 @@ def _diverged(spec: TrainSpec, what: str) -> EMAError:
 
 
 def predict_proba(model: nn.Module, pixels: np.ndarray, batch_size: int = SCORING_BATCH) -> np.ndarray:
-    """Probabilities of a model we hold (the calibration model), in batches, without autograd."""
-    inputs = to_tensor(pixels)
+    """Probabilities of a model we hold (the calibration model), in batches on its device, without autograd.
+
+    Returns a numpy array in this process's memory whatever the model's device.
+    """
+    inputs, device = to_tensor(pixels), model_device(model)
     with torch.inference_mode():
-        return torch.cat([model(chunk) for chunk in inputs.split(batch_size)]).numpy()
+        return torch.cat([model(chunk.to(device)).cpu() for chunk in inputs.split(batch_size)]).numpy()
 
 
 class TorchClassifier:

@@ -72,11 +72,14 @@ class HelperLoadError(StoreError):
     """A helper's stored files do not hold what its recipe builds (foreign or tampered)."""
 
 
-def load_helper(recipe: TorchRecipe | SklearnRecipe | TorchCloneRecipe | SklearnCloneRecipe, folder: Path):
+def load_helper(
+    recipe: TorchRecipe | SklearnRecipe | TorchCloneRecipe | SklearnCloneRecipe, folder: Path, *, device: str = "cpu"
+):
     """The helper model stored in ``folder``, rebuilt from ``recipe``; no code from ``folder`` runs.
 
     Returns a classifier with ``predict_proba(pixels)``, pixels float32 in [0, 1] of shape
-    (n, 1, H, W), as the recipe's ``fit`` returns it.
+    (n, 1, H, W), as the recipe's ``fit`` returns it; a torch helper on ``device`` (its weights
+    are read onto the CPU, then moved), a scikit-learn one on the CPU.
 
     Raises
     ------
@@ -88,14 +91,14 @@ def load_helper(recipe: TorchRecipe | SklearnRecipe | TorchCloneRecipe | Sklearn
         config = _declared_config(folder)
         model = ProbabilityModel(recipe.spec, _declared_classes(config, folder), _declared_input_shape(config, folder))
         _load_state(model, _read_weights(folder / TORCH_WEIGHTS), folder / TORCH_WEIGHTS)
-        return TorchClassifier(model.eval(), recipe.transform)
+        return TorchClassifier(model.to(device).eval(), recipe.transform)
     if isinstance(recipe, TorchCloneRecipe):
         stored = _read_weights(folder / "extra_files" / CLONE_WEIGHTS_NAME)
         if not isinstance(stored, dict) or not isinstance(stored.get("logits"), bool):
             raise HelperLoadError(f"expected a torch clone's weights and output kind in {folder}, got another file")
-        model = ProbabilityOutputs(copy.deepcopy(recipe.template), stored["logits"])
+        model = ProbabilityOutputs(copy.deepcopy(recipe.template).cpu(), stored["logits"])
         _load_state(model, stored.get("state_dict"), folder)
-        return TorchCloneClassifier(model, recipe)
+        return TorchCloneClassifier(model.to(device), recipe)
     expected = type(recipe.template) if isinstance(recipe, SklearnCloneRecipe) else resolve_classifier(recipe.estimator)
     extra = sklearn_types(recipe.template) if isinstance(recipe, SklearnCloneRecipe) else frozenset()
     estimator = load_skops(folder / SKOPS_FILE, TRUSTED_SKLEARN_TYPES | extra)

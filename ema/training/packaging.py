@@ -32,11 +32,11 @@ from ema.inputs import InputTransform, to_model_inputs
 from ema.model_package import FLAVOR_PYFUNC_CODE, FLAVOR_SKLEARN, ModelPackage
 from ema.training import networks
 from ema.training.architectures import ProbabilityModel
-from ema.training.fit import predict_proba
+from ema.training.fit import on_cpu, predict_proba
 from ema.training.networks import INPUT_SHAPE
 
 # Models logged by earlier versions load their class from here (their code file imports it from this module).
-from ema.training.pyfunc_code import NETWORKS, WEIGHTS, TorchStateDictModel
+from ema.training.pyfunc_code import DEVICE, NETWORKS, WEIGHTS, TorchStateDictModel
 from ema.training.spec import TrainSpec
 
 #: The file MLflow stores with the model and runs to load it.
@@ -93,8 +93,10 @@ def package_torch_model(
     table's rows).
 
     The model takes uint8 images when ``transform`` is the identity, else float32 pixels
-    (n, C, H, W) scaled by ``transform`` (the caller scales them).
+    (n, C, H, W) scaled by ``transform`` (the caller scales them). Its weights are saved from the
+    CPU, wherever it was trained, so that it loads on any machine.
     """
+    model = on_cpu(model)
     example = images[:2] if transform.is_identity else transform.apply(to_model_inputs(images[:2]))
     requirements = [f"torch=={torch.__version__.split('+')[0]}"]
     if model.spec.arch == "resnet18":
@@ -117,8 +119,18 @@ def package_torch_model(
 
 
 def model_config(model: ProbabilityModel) -> dict:
-    """What :class:`TorchStateDictModel` needs besides the weights to rebuild ``model``, its input shape included."""
-    return {"spec": model.spec.to_dict(), "n_classes": model.n_classes, "input_shape": list(model.input_shape)}
+    """What :class:`TorchStateDictModel` needs besides the weights to rebuild ``model`` (its input shape
+    included), and where it scores.
+
+    ``device`` is ``cpu`` as logged; a caller moves the model by loading it with
+    ``mlflow.pyfunc.load_model(uri, model_config={"device": "cuda:0"})``, as MLflow's pytorch flavor does.
+    """
+    return {
+        "spec": model.spec.to_dict(),
+        "n_classes": model.n_classes,
+        "input_shape": list(model.input_shape),
+        DEVICE: "cpu",
+    }
 
 
 def save_weights(model: ProbabilityModel, path: Path) -> Path:
@@ -126,8 +138,8 @@ def save_weights(model: ProbabilityModel, path: Path) -> Path:
     return path
 
 
-def load_torch_model(model_uri: str) -> ProbabilityModel:
-    """The torch model behind ``model_uri``, when it is one of ours (logged by :func:`package_torch_model`).
+def load_torch_model(model_uri: str, *, device: str = "cpu") -> ProbabilityModel:
+    """The torch model behind ``model_uri``, on ``device``, when it is one of ours (from :func:`package_torch_model`).
 
     Approximate unlearning changes the weights, so it needs them, not only the model's outputs.
 
@@ -153,4 +165,4 @@ def load_torch_model(model_uri: str) -> ProbabilityModel:
         TrainSpec.from_dict(config["spec"]), int(config["n_classes"]), tuple(config.get("input_shape", INPUT_SHAPE))
     )
     model.network.load_state_dict(python_model.network.state_dict())
-    return model.eval()
+    return model.to(device).eval()

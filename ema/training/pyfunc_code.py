@@ -20,6 +20,8 @@ from mlflow.models import set_model
 #: Artifact keys: the state dict, and the file that defines the networks.
 WEIGHTS = "weights"
 NETWORKS = "networks"
+#: The ``model_config`` key naming where the model scores (``cpu`` as logged; ``cuda:0`` given at load time).
+DEVICE = "device"
 
 
 def load_networks(path: str | None) -> ModuleType:
@@ -44,11 +46,15 @@ class TorchStateDictModel(mlflow.pyfunc.PythonModel):
     logged by earlier versions of the workbench), or a table's rows (n, d). ``model_config``'s
     ``input_shape`` (one sample, channels first; (1, 28, 28) when absent, as earlier versions
     logged) tells the two apart: raw images are those of any other shape with its pixels.
+
+    The network scores on the device ``model_config`` names (``cpu`` as logged, and for models
+    logged before the key existed); a batch goes there and its probabilities come back as numpy.
     """
 
     def load_context(self, context) -> None:
         config = context.model_config
         self.networks = load_networks(context.artifacts.get(NETWORKS))
+        self.device = torch.device(config.get(DEVICE) or "cpu")
         spec = config["spec"]
         # models logged before the input shape was recorded took 28x28 grey images (and their networks file
         # builds no other)
@@ -57,9 +63,9 @@ class TorchStateDictModel(mlflow.pyfunc.PythonModel):
         network = self.networks.build_network(
             spec["arch"], tuple(spec.get("hidden", ())), int(config["n_classes"]), **shape
         )
-        state = torch.load(context.artifacts[WEIGHTS], map_location="cpu", weights_only=True)
+        state = torch.load(context.artifacts[WEIGHTS], map_location=self.device, weights_only=True)
         network.load_state_dict({key.removeprefix("network."): value for key, value in state.items()})
-        self.network = network.eval()
+        self.network = network.to(self.device).eval()
 
     def predict(self, context, model_input: np.ndarray, params=None) -> np.ndarray:
         if self._takes_raw_images(np.shape(model_input)):  # pixel values 0-255, scaled here
@@ -67,7 +73,7 @@ class TorchStateDictModel(mlflow.pyfunc.PythonModel):
         else:
             inputs = torch.from_numpy(np.require(model_input, np.float32, ["C", "W"]))
         with torch.inference_mode():
-            return torch.softmax(self.network(inputs), dim=1).numpy()
+            return torch.softmax(self.network(inputs.to(self.device)), dim=1).cpu().numpy()
 
     def _takes_raw_images(self, shape: tuple[int, ...]) -> bool:
         """Whether inputs of ``shape`` are stored images ((n, H, W) or (n, H, W, C)), not the network's own input."""

@@ -88,11 +88,19 @@ class TorchRecipe:
     def to_dict(self) -> dict:
         return {"framework": self.framework, **self.spec.to_dict(), "input": transform_dict(self.transform)}
 
-    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True) -> Classifier:
+    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, device: str = "cpu") -> Classifier:
+        """Train the architecture on ``pixels`` (scaled by the transform) and ``labels``, on ``device``."""
         from ema.training.fit import TorchClassifier, fit
 
         return TorchClassifier(
-            fit(self.spec, self.transform.apply(pixels), labels, progress=progress, desc="train calibration"),
+            fit(
+                self.spec,
+                self.transform.apply(pixels),
+                labels,
+                progress=progress,
+                desc="train calibration",
+                device=device,
+            ),
             self.transform,
         )
 
@@ -159,12 +167,15 @@ class SklearnRecipe:
         *,
         progress: bool = True,
         columns: tuple[str, ...] | None = None,
+        device: str = "cpu",
     ) -> Classifier:
         """Train the estimator on flattened pixels (or a table), within the command's limits (:mod:`ema.limits`).
 
         ``columns`` names a table's features: the estimator is then fitted on a DataFrame of
         them, as a user fits one, so that it takes a DataFrame with those names (a target
         registered with a column signature).
+
+        scikit-learn trains on the CPU: ``device`` is taken, as every recipe takes it, and not used.
 
         Raises
         ------

@@ -24,7 +24,7 @@ from torch import nn
 from ema.errors import InputError
 from ema.model_package import FLAVOR_PYTORCH, ModelPackage
 from ema.training.clones import TorchCloneRecipe
-from ema.training.fit import predict_proba, train_network
+from ema.training.fit import model_device, on_cpu, predict_proba, train_network
 from ema.validation import short_hash
 
 #: Smallest probability whose log is taken when a module returns probabilities.
@@ -106,7 +106,7 @@ class ProbabilityOutputs(nn.Module):
 def _returns_logits(network: nn.Module, inputs: np.ndarray) -> bool:
     """Whether ``network`` returns logits (else rows of probabilities), judged on a few rows."""
     with torch.inference_mode():
-        outputs = network(torch.from_numpy(np.ascontiguousarray(inputs[:PROBE_ROWS])))
+        outputs = network(torch.from_numpy(np.ascontiguousarray(inputs[:PROBE_ROWS])).to(model_device(network)))
     if outputs.ndim != 2:
         raise InputError(
             f"expected the target's module to return (n, classes) outputs, got shape {tuple(outputs.shape)}"
@@ -120,11 +120,14 @@ def _probability_loss(probabilities: torch.Tensor, targets: torch.Tensor) -> tor
 
 
 def fit_clone(
-    recipe: TorchCloneRecipe, pixels: np.ndarray, labels: np.ndarray, *, progress: bool
+    recipe: TorchCloneRecipe, pixels: np.ndarray, labels: np.ndarray, *, progress: bool, device: str = "cpu"
 ) -> TorchCloneClassifier:
-    """Train a re-initialised copy of ``recipe.template`` on ``pixels`` (float32 in [0, 1]) and ``labels``."""
+    """Train a re-initialised copy of ``recipe.template`` on ``pixels`` (float32 in [0, 1]) and ``labels``.
+
+    The copy is re-initialised on the CPU (the same weights on any device), then trained on ``device``.
+    """
     inputs = _model_inputs(recipe, pixels)
-    network = reinitialise(copy.deepcopy(recipe.template), recipe.spec.seed)
+    network = reinitialise(copy.deepcopy(recipe.template).cpu(), recipe.spec.seed).to(device)
     logits = _returns_logits(network, inputs)
     loss_fn = nn.CrossEntropyLoss(reduction="sum") if logits else _probability_loss
     _set_mode(network, True)
@@ -151,20 +154,20 @@ class TorchCloneClassifier:
 
     @contextmanager
     def package(self, pixels: np.ndarray) -> Iterator[ModelPackage]:
-        """The clone as MLflow's pytorch flavor logs it (``pt2``), its example the first two images.
+        """The clone as MLflow's pytorch flavor logs it (``pt2``), on the CPU, its example the first two images.
 
         Its output kind and state dict travel beside the graph (:data:`CLONE_WEIGHTS_NAME`): the
         auditor reads a cached clone back from them alone, into a copy of the target's module.
         """
-        example = _model_inputs(self.recipe, pixels[:2])
+        example, model = _model_inputs(self.recipe, pixels[:2]), on_cpu(self.model)
         with tempfile.TemporaryDirectory() as folder:
             weights = Path(folder) / CLONE_WEIGHTS_NAME
-            torch.save({"logits": bool(self.model.logits), "state_dict": self.model.state_dict()}, weights)
+            torch.save({"logits": bool(model.logits), "state_dict": model.state_dict()}, weights)
             yield ModelPackage(
                 FLAVOR_PYTORCH,
                 example,
-                predict_proba(self.model, example),
+                predict_proba(model, example),
                 (f"torch=={torch.__version__.split('+')[0]}",),
-                estimator=self.model,
+                estimator=model,
                 extra_files=(str(weights),),
             )

@@ -96,7 +96,9 @@ def audit(
     ``oracle`` replaces the target's own (a grid scores every cell through one).
     ``config.engine`` names the row of the engine table (:mod:`ema.workflows.engines`) that
     scores the query: in this process, or on Spark; the run's metrics, tags and verdict are the same.
+    ``config.device`` is resolved before the run starts: a device this machine lacks leaves no run.
     """
+    config = config.resolved_device()
     tags = {keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_ENGINE: config.engine}
     with start_run(f"audit {config.method}", tags=tags) as run:
         config.validate()

@@ -30,6 +30,7 @@ from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
+from ema.training.devices import CPU, describe_device, resolve_device
 from ema.validation import (
     check_choice,
     check_finite,
@@ -54,14 +55,18 @@ class SuppliedCalibration:
     nonmembers_file: str
 
     def thresholds(
-        self, target: Target, outputs: str = "auto", max_images: int = DEFAULT_MAX_QUERY, label_column: str = "label"
+        self,
+        target: Target,
+        outputs: str = "auto",
+        max_images: int = DEFAULT_MAX_QUERY,
+        label_column: str = "label",
     ) -> dict:
         """EMA's thresholds from this model's outputs (of kind ``outputs``) on its members and non-members.
 
         Each file is read only when it holds at most ``max_images`` images (a table's labels in
-        ``label_column``), and resized as the target's sets are.
+        ``label_column``), and resized as the target's sets are; the model scores on the target's device.
         """
-        oracle = PyfuncOracle(self.model_uri, transform=target.transform, outputs=outputs)
+        oracle = PyfuncOracle(self.model_uri, transform=target.transform, outputs=outputs, device=target.device)
         members, nonmembers = (
             target.read_set(f, max_images=max_images, label_column=label_column)
             for f in (self.members_file, self.nonmembers_file)
@@ -130,6 +135,10 @@ class AuditConfig:
         whose row checks the options it is given); with ``"spark"``, the master (default: the
         active session, else ``local[2]``) and where the membership table is written (default:
         logged as the run's ``membership.parquet`` artifact). Another engine refuses both.
+    device
+        Where torch trains the calibration and helper models and scores a model loaded in this
+        process: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``, resolved (:func:`resolved_device`)
+        before the audit's run starts. Recorded as the run's ``device`` param.
     """
 
     model_uri: str | None = None
@@ -169,6 +178,7 @@ class AuditConfig:
     engine: str = ENGINE_IN_PROCESS
     spark_master: str | None = None
     membership_out: str | None = None
+    device: str = CPU
 
     @property
     def query_name(self) -> str:
@@ -251,7 +261,18 @@ class AuditConfig:
             keys.PARAM_ENGINE: self.engine,
             keys.PARAM_LABEL_COLUMN: self.label_column,
             keys.PARAM_CALIBRATION_FILE: self.calibration_file or "",
+            keys.PARAM_DEVICE: describe_device(target.device),
         }
+
+    def resolved_device(self) -> AuditConfig:
+        """This configuration with its device resolved on this machine (``auto`` -> ``cuda:N`` or ``cpu``).
+
+        Raises
+        ------
+        InputError
+            If the device is not one of the accepted forms, or names CUDA this machine lacks.
+        """
+        return dataclasses.replace(self, device=resolve_device(self.device))
 
 
 def audit_target(config: AuditConfig) -> Target:
@@ -267,6 +288,7 @@ def audit_target(config: AuditConfig) -> Target:
         input_shape=config.input_shape,
         input_dtype=config.input_dtype,
         image_size=config.image_size,
+        device=config.device,
     )
     if config.calibration is None:
         target.require_recipe()

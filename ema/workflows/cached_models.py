@@ -42,7 +42,9 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
 
     def build() -> TrustedEntry:
         with start_run(f"train {role} {data.name} for {target.label}"):
-            classifier = target.require_recipe().fit(data.model_inputs(), data.y, progress=progress)
+            classifier = target.require_recipe().fit(
+                data.model_inputs(), data.y, progress=progress, device=target.device
+            )
             with package_trained(classifier, data.x) as package:
                 version = log_and_register(
                     package,
@@ -67,7 +69,8 @@ def usable_entry(name: str, cache_key: str, target: Target) -> TrustedEntry | No
 
 
 def helper_oracle(entry: TrustedEntry, target: Target) -> Oracle:
-    """One of the auditor's own models as an oracle, rebuilt from its weights once per process and store.
+    """One of the auditor's own models as an oracle, on the target's device, rebuilt from its weights once per
+    process, store and device.
 
     A checked entry's files never change (their digest is part of the key, and the cache key
     they were found under holds the recipe), so a grid that audits many cells against the
@@ -78,15 +81,15 @@ def helper_oracle(entry: TrustedEntry, target: Target) -> Oracle:
     HelperLoadError
         If the files do not hold what the target's recipe builds.
     """
-    key = (tracking_uri(), entry.version.uri, entry.version.run_id, entry.digest)
+    key = (tracking_uri(), entry.version.uri, entry.version.run_id, entry.digest, target.device)
     if key not in _LOADED:
         if len(_LOADED) >= MAX_LOADED:
             _LOADED.pop(next(iter(_LOADED)))
-        classifier = load_helper(target.require_recipe(), entry.path)
+        classifier = load_helper(target.require_recipe(), entry.path, device=target.device)
         _LOADED[key] = LocalOracle(classifier, source=f"helper model {entry.version.uri!r}")
     return _LOADED[key]
 
 
 #: Helper oracles loaded in this process, oldest first, at most :data:`MAX_LOADED`.
 MAX_LOADED = 16
-_LOADED: dict[tuple[str, str, str | None, str], Oracle] = {}
+_LOADED: dict[tuple[str, str, str | None, str, str], Oracle] = {}

@@ -35,6 +35,7 @@ from ema.tracking.runs import (
 )
 from ema.tracking.single_flight import single_flight
 from ema.training.clones import CloneRecipe, package_trained
+from ema.training.devices import CPU, describe_device, resolve_device
 from ema.training.recipes import Recipe, recipe_to_json
 from ema.validation import check_model_name, redact_url, short_hash
 from ema.workflows.cached_models import usable_entry
@@ -138,6 +139,7 @@ class CalibrationPlan:
             keys.PARAM_CORRUPTION: self.corruption,
             keys.PARAM_MODEL_URI: redact_url(self.target.model_uri or self.target.model_url),
             keys.PARAM_RECIPE: recipe_to_json(self.target.require_recipe())[:500],
+            keys.PARAM_DEVICE: describe_device(self.target.device),
         }
 
     def reuse(self) -> CalibrationOutcome:
@@ -179,7 +181,9 @@ class CalibrationPlan:
         log_params(self.params())
         set_tags({keys.TAG_CACHE: cache})
         members, nonmembers = self.halves()
-        classifier = self.target.require_recipe().fit(members.model_inputs(), members.y, progress=progress)
+        classifier = self.target.require_recipe().fit(
+            members.model_inputs(), members.y, progress=progress, device=self.target.device
+        )
         thresholds = fit_thresholds(classifier, members, nonmembers).to_dict()
         log_metrics(
             {
@@ -278,15 +282,18 @@ def calibrate(
     model_name: str = keys.CALIBRATION_MODEL_NAME,
     recipe_file: str | None = None,
     progress: bool = True,
+    device: str = CPU,
 ) -> CalibrationOutcome:
     """``ema calibrate``: one run that either trains the calibration or records the cache hit it reused.
 
     The one place that moves the ``calibration`` alias: to the version it trained or reused.
+    The calibration model trains on ``device`` (``auto``, ``cpu``, ``cuda[:N]``), resolved before the run starts.
     """
+    device = resolve_device(device)
     with start_run(f"calibrate k={k} {model_uri}"):
         check_quality(k)
         check_model_name("calibration name", model_name)
-        target = resolve_target(model_uri, recipe_file=recipe_file)
+        target = resolve_target(model_uri, recipe_file=recipe_file, device=device)
         set_tags({keys.TAG_RUN_NAME: f"calibrate k={k} {target.label}"})
         plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=model_name)
         lookup = _CacheLookup(plan)

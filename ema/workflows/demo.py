@@ -8,6 +8,7 @@ from ema.data.corruption import check_quality
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.tracking import keys
 from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, start_run
+from ema.training.devices import CPU, describe_device, resolve_device
 from ema.training.spec import TrainSpec
 from ema.validation import check_choice, check_open_unit
 from ema.workflows.audit import AuditConfig, AuditOutcome, audit
@@ -65,12 +66,16 @@ def run_demo(
     model_name: str = keys.TARGET_MODEL_NAME,
     queries: tuple[str, ...] | None = None,
     progress: bool = True,
+    device: str = CPU,
 ) -> pd.DataFrame:
     """Train and register a target on ``data``, calibrate, audit each query set; log and return the summary.
 
     ``spec`` trains images (a table gets :func:`~ema.workflows.train.recipe_for`'s recipe);
     ``queries`` None: every named set the splits hold (M1..M6 and S; no S for a table).
+    Training, calibration and scoring run on ``device`` (``auto``, ``cpu``, ``cuda[:N]``), resolved
+    before the first run starts.
     """
+    device = resolve_device(device)
     with start_run("demo"):
         check_open_unit("alpha", alpha)
         check_quality(k)
@@ -85,16 +90,25 @@ def run_demo(
                 keys.PARAM_K: k,
                 keys.PARAM_ALPHA: alpha,
                 keys.PARAM_DATA_SEED: data_seed,
+                keys.PARAM_DEVICE: describe_device(device),
             }
         )
-        trained = train_target(spec, data=data, data_seed=data_seed, model_name=model_name, progress=progress)
-        target = resolve_target(trained.version.uri)
+        trained = train_target(
+            spec, data=data, data_seed=data_seed, model_name=model_name, progress=progress, device=device
+        )
+        target = resolve_target(trained.version.uri, device=device)
         ensure_calibration(target, k=k, cal_seed=cal_seed, progress=progress)
         oracle = target.oracle()
         outcomes = [
             audit(
                 AuditConfig(
-                    model_uri=trained.version.uri, query=q, method=DEMO_METHOD, alpha=alpha, k=k, cal_seed=cal_seed
+                    model_uri=trained.version.uri,
+                    query=q,
+                    method=DEMO_METHOD,
+                    alpha=alpha,
+                    k=k,
+                    cal_seed=cal_seed,
+                    device=device,
                 ),
                 oracle=oracle,
                 progress=progress,

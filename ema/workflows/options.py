@@ -28,6 +28,7 @@ from ema.tracking.keys import (
     TARGET_MODEL_NAME,
     UNLEARNED_ALIAS,
 )
+from ema.training.devices import DEVICE_FORMS, parse_device
 from ema.training.spec import ARCHITECTURES, OPTIMIZERS, TrainSpec
 from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UNLEARN_METHODS, UnlearnSpec
 from ema.validation import redact_url
@@ -61,6 +62,7 @@ __all__ = [
     "DEFAULT_RETAIN_MARGIN",
     "DEFAULT_TARGET_URI",
     "DEFAULT_TIMEOUT",
+    "DEVICE_FORMS",
     "EMA_TESTS",
     "ENGINES",
     "ENGINE_IN_PROCESS",
@@ -89,5 +91,6 @@ __all__ = [
     "configure",
     "engine_help",
     "method_help",
+    "parse_device",
     "redact_url",
 ]

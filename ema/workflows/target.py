@@ -22,6 +22,7 @@ from ema.oracle.scoring_server import AUTO_FORMAT
 from ema.tracking import keys
 from ema.tracking.registry import MODELS_URI, RegisteredVersion, resolve_version
 from ema.training.clones import CloneRecipe, SklearnCloneRecipe, TorchCloneRecipe
+from ema.training.devices import CPU
 from ema.training.recipes import Recipe, TorchRecipe, load_recipe, recipe_from_json
 from ema.training.spec import TrainSpec
 from ema.validation import redact_url
@@ -61,6 +62,9 @@ class Target:
     calibration_data : ArraySet or None
         ``--calibration-file``: the auditor's own data from the target's domain, replacing the
         splits' calibration set (f_cal's halves, and the default non-member reference).
+    device : str
+        Where torch trains the calibration and helper models and scores a model loaded in this
+        process: a resolved device, ``cpu`` or ``cuda:N`` (:func:`ema.training.devices.resolve_device`).
     """
 
     model_uri: str | None
@@ -78,6 +82,7 @@ class Target:
     image_size: int | None = None
     label_column: str = DEFAULT_LABEL_COLUMN
     calibration_data: ArraySet | None = None
+    device: str = CPU
 
     def read_set(
         self, path: str, *, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN
@@ -185,7 +190,7 @@ class Target:
                 **options,
                 **{k: v for k, v in limits.items() if v is not None},
             )
-        oracle = PyfuncOracle(self.model_uri, **options)
+        oracle = PyfuncOracle(self.model_uri, device=self.device, **options)
         if self.input_shape is not None or self.input_dtype is not None:
             oracle.input_spec = with_declared(oracle.input_spec, self.input_shape, self.input_dtype)
         return oracle
@@ -216,6 +221,7 @@ def resolve_target(
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
     image_size: int | None = None,
+    device: str = CPU,
 ) -> Target:
     """Find the model's registry entry and how to train its calibration model.
 
@@ -225,7 +231,7 @@ def resolve_target(
     :func:`own_architecture`); a torch recipe without ``arch`` gives the clone its training
     settings. Over HTTP (``model_url``) nothing is loaded: a recipe stays the route.
     ``transform`` overrides the recipe's input representation. Only ``--model`` is looked up
-    in the registry.
+    in the registry. ``device`` is a resolved device (see :class:`Target`).
     """
     if model_uri is None and model_url is None:
         raise InputError("expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither")
@@ -259,6 +265,7 @@ def resolve_target(
         data_image=ImageFormat.from_tags(tags, keys.TAG_DATA_IMAGE_SIZE, keys.TAG_DATA_CHANNELS),
         image_size=image_size,
         label_column=tags.get(keys.TAG_LABEL_COLUMN, DEFAULT_LABEL_COLUMN),
+        device=device,
     )
 
 

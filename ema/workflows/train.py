@@ -14,6 +14,7 @@ from ema.errors import InputError
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, log_and_register
 from ema.tracking.runs import log_dataset, log_metrics, log_params, start_run
+from ema.training.devices import CPU, describe_device, resolve_device
 from ema.training.recipes import (
     DEFAULT_TABLE_RECIPE,
     Classifier,
@@ -69,8 +70,9 @@ def train_target(
     model_name: str = keys.TARGET_MODEL_NAME,
     alias: str = keys.TARGET_ALIAS,
     progress: bool = True,
+    device: str = CPU,
 ) -> TrainOutcome:
-    """Train f_D on the five training folds, log accuracies, register it under ``alias``.
+    """Train f_D on the five training folds on ``device``, log accuracies, register it under ``alias``.
 
     ``recipe`` is a torch or scikit-learn recipe, or a ``TrainSpec`` (see :func:`recipe_for`).
     ``data`` :data:`~ema.data.presets.FILE_SOURCE` trains on the set file ``data_root`` (a
@@ -79,8 +81,11 @@ def train_target(
     record the recipe, the data source (with ``image``, the size and channels a binary source
     was read in) and the training data's fingerprint, so a calibration model can be trained with
     the same algorithm A on data of the same shape and the training folds found again
-    (``--members`` from lineage).
+    (``--members`` from lineage). ``device`` (``auto``, ``cpu``, ``cuda[:N]``) is resolved before
+    the run starts and recorded as its ``device`` param; the model is registered with CPU
+    tensors whatever it trained on.
     """
+    device = resolve_device(device)
     if data == FILE_SOURCE and data_root is not None:
         data_root = str(Path(data_root).resolve())
     splits = load_splits(data, data_seed, data_root, image, label_column=label_column)
@@ -97,10 +102,11 @@ def train_target(
                 keys.PARAM_DATA_SEED: data_seed,
                 **({keys.PARAM_LABEL_COLUMN: label_column} if train.kind == "table" else {}),
                 **image_tags,
+                keys.PARAM_DEVICE: describe_device(device),
             }
         )
         log_dataset(train, name=f"{data}/train", context="training")
-        classifier = fit_target(recipe, train, progress=progress)
+        classifier = fit_target(recipe, train, progress=progress, device=device)
         train_acc = float((classifier.predict_proba(train.model_inputs()).argmax(1) == train.y).mean())
         held_acc = float((classifier.predict_proba(held_out.model_inputs()).argmax(1) == held_out.y).mean())
         log_metrics({keys.METRIC_TRAIN_ACCURACY: train_acc, keys.METRIC_HELD_OUT_ACCURACY: held_acc})
@@ -140,14 +146,16 @@ def recipe_for(recipe: TrainSpec | Recipe | None, train: ArraySet) -> Recipe:
     return TorchRecipe(recipe if recipe is not None else TrainSpec())
 
 
-def fit_target(recipe: Recipe, train: ArraySet, *, progress: bool) -> Classifier:
-    """The target trained on ``train``: a scikit-learn model of a table on its named columns."""
+def fit_target(recipe: Recipe, train: ArraySet, *, progress: bool, device: str = CPU) -> Classifier:
+    """The target trained on ``train`` (a torch one on ``device``): a scikit-learn model of a table on its named
+    columns."""
     if isinstance(recipe, SklearnRecipe):
         return recipe.fit(train.model_inputs(), train.y, progress=progress, columns=train.features)
     from ema.training.fit import TorchClassifier, fit
 
     inputs = recipe.transform.apply(train.model_inputs())
-    return TorchClassifier(fit(recipe.spec, inputs, train.y, progress=progress, desc="train target"), recipe.transform)
+    model = fit(recipe.spec, inputs, train.y, progress=progress, desc="train target", device=device)
+    return TorchClassifier(model, recipe.transform)
 
 
 def recipe_name(recipe: Recipe) -> str:

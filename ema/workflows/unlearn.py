@@ -35,6 +35,7 @@ from ema.tracking.registry import MODELS_URI, RegisteredVersion, log_and_registe
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, run_metrics, start_run
 from ema.tracking.single_flight import single_flight
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, package_trained
+from ema.training.devices import CPU, describe_device, resolve_device
 from ema.training.recipes import Classifier, SklearnRecipe, TorchRecipe, recipe_to_json
 from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UnlearnSpec
 from ema.validation import check_alias, check_finite, check_positive_int, short_hash
@@ -68,6 +69,9 @@ class UnlearnConfig:
         checked from their headers before they are read.
     label_column : str
         The label column of the forget and ``retain_file`` sets when they are tables.
+    device : str
+        Where torch trains: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``, resolved before the run
+        starts (:func:`ema.training.devices.resolve_device`) and recorded as its ``device`` param.
     """
 
     model_uri: str
@@ -78,6 +82,7 @@ class UnlearnConfig:
     min_retain_accuracy: float | None = None
     max_query: int = DEFAULT_MAX_QUERY
     label_column: str = DEFAULT_LABEL_COLUMN
+    device: str = CPU
 
     @property
     def forget_name(self) -> str:
@@ -125,9 +130,10 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
         training data, the training data is neither recorded nor given (``retain_file``), or the
         result's accuracy on the retained data is below the floor (``config.min_retain_accuracy``).
     """
+    device = resolve_device(config.device)
     with start_run(f"unlearn {config.spec.method} {config.forget_name}") as run:
         config.validate()
-        target = resolve_target(config.model_uri)
+        target = resolve_target(config.model_uri, device=device)
         forget = _forget_set(target, config.forget, config.max_query, config.label_column)
         retain = _retained_data(target, forget, config.retain_file, config.max_query, config.label_column)
         spec = _resolved(config.spec, target)
@@ -140,6 +146,7 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
                 keys.PARAM_FORGET_FINGERPRINT: forget.fingerprint,
                 keys.PARAM_N_FORGET: len(forget),
                 keys.PARAM_N_RETAIN: len(retain),
+                keys.PARAM_DEVICE: describe_device(device),
             },
         )
         log_dataset(forget, name=f"forget {config.forget_name}", context="forget")
@@ -382,7 +389,7 @@ def _random_states(estimator) -> list[str]:
 def _run_method(
     target: Target, spec: UnlearnSpec, retain: ArraySet, forget: ArraySet, progress: bool
 ) -> tuple[Classifier, float]:
-    """Retrain with the target's recipe (exact), or change the target's weights (approximate).
+    """Retrain with the target's recipe (exact), or change the target's weights (approximate), on the target's device.
 
     Returns the new classifier and the method's wall time in seconds (loading the target's weights not counted).
     """
@@ -390,12 +397,13 @@ def _run_method(
     if spec.is_exact:
         recipe = _retrain_recipe(recipe, spec)
         started = time.monotonic()
-        return recipe.fit(retain.model_inputs(), retain.y, progress=progress), time.monotonic() - started
+        classifier = recipe.fit(retain.model_inputs(), retain.y, progress=progress, device=target.device)
+        return classifier, time.monotonic() - started
     from ema.training.fit import TorchClassifier  # torch: only when a model is changed
     from ema.training.packaging import load_torch_model
     from ema.training.unlearning import unlearn_model
 
-    model, transform = load_torch_model(target.model_uri), recipe.transform
+    model, transform = load_torch_model(target.model_uri, device=target.device), recipe.transform
     started = time.monotonic()
     changed = unlearn_model(
         model,

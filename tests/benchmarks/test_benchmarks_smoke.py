@@ -149,3 +149,24 @@ def test_spark_cpu_counts_the_cpu_of_the_processes_below_a_root():
     finally:
         burner.kill()
         burner.wait()
+
+
+def test_gpu_measure_compares_a_device_with_the_cpu():
+    """The GPU rows' code path, with the CPU standing in for the GPU (CI has none); one small CNN workload."""
+    from benchmarks.gpu import SIZE, Workload, image_side
+    from benchmarks.gpu import measure as measure_gpu
+
+    rows = measure_gpu(TINY, workloads=(Workload("cnn", 128, 64, 256, 128),), device="cpu")
+    side = image_side("cnn")
+    assert [r["case"] for r in rows] == [f"cnn {side}x{side} training", f"cnn {side}x{side} scoring"]
+    for r in rows:
+        assert set(ROW_KEYS) <= set(r) and r["ours"] > 0 and r["baseline"] > 0 and r["ratio"] > 0
+        assert ("does not take 64x64 yet" in r["note"]) == (side != SIZE)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="measures on a machine with CUDA")
+def test_gpu_measure_without_cuda_says_so_and_measures_nothing():
+    from benchmarks.gpu import measure as measure_gpu
+
+    (only,) = measure_gpu(TINY)
+    assert only["case"] == "no CUDA device" and only["ours"] is None and only["ratio"] is None

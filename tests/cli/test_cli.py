@@ -137,6 +137,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--max-query": "77",
         "--certify-level": "0.9",
         "--image-size": "64",
+        "--device": "cuda:1",
     }
     result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
     assert "captured" in result.output
@@ -167,11 +168,12 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     assert (config.http_concurrency, config.http_format, config.input_dtype) == (3, "parquet", "uint8")
     assert (config.engine, config.spark_master, config.membership_out) == ("spark", "local[1]", "out")
     assert (config.max_query, config.certify_level, config.image_size) == (77, 0.9, 64)
+    assert config.device == "cuda:1"  # resolved by the workflow, before its run starts
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "request_timeout", "strict",
         "calibration_name", "input_shape", "output_name", "http_concurrency", "http_format", "engine", "spark_master",
-        "membership_out", "input_dtype", "max_query", "certify_level", "image_size",
+        "membership_out", "input_dtype", "max_query", "certify_level", "image_size", "device",
     }  # fmt: skip
     assert unset == {
         "query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption", "timeout"

@@ -41,7 +41,9 @@ def test_command_help_imports_neither_mlflow_nor_torch(name):
     assert not imported & {"mlflow", "torch", "torchvision"}
 
 
-@pytest.mark.parametrize("args", [("audit", "--bogus"), ("audit", "--alpha", "2"), ("train", "--epochs", "x")])
+@pytest.mark.parametrize(
+    "args", [("audit", "--bogus"), ("audit", "--alpha", "2"), ("train", "--epochs", "x"), ("train", "--device", "gpu")]
+)
 def test_option_errors_import_neither_mlflow_nor_torch(args):
     code, imported = answer(*args)
     assert code == 2
