@@ -38,7 +38,7 @@ STARTED = "started"
 COMMANDS = {
     "train": (
         "ema_cli.train:train",
-        "Train the target model f_D with the recipe given by the options, and register it.",
+        "Train the target model f_D and register it.",
     ),
     "unlearn": (
         "ema_cli.unlearn:unlearn_command",
@@ -52,7 +52,10 @@ COMMANDS = {
         "ema_cli.audit:audit",
         "Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags.",
     ),
-    "demo": ("ema_cli.demo:demo", "Train, register, calibrate and audit the seven query sets M1..M6 and S."),
+    "demo": (
+        "ema_cli.demo:demo",
+        "Train, register, calibrate and audit the query sets M1..M6 and S (a table has no S).",
+    ),
     "data": ("ema_cli.data:data", "Inspect and export data."),
     "history": (
         "ema_cli.history:history",

@@ -118,7 +118,7 @@ def _like(data: ArraySet, images: np.ndarray) -> ArraySet:
 
 
 def _check_table(name: str, image: ImageFormat) -> None:
-    if not image.is_default():
+    if not image.is_default:
         raise InputError(f"{name}: expected no --image-size or --channels (it is a table), got {image.describe()}")
 
 
