@@ -28,6 +28,7 @@ MEASUREMENTS = (
     "thresholds",
     "scoring",
     "image_sizes",
+    "table_memory",
     "http",
     "cli",
     "training",
