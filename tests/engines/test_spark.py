@@ -108,7 +108,7 @@ def not_parquet(directory) -> str:
 
 def wrong_columns(directory) -> str:
     directory.mkdir()
-    pq.write_table(pa.table({"label": [1], "index": [0], "image": [b"x"]}), directory / "part-0.parquet")
+    pq.write_table(pa.table({"label": [1], "pixels": [b"x"]}), directory / "part-0.parquet")
     return str(directory)
 
 
@@ -117,7 +117,7 @@ def wrong_columns(directory) -> str:
     [
         (lambda d: str(d / "missing"), {}, InputError, "could not read query table .*PATH_NOT_FOUND"),
         (not_parquet, {}, InputError, r"could not read query table .*/t as Parquet: .* is not a Parquet file"),
-        (wrong_columns, {}, InputError, r"expected columns label .* missing \['pixels'\]"),
+        (wrong_columns, {}, InputError, r"expected columns label .* missing \['index'\]"),
         (wrong_columns, {"method": "both"}, InputError, "--engine spark runs --method ema only"),
         (wrong_columns, {"output_name": "probabilities"}, InputError, "no --output-name with --engine spark"),
         (wrong_image_size, {}, InputError, r"^/.*/t: expected `pixels` of 784 bytes .* got values of \[100\] bytes$"),
