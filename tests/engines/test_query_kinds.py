@@ -15,18 +15,20 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 
 from ema.data.arrays import ArraySet
-from ema.data.files import write_set
-from ema.data.parquet import SHAPE_COLUMNS, write_table
+from ema.data.files import read_set, write_set
+from ema.data.parquet import SHAPE_COLUMNS, read_table, write_table
 from ema.errors import InputError
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.audit_session import SuppliedCalibration
+from ema_cli.cli import main
 from tests.conftest import module_store
 from tests.foreign.test_colour_images import noise_set, train_and_log
 from tests.workflows.test_pipeline import failed_runs
@@ -153,6 +155,17 @@ def test_a_users_feature_table_without_index_reads_in_process(kinds):
 def test_colour_table_records_its_shape(kinds):
     table = pq.read_table(kinds["colour"]["members"])
     assert [set(table.column(name).to_pylist()) for name in SHAPE_COLUMNS] == [{32}, {32}, {3}]
+
+
+@pytest.mark.parametrize("kind", ["colour", "tabular"])
+def test_data_export_writes_a_query_table_of_either_kind(kinds, kind, tmp_path):
+    query_file = kinds[kind]["held_out.npz"]
+    result = CliRunner().invoke(main, ["data", "export", "--query-file", query_file, "--out", str(tmp_path / "t")])
+    assert result.exit_code == 0, result.output
+    written, expected = read_table(tmp_path / "t"), read_set(query_file)
+    assert (written.fingerprint, written.features) == (expected.fingerprint, expected.features)
+    describe = "image 32x32x3" if kind == "colour" else "table of 31 features"
+    assert f"{ROWS if kind == 'tabular' else 48} rows, {describe} (parquet)" in result.output
 
 
 def test_query_table_missing_a_signature_column_is_refused_in_one_line(kinds):
