@@ -250,6 +250,23 @@ def align_columns(x: np.ndarray, features: Sequence[str], spec: InputSpec, *, wh
     """
     if spec.columns is None:
         return x, []
+    positions, extra = column_order(features, spec, where=where)
+    return x[:, positions], extra
+
+
+def column_order(features: Sequence[str], spec: InputSpec, *, where: str) -> tuple[list[int], list[str]]:
+    """Where each column a column-based signature names sits among ``features``, and the columns it leaves out.
+
+    A tensor signature takes every column in the table's order. The Spark engine asks this of a
+    table's schema, :func:`align_columns` of a set's array: one rule, one message.
+
+    Raises
+    ------
+    InputError
+        If ``features`` lacks a column the signature names (all missing ones are listed).
+    """
+    if spec.columns is None:
+        return list(range(len(features))), []
     position = {name: i for i, name in enumerate(features)}
     missing = [name for name in spec.columns if name not in position]
     if missing:
@@ -257,8 +274,8 @@ def align_columns(x: np.ndarray, features: Sequence[str], spec: InputSpec, *, wh
             f"{where}: expected the columns the model's signature names, missing {len(missing)}: "
             f"{listed_names(missing)} (the file has {listed_names(list(features))})"
         )
-    extra = [name for name in features if name not in set(spec.columns)]
-    return x[:, [position[name] for name in spec.columns]], extra
+    named = set(spec.columns)
+    return [position[name] for name in spec.columns], [name for name in features if name not in named]
 
 
 def listed_names(names: list[str], most: int = 8) -> str:

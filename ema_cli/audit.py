@@ -106,8 +106,9 @@ class MarginType(click.ParamType):
 @click.option(
     "--query-table",
     help=(
-        "A Parquet query table (label, index, pixels: 784 bytes), as `ema data export` writes; with --engine spark "
-        "any URI Spark reads (hdfs://, s3a://)."
+        "A Parquet query table, as `ema data export` writes: images (label, index, pixels, height, width, channels) "
+        "or features (label, optional index, one numeric column each); with --engine spark any URI Spark reads "
+        "(hdfs://, s3a://)."
     ),
 )
 @click.option(

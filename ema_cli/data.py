@@ -73,7 +73,10 @@ def splits(out_dir, data_name, root, image, data_seed):
     type=click.Choice(EXPORT_FORMATS),
     default="parquet",
     show_default=True,
-    help="Table format: Parquet with columns label, index and pixels (784 bytes).",
+    help=(
+        "Table format: Parquet; images as label, index, pixels (bytes) and their height, width and channels; a table "
+        "as label, index and its feature columns."
+    ),
 )
 @click.option(
     "--out",
@@ -108,4 +111,4 @@ def export(table_format, out_dir, query, query_file, label_column, data_name, ro
         )
     except (EMAError, OSError) as exc:
         raise one_line_error(exc) from exc
-    click.echo(f"{out_dir}  {len(arrays)} images ({table_format}), fingerprint {arrays.fingerprint}")
+    click.echo(f"{out_dir}  {len(arrays)} rows, {arrays.describe()} ({table_format}), fingerprint {arrays.fingerprint}")

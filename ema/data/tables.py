@@ -39,8 +39,12 @@ def read_feature_table(
         are not whole numbers.
     """
     path = Path(path)
-    frame = _read_frame(path, max_images)
-    where = str(path)
+    return labelled_set(_read_frame(path, max_images), path.stem, label_column=label_column, where=str(path))
+
+
+def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_LABEL_COLUMN, where: str) -> ArraySet:
+    """A table read whole as a labelled set: labels from ``label_column``, positions from ``index`` if present
+    (else 0..n-1), every other column a feature (see :func:`read_feature_table` for what is refused)."""
     if label_column not in frame.columns:
         raise InputError(
             f"{where}: expected a label column {label_column!r} (name it with --label-column), got columns "
@@ -55,7 +59,7 @@ def read_feature_table(
         else np.arange(len(frame), dtype=np.int64)
     )
     features = frame.drop(columns=[c for c in (label_column, INDEX_COLUMN) if c in frame.columns])
-    return ArraySet(path.stem, feature_matrix(features, where=where), labels, index, tuple(map(str, features.columns)))
+    return ArraySet(name, feature_matrix(features, where=where), labels, index, tuple(map(str, features.columns)))
 
 
 def _read_frame(path: Path, max_images: int) -> pd.DataFrame:

@@ -2,9 +2,10 @@
 
 One audit is two Spark steps:
 
-1. :func:`read_query` opens the table (``label``, ``index``, ``pixels``; :mod:`ema.data.parquet`)
-   and checks its columns;
-2. :func:`audit_table` prepares each batch of images as the in-process oracle does, scores
+1. :func:`read_query` opens the table (images with their shape, or features; :mod:`ema.data.parquet`),
+   checks its columns and finds its images' one shape;
+2. :func:`audit_table` prepares each batch of images or features as the in-process oracle does
+   (named columns of the declared types for a column-based signature), scores
    it through ``mlflow.pyfunc.spark_udf`` (the two chained in one Python worker), computes
    each sample's signals, flags and M on the executors, and writes the membership table (one
    row per sample) as Parquet; while it writes, Spark sums the table's row hashes, the
@@ -34,12 +35,24 @@ from pathlib import Path
 import pandas as pd
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.functions import pandas_udf
-from pyspark.sql.types import ArrayType, ByteType, DoubleType, FloatType, LongType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    ByteType,
+    DataType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StructField,
+    StructType,
+)
 
-from ema.data.parquet import check_columns, unreadable_table
+from ema.data.parquet import LEGACY_IMAGE_SHAPE, SHAPE_COLUMNS, check_columns, image_shape, unreadable_table
+from ema.data.tables import DEFAULT_LABEL_COLUMN, INDEX_COLUMN
 from ema.engines.batches import FlagBatch, PrepareBatch
 from ema.errors import EMAError, InputError
 from ema.oracle import pyfunc_spark_udf
@@ -74,6 +87,35 @@ FAILED_READ_FILE = "FAILED_READ_FILE"
 #: Longest error line passed on from Spark; Java causes at most this deep are followed.
 MAX_REASON_CHARS = 500
 MAX_CAUSES = 32
+#: Spark's type for each dtype a model may declare (Spark has no unsigned bytes: uint8 goes as a short).
+SPARK_TYPES = {
+    "uint8": ShortType(),
+    "int32": IntegerType(),
+    "int64": LongType(),
+    "float32": FloatType(),
+    "float64": DoubleType(),
+}
+#: Where a Parquet row sits in its file (Spark's hidden file metadata): a table without ``index`` is numbered so.
+ROW_INDEX = "_metadata.row_index"
+
+
+@dataclass(frozen=True)
+class QueryTable:
+    """A query table as Spark reads it, checked.
+
+    Attributes
+    ----------
+    frame : DataFrame
+        ``index``, ``label``, then :attr:`inputs`.
+    inputs : tuple of str
+        ``pixels`` (and the shape columns, if the table has them), or the feature columns in the table's order.
+    image_shape : tuple of int or None
+        The images' (height, width, channels); None for a table of features.
+    """
+
+    frame: DataFrame
+    inputs: tuple[str, ...]
+    image_shape: tuple[int, int, int] | None
 
 
 @dataclass(frozen=True)
@@ -84,8 +126,8 @@ class TableCounts:
     ----------
     fingerprint : str
         A content hash of the table: the sum of every row's 64-bit hash (of label, index and
-        pixels), in hex; independent of row order and partitioning, and not the in-process
-        fingerprint (a sha256 of the arrays).
+        the input columns: pixels and shape, or features), in hex; independent of row order and
+        partitioning, and not the in-process fingerprint (a sha256 of the arrays).
     n_query : int
         Rows in the table.
     n_flagged : int
@@ -136,25 +178,65 @@ def spark_session(master: str | None = None) -> Iterator[SparkSession]:
         session.stop()
 
 
-def read_query(spark: SparkSession, uri: str) -> DataFrame:
+def read_query(spark: SparkSession, uri: str, *, label_column: str = DEFAULT_LABEL_COLUMN) -> QueryTable:
     """The query table at ``uri`` (any path or URI Spark reads), its columns checked.
+
+    An image table's shape columns are read (a small job over three integer columns) for its one
+    shape; a table without them holds 28 x 28 grey images. A table of features has its labels in
+    ``label_column``; without an ``index`` column its rows are numbered from 0 in file order, as
+    the in-process engine numbers them, which needs the table to be one file.
 
     Raises
     ------
     InputError
-        If nothing readable as Parquet is there (no file, not Parquet, a corrupt footer), or a
-        column is missing or of the wrong type.
+        If nothing readable as Parquet is there (no file, not Parquet, a corrupt footer), a
+        column is missing or of the wrong type, its images are of several shapes, or a table
+        of features of several files has no ``index``.
     """
     try:
         table = spark.read.parquet(uri)
     except (PySparkException, Py4JError) as exc:
         raise unreadable_table(uri, _read_reason(exc)) from exc
-    check_columns({field.name: field.dataType.simpleString() for field in table.schema}, where=uri)
-    return table.select("index", "label", "pixels")
+    types = {field.name: field.dataType.simpleString() for field in table.schema}
+    if check_columns(types, where=uri, label_column=label_column) == "table":
+        return _feature_table(table, uri, label_column)
+    if SHAPE_COLUMNS[0] not in types:
+        return QueryTable(table.select("index", "label", "pixels"), ("pixels",), LEGACY_IMAGE_SHAPE)
+    try:
+        shapes = table.select(*SHAPE_COLUMNS).distinct().limit(2).collect()
+    except (PySparkException, Py4JError) as exc:  # a file Spark could not read past its footer
+        raise _job_error(exc, uri=uri) from exc
+    inputs = ("pixels", *SHAPE_COLUMNS)
+    return QueryTable(table.select("index", "label", *inputs), inputs, image_shape(map(tuple, shapes), where=uri))
+
+
+def _feature_table(table: DataFrame, uri: str, label_column: str) -> QueryTable:
+    """A checked table of features as ``index``, ``label`` and the feature columns."""
+    features = tuple(name for name in table.columns if name not in (label_column, INDEX_COLUMN))
+    if INDEX_COLUMN in table.columns:
+        index = _column(INDEX_COLUMN)
+    elif len(table.inputFiles()) == 1:
+        index = F.col(ROW_INDEX)
+    else:
+        raise InputError(
+            f"{uri}: expected an {INDEX_COLUMN!r} column in a table of features of {len(table.inputFiles())} files "
+            "(rows of several files have no one order to number them by); add one, or write the table as one file"
+        )
+    frame = table.select(
+        index.cast("long").alias("index"),
+        _column(label_column).cast("long").alias("label"),
+        *(_column(name) for name in features),
+    )
+    return QueryTable(frame, features, None)
+
+
+def _column(name: str) -> Column:
+    """A column by its literal name (dots, spaces and backticks in it taken as they are)."""
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def audit_table(
-    table: DataFrame, *, model_uri: str, prepare: PrepareBatch, flag: FlagBatch, out_uri: str
+    table: QueryTable, *, model_uri: str, prepare: PrepareBatch, flag: FlagBatch, out_uri: str
 ) -> TableCounts:
     """Score ``table`` through the model's Spark UDF, write one row per sample to ``out_uri`` (Parquet), and count.
 
@@ -168,15 +250,18 @@ def audit_table(
         If the model's UDF cannot be made, or a batch fails on an executor (outputs that are
         not probabilities, the model's own error), as one line.
     InputError
-        If the table has no rows, a file of it cannot be read (corrupt pages), or its pixels
-        are not 784 bytes: the in-process engine's message.
+        If the table has no rows, a file of it cannot be read (corrupt pages), its pixels are
+        not the bytes its shape says, or they or its features do not fit the model's
+        signature: the in-process engine's message.
     """
-    inputs = pandas_udf(_prepared(prepare), ArrayType(FloatType()))
-    model = pyfunc_spark_udf(table.sparkSession, model_uri, result_type="array<float>")
+    inputs = pandas_udf(_prepared(prepare), _prepared_type(prepare))
+    # doubles: a scikit-learn model's float64 probabilities flag as in-process (float32 outputs widen exactly)
+    model = pyfunc_spark_udf(table.frame.sparkSession, model_uri, result_type="array<double>")
     read, counted = Observation("query"), Observation("flags")
-    row_hash = F.xxhash64("label", "index", "pixels").cast("decimal(38,0)")
-    scored = table.observe(read, F.sum(row_hash).alias("hash")).select(
-        "index", "label", model(inputs("pixels")).alias("outputs")
+    row_hash = F.xxhash64("label", "index", *(_column(name) for name in table.inputs)).cast("decimal(38,0)")
+    batch = F.struct(*(_column(name) for name in prepare.input_columns))
+    scored = table.frame.observe(read, F.sum(row_hash).alias("hash")).select(
+        "index", "label", model(inputs(batch)).alias("outputs")
     )
     flagged = scored.mapInPandas(flag, _membership_schema(flag.auditor.signals)).observe(
         counted,
@@ -197,11 +282,24 @@ def audit_table(
 
 def _prepared(prepare: PrepareBatch):
     """``prepare`` as a function with the type hints ``pandas_udf`` reads (an iterator of batches, in and out)."""
+    if prepare.output_columns is not None:
 
-    def prepared(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
+        def prepared_columns(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            return prepare(batches)
+
+        return prepared_columns
+
+    def prepared(batches: Iterator[pd.DataFrame]) -> Iterator[pd.Series]:
         return prepare(batches)
 
     return prepared
+
+
+def _prepared_type(prepare: PrepareBatch) -> DataType:
+    """What :func:`_prepared` returns: a struct of the signature's named columns, or flat arrays."""
+    if prepare.output_columns is None:
+        return ArrayType(SPARK_TYPES[prepare.array_dtype])
+    return StructType([StructField(name, SPARK_TYPES[dtype]) for name, dtype in prepare.output_columns])
 
 
 def _membership_schema(signals: tuple[str, ...]) -> StructType:

@@ -20,7 +20,7 @@ One job per module:
   :func:`encode_request`) and writes (:func:`parse_reply`).
 """
 
-from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle, prepare_inputs
+from ema.oracle.base import DEFAULT_BATCH_SIZE, IMAGE_INPUT_SHAPE, Oracle, log_left_out, prepare_inputs
 from ema.oracle.local import LocalOracle
 from ema.oracle.outputs import (
     ACCESS_LABEL_ONLY,
@@ -62,6 +62,7 @@ __all__ = [
     "ScoringTimeout",
     "encode_request",
     "interpret_outputs",
+    "log_left_out",
     "numeric_outputs",
     "parse_reply",
     "prepare_inputs",

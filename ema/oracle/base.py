@@ -112,13 +112,7 @@ class Oracle:
         if data.kind != "table":
             return data.x
         x, extra = align_columns(data.x, data.features, self.input_spec, where=data.name)
-        if extra:
-            logging.getLogger(__name__).warning(
-                "%s: %d column(s) the model's signature does not name are left out: %s",
-                data.name,
-                len(extra),
-                ", ".join(extra[:8]) + (" ..." if len(extra) > 8 else ""),
-            )
+        log_left_out(data.name, extra)
         return x
 
     def _scored_batches(self, pixels: np.ndarray, starts: range) -> Iterator[np.ndarray]:
@@ -132,3 +126,14 @@ class Oracle:
     def predict_proba(self, pixels: np.ndarray | ArraySet) -> np.ndarray:
         """Class probabilities (one-hot for a label-only model)."""
         return self.predict(pixels).proba
+
+
+def log_left_out(where: str, extra: list[str]) -> None:
+    """Log (a warning) the columns of a table that a column-based signature does not name, if any."""
+    if extra:
+        logging.getLogger(__name__).warning(
+            "%s: %d column(s) the model's signature does not name are left out: %s",
+            where,
+            len(extra),
+            ", ".join(extra[:8]) + (" ..." if len(extra) > 8 else ""),
+        )

@@ -36,10 +36,10 @@ def input_spec_from(schema: object, example: object = None) -> InputSpec | None:
                 )
             tensor = schema.inputs[0]
             return _tensor_spec(tuple(tensor.shape), np.dtype(tensor.type).name, tensor.name)
-        dtypes = {str(np.dtype(column.type.to_numpy())) for column in schema.inputs}
+        dtypes = tuple(str(np.dtype(column.type.to_numpy())) for column in schema.inputs)
         return _column_spec(tuple(schema.input_names()), dtypes)
     if isinstance(example, pd.DataFrame):
-        return _column_spec(tuple(str(c) for c in example.columns), {str(d) for d in example.dtypes})
+        return _column_spec(tuple(str(c) for c in example.columns), tuple(str(d) for d in example.dtypes))
     if isinstance(example, np.ndarray) and example.ndim >= 2:
         return _tensor_spec((-1, *example.shape[1:]), example.dtype.name)
     return None
@@ -52,13 +52,17 @@ def _tensor_spec(shape: tuple[int, ...], dtype: str, name: str | None = None) ->
     return InputSpec(shape if fixed else None, dtype, tensor_name=name)
 
 
-def _column_spec(columns: tuple[str, ...], dtypes: set[str]) -> InputSpec:
-    if len(dtypes) != 1 or next(iter(dtypes)) not in INPUT_DTYPES:
+def _column_spec(columns: tuple[str, ...], dtypes: tuple[str, ...]) -> InputSpec:
+    """One column per feature (or pixel), each of a numeric dtype; mixed dtypes (a table's int and float
+    columns) are kept per column, so that integers reach the model as integers."""
+    if any(dtype not in INPUT_DTYPES for dtype in dtypes):
         raise InputError(
-            f"expected a column-based signature of one pixel column per value, all of one numeric dtype in "
-            f"{INPUT_DTYPES}, got {len(columns)} columns of dtypes {sorted(dtypes)}"
+            f"expected a column-based signature of numeric columns, each of a dtype in {INPUT_DTYPES}, got "
+            f"{len(columns)} columns of dtypes {sorted(set(dtypes))}"
         )
-    return InputSpec(dtype=next(iter(dtypes)), columns=columns)
+    if len(set(dtypes)) == 1:
+        return InputSpec(dtype=dtypes[0], columns=columns)
+    return InputSpec(dtype=str(np.result_type(*dtypes)), columns=columns, column_dtypes=dtypes)
 
 
 def _model_info(model_uri: str):

@@ -55,27 +55,42 @@ def request_body(inputs: np.ndarray | pd.DataFrame) -> str:
     """The JSON request for a batch: ``{"inputs": ...}`` for an array, ``{"dataframe_split": ...}`` for a DataFrame.
 
     Integers (e.g. uint8 images, which our models take) are written as integers, a third of the
-    bytes of their float32 pixels; floats as float32 in their shortest exact form, so that the
-    server's cast back to float32 restores the exact input.
+    bytes of their float32 pixels; floats in the shortest form that reads back as the same value
+    of their own dtype (float32 or float64), so that the server's cast to the declared dtype
+    restores the exact input. A DataFrame's columns keep their own dtypes: an integer column of a
+    table arrives as integers, which MLflow's schema enforcement asks of a ``long`` column.
     """
     if isinstance(inputs, pd.DataFrame):
         columns = json.dumps([str(c) for c in inputs.columns])
-        return '{"dataframe_split":{"columns":' + columns + ',"data":' + json_array(inputs.to_numpy()) + "}}"
+        rows = np.stack([_value_texts(inputs[c].to_numpy()) for c in inputs.columns], axis=1)
+        return '{"dataframe_split":{"columns":' + columns + ',"data":' + _nested(rows) + "}}"
     return '{"inputs":' + json_array(inputs) + "}"
 
 
 def json_array(values: np.ndarray) -> str:
-    """Nested JSON lists of ``values``: integers as integers, floats as float32 in their shortest exact form.
+    """Nested JSON lists of ``values``: integers as integers, floats in their dtype's shortest exact form.
 
     Images hold few distinct float values, so each is formatted once and indexed; integers go
     through ``json.dumps`` (0.25 s for 4,096 images here, five times faster than the table).
     """
     if values.dtype.kind in "iub":
         return json.dumps(values.tolist(), separators=(",", ":"))
-    distinct, inverse = np.unique(values.astype(np.float32), return_inverse=True)
+    return _nested(_value_texts(values))
+
+
+def _value_texts(values: np.ndarray) -> np.ndarray:
+    """Each value as JSON text, in an array of ``values``' shape: integers as they are, floats as described above."""
+    if values.dtype.kind in "iu":
+        return values.astype(str)
+    floats = values if values.dtype in (np.float32, np.float64) else values.astype(np.float64)
+    distinct, inverse = np.unique(floats, return_inverse=True)
     table = np.array([np.format_float_positional(v, unique=True, trim="0") for v in distinct])
-    text = table[inverse.reshape(values.shape)]
-    for _ in range(values.ndim):
+    return table[inverse.reshape(values.shape)]
+
+
+def _nested(text: np.ndarray) -> str:
+    """Nested JSON lists of values already written as text."""
+    for _ in range(text.ndim):
         text = np.array(["[" + ",".join(row) + "]" for row in text.reshape(-1, text.shape[-1])]).reshape(
             text.shape[:-1]
         )

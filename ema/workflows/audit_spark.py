@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ema.engines.batches import FlagBatch, PrepareBatch
 from ema.errors import InputError, MissingDependencyError, pip_command
-from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle
+from ema.inputs import column_order
+from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle, log_left_out
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
 from ema.workflows.audit_methods import ema_auditor
@@ -88,7 +89,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             reference = session.nonmember_predictions
             auditor, tags = ema_auditor(session, reference.access)
             flag = FlagBatch(auditor, _output_kind(config.outputs, reference.access), auditor.n_classes_)
-            prepare = PrepareBatch(oracle.transform, oracle.input_spec, where=config.query_table)
+            prepare = _prepare_batch(table, oracle, where=config.query_table, name=config.query_name)
             counts = spark_engine.audit_table(
                 table, model_uri=oracle.model_uri, prepare=prepare, flag=flag, out_uri=out_uri
             )
@@ -100,6 +101,26 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         yield Scored(
             session, {result.method: result}, tags, reference.access, reference.detected, counts.fingerprint, membership
         )
+
+
+def _prepare_batch(table, oracle: PyfuncOracle, *, where: str, name: str) -> PrepareBatch:
+    """How each batch of ``table`` (a :class:`ema.engines.spark.QueryTable` at ``where``) becomes the model's inputs.
+
+    A table's features go in the order a column-based signature names them (the extra columns
+    left out and logged, a missing one refused, as in-process, by the table's ``name``), else all
+    of them in the table's order.
+
+    Raises
+    ------
+    InputError
+        If the table lacks a column the model's signature names.
+    """
+    if table.image_shape is not None:
+        return PrepareBatch(oracle.transform, oracle.input_spec, where, image_shape=table.image_shape)
+    positions, extra = column_order(table.inputs, oracle.input_spec, where=name)
+    log_left_out(name, extra)
+    features = tuple(table.inputs[i] for i in positions)
+    return PrepareBatch(oracle.transform, oracle.input_spec, where, features=features)
 
 
 def _output_kind(outputs: str, access: str) -> str:

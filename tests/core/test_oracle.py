@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ema.errors import InputError
@@ -53,6 +54,22 @@ def test_request_body_round_trips_float32_exactly():
     decoded = np.asarray(json.loads(request_body(inputs))["inputs"], dtype=np.float32)
     assert decoded.shape == inputs.shape
     np.testing.assert_array_equal(decoded, inputs)
+
+
+def test_request_body_round_trips_float64_exactly():
+    """A float64 model's inputs (a table, or float32 pixels cast up) reach the server's float64 cast unchanged."""
+    inputs = np.concatenate([np.random.default_rng(1).normal(size=(4, 3)), np.float32([[1 / 255, 0.1, 0.7]])])
+    decoded = np.asarray(json.loads(request_body(inputs))["inputs"], dtype=np.float64)
+    np.testing.assert_array_equal(decoded, inputs)
+
+
+def test_request_body_of_a_frame_keeps_integer_columns_integers():
+    """MLflow's schema enforcement refuses floats (3.0) for a ``long`` column: each column is written by its dtype."""
+    frame = pd.DataFrame({"mean radius": [0.123456789012, 2.0], "nodes": np.array([3, 4], dtype=np.int64)})
+    payload = json.loads(request_body(frame))["dataframe_split"]
+    assert payload["columns"] == ["mean radius", "nodes"]
+    assert payload["data"] == [[0.123456789012, 3], [2.0, 4]]
+    assert all(isinstance(row[1], int) for row in payload["data"])
 
 
 class _RecordingOracle(Oracle):

@@ -5,11 +5,18 @@ import pandas as pd
 import pytest
 
 from ema.auditors.ema import EMAAuditor
-from ema.data.arrays import MODEL_INPUT_SHAPE
+from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
 from ema.engines.batches import FlagBatch, PrepareBatch
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform
-from ema.oracle import prepare_inputs
+from ema.oracle import Oracle, prepare_inputs
+
+
+class Echo(Oracle):
+    """The in-process oracle's input preparation, with a model that returns uniform probabilities."""
+
+    def _predict_batch(self, inputs):
+        return np.full((len(inputs), 2), 0.5)
 
 
 def images(n: int, seed: int = 0) -> np.ndarray:
@@ -25,15 +32,67 @@ def images(n: int, seed: int = 0) -> np.ndarray:
 )
 def test_prepare_batch_is_the_oracles_preparation_flattened(spec, transform):
     x = images(5)
-    (prepared,) = PrepareBatch(transform, spec)(iter([pd.Series([row.tobytes() for row in x])]))
+    (prepared,) = PrepareBatch(transform, spec)(iter([pixels(x)]))
     expected = prepare_inputs(x, transform, spec).reshape(5, -1)
     np.testing.assert_array_equal(np.stack(prepared.to_numpy()), expected)
     assert prepared.iloc[0].dtype == np.float32
 
 
+def pixels(x: np.ndarray) -> pd.DataFrame:
+    """A batch of a query table's ``pixels`` as Spark hands it to the UDF (a struct: a frame)."""
+    return pd.DataFrame({"pixels": [row.tobytes() for row in x]})
+
+
 def test_prepare_batch_rejects_images_of_another_size():
     with pytest.raises(InputError, match="expected `pixels` of 784 bytes"):
-        next(PrepareBatch(InputTransform(), InputSpec(MODEL_INPUT_SHAPE))(iter([pd.Series([b"\x00" * 100])])))
+        next(PrepareBatch(InputTransform(), InputSpec(MODEL_INPUT_SHAPE))(iter([pd.DataFrame({"pixels": [b"0"]})])))
+
+
+def test_prepare_batch_of_colour_images_is_the_oracles_channels_first():
+    x = np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
+    spec = InputSpec((-1, 3, 32, 32))
+    (prepared,) = PrepareBatch(InputTransform(), spec, image_shape=(32, 32, 3))(iter([pixels(x)]))
+    np.testing.assert_array_equal(
+        np.stack(prepared.to_numpy()), prepare_inputs(x, InputTransform(), spec).reshape(4, -1)
+    )
+
+
+def test_prepare_batch_refuses_images_that_do_not_fit_the_signature_as_in_process():
+    x = np.zeros((2, 64, 64, 3), np.uint8)
+    spec = InputSpec((-1, 3, 32, 32))
+    with pytest.raises(InputError) as in_process:
+        Echo(input_spec=spec).predict(x)
+    with pytest.raises(InputError) as on_spark:
+        next(PrepareBatch(InputTransform(), spec, image_shape=(64, 64, 3))(iter([pixels(x)])))
+    assert str(on_spark.value) == str(in_process.value)
+    assert "declared input shape (-1, 3, 32, 32), got images of shape (64, 64, 3)" in str(on_spark.value)
+
+
+def features() -> ArraySet:
+    rng = np.random.default_rng(4)
+    x = np.column_stack([rng.normal(size=5), rng.integers(0, 9, 5), rng.normal(size=5)])
+    return ArraySet("t", x, np.zeros(5, np.int64), np.arange(5, dtype=np.int64), ("a", "n", "extra"))
+
+
+def test_prepare_batch_of_features_gives_a_tensor_signature_doubles():
+    data, spec = features(), InputSpec((-1, 3), "float64")
+    batch = pd.DataFrame(data.x, columns=list(data.features))
+    prepare = PrepareBatch(InputTransform(), spec, features=data.features)
+    (prepared,) = prepare(iter([batch]))
+    np.testing.assert_array_equal(np.stack(prepared.to_numpy()), Echo(input_spec=spec).prepare(data.x))
+    assert (prepare.input_columns, prepare.output_columns, prepare.array_dtype) == (data.features, None, "float64")
+
+
+def test_prepare_batch_of_features_gives_a_column_signature_its_columns_and_types():
+    data = features()
+    spec = InputSpec(dtype="float64", columns=("n", "a"), column_dtypes=("int64", "float64"))
+    batch = pd.DataFrame({"n": data.x[:, 1].astype(np.int64), "a": data.x[:, 0]})  # what the driver selects
+    prepare = PrepareBatch(InputTransform(), spec, features=("n", "a"))
+    (prepared,) = prepare(iter([batch]))
+    expected = Echo(input_spec=spec).prepare(Echo(input_spec=spec)._inputs_of(data))  # in-process: aligned by name
+    pd.testing.assert_frame_equal(prepared, expected)
+    assert prepare.output_columns == (("n", "int64"), ("a", "float64"))
+    assert list(prepared.dtypes.astype(str)) == ["int64", "float64"]
 
 
 @pytest.fixture

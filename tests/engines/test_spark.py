@@ -36,6 +36,30 @@ def tables(trained, tmp_path_factory):  # noqa: F811
     return {name: str(export_query(root / name, query=name) and root / name) for name in ("M6", "M1")}
 
 
+@pytest.fixture(scope="module")
+def old_table(tables, tmp_path_factory) -> str:
+    """M6 as tables were written before the shape columns: label, index, pixels."""
+    path = tmp_path_factory.mktemp("old") / "m6-old"
+    path.mkdir()
+    pq.write_table(pq.read_table(tables["M6"]).select(["label", "index", "pixels"]), path / "part-0.parquet")
+    return str(path)
+
+
+@pytest.mark.slow
+def test_spark_audit_of_a_table_without_shape_columns_equals_in_process(trained, spark, old_table):  # noqa: F811
+    _, outcome = trained
+    local = audit(AuditConfig(model_uri=outcome.version.uri, query_table=old_table), progress=False)
+    on_spark = audit(AuditConfig(model_uri=outcome.version.uri, query_table=old_table, engine="spark"), progress=False)
+    assert (on_spark.primary.metrics, on_spark.primary.n_query) == (local.primary.metrics, 2000)
+    membership = MlflowClient().download_artifacts(on_spark.run_id, keys.ARTIFACT_MEMBERSHIP_PARQUET)
+    expected = pd.read_csv(MlflowClient().download_artifacts(local.run_id, keys.ARTIFACT_MEMBERSHIP))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(membership).sort_values("index", ignore_index=True),
+        expected.sort_values("index", ignore_index=True),
+        check_dtype=False,
+    )
+
+
 def run_data(run_id: str):
     return MlflowClient().get_run(run_id).data
 
@@ -108,7 +132,7 @@ def not_parquet(directory) -> str:
 
 def wrong_columns(directory) -> str:
     directory.mkdir()
-    pq.write_table(pa.table({"label": [1], "index": [0], "image": [b"x"]}), directory / "part-0.parquet")
+    pq.write_table(pa.table({"label": [1], "pixels": [b"x"]}), directory / "part-0.parquet")
     return str(directory)
 
 
@@ -117,7 +141,7 @@ def wrong_columns(directory) -> str:
     [
         (lambda d: str(d / "missing"), {}, InputError, "could not read query table .*PATH_NOT_FOUND"),
         (not_parquet, {}, InputError, r"could not read query table .*/t as Parquet: .* is not a Parquet file"),
-        (wrong_columns, {}, InputError, r"expected columns label .* missing \['pixels'\]"),
+        (wrong_columns, {}, InputError, r"expected columns label .* missing \['index'\]"),
         (wrong_columns, {"method": "both"}, InputError, "--engine spark runs --method ema only"),
         (wrong_columns, {"output_name": "probabilities"}, InputError, "no --output-name with --engine spark"),
         (wrong_image_size, {}, InputError, r"^/.*/t: expected `pixels` of 784 bytes .* got values of \[100\] bytes$"),

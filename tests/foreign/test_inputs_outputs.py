@@ -69,7 +69,9 @@ def test_input_spec_from_tensor_and_column_signatures_and_examples():
     assert spec.columns[:2] == ("p0", "p1") and spec.dtype == "float64" and spec.shape == (-1, 784)
     assert input_spec_from(None, np.zeros((2, 28, 28), np.uint8)) == InputSpec((-1, 28, 28), "uint8")
     assert input_spec_from(None, None) is None
-    with pytest.raises(InputError, match="one numeric dtype"):
+    mixed = input_spec_from(infer_signature(pd.DataFrame({"a": [1.5], "n": [2]})).inputs)
+    assert (mixed.dtype, mixed.column_dtypes) == ("float64", ("float64", "int64"))
+    with pytest.raises(InputError, match="expected a column-based signature of numeric columns"):
         input_spec_from(infer_signature(pd.DataFrame({"a": [1.0], "b": ["x"]})).inputs)
 
 
