@@ -83,7 +83,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
     with tempfile.TemporaryDirectory(prefix="ema-membership-") as scratch:
         out_uri = config.membership_out or str(Path(scratch) / keys.ARTIFACT_MEMBERSHIP_PARQUET)
         with spark_engine.spark_session(config.spark_master) as spark:
-            table = spark_engine.read_query(spark, config.query_table)
+            table = spark_engine.read_query(spark, config.query_table, label_column=config.label_column)
             log_audit_params(config, target, **{keys.PARAM_SPARK_MASTER: spark.sparkContext.master})
             session = AuditSession(config, target, None, oracle, progress)
             reference = session.nonmember_predictions

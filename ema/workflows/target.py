@@ -147,7 +147,7 @@ class Target:
         if sum(v is not None for v in given.values()) != 1:
             raise InputError(f"expected exactly one of a query name, a query file or a query table, got {given}")
         if query_table is not None:
-            return self.resized(read_table(query_table, max_images=max_images))
+            return self.resized(read_table(query_table, max_images=max_images, label_column=label_column))
         if query_file is not None:
             return self.read_set(query_file, max_images=max_images, label_column=label_column)
         return self.resized(self.splits().query(query))
