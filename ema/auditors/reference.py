@@ -34,7 +34,13 @@ from scipy import stats
 
 from ema.auditors.base import check_calibrated
 from ema.auditors.reference_gates import reference_gate_warnings
-from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.auditors.reference_record import (
+    ASSUMPTIONS,
+    decide_reference_verdict,
+    default_certify_level,
+    shift_warnings,
+)
+from ema.auditors.result import AuditResult
 from ema.errors import InputError
 from ema.signals import SIGNALS, check_probabilities, check_signal_names
 from ema.stats.binned_tests import (
@@ -72,64 +78,6 @@ DEFAULT_POWER = 0.9
 #: Significance level of the shift checks (class mix, mixture fit); lower than alpha because
 #: they only warn, and a warning on every tenth clean audit would be noise.
 DEFAULT_SHIFT_ALPHA = 0.01
-
-#: What each reported number relies on; copied into ``thresholds["assumptions"]``.
-ASSUMPTIONS: dict[str, str] = {
-    "p_removed": (
-        "exact permutation test: a removed query is exchangeable with the non-member reference (same "
-        "domain, class mix and preprocessing), scored on the target; conditional on the member reference"
-    ),
-    "p_retained": (
-        "exact permutation test: a retained query is exchangeable with the member reference (training "
-        "samples of the target drawn like the query, e.g. the other training folds)"
-    ),
-    "p_too_forgotten": "the p_removed test, other side: the query is less member-like than never-seen data",
-    "retained_fraction": (
-        "binned mixture F_q = pi F_mem + (1 - pi) F_non, both references' bin shares estimated; profile "
-        "likelihood interval"
-    ),
-    "power_retained": (
-        "resampling: member queries drawn from the member reference run through the same test against the "
-        "non-member reference; min_detectable_fraction from their standardised statistics, linear in the share"
-    ),
-    "certifiable_margin": (
-        "normal approximation of the profile-likelihood bound at pi = 0, from |D_q|, the non-member reference size "
-        "and the score's information cross-fitted on both references (before the query's outcome is seen)"
-    ),
-}
-
-
-def default_certify_level(alpha: float) -> float:
-    """The one-sided level of the bound that certifies, when none is given: 1 - alpha / 2.
-
-    The upper end of the two-sided 1 - alpha interval, as ``not_memorized`` has always used
-    (a one-sided 95% bound at alpha 0.1); see :class:`ReferenceAuditor`.
-
-    >>> default_certify_level(0.1)
-    0.95
-    """
-    return 1.0 - alpha / 2.0
-
-
-def decide_reference_verdict(p_removed: float, retained_high: float, *, alpha: float, margin: float) -> str:
-    """``memorized`` if H0 "removed" is rejected; ``not_memorized`` if not and pi's upper bound <= margin < 1.
-
-    A margin of 1 (an automatic margin where nothing can be certified) certifies nothing.
-
-    Examples
-    --------
-    >>> decide_reference_verdict(0.01, 0.9, alpha=0.1, margin=0.1)
-    'memorized'
-    >>> decide_reference_verdict(0.6, 0.05, alpha=0.1, margin=0.1)
-    'not_memorized'
-    >>> decide_reference_verdict(0.6, 0.4, alpha=0.1, margin=0.1)
-    'inconclusive'
-    """
-    if p_removed <= alpha:
-        return MEMORIZED
-    if retained_high <= margin < 1.0:
-        return NOT_MEMORIZED
-    return INCONCLUSIVE
 
 
 class ReferenceAuditor:
@@ -394,7 +342,8 @@ class ReferenceAuditor:
         upper_bound = self._upper_bound(fraction, query_counts)
         p_removed = removed["greater"].pvalue
         p_class_mix = class_mix_pvalue(labels, self.nonmember_labels_, self.n_classes_)
-        warnings = list(self.warnings_) + self._shift_warnings(removed["less"].pvalue, p_class_mix, fraction.fit_pvalue)
+        shifts = shift_warnings(removed["less"].pvalue, p_class_mix, fraction.fit_pvalue, shift_alpha=self.shift_alpha)
+        warnings = list(self.warnings_) + shifts
         verdict = decide_reference_verdict(p_removed, upper_bound, alpha=self.alpha, margin=margin)
         flags = {self.signal: self.weights_[np.searchsorted(self.edges_, scores, side="left")] > 0}
         membership = flags[self.signal].astype(np.int8)
@@ -446,25 +395,6 @@ class ReferenceAuditor:
         return retained_fraction(
             query_counts, self.member_counts_, self.nonmember_counts_, confidence_level=two_sided
         ).high
-
-    def _shift_warnings(self, p_too_forgotten: float, p_class_mix: float, p_fit: float) -> list[str]:
-        warnings = []
-        if p_class_mix <= self.shift_alpha:
-            warnings.append(
-                f"the query's class mix differs from the non-member reference's (chi-square p={p_class_mix:.2g}): "
-                "p_removed assumes a removed query is drawn like the reference"
-            )
-        if p_fit <= self.shift_alpha:
-            warnings.append(
-                f"the query's scores fit no mix of members and non-members (p={p_fit:.2g}): another domain or "
-                "over-unlearning; p_removed and the retained fraction assume the query is like the references"
-            )
-        if p_too_forgotten <= self.shift_alpha:
-            warnings.append(
-                f"the query is less member-like than never-seen data (p_too_forgotten={p_too_forgotten:.2g}): "
-                "approximate unlearning that overshot, or a domain shift"
-            )
-        return warnings
 
     # ------------------------------------------------------------------ export
     def to_dict(self) -> dict:
