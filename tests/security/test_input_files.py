@@ -16,8 +16,8 @@ from ema.data.files import read_set, write_set
 from ema.errors import InputError
 
 EXPECTED = (
-    r"expected an \.npz file with arrays x \(uint8, N x 28 x 28\), y \(int64, N\) "
-    r"and optionally index \(int64, N\)"
+    r"expected an \.npz file \(or a \.csv or \.parquet table\) with arrays x \(uint8 images \(N, H, W\[, C\]\) or "
+    r"numbers \(N, features\)\), y \(integers, N\) and optionally index \(integers, N\)"
 )
 #: 73 GiB of uint8 images, as a hostile 4.8 kB file once declared.
 HUGE_IMAGES = 73 * 2**30 // 784
@@ -156,10 +156,10 @@ def test_read_set_refuses_forged_compressed_size_beyond_the_file(tmp_path):
 def test_read_set_checks_dtypes_and_shapes_from_headers(tmp_path):
     members = honest_members()
     members["y"] = npy_bytes((4,), np.float64, bytes(32))
-    assert_refused(write_npz(tmp_path / "a.npz", members), r"expected `y` as int64 of shape \(4,\), got float64")
+    assert_refused(write_npz(tmp_path / "a.npz", members), r"expected `y` as integers of shape \(4,\), got float64")
     members = honest_members()
     members["index"] = npy_bytes((5,), np.int64, bytes(40))
-    assert_refused(write_npz(tmp_path / "b.npz", members), r"expected `index` as int64 of shape \(4,\), got int64 of")
+    assert_refused(write_npz(tmp_path / "b.npz", members), r"expected `index` as integers of shape \(4,\), got int64 of")
 
 
 def test_read_set_refuses_other_compression(tmp_path):

@@ -118,7 +118,7 @@ def test_approximate_methods_chain_and_each_removes_its_own_set(trained, retrain
 
 @pytest.mark.parametrize(
     ("forget", "message"),
-    [("M6", "expected a forget set within the training data"), ("empty", "expected at least one image")],
+    [("M6", "expected a forget set within the training data"), ("empty", "expected at least one sample")],
 )
 def test_bad_forget_sets_fail_the_run_and_register_nothing(trained, tmp_path, forget, message):
     _, outcome = trained
