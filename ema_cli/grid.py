@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ema.experiments.errors.validity import ErrorGridConfig
+from ema.experiments.errors.validity import ErrorGridConfig, study_targets
 from ema.experiments.paper.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
 from ema.experiments.unlearning.config import UnlearningGridConfig
 from ema.workflows.options import DATA_SOURCES, DEFAULT_DATA, InputError
@@ -173,6 +173,8 @@ def paper(
 
 
 @grid.command("errors")
+@data_option("the three targets of docs/VALIDITY.md (two on mnist-embedded, one on fashion)")
+@root_option
 @sizes_option(",".join(map(str, ERROR_DEFAULTS.sizes)), "Query sizes |D_q| of the seeded query sets, comma-separated.")
 @draws_option(ERROR_DEFAULTS.n_draws, "Seeded query sets per kind and size.")
 @click.option(
@@ -189,19 +191,25 @@ def paper(
 @max_params_option
 @progress_option
 @workflow_command
-def errors(sizes, n_draws, n_ks_draws, cal_seed, alpha, sample_seed, progress):
+def errors(data_name, root, sizes, n_draws, n_ks_draws, cal_seed, alpha, sample_seed, progress):
     """Every auditor's error rates on query sets of known membership.
 
     The validity study (docs/VALIDITY.md): its targets on the embedded data and
-    Fashion-MNIST, --draws seeded query sets per kind and size.
+    Fashion-MNIST, or with --data one target, the source's default recipe on its splits
+    (breast-cancer: the default table recipe; a table has no other-domain set S);
+    --draws seeded query sets per kind and size.
     """
     from ema.experiments.errors.plots import rates_table
     from ema.experiments.errors.study import run_error_grid
 
+    if root is not None and data_name is None:
+        raise click.UsageError(f"expected --root only with --data (the source it holds), got --root {root}")
     config = ErrorGridConfig(
         alpha=alpha, seed=sample_seed, n_draws=n_draws, n_ks_draws=n_ks_draws, sizes=comma_list(sizes, int)
     )
-    click.echo(rates_table(run_error_grid(config, cal_seed=cal_seed, progress=progress)))
+    targets = study_targets(data_name, str(root) if root else None)
+    summary = run_error_grid(config, targets=targets, cal_seed=cal_seed, progress=progress)
+    click.echo(rates_table(summary, kinds=config.kinds))
 
 
 @grid.command("unlearning")

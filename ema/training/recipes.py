@@ -220,6 +220,22 @@ class SklearnClassifier:
         return self.estimator.predict_proba(self.features(pixels))
 
 
+def proba_over_classes(classifier: Classifier, pixels: np.ndarray, n_classes: int) -> np.ndarray:
+    """``classifier``'s probabilities on ``pixels`` with one column per class ``0 .. n_classes - 1``.
+
+    A scikit-learn estimator has a column only for the classes it was fitted on: one fitted on
+    a set missing some (a query set of five rows, all of one class) gets probability 0 for the
+    others, so that its outputs compare with the target's. A torch network has an output per
+    class already; its probabilities are returned as they are.
+    """
+    proba = classifier.predict_proba(pixels)
+    if not isinstance(classifier, SklearnClassifier) or proba.shape[1] == n_classes:
+        return proba
+    widened = np.zeros((len(proba), n_classes), dtype=proba.dtype)
+    widened[:, classifier.estimator.classes_] = proba
+    return widened
+
+
 Recipe = TorchRecipe | SklearnRecipe
 
 #: The recipe ``ema train`` and the demo use for a table when none is given: extremely randomized trees (no

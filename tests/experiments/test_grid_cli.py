@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import ModelAccessError
+from ema.experiments.errors.validity import StudyTarget
 from ema.experiments.paper.cells import CellAuditor
 from ema.experiments.paper.runner import RESUME_ADVICE
 from ema.tracking import keys
@@ -212,6 +213,50 @@ def test_grid_paper_without_a_name_runs_the_benchmark_grid(monkeypatch):
     assert config.name == "benchmark" and config.ks == (100,)
 
 
+@pytest.mark.parametrize(
+    ("args", "targets"),
+    [
+        ((), "TARGETS"),
+        (("--data", "breast-cancer"), {"breast-cancer (default recipe)": StudyTarget(None, data="breast-cancer")}),
+    ],
+)
+def test_grid_errors_data_picks_the_study_targets(monkeypatch, args, targets):
+    import ema.experiments.errors.study as study
+    from ema.experiments.errors.validity import TARGETS
+
+    seen = []
+
+    def record(config, *, targets, cal_seed, progress):
+        seen.append((config, targets))
+        raise _Stop
+
+    monkeypatch.setattr(study, "run_error_grid", record)
+    result = CliRunner().invoke(main, ["grid", "errors", *args, "--sizes", "5,20", "--no-progress"])
+    assert isinstance(result.exception, _Stop), result.output
+    ((config, chosen),) = seen
+    assert config.sizes == (5, 20) and chosen == (TARGETS if targets == "TARGETS" else targets)
+
+
+def test_grid_errors_refuses_root_without_data(tmp_path):
+    result = CliRunner().invoke(main, ["grid", "errors", "--root", str(tmp_path), "--no-progress"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: expected --root only with --data (the source it holds), got --root {tmp_path}"
+    )
+
+
+def test_grid_errors_refuses_a_size_larger_than_a_fold_in_one_line_and_starts_no_run(store):
+    result = CliRunner().invoke(main, ["grid", "errors", "--data", "breast-cancer", "--sizes", "5,64,100"])
+    assert result.exit_code == 3
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: expected query sizes of at most 63, the samples a member fold M1 of target "
+        "'breast-cancer (default recipe)' holds, got 64, 100; give --sizes up to 63"
+    )
+    assert "Traceback" not in result.output
+    client = MlflowClient()
+    assert client.search_runs([experiment.experiment_id for experiment in client.search_experiments()]) == []
+
+
 @pytest.mark.parametrize("name", ["benchmark", "medical"])
 def test_grid_with_a_paper_grid_name_names_the_command_that_replaced_it(name):
     result = CliRunner().invoke(main, ["grid", name, "--k", "100"])
@@ -226,7 +271,7 @@ def test_grid_with_a_paper_grid_name_names_the_command_that_replaced_it(name):
 STUDY_OPTIONS = {
     "paper": {"name", "data_name", "root", "data_seed", "model_uri", "ks", "queries", "sizes", "epochs", "workers"}
     | {"cal_seed", "alpha", "sample_seed"},
-    "errors": {"sizes", "n_draws", "n_ks_draws", "cal_seed", "alpha", "sample_seed"},
+    "errors": {"data_name", "root", "sizes", "n_draws", "n_ks_draws", "cal_seed", "alpha", "sample_seed"},
 }
 
 

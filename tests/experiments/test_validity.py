@@ -7,8 +7,21 @@ import pandas as pd
 import pytest
 
 from ema.data.arrays import ArraySet
-from ema.experiments.errors.plots import plot_error_rates, rates_table
-from ema.experiments.errors.validity import ScoredPools, draw_query, summarize, true_retained_fraction
+from ema.errors import InputError
+from ema.experiments.errors.plots import NO_OTHER_DOMAIN, plot_error_rates, rates_table
+from ema.experiments.errors.validity import (
+    KINDS,
+    TARGETS,
+    ScoredPools,
+    StudyTarget,
+    check_sizes_fit,
+    draw_query,
+    largest_sizes,
+    studied_kinds,
+    study_targets,
+    summarize,
+    true_retained_fraction,
+)
 
 
 def pool(n: int, offset: int) -> ArraySet:
@@ -46,6 +59,39 @@ def test_true_retained_fraction():
     assert true_retained_fraction("members", 50) == 1.0
     assert true_retained_fraction("mixture", 5) == 0.4
     assert true_retained_fraction("other-domain", 50) == 0.0
+
+
+def test_study_targets_one_default_recipe_target_per_data_source():
+    assert study_targets() is TARGETS
+    assert study_targets("breast-cancer") == {
+        "breast-cancer (default recipe)": StudyTarget(None, data="breast-cancer", data_root=None)
+    }
+
+
+def test_studied_kinds_leave_other_domain_out_without_s():
+    assert studied_kinds(KINDS, {"members": 63, "same-domain": 128}) == ("members", "same-domain", "mixture")
+    assert studied_kinds(KINDS, {"members": 1, "same-domain": 1, "other-domain": 1}) == KINDS
+
+
+def test_largest_sizes_of_a_mixture_take_half_from_each_pool():
+    assert largest_sizes({"members": 63, "same-domain": 128}, ("members", "same-domain", "mixture")) == {
+        "members": 63,
+        "same-domain": 128,
+        "mixture": 127,
+    }
+    assert largest_sizes({"members": 63, "same-domain": 40}, ("mixture",)) == {"mixture": 80}
+
+
+def test_check_sizes_fit_names_the_smallest_pool_and_the_largest_size():
+    pools = {"members": 1000, "same-domain": 2000, "other-domain": 300}
+    check_sizes_fit((5, 300), pools, KINDS, "t")
+    with pytest.raises(
+        InputError,
+        match=r"^expected query sizes of at most 300, the samples the other-domain set S "
+        r"of target 't' holds, got 1000; give --sizes up to 300$",
+    ):
+        check_sizes_fit((5, 1000), pools, KINDS, "t")
+    check_sizes_fit((1000,), pools, ("members", "same-domain"), "t")  # S is not drawn: its size does not count
 
 
 def test_summarize_counts_errors_by_kind():
@@ -100,8 +146,13 @@ def test_rates_table_and_plot(tmp_path):
     )
     table = rates_table(summary)
     assert table.startswith("### t") and "| members" in table and "err 0.50" in table
+    assert NO_OTHER_DOMAIN not in table
+    without_s = rates_table(summary[summary["kind"] != "other-domain"])
+    assert without_s.endswith(NO_OTHER_DOMAIN) and "| other-domain" not in without_s
+    assert NO_OTHER_DOMAIN not in rates_table(summary[summary["kind"] != "other-domain"], kinds=("members",))
     picture = plot_error_rates(summary, alpha=0.1)
     assert picture.startswith(b"\x89PNG") and len(picture) > 5_000
+    assert plot_error_rates(summary[summary["kind"] != "other-domain"], alpha=0.1).startswith(b"\x89PNG")
 
 
 def test_run_error_grid_end_to_end_on_a_tiny_target(store):
@@ -118,3 +169,37 @@ def test_run_error_grid_end_to_end_on_a_tiny_target(store):
     assert (summary.loc[summary["method"] == "calibrated", "n"] == 2).all()
     mixture = summary[(summary["method"] == "calibrated") & (summary["kind"] == "mixture")]
     assert mixture["covered"].between(0, 1).all() and mixture["width"].between(0, 1).all()
+
+
+@pytest.mark.slow
+def test_run_error_grid_on_breast_cancer_studies_the_table_target_without_s(store):
+    """The default table recipe on the breast-cancer splits: its rows and the parent run's table files (about 25 s)."""
+    from mlflow.tracking import MlflowClient
+
+    from ema.experiments.errors.study import run_error_grid
+    from ema.experiments.errors.validity import ErrorGridConfig
+    from ema.tracking import keys
+    from ema.tracking.runs import configure
+
+    configure()
+    # Under seed 0 the second mixture of 5 is all one class: its KS-ratio query model has seen one class only.
+    config = ErrorGridConfig(sizes=(5, 20), n_draws=3, n_ks_draws=2, seed=0)
+    summary = run_error_grid(config, targets=study_targets("breast-cancer"), progress=False)
+    assert set(summary["target"]) == {"breast-cancer (default recipe)"}
+    assert set(summary["kind"]) == {"members", "same-domain", "mixture"}
+    assert set(summary["method"]) == {"ema-t", "ema-ks", "ks-ratio", "calibrated", "transfer"}
+    assert len(summary) == 3 * 2 * 5 and summary["held_out_accuracy"].gt(0.8).all()
+    members = summary[summary["kind"] == "members"].set_index("method")
+    assert members.loc["calibrated", "covered"].min() == 1.0  # every member draw's interval holds 1
+    client = MlflowClient()
+    (parent,) = client.search_runs(
+        [client.get_experiment_by_name(keys.DEFAULT_EXPERIMENT).experiment_id], "attributes.run_name = 'grid errors'"
+    )
+    assert parent.info.status == "FINISHED" and parent.data.params[keys.PARAM_DATA] == "breast-cancer"
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {keys.ARTIFACT_ERROR_RATES_CSV, keys.ARTIFACT_ERROR_RATES_MD, keys.ARTIFACT_ERROR_RATES_PNG} <= artifacts
+    with open(client.download_artifacts(parent.info.run_id, keys.ARTIFACT_ERROR_RATES_MD)) as handle:
+        markdown = handle.read()
+    assert markdown.startswith("### breast-cancer (default recipe)") and markdown.endswith(NO_OTHER_DOMAIN)
+    logged = pd.read_csv(client.download_artifacts(parent.info.run_id, keys.ARTIFACT_ERROR_RATES_CSV))
+    assert len(logged) == len(summary) and set(logged["kind"]) == {"members", "same-domain", "mixture"}

@@ -7,9 +7,11 @@ from ema.errors import EMAError, InputError
 from ema.inputs import InputTransform
 from ema.training.fit import fit, predict_proba
 from ema.training.recipes import (
+    DEFAULT_TABLE_RECIPE,
     SklearnRecipe,
     TorchRecipe,
     load_recipe,
+    proba_over_classes,
     recipe_from_dict,
     recipe_from_json,
     recipe_to_json,
@@ -92,6 +94,19 @@ def test_sklearn_recipe_fits_flattened_pixels(tiny):
     )
     proba = recipe.fit(pixels, labels).predict_proba(pixels)
     assert proba.shape == (64, 10)
+
+
+def test_proba_over_classes_gives_a_sklearn_model_of_missing_classes_a_zero_column():
+    table = np.random.default_rng(0).random((5, 4))
+    one_class = recipe_from_dict(DEFAULT_TABLE_RECIPE).fit(table, np.ones(5, np.int64), progress=False)
+    assert one_class.predict_proba(table).shape == (5, 1)  # scikit-learn: a column per class it saw
+    np.testing.assert_array_equal(proba_over_classes(one_class, table, 2), np.tile([0.0, 1.0], (5, 1)))
+
+
+def test_proba_over_classes_leaves_a_torch_model_as_it_is(tiny):
+    pixels = tiny[0][:8]
+    classifier = TorchRecipe(TrainSpec(epochs=1)).fit(pixels, np.zeros(8, np.int64), progress=False)
+    np.testing.assert_array_equal(proba_over_classes(classifier, pixels, 10), classifier.predict_proba(pixels))
 
 
 def test_recipe_refuses_non_sklearn_import_path():

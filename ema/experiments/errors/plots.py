@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ema.experiments.errors.validity import METHODS
+from ema.experiments.errors.validity import KINDS, METHODS
 
 #: One colour per method in every panel, so a panel with a single line still reads right.
 METHOD_COLOURS = {method: f"C{i}" for i, method in enumerate(METHODS)}
@@ -14,6 +14,8 @@ PANELS = (
     ("other-domain", "error", "other domain called memorized"),
     ("mixture", "covered", "50% mixture: interval covers 0.5"),
 )
+#: Under the table of a target whose splits have no S.
+NO_OTHER_DOMAIN = "No other-domain rows: this target's data has no other-domain set S to draw them from."
 
 
 def plot_error_rates(summary: pd.DataFrame, *, alpha: float) -> bytes:
@@ -29,6 +31,8 @@ def plot_error_rates(summary: pd.DataFrame, *, alpha: float) -> bytes:
         for col, (kind, column, title) in enumerate(PANELS):
             ax = axes[row][col]
             cell = summary[(summary["target"] == target) & (summary["kind"] == kind)]
+            if cell.empty:
+                ax.text(0.5, 0.5, "no query sets of this kind", ha="center", va="center", transform=ax.transAxes)
             for method, lines in cell.groupby("method", sort=False):
                 if lines[column].notna().any():
                     ax.plot(lines["size"], lines[column], marker="o", label=method, color=METHOD_COLOURS.get(method))
@@ -44,14 +48,21 @@ def plot_error_rates(summary: pd.DataFrame, *, alpha: float) -> bytes:
     return png(fig)
 
 
-def rates_table(summary: pd.DataFrame) -> str:
-    """Markdown: per target, kind and size, each method's error rate, inconclusive rate and interval coverage."""
+def rates_table(summary: pd.DataFrame, *, kinds: tuple[str, ...] = KINDS) -> str:
+    """Markdown: per target, kind and size, each method's error rate, inconclusive rate and interval coverage.
+
+    ``kinds`` are those the study asked for: a target without rows of ``other-domain`` had no
+    other-domain set S to draw them from (a table), and its block says so.
+    """
     blocks = []
     for target, part in summary.groupby("target", sort=False):
         table = part.assign(cell=lambda d: d.apply(_cell_text, axis=1)).pivot_table(
             index=["kind", "size"], columns="method", values="cell", aggfunc="first", sort=False
         )
-        blocks.append(f"### {target}\n\n" + table.reset_index().to_markdown(index=False))
+        block = f"### {target}\n\n" + table.reset_index().to_markdown(index=False)
+        if "other-domain" in kinds and "other-domain" not in set(part["kind"]):
+            block += f"\n\n{NO_OTHER_DOMAIN}"
+        blocks.append(block)
     return "\n\n".join(blocks)
 
 

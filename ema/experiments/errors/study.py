@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pandas as pd
 
 from ema.auditors import EMAAuditor
 from ema.auditors.reference import ReferenceAuditor
+from ema.data.presets import load_splits
+from ema.data.splits import Splits
 from ema.experiments.errors.plots import plot_error_rates, rates_table
-from ema.experiments.errors.validity import TARGETS, ErrorGridConfig, ScoredPools, StudyTarget, audit_draws, summarize
+from ema.experiments.errors.validity import (
+    TARGETS,
+    ErrorGridConfig,
+    ScoredPools,
+    StudyTarget,
+    audit_draws,
+    check_sizes_fit,
+    studied_kinds,
+    summarize,
+)
 from ema.signals import PAPER_SIGNALS
 from ema.tracking import keys
 from ema.tracking.runs import log_artifacts_atomically, log_params, start_run
+from ema.training.recipes import proba_over_classes
 from ema.workflows.audit import fit_calibrated
 from ema.workflows.cached_models import cached_model
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
@@ -21,12 +34,23 @@ from ema.workflows.target import Target, resolve_target
 from ema.workflows.train import train_target
 
 
+def pool_sets(splits: Splits) -> dict:
+    """The pools query sets are drawn from: member fold M1, held-out M6 and, where the splits have one, S."""
+    sets = {"members": splits.query("M1"), "same-domain": splits.held_out}
+    return sets if splits.other_domain is None else {**sets, "other-domain": splits.other_domain}
+
+
+def check_targets_fit(config: ErrorGridConfig, targets: dict[str, StudyTarget]) -> None:
+    """Refuse a query size some target's pools cannot draw, before any target is trained (the splits of data seed 0,
+    which :func:`train_target` draws)."""
+    for label, study in targets.items():
+        pools = pool_sets(load_splits(study.data, 0, study.data_root))
+        check_sizes_fit(config.sizes, {kind: len(data) for kind, data in pools.items()}, config.kinds, label)
+
+
 def score_pools(target: Target, oracle) -> ScoredPools:
-    """Member fold M1, held-out M6 and the other-domain set S of the target's splits, scored once on the target."""
-    splits = target.splits()
-    pools = ScoredPools(
-        {"members": splits.query("M1"), "same-domain": splits.held_out, "other-domain": splits.other_domain}
-    )
+    """The target's :func:`pool_sets`, scored once on the target."""
+    pools = ScoredPools(pool_sets(target.splits()))
     pools.proba = {name: oracle.predict_proba(data.x) for name, data in pools.sets.items()}
     return pools
 
@@ -46,7 +70,9 @@ def audit_target(
 ) -> pd.DataFrame:
     """Train and register one target, then audit every draw; returns the summary rows of this target."""
     slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40]
-    trained = train_target(study.spec, data=study.data, model_name=f"ema-errors-{slug}", progress=progress)
+    trained = train_target(
+        study.spec, data=study.data, data_root=study.data_root, model_name=f"ema-errors-{slug}", progress=progress
+    )
     target = resolve_target(trained.version.uri)
     oracle = target.oracle(outputs="probabilities")
     pools = score_pools(target, oracle)
@@ -60,9 +86,14 @@ def audit_target(
     }
     calset_model, _ = cached_model(target, "calset-model", plan.corrupted(), progress=progress)
 
-    def fit_query_model(images):
-        return target.recipe.fit(images.model_inputs(), images.y, progress=False).predict_proba(images.model_inputs())
+    n_classes = pools.proba["members"].shape[1]
 
+    def fit_query_model(images):
+        """f_Dq, trained with the target's recipe on the drawn query set, scored on it over the target's classes."""
+        inputs = images.model_inputs()
+        return proba_over_classes(target.require_recipe().fit(inputs, images.y, progress=False), inputs, n_classes)
+
+    config = dataclasses.replace(config, kinds=studied_kinds(config.kinds, pools.sets))
     draws = audit_draws(pools, auditors, (fit_query_model, calset_model.predict_proba), config, progress=progress)
     return summarize(draws).assign(
         target=label, train_accuracy=trained.train_accuracy, held_out_accuracy=trained.held_out_accuracy
@@ -77,11 +108,19 @@ def run_error_grid(
     cal_seed: int = 0,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """The validity study as one parent run; logs the summary CSV, a Markdown table and the figure."""
+    """The validity study as one parent run; logs the summary CSV, a Markdown table and the figure.
+
+    Raises
+    ------
+    InputError
+        Before any run starts, if a query size is larger than a target's pools hold.
+    """
+    check_targets_fit(config, targets)
     with start_run("grid errors"):
         log_params(
             {
                 keys.PARAM_GRID: "errors",
+                keys.PARAM_DATA: ",".join(dict.fromkeys(study.data for study in targets.values())),
                 keys.PARAM_SIZES: ",".join(map(str, config.sizes)),
                 keys.PARAM_N_DRAWS: config.n_draws,
                 keys.PARAM_N_KS_DRAWS: config.n_ks_draws,
@@ -101,7 +140,7 @@ def run_error_grid(
             {
                 keys.ARTIFACT_ERROR_RATES_PNG: plot_error_rates(summary, alpha=config.alpha),
                 keys.ARTIFACT_ERROR_RATES_CSV: summary,
-                keys.ARTIFACT_ERROR_RATES_MD: rates_table(summary),
+                keys.ARTIFACT_ERROR_RATES_MD: rates_table(summary, kinds=config.kinds),
             }
         )
     return summary

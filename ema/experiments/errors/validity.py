@@ -1,7 +1,9 @@
 """`ema grid errors`: how often each auditor errs, on many seeded query sets of known membership.
 
-Three targets (the paper's overfitting recipe and one that generalises on the embedded MNIST,
-and the paper's recipe on Fashion-MNIST at the paper's sizes) are trained and registered;
+By default three targets (the paper's overfitting recipe and one that generalises on the
+embedded MNIST, and the paper's recipe on Fashion-MNIST at the paper's sizes); with a data
+source (``--data``), one target: that source's default recipe on its splits (a table's:
+:data:`~ema.training.recipes.DEFAULT_TABLE_RECIPE`). Each is trained and registered;
 every pool of candidate query samples is scored ONCE through the target's oracle; then many
 seeded query sets are drawn from the pools and audited from those scores. EMA (t and KS),
 the calibrated auditor (against the member reference scored on the target, as ``ema audit
@@ -11,11 +13,13 @@ drawn query set, so it gets fewer draws (``n_ks_draws``).
 
 Query kinds: ``members`` (drawn from fold M1; the member reference is folds M2..M5, so a
 query's samples are never in it), ``same-domain`` (held-out M6), ``other-domain`` (the
-target's S set), ``mixture`` (half M1, half M6: truth "partly removed", retained fraction 0.5).
+target's S set; not drawn where the splits have none, as a table's), ``mixture`` (half M1,
+half M6: truth "partly removed", retained fraction 0.5).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +31,7 @@ from ema.auditors.ema import pvalue_verdict
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.data.arrays import ArraySet
 from ema.errors import InputError
+from ema.training.recipes import Recipe
 from ema.training.spec import TrainSpec
 from ema.validation import check_choice, check_open_unit, check_positive_int
 
@@ -40,10 +45,11 @@ WRONG_VERDICT = {"members": NOT_MEMORIZED, "same-domain": MEMORIZED, "other-doma
 
 @dataclass(frozen=True)
 class StudyTarget:
-    """A target of the study: its recipe and the data source of its splits."""
+    """A target of the study: its recipe (None: the data source's default) and the data source of its splits."""
 
-    spec: TrainSpec
+    spec: TrainSpec | Recipe | None
     data: str = "mnist-embedded"
+    data_root: str | None = None
 
 
 TARGETS = {
@@ -51,6 +57,13 @@ TARGETS = {
     "generalising (5 epochs, weight decay 1e-3)": StudyTarget(TrainSpec(epochs=5, weight_decay=1e-3)),
     "Fashion-MNIST (paper recipe, paper sizes)": StudyTarget(TrainSpec(), data="fashion"),
 }
+
+
+def study_targets(data: str | None = None, root: str | None = None) -> dict[str, StudyTarget]:
+    """The study's targets: :data:`TARGETS` without a data source, else one target, the source's default recipe."""
+    if data is None:
+        return TARGETS
+    return {f"{data} (default recipe)": StudyTarget(None, data=data, data_root=root)}
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,52 @@ class ScoredPools:
 
     sets: dict[str, ArraySet]
     proba: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+#: What each kind draws from, in words, for the message refusing a size too large for it.
+POOL_WORDS = {
+    "members": "a member fold M1",
+    "same-domain": "the held-out set M6",
+    "other-domain": "the other-domain set S",
+    "mixture": "a 50% mixture of M1 and M6",
+}
+
+
+def studied_kinds(kinds: tuple[str, ...], pools: Collection[str]) -> tuple[str, ...]:
+    """``kinds`` less ``other-domain`` where the splits have no S (``pools``, the kinds with a pool, lack it: a
+    table)."""
+    return tuple(kind for kind in kinds if kind == "mixture" or kind in pools)
+
+
+def largest_sizes(pool_sizes: dict[str, int], kinds: tuple[str, ...]) -> dict[str, int]:
+    """The largest query each kind can draw without replacement from pools of ``pool_sizes``.
+
+    ``pool_sizes`` maps ``members``, ``same-domain`` and (where the splits have S)
+    ``other-domain`` to their sample counts; a mixture takes ``size // 2`` members and the
+    rest held out.
+    """
+    fits = {kind: pool_sizes[kind] for kind in kinds if kind in pool_sizes}
+    if "mixture" in kinds:
+        fits["mixture"] = min(2 * pool_sizes["members"] + 1, 2 * pool_sizes["same-domain"])
+    return fits
+
+
+def check_sizes_fit(sizes: tuple[int, ...], pool_sizes: dict[str, int], kinds: tuple[str, ...], label: str) -> None:
+    """Refuse, in one line naming the largest size that fits, a query size some kind cannot draw.
+
+    Raises
+    ------
+    InputError
+        If a size exceeds what the smallest pool (for ``kinds``) holds.
+    """
+    fits = largest_sizes(pool_sizes, studied_kinds(kinds, pool_sizes))
+    kind = min(fits, key=fits.get)
+    too_large = [size for size in sizes if size > fits[kind]]
+    if too_large:
+        raise InputError(
+            f"expected query sizes of at most {fits[kind]}, the samples {POOL_WORDS[kind]} of target {label!r} "
+            f"holds, got {', '.join(map(str, too_large))}; give --sizes up to {fits[kind]}"
+        )
 
 
 def draw_query(
