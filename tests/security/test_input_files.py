@@ -159,7 +159,9 @@ def test_read_set_checks_dtypes_and_shapes_from_headers(tmp_path):
     assert_refused(write_npz(tmp_path / "a.npz", members), r"expected `y` as integers of shape \(4,\), got float64")
     members = honest_members()
     members["index"] = npy_bytes((5,), np.int64, bytes(40))
-    assert_refused(write_npz(tmp_path / "b.npz", members), r"expected `index` as integers of shape \(4,\), got int64 of")
+    assert_refused(
+        write_npz(tmp_path / "b.npz", members), r"expected `index` as integers of shape \(4,\), got int64 of"
+    )
 
 
 def test_read_set_refuses_other_compression(tmp_path):
