@@ -12,7 +12,7 @@ import traceback
 from pathlib import Path
 
 from benchmarks import MEASUREMENTS
-from benchmarks._common import DEFAULT_THREADS, Config, machine_info, progress, quiet_mlflow, set_threads
+from benchmarks._common import DEFAULT_THREADS, Config, Skipped, machine_info, progress, quiet_mlflow, set_threads
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 TABLE_COLUMNS = ("benchmark", "case", "ours", "baseline", "ratio", "goal", "status")
@@ -76,19 +76,21 @@ def fmt_ratio(ratio: float | None) -> str:
 def status(row: dict) -> str:
     if row.get("error"):
         return "ERROR"
+    if row.get("skipped"):
+        return "skipped"
     return {True: "met", False: "MISSED", None: "-"}[row["met"]]
 
 
 def cells(row: dict) -> dict[str, str]:
-    if row.get("error"):
+    if row.get("error") or row.get("skipped"):
         return {
             "benchmark": row["benchmark"],
-            "case": "failed",
+            "case": "failed" if row.get("error") else row["skipped"],
             "ours": "-",
             "baseline": "-",
             "ratio": "-",
             "goal": "-",
-            "status": "ERROR",
+            "status": status(row),
         }
     return {
         "benchmark": row["benchmark"],
@@ -109,7 +111,7 @@ def text_table(rows: list[dict]) -> str:
     lines += ["  ".join(t[c].ljust(widths[c]) for c in TABLE_COLUMNS) for t in table]
     lines.append("")
     for i, r in enumerate(rows, start=1):
-        note = r.get("error") or f"baseline: {r['baseline_label']}; {r['note']}"
+        note = r.get("error") or r.get("skipped") or f"baseline: {r['baseline_label']}; {r['note']}"
         lines.append(f"[{i}] {r['benchmark']} / {r.get('case', '')}: {note}")
     return "\n".join(lines)
 
@@ -160,6 +162,9 @@ def markdown(rows: list[dict], info: dict[str, str], args: argparse.Namespace, e
             if r.get("error"):
                 out.append(f"| failed | - | - | - | - | ERROR | - | {md_escape(r['error'].splitlines()[-1])} |")
                 continue
+            if r.get("skipped"):
+                out.append(f"| {md_escape(r['skipped'])} | - | - | - | - | skipped | - | not measured here |")
+                continue
             note = f"baseline: {r['baseline_label']}; {r['note']}"
             out.append(
                 f"| {md_escape(c['case'])} | {c['ours']} | {c['baseline']} | {md_escape(c['ratio'])} | "
@@ -205,6 +210,9 @@ def run(args: argparse.Namespace) -> tuple[list[dict], dict[str, float]]:
         )
         try:
             rows += module.measure(config, **kwargs)
+        except Skipped as reason:  # an extra this install lacks: said in its row, the others still run
+            progress(f"{name} skipped: {reason}")
+            rows.append({"benchmark": name, "skipped": str(reason)})
         except Exception:  # one failed measurement must not lose the others' results
             error = traceback.format_exc()
             progress(f"{name} FAILED:\n{error}")

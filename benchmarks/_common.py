@@ -108,6 +108,18 @@ def spread(times: list[float]) -> str:
     return f"{min(times):.3g}-{max(times):.3g} s" if len(times) > 1 else f"{times[0]:.3g} s"
 
 
+class Skipped(Exception):
+    """Raised by a measurement whose extra (or other prerequisite) is missing: the reason becomes its row."""
+
+
+def require_module(module: str, extra: str) -> None:
+    """Raise :class:`Skipped` unless ``module`` is installed; ``extra`` names the install extra that brings it."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise Skipped(f"{module} is not installed (the [{extra}] extra: pip install -e '.[{extra}]')")
+
+
 def row(
     benchmark: str,
     case: str,

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchmarks._common import Config, progress, row, spread, timed, using_store
+from benchmarks._common import Config, Skipped, progress, require_module, row, spread, timed, using_store
 
 NAME = "grid_workers"
 #: Epochs of the recipe (full run: the paper's 50, --quick).
@@ -50,9 +50,10 @@ def measure(config: Config) -> list[dict]:
     from ema.experiments.paper.runner import run_grid
     from tests.server.cluster import missing, postgres_cluster
 
+    require_module("psycopg2", "server")
     reason = missing()
     if reason:
-        raise RuntimeError(f"grid_workers needs a team server: {reason}")
+        raise Skipped(f"needs a team server: {reason}")
     epochs = EPOCHS[config.quick]
     base = GridConfig(name="benchmark", epochs=epochs, ks=QUICK_KS if config.quick else None)
     order = (1, WORKERS) if config.quick else (1, WORKERS, WORKERS, 1)

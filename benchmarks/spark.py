@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import Config, progress, row, temporary_store
+from benchmarks._common import Config, progress, require_module, row, temporary_store
 from benchmarks.memory import MB, _peak_rss, _rss_now, _status_kib
 
 NAME = "spark"
@@ -152,6 +152,7 @@ def _run_child(mode: str, n: int, table: Path, uri: str, scratch: Path) -> dict:
 
 def measure(config: Config, *, sizes: tuple[int, ...] | None = None) -> list[dict]:
     """Rows: Spark vs in-process throughput at the largest size, and the Spark driver's peak memory per size."""
+    require_module("pyspark", "spark")
     sizes = sizes or (QUICK_SIZES if config.quick else SIZES)
     largest = max(sizes)
     tables = {n: cached_table(n) for n in sizes}

@@ -31,7 +31,7 @@ from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import EMAError, InputError
 from ema.tracking import keys
 from ema.tracking.helper_cache import find_entry, record_entry
-from ema.tracking.registry import MODELS_URI, RegisteredVersion, log_and_register, set_version_tags
+from ema.tracking.registry import MODELS_URI, RegisteredVersion, log_and_register
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, run_metrics, start_run
 from ema.tracking.single_flight import single_flight
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, package_trained
@@ -121,7 +121,9 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
     """Remove the forget set from the model by the configured method; register the result with its lineage.
 
     Every check runs inside the unlearn run, before any training, so bad input leaves a
-    FAILED run and registers nothing.
+    FAILED run and registers nothing. The new version carries its cache key
+    (:func:`unlearn_cache_key`, recorded as the auditor's own entry), so that
+    :func:`unlearn_cached` (``ema grid unlearning``) reuses it instead of unlearning again.
 
     Raises
     ------
@@ -163,13 +165,18 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
         log_batch(metrics=metrics)
         _check_retained(metrics[keys.METRIC_RETAIN_ACCURACY], retain, spec, config.min_retain_accuracy)
         log_artifacts_atomically({keys.ARTIFACT_FORGET: _npz_bytes(forget)})
+        cache_key = unlearn_cache_key(target, forget, spec, retain.fingerprint if config.retain_file else None)
         with package_trained(classifier, retain.x) as package:
             version = log_and_register(
                 package,
                 name=target.version.name,
                 alias=config.alias,
-                tags=_lineage_tags(target, spec, config.forget_name, forget, retain, metrics),
+                tags={
+                    **_lineage_tags(target, spec, config.forget_name, forget, retain, metrics),
+                    keys.TAG_CACHE_KEY: cache_key,
+                },
             )
+        record_entry(version, cache_key)
     return UnlearnOutcome(run.info.run_id, version, target.version, spec, metrics)
 
 
@@ -183,7 +190,7 @@ UNLEARN_METRICS = (
 
 
 def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[UnlearnOutcome, bool]:
-    """The version :func:`unlearn` makes of ``config``, reused from the registry when it was made before.
+    """The version :func:`unlearn` makes of ``config``, reused from the registry when it (``ema unlearn`` too) made it.
 
     The cache key (the version tag ``ema.cache_key``) holds everything that determines the
     result: the source version (name, number and the run that logged it), the forget set's
@@ -210,7 +217,12 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
     target = resolve_target(config.model_uri)
     spec = _resolved(config.spec, target)
     forget = _forget_set(target, config.forget, config.max_query, config.label_column)
-    cache_key = unlearn_cache_key(target, forget, spec, config.retain_file, config.max_query, config.label_column)
+    retain = (
+        read_set(config.retain_file, max_images=config.max_query, label_column=config.label_column)
+        if config.retain_file
+        else None
+    )
+    cache_key = unlearn_cache_key(target, forget, spec, retain.fingerprint if retain is not None else None)
     name = target.version.name
 
     def find() -> UnlearnOutcome | None:
@@ -222,27 +234,15 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
         stored = UnlearnSpec(**json.loads(version.tags[keys.TAG_UNLEARN_SPEC]))
         return UnlearnOutcome(version.run_id, version, target.version, stored, {k: metrics[k] for k in UNLEARN_METRICS})
 
-    def build() -> UnlearnOutcome:
-        outcome = unlearn(config, progress=progress)
-        set_version_tags(outcome.version, {keys.TAG_CACHE_KEY: cache_key})
-        record_entry(outcome.version, cache_key)
-        return outcome
-
-    outcome, built = single_flight(name, cache_key, find=find, build=build)
+    outcome, built = single_flight(name, cache_key, find=find, build=lambda: unlearn(config, progress=progress))
     return outcome, not built
 
 
-def unlearn_cache_key(
-    target: Target,
-    forget: ArraySet,
-    spec: UnlearnSpec,
-    retain_file: str | None = None,
-    max_query: int = DEFAULT_MAX_QUERY,
-    label_column: str = DEFAULT_LABEL_COLUMN,
-) -> str:
+def unlearn_cache_key(target: Target, forget: ArraySet, spec: UnlearnSpec, retain_fingerprint: str | None) -> str:
     """The key of an unlearned version: source version, forget set, resolved method and hyperparameters, --retain.
 
-    ``retain_file`` is read only when it holds at most ``max_query`` images.
+    ``retain_fingerprint`` is that of the ``--retain`` file, None when the recorded training data is kept.
+    ``ema unlearn`` and ``ema grid unlearning`` key a version alike, so each reuses what the other made.
     """
     return short_hash(
         {
@@ -250,11 +250,7 @@ def unlearn_cache_key(
             "source_run": target.version.run_id,
             "forget": forget.fingerprint,
             "spec": spec.to_dict(),
-            "retain": (
-                read_set(retain_file, max_images=max_query, label_column=label_column).fingerprint
-                if retain_file
-                else None
-            ),
+            "retain": retain_fingerprint,
         }
     )
 

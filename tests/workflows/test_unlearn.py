@@ -203,3 +203,18 @@ def test_unlearn_cached_reuses_a_version_made_with_the_same_key_and_no_other(tra
         made.add(other.version.version)
     with pytest.raises(EMAError, match="expected no alias for a cached unlearned version"):
         unlearn_cached(UnlearnConfig(model_uri=outcome.version.uri, forget="M4", spec=UnlearnSpec(method="finetune")))
+
+
+def test_unlearn_cached_reuses_the_version_ema_unlearn_made_with_the_same_method_and_seed(trained):
+    _, outcome = trained
+    made = CliRunner().invoke(
+        main,
+        ["unlearn", "--model", outcome.version.uri, "--forget", "M5", "--method", "finetune", "--no-progress"],
+        catch_exceptions=False,
+    )
+    assert made.exit_code == 0, made.output
+    before = _versions(outcome.version.name)
+    config = UnlearnConfig(model_uri=outcome.version.uri, forget="M5", spec=UnlearnSpec(method="finetune"), alias=None)
+    again, reused = unlearn_cached(config, progress=False)
+    assert reused and _versions(outcome.version.name) == before  # the grid's way in registers nothing new
+    assert f"registered {again.version.uri} (alias unlearned)" in made.output

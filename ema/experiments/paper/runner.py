@@ -16,7 +16,6 @@ come back in the grid's order, so ``cells.csv`` is the serial run's.
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
 import time
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ema.errors import RETRYABLE, InputError
+from ema.experiments.common import record_grid_on_version
 from ema.experiments.paper.cells import CellAuditor
 from ema.experiments.paper.config import GridConfig
 from ema.experiments.paper.grids import Cell, check_data, member_query
@@ -43,7 +43,7 @@ from ema.experiments.paper.workers import audit_all
 from ema.reports.grid import render_grid_report
 from ema.signals import PAPER_SIGNALS, compute_scores
 from ema.tracking import keys
-from ema.tracking.registry import RegisteredVersion, set_version_tags
+from ema.tracking.registry import RegisteredVersion
 from ema.tracking.runs import (
     log_artifacts_atomically,
     log_metrics,
@@ -203,7 +203,8 @@ def run_grid(config: GridConfig, *, progress: bool = True) -> GridOutcome:
                 ),
             }
         )
-    _record_on_version(target, config.name, parent.info.run_id, fingerprint, len(cells))
+    if target.version is not None:
+        record_grid_on_version(target.version, config.name, parent.info.run_id, fingerprint, len(cells))
     wall = time.monotonic() - started
     return GridOutcome(parent.info.run_id, target.model_uri, cells, tables, markdown, n_audited, n_reused, wall)
 
@@ -290,16 +291,3 @@ def _audit_cells(
         now[key] = result
         rows.append(_cell_row(cell, key.n_query, result, reused))
     return pd.DataFrame(rows, columns=list(CELL_COLUMNS)), n_audited, n_reused
-
-
-def _record_on_version(target: Target, name: str, run_id: str, fingerprint: str, n_cells: int) -> None:
-    """Tag the audited version with the grid (its cells do not tag it)."""
-    if target.version is None:
-        return
-    record = {
-        "run_id": run_id,
-        "config_hash": fingerprint,
-        "n_cells": n_cells,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    set_version_tags(target.version, {f"{keys.TAG_LAST_GRID_PREFIX}{name}": json.dumps(record, sort_keys=True)})

@@ -4,11 +4,13 @@ One target (the grid's benchmark recipe, cached as ``ema-grid-target``, or ``--m
 its forget set (fold M1) removed by each method under each seed; every result is a new
 version of that model (:func:`ema.workflows.unlearn.unlearn`, no alias), made once: a rerun
 reuses the versions registered with the same source, forget set, method, hyperparameters and
-seed (:func:`ema.workflows.unlearn.unlearn_cached`) and audits them again. The target and every
-new version are then audited on three query sets, the forget set, a retained fold (M2) and
-held-out data (M6), by three auditors: EMA and the KS ratio (one ``--method both`` audit run)
-and the calibrated auditor (one ``--method calibrated`` run). Exact retraining is the baseline
-of every table.
+seed (:func:`ema.workflows.unlearn.unlearn_cached`), those ``ema unlearn`` made included, and
+audits them again. The target and every new version are then audited on three query sets,
+the forget set, a retained fold (M2) and held-out data (M6), by three auditors: EMA and the KS
+ratio (one ``--method both`` audit run) and the calibrated auditor (one ``--method calibrated``
+run). Exact retraining is the baseline of every table. Once the grid finished, the target and
+every version it audited carry the tag ``ema.last_grid.unlearning`` (the grid's parent run,
+config hash, number of audit rows, time).
 
 A trace is what an auditor can see of the forget set on a version: *retention* (the forget set
 is more member-like than never-seen data, ``p_removed``) or *over-unlearning* (less member-like,
@@ -34,7 +36,7 @@ from ema.auditors.reference import ReferenceAuditor
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
 from ema.errors import InputError
-from ema.experiments.common import BENCHMARK_RECIPE
+from ema.experiments.common import BENCHMARK_RECIPE, record_grid_on_version
 from ema.experiments.unlearning.config import UNLEARNING_GRID, UnlearningGridConfig
 from ema.experiments.unlearning.tables import (
     SET_ROLES,
@@ -48,6 +50,7 @@ from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion
 from ema.tracking.runs import log_artifacts_atomically, log_metrics, log_params, set_tags, start_run
 from ema.training.unlearn_spec import UnlearnSpec
+from ema.validation import short_hash
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.grid_targets import ensure_target
 from ema.workflows.methods import method_spec
@@ -149,6 +152,9 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
                 ),
             }
         )
+    config_hash = short_hash({**config.params(), keys.PARAM_TARGET_URI: target.model_uri})
+    for entry in versions:
+        record_grid_on_version(entry.version, UNLEARNING_GRID, parent.info.run_id, config_hash, len(frames[1]))
     return UnlearningOutcome(parent.info.run_id, target.model_uri, *frames, tables.markdown, wall, n_reused)
 
 
