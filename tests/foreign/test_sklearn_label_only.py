@@ -1,0 +1,62 @@
+"""Scikit-learn models as users log them: the default ``predict`` (labels only), and inputs scaled unlike training."""
+
+from __future__ import annotations
+
+import mlflow
+import mlflow.sklearn
+import numpy as np
+import pytest
+from mlflow.models import infer_signature
+from mlflow.tracking import MlflowClient
+from sklearn.linear_model import LogisticRegression
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+
+from ema.tracking import keys
+from ema.workflows.audit import AuditConfig, audit
+from tests.foreign.conftest import ema_audit, pixels, run_of
+
+
+@pytest.fixture(scope="module")
+def label_model(store, members):
+    """Fit on M1's pixels; logged with no ``pyfunc_predict_fn``, so the pyfunc returns ``predict``'s labels."""
+    x = pixels(members.x)
+    model = LogisticRegression(max_iter=200).fit(x, members.y)
+    with mlflow.start_run(run_name="a user's label-only model"):
+        mlflow.sklearn.log_model(
+            model,
+            name="model",
+            signature=infer_signature(x[:5], model.predict(x[:5])),
+            registered_model_name="user-labels",
+            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+            pip_requirements=["scikit-learn"],
+        )
+    return model
+
+
+def test_model_logged_with_default_predict_is_audited_label_only(label_model):
+    output, verdict = ema_audit("--model", "models:/user-labels/1", "--query", "M1")
+    assert MlflowClient().get_run(run_of(output).info.run_id).data.tags[keys.TAG_ACCESS] == "label-only"
+    assert verdict in ("memorized", "not_memorized", "inconclusive")
+
+
+def test_model_trained_on_0_255_pixels_keeping_accuracy_above_half_gets_the_scaling_suggested(store, members):
+    """About 0.73 accuracy on [0, 1] pixels against 0.86 on 0-255 ones: the warning names --input-scale 255."""
+    x = members.x.reshape(len(members), -1).astype(np.float64)
+    model = make_pipeline(
+        FunctionTransformer(np.sqrt), MLPClassifier(hidden_layer_sizes=(32,), max_iter=100, random_state=0)
+    ).fit(x, members.y)
+    with mlflow.start_run(run_name="a model trained on 0-255, fed [0, 1]"):
+        mlflow.sklearn.log_model(
+            model,
+            name="model",
+            signature=infer_signature(x[:5], model.predict_proba(x[:5])),
+            pyfunc_predict_fn="predict_proba",
+            registered_model_name="user-sqrt-pixels",
+            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+            pip_requirements=["scikit-learn"],
+        )
+    outcome = audit(AuditConfig(model_uri="models:/user-sqrt-pixels/1", query="M6"), progress=False)
+    suggestion = [w for w in outcome.warnings if "rerun with" in w]
+    assert len(suggestion) == 1 and "rerun with --input-scale 255 if so (the audit did not switch)" in suggestion[0]
