@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import mlflow
-import mlflow.sklearn
 import numpy as np
 import pytest
-from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPClassifier
@@ -15,24 +12,14 @@ from sklearn.preprocessing import FunctionTransformer
 
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
-from tests.foreign.conftest import ema_audit, pixels, run_of
+from tests.foreign.conftest import ema_audit, pixels, register_sklearn, run_of
 
 
 @pytest.fixture(scope="module")
 def label_model(store, members):
     """Fit on M1's pixels; logged with no ``pyfunc_predict_fn``, so the pyfunc returns ``predict``'s labels."""
     x = pixels(members.x)
-    model = LogisticRegression(max_iter=200).fit(x, members.y)
-    with mlflow.start_run(run_name="a user's label-only model"):
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            signature=infer_signature(x[:5], model.predict(x[:5])),
-            registered_model_name="user-labels",
-            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
-            pip_requirements=["scikit-learn"],
-        )
-    return model
+    register_sklearn(LogisticRegression(max_iter=200).fit(x, members.y), "user-labels", x, predict_fn=None)
 
 
 def test_model_logged_with_default_predict_is_audited_label_only(label_model):
@@ -47,16 +34,7 @@ def test_model_trained_on_0_255_pixels_keeping_accuracy_above_half_gets_the_scal
     model = make_pipeline(
         FunctionTransformer(np.sqrt), MLPClassifier(hidden_layer_sizes=(32,), max_iter=100, random_state=0)
     ).fit(x, members.y)
-    with mlflow.start_run(run_name="a model trained on 0-255, fed [0, 1]"):
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            signature=infer_signature(x[:5], model.predict_proba(x[:5])),
-            pyfunc_predict_fn="predict_proba",
-            registered_model_name="user-sqrt-pixels",
-            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
-            pip_requirements=["scikit-learn"],
-        )
+    register_sklearn(model, "user-sqrt-pixels", x)
     outcome = audit(AuditConfig(model_uri="models:/user-sqrt-pixels/1", query="M6"), progress=False)
     suggestion = [w for w in outcome.warnings if "rerun with" in w]
     assert len(suggestion) == 1 and "rerun with --input-scale 255 if so (the audit did not switch)" in suggestion[0]
