@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ema.auditors.attack import AttackStrength, attack_strength
 from ema.auditors.base import check_calibrated
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED, AuditResult, SampleFlags
 from ema.errors import InputError
@@ -77,7 +78,9 @@ class EMAAuditor:
 
         Sets ``n_classes_``, ``thresholds_`` (metric -> global threshold),
         ``class_thresholds_`` (metric -> ndarray of shape (n_classes,)) and
-        ``calibration_`` (metric -> balanced accuracy, TPR and FPR of the global threshold).
+        ``calibration_`` (metric -> balanced accuracy, TPR and FPR of the global threshold) and
+        ``attack_`` (metric -> :class:`~ema.auditors.attack.AttackStrength` on the halves: ROC AUC,
+        TPR at 1% and 0.1% FPR, logged with every audit as ``mia_auc.<metric>`` and so on).
         """
         self._check_config()
         member_proba, member_labels = check_probabilities(member_proba, member_labels)
@@ -101,6 +104,7 @@ class EMAAuditor:
             )
             for m in self.signals
         }
+        self.attack_ = {m: attack_strength(members[m], nonmembers[m]) for m in self.signals}
         return self
 
     def to_dict(self) -> dict:
@@ -114,6 +118,7 @@ class EMAAuditor:
                     "global": self.thresholds_[m],
                     "per_class": self.class_thresholds_[m].tolist(),
                     **self.calibration_[m],
+                    **({"attack": self.attack_[m].to_dict()} if m in self.attack_ else {}),
                 }
                 for m in self.signals
             },
@@ -132,11 +137,21 @@ class EMAAuditor:
             auditor.calibration_ = {
                 m: {k: entries[m][k] for k in ("balanced_accuracy", "tpr", "fpr")} for m in auditor.signals
             }
+            auditor.attack_ = {
+                m: AttackStrength.from_dict(entries[m]["attack"]) for m in auditor.signals if "attack" in entries[m]
+            }
         except (KeyError, TypeError) as exc:
             raise InputError(
                 f"expected thresholds with per-metric 'global' and 'per_class' entries, missing {exc}"
             ) from exc
         return auditor
+
+    def attack_metrics(self) -> dict[str, float]:
+        """Each signal's attack strength on the calibration halves, as ``mia_auc.<signal>`` and so on.
+
+        Empty for thresholds calibrated before attack strength was recorded.
+        """
+        return {f"{name}.{m}": value for m, attack in self.attack_.items() for name, value in attack.metrics().items()}
 
     def _signal_thresholds(self, labels: np.ndarray) -> dict[str, np.ndarray | float]:
         if self.threshold_mode == "per-class":
@@ -207,6 +222,7 @@ class EMAAuditor:
                 "rho_ema_ks": rho_ks,
                 "flag_rate": n_flagged / n_query,
                 "n_query": float(n_query),
+                **self.attack_metrics(),
             },
             verdict=str(pvalue_verdict(rho, self.alpha)),
             alpha=self.alpha,

@@ -32,6 +32,7 @@ from dataclasses import asdict
 import numpy as np
 from scipy import stats
 
+from ema.auditors.attack import attack_strength
 from ema.auditors.base import check_calibrated
 from ema.auditors.reference_gates import reference_gate_warnings
 from ema.auditors.reference_record import (
@@ -65,6 +66,8 @@ from ema.stats.mixture import (
 from ema.thresholds import select_threshold
 from ema.validation import check_open_unit
 
+#: The attack-strength metrics' suffix (``mia_auc.calibrated``): the auditor's score on the references.
+ATTACK_SUFFIX = "calibrated"
 #: The default score: the true-class log-odds, which keeps resolving outputs that round to 1.0.
 DEFAULT_SIGNAL = "log_odds"
 #: Binary scores carry no ranking within a class of outcome; refused as the auditor's score.
@@ -245,6 +248,7 @@ class ReferenceAuditor:
             "nonmember_flag_rate": float(self.nonmember_counts_[self.weights_ > 0].sum() / nonmembers.size),
         }
         self.warnings_ = reference_gate_warnings(n_classes=self.n_classes_, **self.diagnostics_)
+        self.attack_ = attack_strength(members, nonmembers)
         self.information_ = cross_fitted_information(members, nonmembers, levels, random_state=self.random_state)
         self.levels_ = levels
         self._power_cache: dict[int, DetectionPower] = {}
@@ -356,6 +360,7 @@ class ReferenceAuditor:
                 "retained": asdict(retained["less"]),
             },
             "query_counts": query_counts.tolist(),
+            "attack": self.attack_.to_dict(),
             "certify": {"margin": self.margin, "margin_used": margin, "certify_level": self.resolved_certify_level()},
         }
         return AuditResult(
@@ -379,6 +384,7 @@ class ReferenceAuditor:
                 "p_mixture_fit": fraction.fit_pvalue,
                 "n_query": float(n),
                 "flag_rate": float(membership.mean()),
+                **{f"{name}.{ATTACK_SUFFIX}": value for name, value in self.attack_.metrics().items()},
             },
             verdict=verdict,
             alpha=float(self.alpha),

@@ -19,6 +19,7 @@ import numpy as np
 from ema.auditors.metrics import POWER, PVALUE, PVALUE_KINDS, Metric, metric_kind
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
+from ema.reports.attack import attack_curves, attack_section, roc_figure
 from ema.reports.page import (
     bullet_list,
     esc,
@@ -113,6 +114,8 @@ def render_audit_report(
         for method, result in results.items()
         if result.scores
     }
+    curves = attack_curves(results)
+    figures.update(roc_figure(curves, query))
     vocabulary = vocabulary or {}
     warned = _warning_items(results, warnings)
     body = "".join(
@@ -127,6 +130,7 @@ def render_audit_report(
                 _distributions(results, figures, query, references),
                 anchor="distributions",
             ),
+            section("Attack strength", attack_section(curves, figures), anchor="attack"),
             section("Thresholds and flag rate", _thresholds(results), anchor="thresholds"),
             section("Warnings", _warnings(warned), anchor="warnings"),
             section("Assumptions", _assumptions(results), anchor="assumptions"),

@@ -40,7 +40,7 @@ def audit_warnings(session: AuditSession, results: dict[str, AuditResult]) -> li
             f"held-out accuracy ({held_out:.3f}): inputs are probably scaled or normalised unlike training "
             "(try --input-scale or --normalize)"
         )
-    suggestion = scaling_suggestion(session.oracle, session.nonmembers.data, reference_accuracy)
+    suggestion = scaling_suggestion(session.oracle, session.nonmembers.data, proba)
     if suggestion is not None:
         warnings.append(suggestion)
     warnings += _transfer_warnings(results)

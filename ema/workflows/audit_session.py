@@ -350,8 +350,13 @@ class AuditSession:
 
     @cached_property
     def nonmember_predictions(self) -> Predictions:
-        """The target's predictions on the non-member reference (scored once per audit)."""
-        return self.oracle.predict(self.nonmembers.data)
+        """The target's predictions on the non-member reference (scored once per audit).
+
+        Label-only predictions are one-hot over every class the reference's labels name: a model
+        that never predicts the highest classes on it is still audited against those labels.
+        """
+        predictions = self.oracle.predict(self.nonmembers.data)
+        return predictions.with_classes(max(predictions.proba.shape[1], int(self.nonmembers.data.y.max()) + 1))
 
     @cached_property
     def nonmember_proba(self) -> np.ndarray:

@@ -34,13 +34,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ema.auditors.attack import ATTACK_METRICS
 from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.metrics import CHECK, ESTIMATE, POWER, PVALUE, Metric
-from ema.auditors.reference import ReferenceAuditor
+from ema.auditors.reference import ATTACK_SUFFIX, ReferenceAuditor
 from ema.errors import InputError
 from ema.oracle import ACCESS_PROBABILITIES
+from ema.signals import PAPER_SIGNALS
 from ema.tracking import keys
 from ema.workflows.deferred import deferred
 from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES, engine_row
@@ -126,6 +128,16 @@ def _deferred(name: str) -> Runner:
 FLAG_RATE = Metric(keys.METRIC_FLAG_RATE, ESTIMATE, "share of query samples flagged as members (M = 1)")
 N_QUERY = Metric(keys.METRIC_N_QUERY, ESTIMATE, "number of query samples")
 
+
+def attack_metrics(signals: tuple[str, ...], where: str) -> tuple[Metric, ...]:
+    """The attack-strength metrics (``mia_auc.<signal>`` and so on) of each score, measured on ``where``."""
+    return tuple(
+        Metric(f"{name}.{signal}", ESTIMATE, meaning.format(signal=signal, where=where))
+        for signal in signals
+        for name, meaning in ATTACK_METRICS.items()
+    )
+
+
 _BUILT_IN: tuple[Method, ...] = (
     MethodSpec(
         name=EMAAuditor.method,
@@ -143,6 +155,7 @@ _BUILT_IN: tuple[Method, ...] = (
             Metric(keys.METRIC_RHO_EMA_KS, PVALUE, "p-value of EMA's Kolmogorov-Smirnov test of M against all ones"),
             FLAG_RATE,
             N_QUERY,
+            *attack_metrics(PAPER_SIGNALS, "the calibration model"),
         ),
     ),
     MethodSpec(
@@ -226,6 +239,7 @@ _BUILT_IN: tuple[Method, ...] = (
             ),
             N_QUERY,
             FLAG_RATE,
+            *attack_metrics((ATTACK_SUFFIX,), "the member and non-member references (scored on the target)"),
         ),
     ),
     Combination(name="ema+calibrated", help="both, EMA's verdict", parts=(EMAAuditor.method, CalibratedAuditor.method)),

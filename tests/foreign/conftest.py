@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import mlflow
+import mlflow.sklearn
 import numpy as np
 import pytest
 from click.testing import CliRunner
 from mlflow.entities import Run
+from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 
 from ema.data.presets import load_splits
@@ -55,6 +58,22 @@ def members():
 def pixels(images: np.ndarray) -> np.ndarray:
     """uint8 images as the users' models take them: floats in [0, 1], one row of 784 per image."""
     return images.reshape(len(images), -1).astype(np.float64) / 255.0
+
+
+def register_sklearn(model, name: str, x: np.ndarray, *, predict_fn: str | None = "predict_proba") -> None:
+    """Log and register ``model`` as its users do; ``predict_fn`` None logs the default ``predict``."""
+    predicted = getattr(model, predict_fn or "predict")(x[:5])
+    options = {"pyfunc_predict_fn": predict_fn} if predict_fn else {}
+    with mlflow.start_run(run_name=f"a user's {name}"):
+        mlflow.sklearn.log_model(
+            model,
+            name="model",
+            signature=infer_signature(x[:5], predicted),
+            registered_model_name=name,
+            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+            pip_requirements=["scikit-learn"],
+            **options,
+        )
 
 
 def ema_audit(*options: str) -> tuple[str, str]:

@@ -132,25 +132,45 @@ def test_schema_reason_is_mlflows_whole_reason_on_one_line():
 
 
 class ScaledModel(Oracle):
-    """Knows the label only when pixels come as 0-255 (as if trained on them)."""
+    """Knows every label when pixels come as 0-255 (as if trained on them), ``unscaled_accuracy`` of them otherwise."""
 
     labels = np.arange(500) % 10
+    unscaled_accuracy = 0.0
 
     def _predict_batch(self, inputs):
-        correct = inputs.max() > 10
-        labels = self.labels[: len(inputs)] if correct else np.zeros(len(inputs), int)
+        known = (np.arange(len(inputs)) < self.unscaled_accuracy * len(inputs)) | (inputs.max() > 10)
+        labels = np.where(known, self.labels[: len(inputs)], (self.labels[: len(inputs)] + 1) % 10)
         return np.eye(10)[labels]
 
 
-def test_poor_accuracy_suggests_the_scaling_that_fits_without_switching():
+class SlightlyScaledModel(ScaledModel):
+    """Keeps 72% of the labels on [0, 1] pixels: worse, far from chance."""
+
+    unscaled_accuracy = 0.72
+
+
+def _reference():
     from ema.data.arrays import ArraySet
 
-    reference = ArraySet("reference", IMAGES[np.arange(500) % 6], ScaledModel.labels, np.arange(500))
-    oracle = ScaledModel(outputs="probabilities")
-    warning = scaling_suggestion(oracle, reference, accuracy=0.1)
+    return ArraySet("reference", IMAGES[np.arange(500) % 6], ScaledModel.labels, np.arange(500))
+
+
+@pytest.mark.parametrize("model", [ScaledModel, SlightlyScaledModel])
+def test_scaling_suggestion_names_the_scaling_that_fits_without_switching(model):
+    reference = _reference()
+    oracle = model(outputs="probabilities")
+    warning = scaling_suggestion(oracle, reference, oracle.predict_proba(reference))
     assert "rerun with --input-scale 255" in warning and "did not switch" in warning
+    assert f"is {model.unscaled_accuracy:.3f} with pixels in [0, 1]" in warning
     assert oracle.transform.is_identity
-    assert scaling_suggestion(oracle, reference, accuracy=0.9) is None
+
+
+def test_scaling_suggestion_is_none_when_the_default_scaling_fits_best():
+    reference = _reference()
+    oracle = ScaledModel(outputs="probabilities").with_transform(InputTransform(scale=255.0))
+    assert scaling_suggestion(oracle, reference, oracle.predict_proba(reference)) is None
+    perfect = np.eye(10)[reference.y]
+    assert scaling_suggestion(ScaledModel(outputs="probabilities"), reference, perfect) is None
 
 
 def test_input_dtype_overrides_what_an_http_endpoint_without_a_registry_entry_is_sent(tmp_path):

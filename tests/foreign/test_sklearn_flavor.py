@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
-from tests.foreign.conftest import ema_audit, pixels
+from tests.foreign.conftest import ema_audit, pixels, register_sklearn
 
 COLUMNS = [f"pixel{i}" for i in range(784)]
 
@@ -78,16 +78,7 @@ def test_model_trained_on_0_255_pixels_gets_the_scaling_suggested(store, members
     """Poor accuracy under [0, 1] pixels: the warning names --input-scale 255, and the audit did not switch."""
     x = members.x.reshape(len(members), -1).astype(np.float64)
     model = MLPClassifier(hidden_layer_sizes=(32,), max_iter=50, random_state=0).fit(x, members.y)
-    with mlflow.start_run(run_name="a model trained on 0-255"):
-        mlflow.sklearn.log_model(
-            model,
-            name="model",
-            signature=infer_signature(x[:5], model.predict_proba(x[:5])),
-            pyfunc_predict_fn="predict_proba",
-            registered_model_name="user-raw-pixels",
-            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
-            pip_requirements=["scikit-learn"],
-        )
+    register_sklearn(model, "user-raw-pixels", x)
     outcome = audit(AuditConfig(model_uri="models:/user-raw-pixels/1", query="M6"), progress=False)
     suggestion = [w for w in outcome.warnings if "rerun with" in w]
     assert len(suggestion) == 1 and "rerun with --input-scale 255 if so (the audit did not switch)" in suggestion[0]

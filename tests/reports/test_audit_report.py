@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 
 import numpy as np
@@ -200,7 +201,8 @@ def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_a
     assert "power_retained" in power and "min_detectable_fraction" in power
     assert "p_removed" in report.html.split('id="pvalues"')[1].split("</section>")[0]
     assert "exchangeable with the non-member reference" in report.html  # its assumptions
-    assert list(report.figures) == ["reference_scores.png"]
+    assert list(report.figures) == ["reference_scores.png", "attack_roc.png"]  # its score's ROC on the references
+    assert "reference: its score (member and non-member references)" in report.html.split('id="attack"')[1]
     certify = report.html.split('id="certify"')[1].split("</section>")[0]
     assert f"Certifiable margin: {number(result.metrics['certifiable_margin'])}" in certify
     assert "one-sided 95%" in certify and "probability 0.85" in certify
@@ -228,3 +230,47 @@ def test_render_audit_report_without_a_vocabulary_lists_p_metrics_by_name_withou
     page = render(vocabulary=None).html
     pvalues = page.split('id="pvalues"')[1].split("</section>")[0]
     assert "rho_ema" in pvalues and "one-sample t-test" not in page
+
+
+def _with_attack(result: AuditResult, n_nonmembers: int) -> AuditResult:
+    """``result`` with attack strength recorded for its confidence signal, as EMA's thresholds carry it."""
+    from ema.auditors.attack import attack_strength
+
+    rng = np.random.default_rng(2)
+    attack = attack_strength(rng.normal(1, 1, 500), rng.normal(0, 1, n_nonmembers)).to_dict()
+    signals = {name: dict(entry) for name, entry in result.thresholds["signals"].items()}
+    signals["confidence"]["attack"] = attack
+    return dataclasses.replace(result, thresholds={**result.thresholds, "signals": signals})
+
+
+def test_render_audit_report_draws_the_roc_curve_where_membership_is_known():
+    report = render(results={"ema": _with_attack(make_result(), 2000)})
+    assert list(report.figures) == ["ema_scores.png", "attack_roc.png"]
+    assert report.figures["attack_roc.png"].startswith(PNG_MAGIC)
+    section = report.html.split('id="attack"')[1]
+    assert "ema: confidence (calibration model&#x27;s halves)" in section and "figures/attack_roc.png" in section
+    assert "not resolved" not in section
+    inline = re.findall(r'src="data:image/png;base64,([^"]+)"', report.html)
+    assert report.figures["attack_roc.png"] in [base64.b64decode(data) for data in inline]
+
+
+def test_render_audit_report_says_when_the_0_1pct_point_is_not_resolved():
+    page = render(results={"ema": _with_attack(make_result(), 300)}).html
+    assert "(not resolved: 300 non-members)" in page
+
+
+def test_render_audit_report_without_attack_strength_says_so_and_draws_no_roc():
+    report = render()
+    assert "attack_roc.png" not in report.figures and "No attack strength was recorded" in report.html
+
+
+def test_display_scale_spreads_scores_crowded_at_one_and_zero():
+    from ema.reports.figures import display_scale
+
+    fitted = {"query": np.array([0.999, 0.9999, 0.99999, 1.0])}
+    spread, label = display_scale("confidence", fitted)
+    assert label == "logit(confidence)" and np.all(np.diff(spread(fitted["query"])) > 2)
+    spread, label = display_scale("negative_entropy", {"query": -np.array([1e-2, 1e-4, 1e-6])})
+    assert label == "-log10(-negative_entropy)" and np.allclose(spread(-np.array([1e-2, 1e-4])), [2, 4])
+    spread, label = display_scale("correctness", {"query": np.array([0.0, 1.0, 1.0])})
+    assert label == "correctness" and np.array_equal(spread(np.array([0.0, 1.0])), [0.0, 1.0])
