@@ -2,10 +2,11 @@
 
 A record (the value of the version's tag ``ema.audit.<query>.<time>.<run>``, and of ``ema.last_audit``)
 holds what was asked (query, fingerprint, the run's ``--method``), each method's verdict and headline
-numbers (``results``), the options that change a verdict (``options``), the run and the time. Its top
-level also keeps the run's verdict and the first method's metrics, as records did before ``results``
-existed (EMA's only): those older records still read, as one row each, and readers of the top level
-(``ema.last_audit``'s ``verdict``, ``rho_ema``) read on.
+numbers (``results``, a list in the run's plan order), the options that change a verdict
+(``options``), the run and the time. Its top level also keeps the run's verdict and the first
+method's metrics, as records did before ``results`` existed (EMA's only): those older records
+still read, as one row each, and readers of the top level (``ema.last_audit``'s ``verdict``,
+``rho_ema``) read on.
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ def trail_record(
             "run_method": method,
             **primary.metrics,
             "verdict": primary.verdict,
-            "results": {
-                name: {"verdict": result.verdict, **_finite(result.metrics, numbers.get(name, ()))}
+            "results": [
+                {"method": name, "verdict": result.verdict, **_finite(result.metrics, numbers.get(name, ()))}
                 for name, result in results.items()
-            },
+            ],
             "options": dict(options),
             "run_id": run_id,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", when),
@@ -86,22 +87,20 @@ def trail_rows(record: Mapping[str, object]) -> list[dict[str, object]]:
     A record from before ``results`` existed reads as one row: its method, verdict and
     :data:`LEGACY_NUMBERS`, no options.
     """
-    results = record.get("results") or {
-        record.get("method"): {
+    results = record.get("results") or [
+        {
+            "method": record.get("method"),
             "verdict": record.get("verdict"),
             **{key: record[key] for key in LEGACY_NUMBERS if record.get(key) is not None},
         }
-    }
+    ]
     common = {
         "time": record.get("time"),
         "query": record.get("query"),
         "run_method": record.get("run_method", record.get("method")),
     }
     options = record.get("options") or {}
-    return [
-        {**common, "method": method, **numbers, "options": options, "run_id": record.get("run_id")}
-        for method, numbers in results.items()
-    ]
+    return [{**common, **answer, "options": options, "run_id": record.get("run_id")} for answer in results]
 
 
 def retained_interval(row: Mapping[str, object]) -> str:
