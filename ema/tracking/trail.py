@@ -16,8 +16,6 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 
-from ema.auditors.result import AuditResult
-
 #: The numbers of a record written before ``results`` existed: its top level, its one method's.
 LEGACY_NUMBERS = ("rho_ema", "rho_ema_ks", "p_removed")
 #: The calibrated auditor's retained share and its interval, shown as one column ``retained``: ``0.12 [0.05, 0.30]``.
@@ -32,8 +30,8 @@ def trail_record(
     query: str,
     fingerprint: str,
     method: str,
-    results: Mapping[str, AuditResult],
-    numbers: Mapping[str, Sequence[str]],
+    answers: Sequence[Mapping[str, object]],
+    first_metrics: Mapping[str, float],
     options: Mapping[str, object],
     run_id: str,
     when: time.struct_time,
@@ -45,30 +43,28 @@ def trail_record(
     query, fingerprint : str
         The query's name and content hash.
     method : str
-        The run's ``--method`` (a combination names several results); the first result's verdict is the run's.
-    results : mapping of str to AuditResult
-        By method, in the order of the run's plan.
-    numbers : mapping of str to sequence of str
-        Method -> the metric keys its row keeps (its headline numbers); absent or non-finite ones are left out.
+        The run's ``--method`` (a combination has several answers); the first answer's verdict is the run's.
+    answers : sequence of mapping
+        One per method, in the order of the run's plan: ``method``, ``verdict`` and its headline numbers
+        (:func:`answer`).
+    first_metrics : mapping of str to float
+        Every metric of the first method, kept on the top level as records kept them before ``answers``.
     options : mapping of str to object
         The options that change a verdict (:data:`OPTIONS`, :data:`OPTIONS_WHERE_SET`); None where unset.
     run_id : str
     when : time.struct_time
         UTC.
     """
-    primary = next(iter(results.values()))
+    first = answers[0]
     return json.dumps(
         {
             "query": query,
             "query_fingerprint": fingerprint,
-            "method": primary.method,
+            "method": first["method"],
             "run_method": method,
-            **primary.metrics,
-            "verdict": primary.verdict,
-            "results": [
-                {"method": name, "verdict": result.verdict, **_finite(result.metrics, numbers.get(name, ()))}
-                for name, result in results.items()
-            ],
+            **first_metrics,
+            "verdict": first["verdict"],
+            "results": list(answers),
             "options": dict(options),
             "run_id": run_id,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", when),
@@ -77,8 +73,10 @@ def trail_record(
     )
 
 
-def _finite(metrics: Mapping[str, float], wanted: Sequence[str]) -> dict[str, float]:
-    return {key: float(metrics[key]) for key in wanted if key in metrics and math.isfinite(metrics[key])}
+def answer(method: str, verdict: str, metrics: Mapping[str, float], numbers: Sequence[str]) -> dict[str, object]:
+    """One method's answer in a record: its verdict and the ``numbers`` of its ``metrics`` that are finite."""
+    kept = {key: float(metrics[key]) for key in numbers if key in metrics and math.isfinite(metrics[key])}
+    return {"method": method, "verdict": verdict, **kept}
 
 
 def trail_rows(record: Mapping[str, object]) -> list[dict[str, object]]:
@@ -100,7 +98,7 @@ def trail_rows(record: Mapping[str, object]) -> list[dict[str, object]]:
         "run_method": record.get("run_method", record.get("method")),
     }
     options = record.get("options") or {}
-    return [{**common, **answer, "options": options, "run_id": record.get("run_id")} for answer in results]
+    return [{**common, **given, "options": options, "run_id": record.get("run_id")} for given in results]
 
 
 def retained_interval(row: Mapping[str, object]) -> str:

@@ -14,7 +14,7 @@ from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.inputs import InputTransform
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, set_version_tags
-from ema.tracking.trail import trail_record
+from ema.tracking.trail import answer, trail_record
 from ema.workflows.audit_session import AuditConfig, AuditSession
 from ema.workflows.methods import method_spec
 
@@ -63,10 +63,12 @@ def record_on_version(
     same query, even in the same second from two processes, each keep their record.
     """
     when = time.gmtime()
-    numbers = {name: method_spec(name).trail_numbers for name in outcome.results}
-    record = trail_record(
-        outcome.query, fingerprint, outcome.method, outcome.results, numbers, options, outcome.run_id, when
-    )
+    answers = [
+        answer(name, result.verdict, result.metrics, method_spec(name).trail_numbers)
+        for name, result in outcome.results.items()
+    ]
+    first = outcome.primary.metrics
+    record = trail_record(outcome.query, fingerprint, outcome.method, answers, first, options, outcome.run_id, when)
     query_key = config.query if config.query is not None else f"file-{fingerprint}"
     trail_key = f"{keys.TAG_AUDIT_PREFIX}{query_key}.{time.strftime('%Y%m%dT%H%M%SZ', when)}.{outcome.run_id[:8]}"
     set_version_tags(version, {trail_key: record, keys.TAG_LAST_AUDIT: record})

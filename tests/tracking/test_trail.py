@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from ema.auditors.result import AuditResult
 from ema.inputs import InputTransform
 from ema.tracking.history import trail_table
-from ema.tracking.trail import trail_record, trail_rows
+from ema.tracking.trail import answer, trail_record, trail_rows
 from ema.workflows.audit_session import audit_run_name
 from ema.workflows.audit_trail import describe_transform
 
@@ -32,27 +30,21 @@ LEGACY = {
 }
 
 
-def result(method: str, verdict: str, **metrics: float) -> AuditResult:
-    return AuditResult(method, {}, {}, np.ones(3), metrics, verdict, 0.1, {})
-
-
 def combined_record() -> dict:
-    results = {
-        "ema": result("ema", "not_memorized", rho_ema=0.3, rho_ema_ks=0.2, flag_rate=0.9),
-        "calibrated": result(
-            "calibrated",
-            "memorized",
-            p_removed=0.001,
-            p_retained=0.6,
-            retained_fraction=0.8,
-            retained_ci_low=0.5,
-            retained_ci_high=float("nan"),
-            flag_rate=0.9,
-        ),
+    ema = {"rho_ema": 0.3, "rho_ema_ks": 0.2, "flag_rate": 0.9}
+    calibrated = {
+        "p_removed": 0.001,
+        "p_retained": 0.6,
+        "retained_fraction": 0.8,
+        "retained_ci_low": 0.5,
+        "retained_ci_high": float("nan"),
+        "flag_rate": 0.9,
     }
-    numbers = {"ema": ("rho_ema", "rho_ema_ks"), "calibrated": ("p_removed", "retained_fraction", "retained_ci_low")}
-    value = trail_record("M1", "abc", "ema+calibrated", results, numbers, OPTIONS, "s" * 32, WHEN)
-    return json.loads(value)
+    answers = [
+        answer("ema", "not_memorized", ema, ("rho_ema", "rho_ema_ks")),
+        answer("calibrated", "memorized", calibrated, ("p_removed", "retained_fraction", "retained_ci_low")),
+    ]
+    return json.loads(trail_record("M1", "abc", "ema+calibrated", answers, ema, OPTIONS, "s" * 32, WHEN))
 
 
 def test_trail_record_keeps_each_methods_verdict_and_headline_numbers():
