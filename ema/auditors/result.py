@@ -13,6 +13,9 @@ NOT_MEMORIZED = "not_memorized"
 INCONCLUSIVE = "inconclusive"
 #: Every verdict an auditor may return.
 VERDICTS = (MEMORIZED, NOT_MEMORIZED, INCONCLUSIVE)
+#: Each verdict as a number (the runs' ``verdict_code`` metrics), so that plots and tables that take numbers
+#: only, such as the MLflow UI's compare page, line verdicts up: inconclusive sits between the two answers.
+VERDICT_CODES = {MEMORIZED: 1.0, NOT_MEMORIZED: 0.0, INCONCLUSIVE: 0.5}
 #: Metrics that are p-values besides ``p_*``: the paper's rho_EMA under each test.
 PVALUE_METRICS = ("rho_ema", "rho_ema_ks")
 

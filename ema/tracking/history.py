@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 from ema.errors import InputError
 from ema.tracking import keys
 from ema.tracking.search import quoted
+from ema.tracking.trail import OPTIONS, OPTIONS_WHERE_SET, RETAINED, retained_interval, trail_rows
 
 HISTORY_COLUMNS = ("started", "run_id", "version", "query", "method", "rho_ema", "rho_ema_ks", "verdict", "status")
 #: The status shown for a RUNNING run whose process, on this host, no longer exists.
@@ -109,14 +110,16 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
     return pd.DataFrame(columns).sort_index().fillna("")
 
 
-TRAIL_COLUMNS = ("version", "time", "query", "method", "verdict", "rho_ema", "rho_ema_ks", "p_removed", "run_id")
+#: The trail table's leading columns; its numbers, options and run id follow (:func:`trail_table`).
+TRAIL_COLUMNS = ("version", "time", "query", "run_method", "method", "verdict")
 
 
 def version_trail(model_name: str, *, query: str) -> pd.DataFrame:
-    """Every recorded audit of ``query`` on every version of ``model_name``, oldest first.
+    """Every recorded audit of ``query`` on every version of ``model_name``, one row per method, oldest first.
 
     Read from the versions' trail tags (``ema.audit.<query>.<time>.<run>``), which each audit
-    adds and none overwrites: which version was audited when, by which method, with what result.
+    adds and none overwrites: which version was audited when, by which methods, with what
+    results and options (:mod:`ema.tracking.trail`; older records, EMA's only, read as one row).
     """
     client = MlflowClient()
     prefix = f"{keys.TAG_AUDIT_PREFIX}{query}."
@@ -124,14 +127,37 @@ def version_trail(model_name: str, *, query: str) -> pd.DataFrame:
     if not versions:
         raise InputError(f"registered model {model_name!r} has no versions in this tracking store")
     rows = [
-        {"version": int(version.version), **_trail_row(json.loads(value))}
+        {"version": int(version.version), **row}
         for version in versions
         for key, value in (version.tags or {}).items()
         if key.startswith(prefix)
+        for row in trail_rows(json.loads(value))
     ]
-    table = pd.DataFrame(rows, columns=list(TRAIL_COLUMNS))
+    return trail_table(rows)
+
+
+def trail_table(rows: list[dict]) -> pd.DataFrame:
+    """Trail rows as a table sorted by time and version (a run's methods in its plan's order).
+
+    Columns: :data:`TRAIL_COLUMNS`; every number a row has, in the order first met (the
+    retained share and its interval as one column, ``retained``); the options of
+    :data:`~ema.tracking.trail.OPTIONS`, then those of :data:`~ema.tracking.trail.OPTIONS_WHERE_SET`
+    that some row set; ``run_id``.
+    """
+    fixed = {*TRAIL_COLUMNS, "options", "run_id"}
+    numbers = list(dict.fromkeys("retained" if k in RETAINED else k for row in rows for k in row if k not in fixed))
+    where_set = [name for name in OPTIONS_WHERE_SET if any(row["options"].get(name) is not None for row in rows)]
+    options = [*OPTIONS, *where_set]
+    table = pd.DataFrame(
+        [
+            {
+                **{column: row.get(column) for column in TRAIL_COLUMNS},
+                **{k: retained_interval(row) if k == "retained" else row.get(k) for k in numbers},
+                **{name: row["options"].get(name) for name in options},
+                "run_id": row.get("run_id"),
+            }
+            for row in rows
+        ],
+        columns=[*TRAIL_COLUMNS, *numbers, *options, "run_id"],
+    )
     return table.sort_values(["time", "version"], kind="stable").reset_index(drop=True)
-
-
-def _trail_row(record: dict) -> dict:
-    return {column: record.get(column) for column in TRAIL_COLUMNS if column != "version"}

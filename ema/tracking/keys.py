@@ -145,6 +145,9 @@ PARAM_DEVICE = "device"
 METRIC_RHO_EMA = "rho_ema"
 METRIC_RHO_EMA_KS = "rho_ema_ks"
 METRIC_FLAG_RATE = "flag_rate"
+#: The run's verdict as a number (``ema.auditors.result.VERDICT_CODES``); each method's as ``verdict_code.<method>``,
+#: as the tags are ``verdict`` and ``verdict.<method>``.
+METRIC_VERDICT_CODE = "verdict_code"
 METRIC_N_QUERY = "n_query"
 METRIC_TRAIN_ACCURACY = "train_accuracy"
 METRIC_HELD_OUT_ACCURACY = "held_out_accuracy"

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, AuditResult
+from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, VERDICT_CODES, AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.oracle import Oracle
 from ema.tracking import keys
 from ema.tracking.helper_cache import collect_foreign_entries
-from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.runs import log_artifacts_atomically, log_batch, start_run
 from ema.workflows.audit_gates import audit_warnings
 from ema.workflows.audit_methods import fit_calibrated
@@ -30,6 +28,7 @@ from ema.workflows.audit_session import (
     Scored,
     SuppliedCalibration,
 )
+from ema.workflows.audit_trail import record_on_version, trail_options
 from ema.workflows.engines import engine_row
 from ema.workflows.methods import METHODS, method_plan
 from ema.workflows.references import is_forget_set
@@ -53,35 +52,6 @@ class AuditOutcome:
     def primary(self) -> AuditResult:
         """The result whose verdict is the run's."""
         return self.results[method_plan(self.method)[0]]
-
-
-def audit_record(query_name: str, fingerprint: str, result: AuditResult, run_id: str, when: time.struct_time) -> str:
-    """The audit as a model-version tag value: what was asked, what came out, where to look."""
-    return json.dumps(
-        {
-            "query": query_name,
-            "query_fingerprint": fingerprint,
-            "method": result.method,
-            **result.metrics,
-            "verdict": result.verdict,
-            "run_id": run_id,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", when),
-        },
-        sort_keys=True,
-    )
-
-
-def record_on_version(config: AuditConfig, outcome: AuditOutcome, fingerprint: str, version: RegisteredVersion) -> None:
-    """Add the audit to the version's trail: a tag of its own (never overwriting an earlier audit's), and last_audit.
-
-    The trail tag is ``ema.audit.<query>.<UTC time>.<run id prefix>``, so that audits of the
-    same query, even in the same second from two processes, each keep their record.
-    """
-    when = time.gmtime()
-    record = audit_record(outcome.query, fingerprint, outcome.primary, outcome.run_id, when)
-    query_key = config.query if config.query is not None else f"file-{fingerprint}"
-    trail_key = f"{keys.TAG_AUDIT_PREFIX}{query_key}.{time.strftime('%Y%m%dT%H%M%SZ', when)}.{outcome.run_id[:8]}"
-    set_version_tags(version, {trail_key: record, keys.TAG_LAST_AUDIT: record})
 
 
 def audit(
@@ -112,6 +82,7 @@ def audit(
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
             _log_results(config, results, tags, scored, expected)
+            options = trail_options(config, session, tags)
             report = report_artifacts(session, results, tags, warnings, run.info.run_id, scored.fingerprint)
             log_artifacts_atomically(
                 {
@@ -130,16 +101,17 @@ def audit(
         tuple(warnings),
     )
     if tag_version and session.target.version is not None:
-        record_on_version(config, outcome, scored.fingerprint, session.target.version)
+        record_on_version(config, outcome, scored.fingerprint, session.target.version, options)
     return outcome
 
 
 def _log_results(
     config: AuditConfig, results: dict[str, AuditResult], tags: dict[str, str], scored: Scored, expected: str | None
 ) -> None:
-    primary = results[method_plan(config.method)[0]]
+    first = method_plan(config.method)[0]
+    primary = results[first]
     log_batch(
-        metrics=merged_metrics(results),
+        metrics={**merged_metrics(results), **verdict_codes(results, first)},
         tags={
             **tags,
             keys.TAG_VERDICT: primary.verdict,
@@ -149,6 +121,16 @@ def _log_results(
             **({keys.TAG_EXPECTED_VERDICT: expected} if expected else {}),
         },
     )
+
+
+def verdict_codes(results: dict[str, AuditResult], primary: str) -> dict[str, float]:
+    """The verdicts as metrics (``ema.auditors.result.VERDICT_CODES``): the run's as ``verdict_code``, each
+    method's as ``verdict_code.<method>``, so that the MLflow UI's compare page plots and tabulates them.
+    """
+    return {
+        keys.METRIC_VERDICT_CODE: VERDICT_CODES[results[primary].verdict],
+        **{f"{keys.METRIC_VERDICT_CODE}.{m}": VERDICT_CODES[r.verdict] for m, r in results.items()},
+    }
 
 
 def _inconclusive(results: dict[str, AuditResult], method: str) -> dict[str, AuditResult]:

@@ -87,6 +87,10 @@ class AuditConfig:
         Exactly one: a named query set of the target's splits, a set file (``.npz``, ``.csv`` or
         ``.parquet``), or a Parquet query table (:mod:`ema.data.parquet`; any URI Spark reads with
         ``engine="spark"``).
+    query_label
+        What runs and records call the query (its ``query`` param, the run's name, the version's
+        trail); default: the named set, or the file's or table's name. The evaluator gives the
+        MLflow dataset's name here.
     label_column
         The label column of every table file the audit reads (query, references, calibration).
     calibration_file
@@ -146,6 +150,7 @@ class AuditConfig:
     query: str | None = None
     query_file: str | None = None
     query_table: str | None = None
+    query_label: str | None = None
     label_column: str = DEFAULT_LABEL_COLUMN
     calibration_file: str | None = None
     method: str = "ema"
@@ -182,7 +187,9 @@ class AuditConfig:
 
     @property
     def query_name(self) -> str:
-        """The name runs and records use: the named set, or the query file's or table's name."""
+        """The name runs and records use: ``query_label``, else the named set, else the query file's or table's name."""
+        if self.query_label is not None:
+            return self.query_label
         if self.query is not None:
             return self.query
         return (
@@ -303,9 +310,29 @@ def audit_target(config: AuditConfig) -> Target:
 def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> None:
     """The audit run's name and params: the options, the target as resolved, and ``extra`` (the query's fingerprint)."""
     log_batch(
-        tags={keys.TAG_RUN_NAME: f"audit {config.query_name} {config.method} {target.label}"},
+        tags={keys.TAG_RUN_NAME: audit_run_name(config.query_name, config.method, target.label)},
         params={**config.params(target), **extra},
     )
+
+
+#: The most characters of the query's name an audit's run name keeps (the MLflow UI cuts names at about 30).
+RUN_NAME_QUERY_CHARS = 12
+#: Letters each method of a combination keeps in a run name (``ema+calibrated`` -> ``ema+cal``).
+RUN_NAME_METHOD_CHARS = 3
+
+
+def audit_run_name(query: str, method: str, model: str) -> str:
+    """An audit run's name, short enough for the MLflow UI's columns: ``M1 · ema+cal · ema-target v4``.
+
+    The query's name is cut to :data:`RUN_NAME_QUERY_CHARS` (ending in ``…``), a combination's
+    methods to their first :data:`RUN_NAME_METHOD_CHARS` letters; the model's label is kept
+    whole (its version tells audits of one model apart).
+    """
+    if len(query) > RUN_NAME_QUERY_CHARS:
+        query = query[: RUN_NAME_QUERY_CHARS - 1] + "…"
+    if "+" in method:
+        method = "+".join(part[:RUN_NAME_METHOD_CHARS] for part in method.split("+"))
+    return f"{query} · {method} · {model}"
 
 
 @dataclass(frozen=True)

@@ -127,8 +127,12 @@ def check_evaluator_config(config: Mapping[str, object]) -> dict[str, object]:
     return given
 
 
-def audit_config(model_uri: str, query_file: str, config: Mapping[str, object]) -> AuditConfig:
+def audit_config(
+    model_uri: str, query_file: str, config: Mapping[str, object], *, query_label: str | None = None
+) -> AuditConfig:
     """The AuditConfig an evaluator config (as :func:`check_evaluator_config` returns it) asks for, validated.
+
+    ``query_label`` names the query in the audit's run and records (the MLflow dataset's name).
 
     Raises
     ------
@@ -139,6 +143,7 @@ def audit_config(model_uri: str, query_file: str, config: Mapping[str, object]) 
     return AuditConfig(
         model_uri=model_uri,
         query_file=query_file,
+        query_label=query_label,
         transform=transform_from_options(config.get("input_scale"), config.get("normalize")),
         calibration=SuppliedCalibration(*map(str, supplied)) if all(supplied) else None,
         **{key: config[key] for key in SAME_NAME if key in config},
@@ -210,7 +215,8 @@ class EMAEvaluator(AuditEvaluator):
         keep = config.get("query_file")
         with tempfile.TemporaryDirectory() as tmp:
             path = kept_query_path(keep) if keep else Path(tmp) / f"{query.name}.npz"
-            request = audit_config(model_uri, str(path), config)  # every option checked before a file is written
+            # every option checked before a file is written
+            request = audit_config(model_uri, str(path), config, query_label=query.name)
             if keep:
                 keep_query(query, path)
                 set_tags({keys.TAG_QUERY_FILE: str(path)})

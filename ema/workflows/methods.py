@@ -82,6 +82,9 @@ class MethodSpec:
         an engine that runs every method runs it whether named here or not.
     metrics : tuple of Metric
         Every metric its results carry; the first is its headline number.
+    trail : tuple of str
+        The keys of the numbers an audit's record on the model version keeps for it, beside its
+        verdict (``ema compare --model --query`` shows them); default: its headline number.
     """
 
     name: str
@@ -91,6 +94,7 @@ class MethodSpec:
     needs_probabilities: bool = True
     engines: tuple[str, ...] = (ENGINE_IN_PROCESS,)
     metrics: tuple[Metric, ...] = field(default=())
+    trail: tuple[str, ...] = ()
 
     @property
     def plan(self) -> tuple[str, ...]:
@@ -101,6 +105,11 @@ class MethodSpec:
     def headline(self) -> str:
         """The key of the number a one-column summary shows for it (the unlearning grid's tables)."""
         return self.metrics[0].key
+
+    @property
+    def trail_numbers(self) -> tuple[str, ...]:
+        """The keys of the numbers the version's audit trail keeps for it: ``trail``, else its headline."""
+        return self.trail or (self.headline,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +155,7 @@ _BUILT_IN: tuple[Method, ...] = (
         runner=_deferred("run_ema"),
         needs_probabilities=False,
         engines=(ENGINE_IN_PROCESS, ENGINE_SPARK),
+        trail=(keys.METRIC_RHO_EMA, keys.METRIC_RHO_EMA_KS),
         metrics=(
             Metric(
                 keys.METRIC_RHO_EMA,
@@ -185,6 +195,7 @@ _BUILT_IN: tuple[Method, ...] = (
         help="tests removed and retained, may say inconclusive",
         auditors=(ReferenceAuditor, CalibratedAuditor),
         runner=_deferred("run_calibrated"),
+        trail=("p_removed", "p_retained", "retained_fraction", "retained_ci_low", "retained_ci_high"),
         metrics=(
             Metric("p_removed", PVALUE, "p-value of the hypothesis 'the query set was removed' (small: it was not)"),
             Metric("p_retained", PVALUE, "p-value of the hypothesis 'the query set is retained' (small: it is not)"),
@@ -283,6 +294,9 @@ def _check_spec(spec: MethodSpec) -> None:
         raise InputError(f"expected the engines of method {spec.name!r} among {tuple(ENGINES)}, got {spec.engines!r}")
     if not spec.metrics:
         raise InputError(f"expected method {spec.name!r} to declare its metrics, got none")
+    undeclared = sorted(set(spec.trail) - {metric.key for metric in spec.metrics})
+    if undeclared:
+        raise InputError(f"expected the trail numbers of method {spec.name!r} among its metrics, got {undeclared}")
     known = metric_vocabulary()
     for metric in spec.metrics:
         if known.get(metric.key, metric) != metric:

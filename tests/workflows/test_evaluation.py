@@ -45,11 +45,12 @@ def pixel_frame(data) -> pd.DataFrame:
     return pd.DataFrame(data.x.reshape(len(data), -1), columns=[f"pixel{i}" for i in range(784)]).assign(label=data.y)
 
 
-def evaluate(data: pd.DataFrame, **config):
+def evaluate(data, **config):
+    """Evaluate a frame (labels in ``label``) or an MLflow dataset (its own targets) with the ema evaluator."""
     return mlflow.models.evaluate(
         model="models:/ema-target@target",
         data=data,
-        targets="label",
+        targets="label" if isinstance(data, pd.DataFrame) else None,
         model_type="classifier",
         evaluators=["ema"],
         evaluator_config={"ema": {"method": "ema", "alpha": 0.1, "k": 100, **config}},
@@ -77,6 +78,9 @@ def test_evaluate_with_the_ema_evaluator_logs_the_audit_on_the_run(trained, ema_
     child = client.get_run(run.data.tags[TAG_AUDIT_RUN])
     assert child.data.tags[keys.TAG_PARENT_RUN] == result.run_id
     assert child.data.tags[keys.TAG_RUN_KIND] == keys.RUN_KIND_AUDIT
+    assert result.metrics["verdict_code"] == {"memorized": 1.0, "not_memorized": 0.0}[run.data.tags[keys.TAG_VERDICT]]
+    assert child.data.params[keys.PARAM_QUERY] == "dataset"  # the MLflow dataset's name, not a temporary file's
+    assert child.info.run_name == "dataset · ema · ema-target v1"  # named as `ema audit` names its runs
     assert AUDIT_ARTIFACTS <= artifact_paths(client, child.info.run_id)
     report = result.artifacts[keys.ARTIFACT_REPORT].content
     assert "Verdict: " in report and "rho_ema" in report and "<img " in report
@@ -91,7 +95,9 @@ def test_the_ema_evaluator_runs_the_same_audit_as_ema_audit(trained, ema_evaluat
     through_mlflow = client.get_run(client.get_run(result.run_id).data.tags[TAG_AUDIT_RUN])
     query_file = write_set(query, tmp_path / "dataset.npz")
     direct = client.get_run(
-        audit(AuditConfig(model_uri="models:/ema-target@target", query_file=str(query_file))).run_id
+        audit(
+            AuditConfig(model_uri="models:/ema-target@target", query_file=str(query_file), query_label="dataset")
+        ).run_id
     )
     assert through_mlflow.data.metrics == direct.data.metrics
     assert through_mlflow.data.params == direct.data.params
@@ -116,6 +122,14 @@ def test_the_ema_evaluator_keeps_the_query_file_when_asked(trained, ema_evaluato
     result = evaluate(pixel_frame(query), query_file=str(kept))
     assert kept.is_file()
     assert f"--query-file {kept}" in result.artifacts[keys.ARTIFACT_REPORT].content
+
+
+def test_the_ema_evaluator_records_a_named_datasets_name(trained, ema_evaluator, query):
+    named = mlflow.data.from_pandas(pixel_frame(query), targets="label", name="forget-request-17")
+    result = evaluate(named)
+    child = MlflowClient().get_run(MlflowClient().get_run(result.run_id).data.tags[TAG_AUDIT_RUN])
+    assert child.data.params[keys.PARAM_QUERY] == "forget-request-17"
+    assert child.info.run_name.startswith("forget-requ… · ema · ")
 
 
 @pytest.mark.parametrize(

@@ -157,6 +157,7 @@ def test_register_method_refuses_a_bad_combination(row, message):
             {"metrics": (Metric("flag_rate", ESTIMATE, "something else"),)},
             "metric 'flag_rate' of method 'toy' to mean what the table says .* give a new metric a new name",
         ),
+        ({"trail": ("p_flagged", "rho_ema")}, r"trail numbers of method 'toy' among its metrics, got \['rho_ema'\]"),
     ],
 )
 def test_register_method_refuses_a_bad_spec(changes, message):
@@ -222,3 +223,9 @@ def test_a_toy_method_registered_in_the_table_is_offered_and_run_by_ema_audit(tr
     assert "--method [ema|ks-ratio|both|calibrated|ema+calibrated|toy]" in words
     assert "toy (a test-only toy: confidences above the non-members' median)." in words
     assert "toy: p_flagged " in words and words.rsplit(" -> ", 1)[1] in VERDICTS
+
+
+def test_trail_numbers_default_to_the_headline_and_keep_the_calibrated_interval():
+    assert toy_spec().trail_numbers == ("p_flagged",)
+    assert method_spec("ema").trail_numbers == ("rho_ema", "rho_ema_ks")
+    assert {"p_removed", "retained_ci_low", "retained_ci_high"} <= set(method_spec("calibrated").trail_numbers)

@@ -307,3 +307,33 @@ def test_audit_trail_keeps_every_audit_and_compare_lines_up_versions(trained):
     assert shown.exit_code == 0 and all(run in shown.output for run in runs)
     refused = CliRunner().invoke(main, ["compare", "--model", outcome.version.name])
     assert refused.exit_code != 0 and "give either RUN_ID... or both --model NAME and --query Q" in refused.output
+
+
+def test_an_ema_calibrated_audit_leaves_both_verdicts_in_metrics_trail_and_compare(trained):
+    _, outcome = trained
+    version = outcome.version
+    done = audit(AuditConfig(model_uri=version.uri, query="M1", method="ema+calibrated", strict=True), progress=False)
+    run = run_of(done.run_id)
+    codes = {"memorized": 1.0, "not_memorized": 0.0, "inconclusive": 0.5}
+    metrics = run.data.metrics
+    assert metrics["verdict_code"] == codes[done.results["ema"].verdict] == metrics["verdict_code.ema"]
+    assert metrics["verdict_code.calibrated"] == codes[done.results["calibrated"].verdict]
+    assert run.info.run_name == f"M1 · ema+cal · {version.name} v{version.version}"
+
+    trail = version_trail(version.name, query="M1")
+    mine = trail[trail["run_id"] == done.run_id].set_index("method")
+    assert list(mine.index) == ["ema", "calibrated"] and set(mine["run_method"]) == {"ema+calibrated"}
+    calibrated = mine.loc["calibrated"]
+    assert calibrated["verdict"] == done.results["calibrated"].verdict
+    assert calibrated["p_removed"] == pytest.approx(done.results["calibrated"].metrics["p_removed"])
+    assert mine.loc["ema"]["rho_ema"] == pytest.approx(done.results["ema"].metrics["rho_ema"])
+    assert calibrated["members"] == run.data.tags[keys.TAG_MEMBER_REFERENCE]
+    assert calibrated["calibration"] == run.data.tags[keys.TAG_CALIBRATION_SOURCE]
+    assert calibrated["strict"] and calibrated["input"] == "x1"
+
+    shown = CliRunner().invoke(main, ["compare", "--model", version.name, "--query", "M1"])
+    assert shown.exit_code == 0, shown.output
+    header = shown.output.splitlines()[0].split()
+    assert {"method", "verdict", "p_removed", "rho_ema", "members", "calibration", "strict", "input"} <= set(header)
+    lines = [line for line in shown.output.splitlines() if done.run_id in line]
+    assert len(lines) == 2 and " calibrated " in lines[1]  # one row per (version, method)

@@ -1,0 +1,74 @@
+"""An audit's record on the model version it audited: every method's answer and the options behind it.
+
+The record's layout, and how ``ema compare --model NAME --query Q`` reads it back, is
+:mod:`ema.tracking.trail`'s; here an audit's configuration, session and tags become its options.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ema.data.tables import DEFAULT_LABEL_COLUMN
+from ema.inputs import InputTransform
+from ema.tracking import keys
+from ema.tracking.registry import RegisteredVersion, set_version_tags
+from ema.tracking.trail import answer, trail_record
+from ema.workflows.audit_session import AuditConfig, AuditSession
+from ema.workflows.methods import method_spec
+
+if TYPE_CHECKING:
+    from ema.workflows.audit import AuditOutcome
+
+
+def trail_options(config: AuditConfig, session: AuditSession, tags: Mapping[str, str]) -> dict[str, object]:
+    """The options that change a verdict, as the audit resolved them (None where unset or not used).
+
+    ``tags`` are the run's: the calibration source and route and the references appear there
+    only when a method of the audit used them.
+    """
+    return {
+        "input": describe_transform(session.target.transform),
+        "calibration": tags.get(keys.TAG_CALIBRATION_SOURCE),
+        "route": tags.get(keys.TAG_CALIBRATED_ROUTE),
+        "members": tags.get(keys.TAG_MEMBER_REFERENCE),
+        "nonmembers": tags.get(keys.TAG_NONMEMBER_REFERENCE),
+        "margin": config.margin,
+        "strict": config.strict,
+        "label_column": config.label_column if config.label_column != DEFAULT_LABEL_COLUMN else None,
+        "calibration_file": config.calibration_file,
+        "image_size": config.image_size,
+    }
+
+
+def describe_transform(transform: InputTransform) -> str:
+    """How pixels in [0, 1] reach the model, in a few characters: ``x255``, ``x1 norm 0.1307,0.3081``."""
+    scaled = f"x{transform.scale:g}"
+    if (transform.mean, transform.std) == (0.0, 1.0):
+        return scaled
+    return f"{scaled} norm {transform.mean:g},{transform.std:g}"
+
+
+def record_on_version(
+    config: AuditConfig,
+    outcome: AuditOutcome,
+    fingerprint: str,
+    version: RegisteredVersion,
+    options: Mapping[str, object],
+) -> None:
+    """Add the audit to the version's trail: a tag of its own (never overwriting an earlier audit's), and last_audit.
+
+    The trail tag is ``ema.audit.<query>.<UTC time>.<run id prefix>``, so that audits of the
+    same query, even in the same second from two processes, each keep their record.
+    """
+    when = time.gmtime()
+    answers = [
+        answer(name, result.verdict, result.metrics, method_spec(name).trail_numbers)
+        for name, result in outcome.results.items()
+    ]
+    first = outcome.primary.metrics
+    record = trail_record(outcome.query, fingerprint, outcome.method, answers, first, options, outcome.run_id, when)
+    query_key = config.query if config.query is not None else f"file-{fingerprint}"
+    trail_key = f"{keys.TAG_AUDIT_PREFIX}{query_key}.{time.strftime('%Y%m%dT%H%M%SZ', when)}.{outcome.run_id[:8]}"
+    set_version_tags(version, {trail_key: record, keys.TAG_LAST_AUDIT: record})

@@ -1,0 +1,114 @@
+"""The version trail's records: every method's answer and the options behind it, old EMA-only records still read."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pandas as pd
+import pytest
+
+from ema.inputs import InputTransform
+from ema.tracking.history import trail_table
+from ema.tracking.trail import answer, trail_record, trail_rows
+from ema.workflows.audit_session import audit_run_name
+from ema.workflows.audit_trail import describe_transform
+
+WHEN = time.gmtime(0)
+OPTIONS = {"input": "x255", "calibration": "recipe", "members": "folds 1-4", "margin": 0.1, "strict": False}
+#: A record as audits wrote it before ``results`` existed: EMA only, its metrics on the top level.
+LEGACY = {
+    "query": "M1",
+    "query_fingerprint": "abc",
+    "method": "ema",
+    "rho_ema": 0.5,
+    "rho_ema_ks": 0.4,
+    "flag_rate": 0.9,
+    "verdict": "not_memorized",
+    "run_id": "r" * 32,
+    "time": "2026-01-01T00:00:00Z",
+}
+
+
+def combined_record() -> dict:
+    ema = {"rho_ema": 0.3, "rho_ema_ks": 0.2, "flag_rate": 0.9}
+    calibrated = {
+        "p_removed": 0.001,
+        "p_retained": 0.6,
+        "retained_fraction": 0.8,
+        "retained_ci_low": 0.5,
+        "retained_ci_high": float("nan"),
+        "flag_rate": 0.9,
+    }
+    answers = [
+        answer("ema", "not_memorized", ema, ("rho_ema", "rho_ema_ks")),
+        answer("calibrated", "memorized", calibrated, ("p_removed", "retained_fraction", "retained_ci_low")),
+    ]
+    return json.loads(trail_record("M1", "abc", "ema+calibrated", answers, ema, OPTIONS, "s" * 32, WHEN))
+
+
+def test_trail_record_keeps_each_methods_verdict_and_headline_numbers():
+    record = combined_record()
+    ema, calibrated = record["results"]  # in the run's plan order
+    assert ema == {"method": "ema", "verdict": "not_memorized", "rho_ema": 0.3, "rho_ema_ks": 0.2}
+    assert calibrated == {
+        "method": "calibrated",
+        "verdict": "memorized",
+        "p_removed": 0.001,
+        "retained_fraction": 0.8,
+        "retained_ci_low": 0.5,
+    }  # a non-finite number is left out, so the record stays JSON any reader parses
+    assert (record["verdict"], record["rho_ema"], record["method"]) == ("not_memorized", 0.3, "ema")  # as before
+    assert record["run_method"] == "ema+calibrated" and record["options"] == OPTIONS
+
+
+def test_trail_rows_give_one_row_per_method_and_read_old_records():
+    rows = trail_rows(combined_record())
+    assert [(r["method"], r["verdict"]) for r in rows] == [("ema", "not_memorized"), ("calibrated", "memorized")]
+    assert rows[1]["p_removed"] == 0.001 and rows[1]["options"] == OPTIONS
+    (old,) = trail_rows(LEGACY)
+    assert old["method"] == "ema" and old["run_method"] == "ema" and old["verdict"] == "not_memorized"
+    assert (old["rho_ema"], old["rho_ema_ks"]) == (0.5, 0.4) and "flag_rate" not in old and old["options"] == {}
+
+
+def test_trail_table_lines_up_methods_numbers_and_options():
+    rows = [{"version": 2, **row} for row in trail_rows(combined_record())] + [{"version": 1, **trail_rows(LEGACY)[0]}]
+    table = trail_table(rows)
+    assert list(table["version"]) == [2, 2, 1]  # sorted by time: the old record's is later
+    assert list(table.columns[:6]) == ["version", "time", "query", "run_method", "method", "verdict"]
+    assert {"rho_ema", "p_removed", "input", "calibration", "members", "nonmembers", "margin", "strict"} <= set(
+        table.columns
+    )
+    assert "retained_fraction" not in table.columns and "image_size" not in table.columns  # set by no audit
+    calibrated = table[table["method"] == "calibrated"].iloc[0]
+    assert calibrated["p_removed"] == 0.001 and calibrated["input"] == "x255"
+    assert calibrated["retained"] == ""  # its interval's upper end was not finite
+    assert pd.isna(table[table["version"] == 1].iloc[0]["input"])  # the old record knew no options
+
+
+def test_trail_table_shows_options_only_some_audits_set():
+    record = combined_record()
+    record["options"] = {**OPTIONS, "image_size": 64}
+    record["results"][1]["retained_ci_high"] = 0.95
+    table = trail_table([{"version": 1, **row} for row in trail_rows(record)])
+    assert list(table["image_size"]) == [64, 64]
+    assert list(table["retained"]) == ["", "0.80 [0.50, 0.95]"]
+
+
+@pytest.mark.parametrize(
+    ("query", "method", "model", "name"),
+    [
+        ("M1", "ema+calibrated", "ema-target v4", "M1 · ema+cal · ema-target v4"),
+        ("M6", "both", "ema-target v12", "M6 · both · ema-target v12"),
+        ("forget-request-17.npz", "calibrated", "xray v3", "forget-requ… · calibrated · xray v3"),
+    ],
+)
+def test_audit_run_name_keeps_query_method_and_model_visible(query, method, model, name):
+    assert audit_run_name(query, method, model) == name
+    assert len(audit_run_name("M1", "ema+calibrated", "ema-target v4")) <= 30
+
+
+def test_describe_transform_says_scale_and_normalisation():
+    assert describe_transform(InputTransform()) == "x1"
+    assert describe_transform(InputTransform(scale=255.0)) == "x255"
+    assert describe_transform(InputTransform(mean=0.1307, std=0.3081)) == "x1 norm 0.1307,0.3081"
