@@ -56,9 +56,14 @@ CLI_FLAGS = {
     "engine": "--engine",
     "spark_master": "--spark-master",
     "membership_out": "--membership-out",
+    "label_column": "--label-column",
+    "calibration_file": "--calibration-file",
+    "image_size": "--image-size",
+    "device": "--device",
 }
-#: Always written, even at their defaults: what was audited, on what, how.
-ALWAYS = ("model_uri", "model_url", "query", "query_file", "query_table", "method")
+#: Always written, even at their defaults: what was audited, on what, how (``ema audit``'s default device,
+#: ``auto``, is not the library's, ``cpu``).
+ALWAYS = ("model_uri", "model_url", "query", "query_file", "query_table", "method", "device")
 
 
 def reproduce_command(config: AuditConfig) -> str:

@@ -64,6 +64,11 @@ def parsed_back(command: str, monkeypatch) -> AuditConfig:
             request_timeout=5.0,
             http_concurrency=3,
             http_format="json",
+            certify_level=0.9,
+            label_column="diagnosis",
+            calibration_file="cal.csv",
+            image_size=64,
+            device="cuda:1",
         ),
         AuditConfig(model_uri="runs:/abc/model", query="S", transform=InputTransform(scale=255.0)),
     ],
@@ -76,7 +81,7 @@ def test_reproduce_command_parses_back_to_the_same_config(config, monkeypatch):
 
 def test_reproduce_command_writes_only_options_that_differ_from_their_defaults():
     command = reproduce_command(AuditConfig(model_uri="models:/ema-target/3", query="M1", alpha=0.05))
-    assert command == "ema audit --model models:/ema-target/3 --query M1 --method ema --alpha 0.05"
+    assert command == "ema audit --model models:/ema-target/3 --query M1 --method ema --alpha 0.05 --device cpu"
 
 
 def test_reproduce_command_names_what_ema_audit_cannot_set():
