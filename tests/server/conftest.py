@@ -28,3 +28,4 @@ def on_server(server_url, tmp_path, monkeypatch) -> str:
     yield server_url
     while mlflow.active_run():
         mlflow.end_run()
+    mlflow.set_tracking_uri(None)

@@ -55,6 +55,7 @@ def test_the_documented_team_server_commands_start_serve_a_client_and_stop(monke
         assert MlflowClient().get_run(run_.info.run_id).data.metrics == {"rho_ema": 0.5}
         assert "mlflow server: running" in run(swapped[1]).stdout
     finally:
+        mlflow.set_tracking_uri(None)
         stopped = run(swapped[2])
     assert stopped.returncode == 0, stopped.stderr
     assert run(swapped[1]).stdout.splitlines() == ["postgres: stopped", "mlflow server: stopped"]

@@ -19,6 +19,7 @@ def fresh_folder(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri(None)  # a URI set in this process by an earlier test would win over the folder's store
     yield tmp_path
     mlflow.set_tracking_uri(None)
 
