@@ -309,6 +309,7 @@ def test_audit_trail_keeps_every_audit_and_compare_lines_up_versions(trained):
     assert refused.exit_code != 0 and "give either RUN_ID... or both --model NAME and --query Q" in refused.output
 
 
+@pytest.mark.slow  # an ema+calibrated audit trains a calibration model: about 80 s on two idle cores
 def test_an_ema_calibrated_audit_leaves_both_verdicts_in_metrics_trail_and_compare(trained):
     _, outcome = trained
     version = outcome.version
