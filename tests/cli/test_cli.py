@@ -180,7 +180,8 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "label_column", "calibration_file",
     }  # fmt: skip
     assert unset == {
-        "query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption", "timeout"
+        "query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption", "timeout",
+        "query_label",
     }  # fmt: skip
 
 

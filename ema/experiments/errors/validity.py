@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -31,9 +32,11 @@ from ema.auditors.ema import pvalue_verdict
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.data.arrays import ArraySet
 from ema.errors import InputError
-from ema.training.recipes import Recipe
 from ema.training.spec import TrainSpec
 from ema.validation import check_choice, check_open_unit, check_positive_int
+
+if TYPE_CHECKING:  # the recipes import mlflow and scikit-learn: `ema grid --help` imports neither
+    from ema.training.recipes import Recipe
 
 KINDS = ("members", "same-domain", "other-domain", "mixture")
 METHODS = ("ema-t", "ema-ks", "ks-ratio", "calibrated", "transfer")

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ema.errors import RETRYABLE, InputError
-from ema.experiments.common import record_grid_on_version
+from ema.experiments.grid_tags import record_grid_on_version
 from ema.experiments.paper.cells import CellAuditor
 from ema.experiments.paper.config import GridConfig
 from ema.experiments.paper.grids import Cell, check_data, member_query

@@ -36,7 +36,8 @@ from ema.auditors.reference import ReferenceAuditor
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
 from ema.errors import InputError
-from ema.experiments.common import BENCHMARK_RECIPE, record_grid_on_version
+from ema.experiments.common import BENCHMARK_RECIPE
+from ema.experiments.grid_tags import record_grid_on_version
 from ema.experiments.unlearning.config import UNLEARNING_GRID, UnlearningGridConfig
 from ema.experiments.unlearning.tables import (
     SET_ROLES,
