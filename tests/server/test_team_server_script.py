@@ -50,6 +50,7 @@ def test_the_documented_team_server_commands_start_serve_a_client_and_stop(monke
         url = re.search(r"http://127\.0\.0\.1:\d+", started.stdout).group(0)
         monkeypatch.setenv("MLFLOW_TRACKING_URI", url)
         mlflow.set_tracking_uri(url)
+        mlflow.set_experiment("team-server-check")  # an experiment of this server, not one cached from another test
         with mlflow.start_run() as run_:
             mlflow.log_metric("rho_ema", 0.5)
         assert MlflowClient().get_run(run_.info.run_id).data.metrics == {"rho_ema": 0.5}

@@ -158,27 +158,6 @@ def test_compare_page_shows_rho_of_both_audits(two_audits, ui_server, tmp_path):
     screenshot_page(url, tmp_path, "mlflow-compare.png")
 
 
-@pytest.mark.slow
-def test_compare_page_lines_up_verdict_codes_of_two_versions(two_audits, ui_server, tmp_path):
-    """The verdicts as numbers (``verdict_code``), beside the short run names that tell the versions apart."""
-    from mlflow.tracking import MlflowClient
-
-    _, runs = two_audits
-    client = MlflowClient()
-    stored = [client.get_run(run.run_id) for run in runs]
-    codes = {"memorized": 1.0, "not_memorized": 0.0, "inconclusive": 0.5}
-    for run, logged in zip(runs, stored, strict=True):
-        assert logged.data.metrics["verdict_code"] == codes[run.primary.verdict]
-        assert logged.data.metrics["verdict_code.ema"] == codes[run.primary.verdict]
-    names = [logged.info.run_name for logged in stored]
-    assert names[0] != names[1] and all(name.startswith("m6-s-40.npz · ema · ema-target v") for name in names)
-    url = compare_url(ui_server, runs)
-    dom = chromium("--virtual-time-budget=30000", "--dump-dom", url, profile=tmp_path / "profile-codes")
-    assert "verdict_code" in dom and "verdict_code.ema" in dom
-    assert all(name in dom for name in names)  # whole: not cut to "audit m6-s-40.npz e..."
-    screenshot_page(url, tmp_path, "mlflow-compare-verdicts.png")
-
-
 def test_audit_report_renders_with_verdict_pvalues_and_figures(two_audits, ui_server, tmp_path):
     """report.html, as the tracking server serves it, rendered by Chromium; and shown in the UI's artifact view."""
     from mlflow.tracking import MlflowClient
