@@ -48,7 +48,7 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
     MissingDependencyError
         If the store's database driver is not installed.
     """
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI
+    uri = store.absolute_uri(os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI)
     mlflow.set_tracking_uri(uri)
     # A tracking server makes MLflow print a "View run" link per run to stdout, into our tables.
     os.environ.setdefault(QUIET_LINKS_ENV, "true")

@@ -64,6 +64,23 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(database).absolute()
 
 
+def absolute_uri(uri: str) -> str:
+    """``uri`` with a relative sqlite database made absolute (against the working directory now).
+
+    MLflow keeps one store object per URI for the life of the process: a relative
+    ``sqlite:///mlflow.db`` opened in one folder would otherwise still point there after the
+    process moves to another (a notebook, a test suite). Query strings and other stores are kept.
+
+    >>> absolute_uri("http://127.0.0.1:5000")
+    'http://127.0.0.1:5000'
+    """
+    db = sqlite_path(uri)
+    if db is None or uri.startswith("sqlite:////"):
+        return uri
+    query = uri.partition("?")[2]
+    return f"sqlite:///{db}" + (f"?{query}" if query else "")
+
+
 def lock_folder(db: Path) -> Path:
     """Where the lock files of a sqlite store live: ``<db>.locks`` beside the database."""
     return db.with_name(db.name + ".locks")

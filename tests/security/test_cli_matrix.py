@@ -36,7 +36,7 @@ CASES = {
     "demo alpha nan": (["demo", "--alpha", "nan", "--epochs", "1", "--no-progress"], r"expected alpha in \(0, 1\)"),
     "errors grid sizes": (["grid", "errors", "--sizes", "0,-5"], "expected query size to be a positive integer, got 0"),
     "paper grid draws": (["grid", "paper", "benchmark", "--draws", "5"], "No such option '--draws'"),
-    "errors grid data": (["grid", "errors", "--data", "fashion", "--k", "60"], "No such option '--data'"),
+    "errors grid k": (["grid", "errors", "--data", "fashion", "--k", "60"], "No such option '--k'"),
     "old paper grid spelling": (["grid", "benchmark", "--k", "60"], "is now `ema grid paper benchmark`"),
     "calibration name with a path": (
         ["calibrate", "--calibration-name", "../../evil", "--no-progress"],

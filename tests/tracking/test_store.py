@@ -146,6 +146,16 @@ def test_configure_creates_the_store_and_experiment_under_a_lock_beside_it(fresh
     configure("first-use")  # a second command: nothing to create
 
 
+def test_configure_in_another_folder_uses_that_folders_store(fresh_folder, monkeypatch):
+    configure("first-use")
+    other = fresh_folder / "elsewhere"
+    other.mkdir()
+    monkeypatch.chdir(other)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # mlflow.set_tracking_uri exports it
+    configure("first-use")  # MLflow keeps one store per URI: a relative one would still point at the first folder
+    assert (other / "mlflow.db").stat().st_size > 0
+
+
 def test_configure_refuses_a_corrupt_database_naming_it(fresh_folder):
     (fresh_folder / "mlflow.db").write_bytes(bytes(range(256)) * 16)
     with pytest.raises(EMAError, match=r"mlflow\.db is not a usable sqlite database .*move it aside") as info:
