@@ -139,7 +139,7 @@ PARAM_METHODS = "methods"
 PARAM_ENGINE = "engine"
 PARAM_SPARK_MASTER = "spark_master"
 #: Where torch trained and scored in the run's process: ``cpu``, or ``cuda:N (the card's name)``.
-PARAM_DEVICE = "device"
+PARAM_DEVICE = "device_used"
 
 # Metrics.
 METRIC_RHO_EMA = "rho_ema"
