@@ -267,8 +267,9 @@ class AuditConfig:
             keys.PARAM_STRICT: self.strict,
             keys.PARAM_ENGINE: self.engine,
             keys.PARAM_LABEL_COLUMN: self.label_column,
-            keys.PARAM_CALIBRATION_FILE: self.calibration_file or "",
             keys.PARAM_DEVICE: describe_device(target.device),
+            # only when given: under `mlflow run` the project logs its own empty default ('') first
+            **({keys.PARAM_CALIBRATION_FILE: self.calibration_file} if self.calibration_file else {}),
         }
 
     def resolved_device(self) -> AuditConfig:
