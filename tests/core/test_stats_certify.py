@@ -16,7 +16,7 @@ from scipy import stats
 
 from ema.errors import InputError
 from ema.stats.binned_tests import DEFAULT_BIN_LEVELS, bin_counts, quantile_edges
-from ema.stats.certify import certifiable_margin, cross_fitted_information, plan_certification
+from ema.stats.certify import certifiable_margin, cross_fit_information, cross_fitted_information, plan_certification
 from ema.stats.mixture import retained_fraction
 
 LEVELS = np.array(DEFAULT_BIN_LEVELS)
@@ -79,6 +79,31 @@ def test_cross_fitted_information_is_near_zero_without_a_difference_and_near_the
     assert 0.8 * binned <= estimate <= 1.05 * binned
 
 
+def gaussian_ratio(train_members, train_nonmembers):
+    """The members' N(SHIFT, 1) over the non-members' N(0, 1), known rather than fitted: the finest ratio there is."""
+    return lambda x: np.exp(SHIFT * x - SHIFT**2 / 2)
+
+
+def test_cross_fit_information_with_the_exact_ratio_finds_the_full_information_the_bins_miss():
+    rng = np.random.default_rng(5)
+    members, nonmembers = references(rng, n_reference=20_000)
+    exact = cross_fit_information(members, nonmembers, gaussian_ratio)
+    binned = cross_fitted_information(members, nonmembers, LEVELS)
+    assert exact == pytest.approx(math.expm1(SHIFT**2), rel=0.15)  # chi^2 of two unit normals: e^(d^2) - 1
+    assert binned < exact
+
+
+def test_cross_fitted_information_at_a_half_retained_share_matches_the_integral():
+    rng = np.random.default_rng(6)
+    grid = np.linspace(-8, 9, 20_001)
+    f_mem, f_non = stats.norm.pdf(grid, loc=SHIFT), stats.norm.pdf(grid)
+    truth = float(np.sum((f_mem - f_non) ** 2 / (0.5 * f_mem + 0.5 * f_non)) * (grid[1] - grid[0]))
+    members, nonmembers = references(rng, n_reference=20_000)
+    estimate = cross_fit_information(members, nonmembers, gaussian_ratio, retained_share=0.5)
+    assert estimate == pytest.approx(truth, rel=0.15)
+    assert estimate < cross_fit_information(members, nonmembers, gaussian_ratio)  # I(pi) falls as pi grows
+
+
 def test_plan_certification_sizes_certify_the_margin_in_09_of_simulated_draws():
     rng = np.random.default_rng(2)
     margin = 0.3
@@ -123,6 +148,10 @@ def test_plan_certification_keeps_a_reference_that_suffices_and_grows_one_that_d
         (lambda: certifiable_margin(200, 1000, 0.1, certify_level=1.0), "certify_level"),
         (lambda: plan_certification(1.5, 0.1, n_reference=1000), "margin"),
         (lambda: cross_fitted_information(np.ones(3), np.ones(100), LEVELS), "at least 2 samples per fold"),
+        (
+            lambda: cross_fitted_information(np.ones(50), np.ones(50), LEVELS, retained_share=1.0),
+            "retained share in \\[0, 1\\)",
+        ),
     ],
 )
 def test_certify_functions_refuse_bad_input(call, message):
