@@ -304,6 +304,8 @@ def audit(
     for method, result in outcome.results.items():
         numbers = " ".join(f"{k} {v:.4g}" for k, v in result.metrics.items() if k != METRIC_N_QUERY)
         click.echo(f"  {method}: {numbers} -> {result.verdict}")
+        if "evidence" in result.thresholds:
+            click.echo(f"  {method}: {result.thresholds['evidence']}")
     for warning in outcome.warnings:
         click.echo(f"warning: {warning}", err=True)
     if config.strict and outcome.warnings:

@@ -39,6 +39,7 @@ from ema.auditors.reference_record import (
     ASSUMPTIONS,
     decide_reference_verdict,
     default_certify_level,
+    evidence_note,
     shift_warnings,
 )
 from ema.auditors.result import AuditResult
@@ -307,6 +308,8 @@ class ReferenceAuditor:
             ``certify_level`` the verdict compares with the margin),
             ``p_class_mix``, ``p_mixture_fit``, ``n_query``, ``flag_rate``.
             ``thresholds["certify"]``: the margin as asked and as used, and the level.
+            ``thresholds["evidence"]``: one sentence on how strong the evidence behind the verdict
+            is (:func:`~ema.auditors.reference_record.evidence_note`).
             ``thresholds["warnings"]``: list of str, the calibration gates plus this query's
             shift checks (``[]`` when none). ``flags[signal]``: the sample's bin has a positive
             log-likelihood ratio (descriptive only; the verdict comes from the tests).
@@ -362,6 +365,17 @@ class ReferenceAuditor:
             "query_counts": query_counts.tolist(),
             "attack": self.attack_.to_dict(),
             "certify": {"margin": self.margin, "margin_used": margin, "certify_level": self.resolved_certify_level()},
+            "evidence": evidence_note(
+                verdict,
+                p_removed=p_removed,
+                alpha=self.alpha,
+                retained_low=fraction.low,
+                retained_high=fraction.high,
+                upper_bound=upper_bound,
+                margin=margin,
+                certifiable_margin=certifiable,
+                certify_level=self.resolved_certify_level(),
+            ),
         }
         return AuditResult(
             method=self.method,

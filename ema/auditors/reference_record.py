@@ -63,6 +63,61 @@ def decide_reference_verdict(p_removed: float, retained_high: float, *, alpha: f
     return INCONCLUSIVE
 
 
+#: ``memorized`` with p_removed above alpha / WEAK_EVIDENCE_DIVISOR is called weak evidence: a set the
+#: model never saw gets such a p-value in more than a tenth of the audits that alpha already accepts.
+WEAK_EVIDENCE_DIVISOR = 10
+
+
+def evidence_note(
+    verdict: str,
+    *,
+    p_removed: float,
+    alpha: float,
+    retained_low: float,
+    retained_high: float,
+    upper_bound: float,
+    margin: float,
+    certifiable_margin: float,
+    certify_level: float,
+) -> str:
+    """One sentence on how strong the evidence behind ``verdict`` is, in the audit's own numbers.
+
+    A ``memorized`` verdict whose p_removed is above alpha / 10 is said to be weak, with the rate
+    at which removed sets get such a p-value (the permutation p-value is exact) and how low the
+    retained share may be; ``not_memorized`` states the bound it certified; ``inconclusive`` says
+    which test fell short and the smallest margin this query size could certify.
+
+    Examples
+    --------
+    >>> evidence_note("memorized", p_removed=0.043, alpha=0.1, retained_low=0.04, retained_high=0.35,
+    ...               upper_bound=0.35, margin=0.1, certifiable_margin=0.31, certify_level=0.95)[:14]
+    'weak evidence:'
+    """
+    interval = f"retained share {retained_low:.2f} to {retained_high:.2f}"
+    if verdict == MEMORIZED:
+        if p_removed > alpha / WEAK_EVIDENCE_DIVISOR:
+            least = (
+                "the data are consistent with none of the set retained"
+                if retained_low < 0.005
+                else f"as little as {retained_low:.2f} of the set may be retained"
+            )
+            return (
+                f"weak evidence: a set the model never saw gets p_removed <= {p_removed:.2g} in {p_removed:.1%} of "
+                f"audits (alpha {alpha:g} calls 1 in {1 / alpha:.0f} removed sets memorized); {interval}, so {least}"
+            )
+        return f"strong evidence: p_removed={p_removed:.2g} is below alpha/{WEAK_EVIDENCE_DIVISOR}; {interval}"
+    if verdict == NOT_MEMORIZED:
+        return (
+            f"certified: at most {margin:.2f} of the set is retained (one-sided {certify_level:.0%} bound "
+            f"{upper_bound:.2f}); this query size certifies down to {certifiable_margin:.2f}"
+        )
+    reach = "none below 1" if certifiable_margin >= 1 else f"{certifiable_margin:.2f}"
+    return (
+        f"neither shown: p_removed={p_removed:.2g} > alpha {alpha:g} and the one-sided {certify_level:.0%} bound "
+        f"{upper_bound:.2f} > margin {margin:.2f}; the smallest margin this query size certifies: {reach}"
+    )
+
+
 def shift_warnings(p_too_forgotten: float, p_class_mix: float, p_fit: float, *, shift_alpha: float) -> list[str]:
     """Warnings that the query is unlike both references: its class mix, its fit to a mixture, too forgotten."""
     warnings = []

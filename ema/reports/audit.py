@@ -185,7 +185,7 @@ def _verdict_section(results: Mapping[str, AuditResult], warnings: Sequence[str]
 
 
 def _certification_section(results: Mapping[str, AuditResult]) -> str:
-    """What each calibrated result could certify, fixed before its query was scored; empty when none says."""
+    """What each calibrated result could certify (fixed before its query was scored) and how strong its evidence is."""
     parts = []
     for method, result in results.items():
         margin = result.metrics.get("certifiable_margin")
@@ -205,6 +205,10 @@ def _certification_section(results: Mapping[str, AuditResult]) -> str:
             f"; upper bound on the retained share (one-sided {level:.0%}): "
             f"<b>{esc(number(result.metrics.get('retained_upper_bound', math.nan)))}</b>.</p>"
         )
+        if "evidence" in result.thresholds:
+            parts.append(
+                f"<p><b>How strong the evidence is</b> ({esc(method)}): {esc(result.thresholds['evidence'])}.</p>"
+            )
     return section("What the calibrated audit can certify", "".join(parts), anchor="certify") if parts else ""
 
 

@@ -380,3 +380,26 @@ def test_resampled_power_matches_fresh_member_queries():
 def test_resampled_power_invalid_size_raises():
     with pytest.raises(InputError, match="expected `n_query` to be a positive integer, got 0"):
         resampled_power(np.ones(10), np.ones(10), 0)
+
+
+# --------------------------------------------------------------------------- evidence
+def test_audit_memorized_on_a_p_value_near_alpha_says_the_evidence_is_weak(weak):
+    # seed 17: a removed set (non-members) that the test calls memorized by chance, as the README's
+    # retrain-then-audit flow did (p_removed 0.043); the verdict alone does not say how weak that is
+    result = weak.audit(*make_proba(np.random.default_rng(17), 200, WEAK["nonmember"]))
+    assert result.verdict == MEMORIZED and ALPHA / 10 < result.metrics["p_removed"] <= ALPHA
+    evidence = result.thresholds["evidence"]
+    assert evidence.startswith("weak evidence: a set the model never saw gets p_removed <= 0.029 in 2.9% of audits")
+    assert "consistent with none of the set retained" in evidence  # its interval reaches 0
+
+
+def test_audit_evidence_of_each_verdict(strong, weak):
+    members = strong.audit(*make_proba(np.random.default_rng(0), 50, STRONG["member"]))
+    removed = strong.audit(*make_proba(np.random.default_rng(0), 200, STRONG["nonmember"]))
+    small = weak.audit(*make_proba(np.random.default_rng(0), 30, WEAK["nonmember"]))
+    assert [members.verdict, removed.verdict, small.verdict] == [MEMORIZED, NOT_MEMORIZED, INCONCLUSIVE]
+    assert members.thresholds["evidence"].startswith("strong evidence: p_removed=")
+    margin = removed.metrics["certifiable_margin"]
+    assert removed.thresholds["evidence"].startswith("certified: at most 0.10 of the set is retained (one-sided 95%")
+    assert removed.thresholds["evidence"].endswith(f"certifies down to {margin:.2f}")
+    assert small.thresholds["evidence"].startswith("neither shown: p_removed=")

@@ -206,6 +206,7 @@ def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_a
     certify = report.html.split('id="certify"')[1].split("</section>")[0]
     assert f"Certifiable margin: {number(result.metrics['certifiable_margin'])}" in certify
     assert "one-sided 95%" in certify and "probability 0.85" in certify
+    assert f"How strong the evidence is</b> (reference): {result.thresholds['evidence']}" in certify
     # first after the verdict box, before every other section
     assert report.html.index('id="verdict"') < report.html.index('id="certify"') < report.html.index('id="pvalues"')
 
