@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from ema.auditors.reference import ReferenceAuditor
 from ema.experiments.errors import reference as reference_study
+from ema.experiments.errors.certification import certification_draws, expected_upper_bound, summarize_certification
 from ema.experiments.errors.reference import (
     audit_draws,
     fold_verdicts,
@@ -17,7 +19,7 @@ from ema.experiments.errors.reference import (
     wrong_scale_warnings,
 )
 from ema.experiments.errors.reference_candidates import candidate_tests
-from ema.experiments.errors.reference_models import information
+from ema.experiments.errors.reference_models import information, score_row
 from ema.experiments.errors.reference_pools import draw, member_reference, truth
 from ema.signals import SIGNALS
 
@@ -128,3 +130,45 @@ def test_main_writes_the_report_naming_its_command(pools, tmp_path, monkeypatch,
     assert "| overfit: members called not_memorized, any size (max over sizes) | 0.000 | <= 0.10 | met |" in report
     assert "Whole training folds" in report and "## The information limit" in report
     assert capsys.readouterr().out.startswith("# The member-reference auditor")
+
+
+# --------------------------------------------------------------------------- issue 26's grid (--certification)
+def test_certification_draws_redraw_the_references_and_audit_every_share(pools):
+    draws = certification_draws(pools, sizes=(20, 100), shares=(0.0, 0.5, 1.0), n_draws=3, seed=0)
+    assert len(draws) == 3 * 2 * 3
+    assert draws.groupby("share")["truth"].first().tolist() == [0.0, 0.5, 1.0]
+    assert draws.groupby("draw")["information"].first().nunique() == 3  # a new non-member reference each draw
+    summary = summarize_certification(draws).set_index(["size", "share"])
+    assert summary.loc[(100, 1.0), "memorized"] == 1.0 and summary.loc[(100, 0.0), "memorized"] == 0.0
+    assert summary.loc[(100, 0.0), "not_memorized"] == 1.0  # the separable pools certify 0.1 from 100 samples
+    assert (summary["upper_bound_limit"] > 0).all() and (summary["width_limit"] > 0).all()
+
+
+def test_expected_upper_bound_is_the_mean_of_the_profile_bound_of_a_normal_estimate():
+    z = np.random.default_rng(0).normal(size=400_000)
+    level = stats.norm.ppf(0.95)
+    bound = np.where(z >= 0, z + level, z + np.sqrt(z**2 + level**2))
+    scale = np.sqrt((1 / 200 + 1 / 1000) / 0.1)
+    assert expected_upper_bound(200, 1000, 0.1, certify_level=0.95) == pytest.approx(scale * bound.mean(), rel=0.01)
+    assert expected_upper_bound(200, 1000, 0.0, certify_level=0.95) == np.inf
+
+
+def test_main_certification_prints_the_goal_table_without_touching_the_report(pools, monkeypatch, capsys):
+    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads: pools)
+    main(["--certification", "--targets", "overfit", "--sizes", "20,200", "--draws", "2"])
+    out = capsys.readouterr().out
+    assert out.startswith("Written by `python -m ema.experiments.errors.reference")
+    assert "| members called `not_memorized` at margin 0.1 (worst size) | <= 0.05 | 0.000 | met |" in out
+    assert "mean upper bound at share 0 over its bound, 200" in out
+    assert parse_args(["--certification"]).output is None and parse_args([]).output is not None
+
+
+def test_reference_models_spline_ratio_finds_the_information_of_one_score_and_of_two_jointly():
+    rng = np.random.default_rng(1)
+    members = np.column_stack([rng.normal(0.3, 1, 6000), rng.normal(0.5, 1, 6000)])
+    nonmembers = rng.normal(size=(2000, 2))
+    raw = score_row(members[:, :1], nonmembers[:, :1], "spline", seed=0)
+    joint = score_row(members, nonmembers, "spline", seed=0)
+    assert raw["I (cross-fitted)"] == pytest.approx(np.expm1(0.3**2), rel=0.3)  # chi^2 of unit normals
+    assert joint["I (cross-fitted)"] == pytest.approx(np.expm1(0.3**2 + 0.5**2), rel=0.3)
+    assert joint["AUC"] > raw["AUC"] and joint["margin at 200"] < raw["margin at 200"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,12 @@ from scipy import stats
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.errors import EMAError
+from ema.experiments.errors.certification import SIZES as CERTIFICATION_SIZES
+from ema.experiments.errors.certification import (
+    certification_draws,
+    certification_report,
+    summarize_certification,
+)
 from ema.experiments.errors.reference_candidates import compare_tests
 from ema.experiments.errors.reference_pools import (
     DEFAULT_CACHE,
@@ -184,7 +191,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The study's options, with ``targets`` and ``sizes`` parsed into a list and a tuple."""
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
     parser.add_argument("--targets", default=",".join(TARGETS), help="Comma-separated targets (default: all three).")
-    parser.add_argument("--sizes", default="5,20,50,200,1000", help="Query sizes (default: 5,20,50,200,1000).")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="Query sizes (default: 5,20,50,200,1000; with --certification, "
+        f"{','.join(map(str, CERTIFICATION_SIZES))}).",
+    )
     parser.add_argument("--draws", type=int, default=200, help="Seeded draws per cell (default: 200).")
     parser.add_argument(
         "--redraws", type=int, default=100, help="Draws per size with redrawn references (default: 100)."
@@ -193,7 +205,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--alpha", type=float, default=0.1, help="Level of the tests (default: 0.1).")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the draws (default: 0).")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"Scored pools (default: {DEFAULT_CACHE}).")
-    parser.add_argument("--output", type=Path, default=OUTPUT, help=f"Report (default: {OUTPUT}).")
+    parser.add_argument(
+        "--output", type=Path, default=None, help=f"Report (default: {OUTPUT}; with --certification, stdout only)."
+    )
+    parser.add_argument(
+        "--certification",
+        action="store_true",
+        help="Run issue 26's grid instead (query and references redrawn every draw; "
+        "ema.experiments.errors.certification) and print its Markdown tables.",
+    )
     parser.add_argument(
         "--threads", type=int, default=DEFAULT_THREADS, help=f"torch threads of training (default: {DEFAULT_THREADS})."
     )
@@ -202,7 +222,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [t for t in args.targets if t not in TARGETS]
     if unknown:
         parser.error(f"expected targets from {list(TARGETS)}, got {unknown}")
-    args.sizes = tuple(int(s) for s in args.sizes.split(","))
+    default_sizes = CERTIFICATION_SIZES if args.certification else (5, 20, 50, 200, 1000)
+    args.sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else default_sizes
+    if args.output is None and not args.certification:
+        args.output = OUTPUT
     return args
 
 
@@ -211,11 +234,8 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the study on every target whose data is installed, write the report and print it."""
-    args = parse_args(argv)
-    start = time.perf_counter()
-    results = {}
+def installed_pools(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Pool]]]:
+    """(name, pools) of every target in ``args.targets`` whose data is installed; the others are logged as skipped."""
     for name in args.targets:
         try:
             pools = score_pools(name, args.cache, threads=args.threads)
@@ -223,6 +243,33 @@ def main(argv: list[str] | None = None) -> None:
             log(f"{name}: skipped ({exc})")
             continue
         log(f"{name}: pools ready")
+        yield name, pools
+
+
+def run_certification(args: argparse.Namespace) -> None:
+    """Issue 26's grid on every installed target: print its Markdown (and write it to ``--output`` if given)."""
+    start = time.perf_counter()
+    results = {}
+    for name, pools in installed_pools(args):
+        draws = certification_draws(pools, sizes=args.sizes, n_draws=args.draws, alpha=args.alpha, seed=args.seed)
+        results[TARGETS[name][2]] = summarize_certification(draws)
+        log(f"{name}: certification grid done")
+    command = " ".join([COMMAND, *sys.argv[1:]])
+    text = certification_report(results, command=command, n_draws=args.draws, elapsed=time.perf_counter() - start)
+    if args.output is not None:
+        args.output.write_text(text + "\n")
+    print(text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the study on every target whose data is installed, write the report and print it."""
+    args = parse_args(argv)
+    if args.certification:
+        run_certification(args)
+        return
+    start = time.perf_counter()
+    results = {}
+    for name, pools in installed_pools(args):
         auditor = ReferenceAuditor(alpha=args.alpha).calibrate(*member_reference(pools), *pools["cal"])
         res = {
             "auditor": auditor,

@@ -1,0 +1,278 @@
+"""Issue 26's grid without shifted queries: ``python -m ema.experiments.errors.reference --certification``.
+
+Part of the member-reference auditor's validity study (:mod:`ema.experiments.errors.reference`),
+on its cached pools. Every draw redraws the references AND the query, so each rate is the
+auditor's unconditional error, the one a test can control:
+
+- the query fold F is drawn from M1..M5 and the member reference is the other four folds;
+- the non-member reference (as large as the calibration set) is drawn from the calibration set
+  and M6 together, and the query's non-members from what is left;
+- a query of each size and retained share holds ``round(share * size)`` members of F and
+  non-members for the rest, and is audited by :class:`~ema.auditors.reference.ReferenceAuditor`
+  calibrated on that draw's references (verdict at margin 0.1 and, from the same result, at the
+  audit's certifiable margin, ``--margin auto``).
+
+Each draw also records what the information allows (:mod:`ema.stats.certify`), from the
+information cross-fitted on that draw's references: the mean upper bound of a removed query,
+and the width of a half-retained query's interval, so the auditor's efficiency is measured
+against its own score's bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import integrate, stats
+
+from ema.auditors.reference import ReferenceAuditor
+from ema.auditors.reference_record import decide_reference_verdict
+from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
+from ema.experiments.errors.reference_pools import Pool
+from ema.stats.certify import cross_fitted_information
+from ema.stats.mixture import DetectionPower
+
+#: Retained shares of the grid's queries (issue 26: coverage at 0, 0.1, 0.25, 0.5, 1; false certification at 0.1, 0.2).
+SHARES: tuple[float, ...] = (0.0, 0.1, 0.2, 0.25, 0.5, 1.0)
+#: Query sizes of the grid (issue 26: 20 to 1,000; memorized at 50 and 75 on the generalising target).
+SIZES: tuple[int, ...] = (20, 50, 75, 200, 1000)
+#: Permutations of each test (the auditor's default is 10,000): the p-value stays exact, its Monte Carlo
+#: error near alpha = 0.1 is 0.007, and an audit costs half as much.
+GRID_PERMUTATIONS = 2000
+
+
+class _UnstatedPowerAuditor(ReferenceAuditor):
+    """The reference auditor without its stated power, which this grid does not measure.
+
+    Resampling the power is two thirds of an audit's cost on a redrawn reference (100 resampled
+    tests of 1,000 permutations per size and draw); the verdicts, intervals and certifiable
+    margin do not depend on it. ``power_retained`` and ``min_detectable_fraction`` are NaN.
+    """
+
+    def detection_power(self, n_query: int) -> DetectionPower:
+        return DetectionPower(
+            n=int(n_query),
+            power_retained=math.nan,
+            min_detectable_fraction=math.nan,
+            power=self.power,
+            alpha=self.alpha,
+        )
+
+
+def expected_upper_bound(n_query: float, n_reference: float, information: float, *, certify_level: float) -> float:
+    """Mean one-sided upper bound on pi of a removed query that the information allows (profile likelihood, pi >= 0).
+
+    With pi_hat ~ N(0, s^2), s = sqrt((1/n_q + 1/n_ref) / I), the bound is s (Z + z_L) for
+    Z = pi_hat / s >= 0 and s (Z + sqrt(Z^2 + z_L^2)) below (see
+    :func:`ema.stats.certify.certifiable_margin`); this is its mean over Z.
+    """
+    if information <= 0:
+        return math.inf
+    z = stats.norm.ppf(certify_level)
+    scale = math.sqrt((1.0 / n_query + 1.0 / n_reference) / information)
+    below, _ = integrate.quad(lambda t: (t + math.sqrt(t * t + z * z)) * stats.norm.pdf(t), -np.inf, 0.0)
+    above = stats.norm.pdf(0.0) + 0.5 * z  # E[(Z + z) 1{Z >= 0}]
+    return scale * (below + above)
+
+
+def mixture_width_bound(
+    n_query: float, n_members: float, n_nonmembers: float, information: float, *, confidence_level: float
+) -> float:
+    """Width of the interval of a half-retained query that the information I(0.5) allows.
+
+    pi_hat of an efficient estimator varies by (1/n_q + 1/(4 n_mem) + 1/(4 n_non)) / I(0.5) (the
+    references' shares enter with weight pi^2 and (1 - pi)^2; their score variance is taken as
+    I); the width is twice the two-sided normal quantile times its square root.
+    """
+    if information <= 0:
+        return math.inf
+    z = stats.norm.ppf(0.5 + confidence_level / 2.0)
+    return 2.0 * z * math.sqrt((1.0 / n_query + 0.25 / n_members + 0.25 / n_nonmembers) / information)
+
+
+def _redrawn_references(pools: dict[str, Pool], rng: np.random.Generator) -> tuple[int, Pool, Pool, Pool]:
+    """(query fold, member reference, non-member reference, non-members left for queries) of one draw."""
+    fold = int(rng.integers(1, 6))
+    members = tuple(np.concatenate([pools[f"M{i}"][j] for i in range(1, 6) if i != fold]) for j in (0, 1))
+    non_p = np.concatenate([pools["cal"][0], pools["M6"][0]])
+    non_y = np.concatenate([pools["cal"][1], pools["M6"][1]])
+    order = rng.permutation(non_y.size)
+    reference, rest = order[: pools["cal"][1].size], order[pools["cal"][1].size :]
+    return fold, members, (non_p[reference], non_y[reference]), (non_p[rest], non_y[rest])
+
+
+def _query(members: Pool, nonmembers: Pool, size: int, share: float, rng: np.random.Generator) -> Pool:
+    """``round(share * size)`` members and the rest non-members, drawn without replacement."""
+    n_members = round(share * size)
+    chosen_m = rng.choice(members[1].size, n_members, replace=False)
+    chosen_n = rng.choice(nonmembers[1].size, size - n_members, replace=False)
+    return tuple(np.concatenate([members[j][chosen_m], nonmembers[j][chosen_n]]) for j in (0, 1))
+
+
+def certification_draws(
+    pools: dict[str, Pool],
+    *,
+    sizes=SIZES,
+    shares=SHARES,
+    n_draws: int = 200,
+    alpha: float = 0.1,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """One row per draw, size and share: verdicts at margin 0.1 and at auto, the interval, the bounds.
+
+    Every draw redraws the query fold, the member reference, the non-member reference and each
+    query (module docstring); the auditor is the default one with :data:`GRID_PERMUTATIONS`
+    permutations, less its stated power (:class:`_UnstatedPowerAuditor`).
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for index in range(n_draws):
+        fold, members, reference, rest = _redrawn_references(pools, rng)
+        auditor = _UnstatedPowerAuditor(alpha=alpha, n_permutations=GRID_PERMUTATIONS, random_state=index)
+        auditor.calibrate(*members, *reference)
+        level = auditor.resolved_certify_level()
+        half = cross_fitted_information(
+            auditor.member_scores_, auditor.nonmember_scores_, auditor.levels_, retained_share=0.5, random_state=index
+        )
+        for size in sizes:
+            bounds = {
+                "upper_bound_limit": expected_upper_bound(
+                    size, reference[1].size, auditor.information_, certify_level=level
+                ),
+                "width_limit": mixture_width_bound(
+                    size, members[1].size, reference[1].size, half, confidence_level=auditor.confidence_level
+                ),
+            }
+            for share in shares:
+                result = auditor.audit(*_query(pools[f"M{fold}"], rest, size, share, rng))
+                m = result.metrics
+                auto = decide_reference_verdict(
+                    m["p_removed"], m["retained_upper_bound"], alpha=alpha, margin=m["certifiable_margin"]
+                )
+                rows.append(
+                    {
+                        "draw": index,
+                        "size": size,
+                        "share": share,
+                        "truth": round(share * size) / size,
+                        "verdict": result.verdict,
+                        "verdict_auto": auto,
+                        "low": m["retained_ci_low"],
+                        "high": m["retained_ci_high"],
+                        "upper_bound": m["retained_upper_bound"],
+                        "certifiable_margin": m["certifiable_margin"],
+                        "information": m["information"],
+                        **bounds,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def summarize_certification(draws: pd.DataFrame) -> pd.DataFrame:
+    """Per size and share: verdict rates, coverage, mean width and upper bound, and the information's bounds."""
+    tolerance = 1e-12
+    frame = draws.assign(
+        memorized=draws["verdict"] == MEMORIZED,
+        not_memorized=draws["verdict"] == NOT_MEMORIZED,
+        not_memorized_auto=draws["verdict_auto"] == NOT_MEMORIZED,
+        covered=(draws["low"] <= draws["truth"] + tolerance) & (draws["truth"] <= draws["high"] + tolerance),
+        width=draws["high"] - draws["low"],
+    )
+    columns = [
+        "memorized",
+        "not_memorized",
+        "not_memorized_auto",
+        "covered",
+        "width",
+        "upper_bound",
+        "certifiable_margin",
+        "information",
+        "upper_bound_limit",
+        "width_limit",
+    ]
+    return frame.groupby(["size", "share"])[columns].mean().reset_index()
+
+
+def _ratio(measured: float, bound: float) -> float:
+    return measured / bound if bound > 0 and math.isfinite(bound) else math.nan
+
+
+def certification_goals(summary: pd.DataFrame) -> list[tuple[str, float, str]]:
+    """Issue 26's goals measured on one target's :func:`summarize_certification`: (measure, value, goal)."""
+    s = summary.set_index(["size", "share"])
+    sizes = sorted(summary["size"].unique())
+    rows = [
+        (
+            f"{label} called `not_memorized` at margin 0.1 (worst size)",
+            s.xs(share, level="share")["not_memorized"].max(),
+            "<= 0.05",
+        )
+        for label, share in (("members", 1.0), ("10% retained", 0.1), ("20% retained", 0.2))
+        if share in s.index.get_level_values("share")
+    ]
+    coverage = s["covered"].drop(index=[0.2], level="share", errors="ignore")
+    worst = coverage.idxmin()
+    rows.append((f"interval coverage, worst cell (size {worst[0]}, share {worst[1]:g})", coverage.min(), ">= 0.86"))
+    for size in (200, 1000):
+        if size in sizes:
+            removed, half = s.loc[(size, 0.0)], s.loc[(size, 0.5)]
+            rows.append(
+                (
+                    f"mean upper bound at share 0 over its bound, {size}",
+                    _ratio(removed["upper_bound"], removed["upper_bound_limit"]),
+                    "<= 1.15",
+                )
+            )
+            rows.append(
+                (
+                    f"mean width at share 0.5 over its bound, {size}",
+                    _ratio(half["width"], half["width_limit"]),
+                    "<= 1.15",
+                )
+            )
+    removed = s.xs(0.0, level="share")
+    reachable = removed[removed["certifiable_margin"] < 1.0]
+    if len(reachable):
+        rows.append(
+            (
+                "removed sets called `not_memorized` at `--margin auto` "
+                f"(worst of sizes {', '.join(map(str, reachable.index))})",
+                reachable["not_memorized_auto"].min(),
+                ">= 0.85",
+            )
+        )
+    rows.append(("removed sets called `memorized` (worst size)", removed["memorized"].max(), "<= 0.10"))
+    for size, goal in ((50, ">= 0.70"), (75, ">= 0.80")):
+        if (size, 1.0) in s.index:
+            rows.append((f"members called `memorized` at {size}", s.loc[(size, 1.0), "memorized"], goal))
+    if (1000, 0.5) in s.index:
+        rows.append(("50% mixture of 1,000: mean interval width", s.loc[(1000, 0.5), "width"], "<= 0.42"))
+    return rows
+
+
+def _met(value: float, goal: str) -> str:
+    op, bound = goal.split()
+    if not math.isfinite(value):
+        return "-"
+    return "met" if (value <= float(bound) if op == "<=" else value >= float(bound)) else "NOT met"
+
+
+def certification_report(results: dict[str, pd.DataFrame], *, command: str, n_draws: int, elapsed: float) -> str:
+    """Markdown: per target, issue 26's goals (measure, goal, measured, met) and the cells behind them."""
+    lines = [
+        f"Written by `{command}` in {elapsed:.0f} s ({n_draws} draws per cell; query, member and non-member",
+        "references redrawn every draw; alpha 0.1; certify level 0.95).",
+        "",
+    ]
+    for name, summary in results.items():
+        lines += [f"#### {name}", "", "| measure | goal | measured | |", "|---|---|---|---|"]
+        lines += [
+            f"| {label} | {goal} | {value:.3f} | {_met(value, goal)} |"
+            for label, value, goal in certification_goals(summary)
+        ]
+        table = summary.rename(
+            columns={"not_memorized": "not_memorized (0.1)", "not_memorized_auto": "not_memorized (auto)"}
+        ).astype({"size": str, "share": str})
+        lines += ["", table.to_markdown(index=False, floatfmt=".3f"), ""]
+    return "\n".join(lines)
