@@ -19,7 +19,7 @@ from ema.experiments.errors.reference import (
     wrong_scale_warnings,
 )
 from ema.experiments.errors.reference_candidates import candidate_tests
-from ema.experiments.errors.reference_models import information, score_row
+from ema.experiments.errors.reference_models import information, neyman_pearson_power, score_row
 from ema.experiments.errors.reference_pools import draw, member_reference, truth
 from ema.signals import SIGNALS
 
@@ -172,3 +172,11 @@ def test_reference_models_spline_ratio_finds_the_information_of_one_score_and_of
     assert raw["I (cross-fitted)"] == pytest.approx(np.expm1(0.3**2), rel=0.3)  # chi^2 of unit normals
     assert joint["I (cross-fitted)"] == pytest.approx(np.expm1(0.3**2 + 0.5**2), rel=0.3)
     assert joint["AUC"] > raw["AUC"] and joint["margin at 200"] < raw["margin at 200"]
+
+
+def test_neyman_pearson_power_of_unit_normals_is_the_textbook_power():
+    shift, n = 0.3, 50
+    normal = stats.norm.ppf((np.arange(100_000) + 0.5) / 100_000)  # N(0, 1) by its quantiles: no sampling noise
+    llr = lambda x: shift * x - shift**2 / 2  # noqa: E731
+    power = neyman_pearson_power(llr(normal + shift), llr(normal), n, 0.1)
+    assert power == pytest.approx(stats.norm.cdf(np.sqrt(n) * shift - stats.norm.ppf(0.9)), abs=0.01)

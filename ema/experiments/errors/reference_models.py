@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from ema.experiments.errors.reference_pools import DEFAULT_CACHE
@@ -52,6 +53,8 @@ THREADS = 1
 CLASSIFIER_FOLDS = 5
 #: Knots per score of the spline basis.
 SPLINE_KNOTS = 8
+#: Query sizes of the member-detection power bound (``--power-bound``).
+POWER_SIZES = (20, 50, 75, 200)
 #: Spread added to the references' standard deviation, so that an image they all agree on keeps a finite z.
 SPREAD_FLOOR = 1e-3
 COMMAND = "python -m ema.experiments.errors.reference_models"
@@ -195,6 +198,32 @@ def measure(n_references: int, seed: int, cache: Path) -> dict[str, dict[str, fl
     }
 
 
+def neyman_pearson_power(member_llr: np.ndarray, nonmember_llr: np.ndarray, n_query: int, alpha: float) -> float:
+    """Power of the simple-vs-simple test of a fully retained query of ``n_query`` against removal (normal approx.).
+
+    The log-likelihood ratios are per-sample values on members and non-members; the test sums
+    them over the query and rejects above the non-members' 1 - alpha quantile of that sum. With
+    the references taken as the truth, no test of H0 "removed" at level alpha is more powerful.
+    """
+    shift = np.sqrt(n_query) * (member_llr.mean() - nonmember_llr.mean())
+    return float(stats.norm.cdf((shift - stats.norm.ppf(1 - alpha) * nonmember_llr.std()) / member_llr.std()))
+
+
+def power_bounds(names: list[str], cache: Path, sizes=POWER_SIZES, alpha: float = 0.1) -> dict[str, list[float]]:
+    """Per target of the reference study: the Neyman-Pearson power at ``sizes`` with the cross-fitted spline ratio."""
+    from ema.experiments.errors.reference_pools import score_pools
+    from ema.signals import log_odds_score
+
+    out = {}
+    for name in names:
+        pools = score_pools(name, cache, threads=THREADS)
+        members = np.concatenate([log_odds_score(*pools[f"M{i}"]) for i in range(1, 6)])
+        nonmembers = np.concatenate([log_odds_score(*pools[key]) for key in ("cal", "M6")])
+        llr_m, llr_n = held_out_scores(members[:, None], nonmembers[:, None], seed=0)
+        out[name] = [neyman_pearson_power(llr_m, llr_n, size, alpha) for size in sizes]
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     """Train the references, then print each estimator's AUC, tail rates, information and certifiable margin."""
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
@@ -203,7 +232,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--cache", type=Path, default=DEFAULT_CACHE, help=f"The reference study's pools (default: {DEFAULT_CACHE})."
     )
+    parser.add_argument(
+        "--power-bound",
+        default=None,
+        help="Instead: comma-separated targets of the reference study whose member-detection power bound "
+        f"(Neyman-Pearson, cross-fitted spline ratio, alpha 0.1) to print at {', '.join(map(str, POWER_SIZES))}.",
+    )
     args = parser.parse_args(argv)
+    if args.power_bound:
+        bounds = power_bounds(args.power_bound.split(","), args.cache)
+        print("| target | " + " | ".join(f"power bound at {size}" for size in POWER_SIZES) + " |")
+        print("|---|" + "---|" * len(POWER_SIZES))
+        for name, row in bounds.items():
+            print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
+        return
     if args.references < 2:
         parser.error(f"expected --references >= 2 (the z score needs a spread), got {args.references}")
     started = time.perf_counter()
