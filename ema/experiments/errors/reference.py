@@ -247,12 +247,14 @@ def installed_pools(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, P
 
 
 def run_certification(args: argparse.Namespace) -> None:
-    """Issue 26's grid on every installed target: print its Markdown (and write it to ``--output`` if given)."""
+    """Issue 26's grid on every installed target: print its Markdown; ``--output`` also gets it and every draw (CSV)."""
     start = time.perf_counter()
     results = {}
     for name, pools in installed_pools(args):
         draws = certification_draws(pools, sizes=args.sizes, n_draws=args.draws, alpha=args.alpha, seed=args.seed)
         results[TARGETS[name][2]] = summarize_certification(draws)
+        if args.output is not None:  # every draw, to summarize again without rerunning
+            draws.to_csv(args.output.with_name(f"{args.output.stem}-{name}-draws.csv"), index=False)
         log(f"{name}: certification grid done")
     command = " ".join([COMMAND, *sys.argv[1:]])
     text = certification_report(results, command=command, n_draws=args.draws, elapsed=time.perf_counter() - start)
