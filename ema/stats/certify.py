@@ -84,17 +84,13 @@ def cross_fitted_information(
         The same score on the non-member reference.
     levels : array_like of shape (n_levels,)
         The auditor's bin levels (quantiles of the non-member side).
-    retained_share : float
-        The share pi at which the information is wanted, in [0, 1); 0 (a removed query) by default.
-    n_folds : int
-        Folds of each reference; each fold is scored by bins and weights fitted on the others.
-    random_state : int, Generator or None
-        Seed of the fold assignment.
+    retained_share, n_folds, random_state
+        As in :func:`cross_fit_information`; pi = 0 (a removed query) by default.
 
     Returns
     -------
     float
-        The information, >= 0.
+        The information at ``retained_share``, >= 0.
 
     Notes
     -----
