@@ -19,8 +19,15 @@ from ema.experiments.errors.reference import (
     wrong_scale_warnings,
 )
 from ema.experiments.errors.reference_candidates import candidate_tests
-from ema.experiments.errors.reference_models import information, neyman_pearson_power, score_row
+from ema.experiments.errors.reference_models import (
+    ESTIMATORS,
+    information,
+    models_section,
+    neyman_pearson_power,
+    score_row,
+)
 from ema.experiments.errors.reference_pools import draw, member_reference, truth
+from ema.experiments.errors.reference_report import REFERENCE_MODELS_HEADING, replace_section
 from ema.signals import SIGNALS
 
 N_CLASSES = 10
@@ -180,3 +187,36 @@ def test_neyman_pearson_power_of_unit_normals_is_the_textbook_power():
     llr = lambda x: shift * x - shift**2 / 2  # noqa: E731
     power = neyman_pearson_power(llr(normal + shift), llr(normal), n, 0.1)
     assert power == pytest.approx(stats.norm.cdf(np.sqrt(n) * shift - stats.norm.ppf(0.9)), abs=0.01)
+
+
+def test_reference_models_section_replaces_its_old_version_and_survives_a_rewrite_of_the_report(
+    pools, tmp_path, monkeypatch
+):
+    row = {"AUC": 0.5, "I (cross-fitted)": 0.1, "margin at 200": 0.7}
+    results = {label: dict(row) for label, _, _ in ESTIMATORS}
+    results[ESTIMATORS[-1][0]]["I (cross-fitted)"] = 0.13
+    section = models_section(results, "python -m ema.experiments.errors.reference_models --references 8", 1.0)
+    assert section.startswith(REFERENCE_MODELS_HEADING) and "I = 0.130, 1.30x the auditor's score today" in section
+    report = tmp_path / "REFERENCE_AUDITOR.md"
+    report.write_text("# study\n")
+    replace_section(report, REFERENCE_MODELS_HEADING, section)
+    replace_section(report, REFERENCE_MODELS_HEADING, section)
+    assert report.read_text().count(REFERENCE_MODELS_HEADING) == 1
+    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads: pools)
+    main(
+        [
+            "--targets",
+            "overfit",
+            "--sizes",
+            "20,200",
+            "--draws",
+            "2",
+            "--redraws",
+            "2",
+            "--no-compare",
+            "--output",
+            str(report),
+        ]
+    )
+    rewritten = report.read_text()
+    assert rewritten.startswith("# The member-reference auditor") and rewritten.endswith(section)

@@ -19,6 +19,8 @@ from ema.experiments.errors.reference_pools import TARGETS
 
 #: The command that writes the report, named in its "Written by" line.
 COMMAND = "python -m ema.experiments.errors.reference"
+#: The heading of the reference-models section (:mod:`ema.experiments.errors.reference_models`), kept on a rewrite.
+REFERENCE_MODELS_HEADING = "## Reference models, re-measured (issue 26)"
 
 
 def rate(value: float) -> str:
@@ -67,6 +69,21 @@ def goal_rows(name: str, res: dict, sizes) -> list[tuple[str, str, str, str]]:
             )
         )
     return out
+
+
+def kept_section(path: Path, heading: str) -> str:
+    """The text of ``path`` from the line ``heading`` on (another command's section), or "" when absent."""
+    text = path.read_text() if path.exists() else ""
+    start = text.find(f"\n{heading}\n")
+    return "" if start < 0 else text[start:]
+
+
+def replace_section(path: Path, heading: str, section: str) -> None:
+    """Write ``section`` (starting with ``heading``) at the end of ``path``, in place of its previous version."""
+    text = path.read_text() if path.exists() else ""
+    start = text.find(f"\n{heading}\n")
+    kept = text if start < 0 else text[:start]
+    path.write_text(kept.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n")
 
 
 def write_report(path: Path, args, results: dict, elapsed: float) -> None:
@@ -182,4 +199,4 @@ def write_report(path: Path, args, results: dict, elapsed: float) -> None:
     ]
     limits = pd.DataFrame({name: res["limit"] for name, res in results.items()}).T
     lines += [limits.to_markdown(floatfmt=".3f"), ""]
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n" + kept_section(path, REFERENCE_MODELS_HEADING))
