@@ -25,7 +25,11 @@ the auditor's own bins (13, finer in the tails), and a logistic regression on a 
 each score (smooth, extrapolating into both tails), on one score or on two jointly. Each row
 also gives the cross-fitted AUC and true-positive rates at 1% and 0.1% false positives, and the
 margin the information certifies at 200 query samples (``ema.stats.certify.certifiable_margin``,
-1,000 non-member reference samples).
+1,000 non-member reference samples). ``--output docs/REFERENCE_AUDITOR.md`` writes the section there.
+
+``--power-bound overfit,generalising,fashion`` trains nothing: from the reference study's cached
+pools, the most power any test of H0 "removed" can have against a fully retained query of 20 to
+200 samples (the Neyman-Pearson bound behind issue 26's "members memorized at 50 and 75").
 """
 
 from __future__ import annotations
