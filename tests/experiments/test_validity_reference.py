@@ -114,9 +114,8 @@ def test_information_is_near_zero_without_a_difference_and_grows_with_one():
     assert abs(same) < 0.02 and shifted > 0.5
 
 
-def test_main_writes_the_report_naming_its_command(pools, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads: pools)
-    output = tmp_path / "report.md"
+def run_small_study(output) -> None:
+    """The study's main on the overfit target at two sizes and two draws, writing ``output``."""
     main(
         [
             "--targets",
@@ -132,6 +131,12 @@ def test_main_writes_the_report_naming_its_command(pools, tmp_path, monkeypatch,
             str(output),
         ]
     )
+
+
+def test_main_writes_the_report_naming_its_command(pools, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads: pools)
+    output = tmp_path / "report.md"
+    run_small_study(output)
     report = output.read_text()
     assert "Written by `python -m ema.experiments.errors.reference" in report
     assert "| overfit: members called not_memorized, any size (max over sizes) | 0.000 | <= 0.10 | met |" in report
@@ -203,20 +208,6 @@ def test_reference_models_section_replaces_its_old_version_and_survives_a_rewrit
     replace_section(report, REFERENCE_MODELS_HEADING, section)
     assert report.read_text().count(REFERENCE_MODELS_HEADING) == 1
     monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads: pools)
-    main(
-        [
-            "--targets",
-            "overfit",
-            "--sizes",
-            "20,200",
-            "--draws",
-            "2",
-            "--redraws",
-            "2",
-            "--no-compare",
-            "--output",
-            str(report),
-        ]
-    )
+    run_small_study(report)
     rewritten = report.read_text()
     assert rewritten.startswith("# The member-reference auditor") and rewritten.endswith(section)
