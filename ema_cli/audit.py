@@ -3,6 +3,8 @@
 import click
 
 from ema.workflows.options import (
+    AUGMENT_NONE,
+    AUGMENTATIONS,
     AUTO_MARGIN,
     CALIBRATION_MODEL_NAME,
     DEFAULT_MARGIN,
@@ -17,6 +19,7 @@ from ema.workflows.options import (
     MAX_IMAGE_SIDE,
     METHODS,
     METRIC_N_QUERY,
+    N_SHIFT_VIEWS,
     OUTPUT_KINDS,
     THRESHOLD_MODES,
     engine_help,
@@ -209,6 +212,17 @@ class MarginType(click.ParamType):
     help=(
         "With --method calibrated: a set file (.npz, .csv, .parquet) of samples the target was trained on "
         "(default: a workbench target's other training folds; none known: transfer from the calibration model)."
+    ),
+)
+@click.option(
+    "--augment",
+    type=click.Choice(AUGMENTATIONS),
+    default=AUGMENT_NONE,
+    show_default=True,
+    help=(
+        f"With --method calibrated on images: shifts scores the query and both references as {N_SHIFT_VIEWS} "
+        f"images each (itself and its 8 one-pixel shifts, {N_SHIFT_VIEWS}x the queries), which raises the "
+        "score's information and lowers the certifiable margin; needs a member reference."
     ),
 )
 @click.option(

@@ -40,11 +40,13 @@ from ema.auditors.reference_record import (
     decide_reference_verdict,
     default_certify_level,
     evidence_note,
+    reference_advice,
     shift_warnings,
 )
 from ema.auditors.result import AuditResult
+from ema.auditors.views import check_view_probabilities, identity_view, n_views, view_score, view_score_name
 from ema.errors import InputError
-from ema.signals import SIGNALS, check_probabilities, check_signal_names
+from ema.signals import SIGNALS, check_signal_names
 from ema.stats.binned_tests import (
     DEFAULT_BIN_LEVELS,
     DEFAULT_N_PERMUTATIONS,
@@ -138,6 +140,10 @@ class ReferenceAuditor:
     information_ : float
         Fisher information per sample about the retained share at pi = 0, cross-fitted on the
         two references (:func:`~ema.stats.certify.cross_fitted_information`).
+    n_views_ : int
+        Views of each sample the references came with (1, or 9 under ``--augment shifts``).
+    information_single_view_ : float
+        The information of the identity view's score alone (:attr:`information_` with one view).
 
     Examples
     --------
@@ -205,11 +211,13 @@ class ReferenceAuditor:
 
         Parameters
         ----------
-        member_proba : ndarray of shape (n_members, n_classes)
+        member_proba : ndarray of shape (n_members, n_classes) or (n_views, n_members, n_classes)
             The TARGET's probabilities on samples in its training data, excluding the query's
-            own samples (auditing fold M1: folds M2..M5).
+            own samples (auditing fold M1: folds M2..M5). With several views of each sample
+            (the identity first, then its shifts: ``--augment shifts``), the score is
+            :func:`~ema.auditors.views.view_score`; both references and the query must have as many.
         member_labels : ndarray of shape (n_members,)
-        nonmember_proba : ndarray of shape (n_nonmembers, n_classes)
+        nonmember_proba : ndarray of shape (n_nonmembers, n_classes) or (n_views, n_nonmembers, n_classes)
             The TARGET's probabilities on samples it never saw, drawn like a removed query would
             be (the clean calibration set).
         nonmember_labels : ndarray of shape (n_nonmembers,)
@@ -224,16 +232,24 @@ class ReferenceAuditor:
             On invalid configuration, probabilities or labels, or class counts that differ.
         """
         levels = self._check_config()
-        member_proba, member_labels = check_probabilities(member_proba, member_labels)
-        nonmember_proba, nonmember_labels = check_probabilities(nonmember_proba, nonmember_labels)
-        if member_proba.shape[1] != nonmember_proba.shape[1]:
+        member_proba, member_labels = check_view_probabilities(member_proba, member_labels)
+        nonmember_proba, nonmember_labels = check_view_probabilities(nonmember_proba, nonmember_labels)
+        if member_proba.shape[-1] != nonmember_proba.shape[-1]:
             raise InputError(
-                f"expected member and non-member references over the same classes, got {member_proba.shape[1]} and "
-                f"{nonmember_proba.shape[1]} columns"
+                f"expected member and non-member references over the same classes, got {member_proba.shape[-1]} and "
+                f"{nonmember_proba.shape[-1]} columns"
+            )
+        if n_views(member_proba) != n_views(nonmember_proba):
+            raise InputError(
+                f"expected member and non-member references with the same views of each sample, got "
+                f"{n_views(member_proba)} and {n_views(nonmember_proba)}"
             )
         score = SIGNALS[self.signal]
-        members, nonmembers = score(member_proba, member_labels), score(nonmember_proba, nonmember_labels)
-        self.n_classes_ = int(member_proba.shape[1])
+        members = view_score(score, member_proba, member_labels)
+        nonmembers = view_score(score, nonmember_proba, nonmember_labels)
+        member_identity, nonmember_identity = identity_view(member_proba), identity_view(nonmember_proba)
+        self.n_classes_ = int(member_proba.shape[-1])
+        self.n_views_ = n_views(member_proba)
         self.member_scores_, self.nonmember_scores_ = members, nonmembers
         self.nonmember_labels_ = nonmember_labels
         self.edges_ = quantile_edges(nonmembers, levels)
@@ -242,8 +258,8 @@ class ReferenceAuditor:
         self.weights_ = log_likelihood_ratio(self.member_counts_, self.nonmember_counts_)
         u_statistic = stats.mannwhitneyu(members, nonmembers).statistic
         self.diagnostics_ = {
-            "member_accuracy": float((member_proba.argmax(axis=1) == member_labels).mean()),
-            "reference_accuracy": float((nonmember_proba.argmax(axis=1) == nonmember_labels).mean()),
+            "member_accuracy": float((member_identity.argmax(axis=1) == member_labels).mean()),
+            "reference_accuracy": float((nonmember_identity.argmax(axis=1) == nonmember_labels).mean()),
             "auc": float(u_statistic / (members.size * nonmembers.size)),
             "balanced_accuracy": float(select_threshold(members, nonmembers).balanced_accuracy),
             "nonmember_flag_rate": float(self.nonmember_counts_[self.weights_ > 0].sum() / nonmembers.size),
@@ -251,6 +267,17 @@ class ReferenceAuditor:
         self.warnings_ = reference_gate_warnings(n_classes=self.n_classes_, **self.diagnostics_)
         self.attack_ = attack_strength(members, nonmembers)
         self.information_ = cross_fitted_information(members, nonmembers, levels, random_state=self.random_state)
+        # With several views, what the identity alone carries: the report says what the views bought.
+        self.information_single_view_ = (
+            self.information_
+            if self.n_views_ == 1
+            else cross_fitted_information(
+                score(member_identity, member_labels),
+                score(nonmember_identity, nonmember_labels),
+                levels,
+                random_state=self.random_state,
+            )
+        )
         self.levels_ = levels
         self._power_cache: dict[int, DetectionPower] = {}
         return self
@@ -276,15 +303,19 @@ class ReferenceAuditor:
         """The one-sided level of the bound that certifies: as given, else 1 - alpha / 2."""
         return default_certify_level(self.alpha) if self.certify_level is None else float(self.certify_level)
 
-    def certifiable_margin(self, n_query: int) -> float:
+    def certifiable_margin(self, n_query: int, *, information: float | None = None) -> float:
         """Smallest margin that certifies a removed query of ``n_query`` samples with probability 0.85, at most 1.
 
         From the query size, the non-member reference size and :attr:`information_` only
         (:func:`~ema.stats.certify.certifiable_margin`); 1 means nothing below 1 can be certified.
+        ``information`` replaces :attr:`information_` (the identity view's, to say what the views bought).
         """
         check_calibrated(self)
         margin = certifiable_margin(
-            n_query, self.nonmember_scores_.size, self.information_, certify_level=self.resolved_certify_level()
+            n_query,
+            self.nonmember_scores_.size,
+            self.information_ if information is None else information,
+            certify_level=self.resolved_certify_level(),
         )
         return float(min(margin, 1.0))
 
@@ -294,8 +325,8 @@ class ReferenceAuditor:
 
         Parameters
         ----------
-        query_proba : ndarray of shape (n_query, n_classes)
-            The target's probabilities on the query set.
+        query_proba : ndarray of shape (n_query, n_classes) or (n_views, n_query, n_classes)
+            The target's probabilities on the query set, with as many views as the references had.
         query_labels : ndarray of shape (n_query,)
 
         Returns
@@ -305,9 +336,11 @@ class ReferenceAuditor:
             ``retained_fraction``, ``retained_ci_low``, ``retained_ci_high``,
             ``power_retained``, ``min_detectable_fraction`` (NaN when not reached),
             ``certifiable_margin``, ``information``, ``retained_upper_bound`` (the bound at
-            ``certify_level`` the verdict compares with the margin),
+            ``certify_level`` the verdict compares with the margin), with several views
+            ``information_single_view`` and ``certifiable_margin_single_view`` (the identity alone),
             ``p_class_mix``, ``p_mixture_fit``, ``n_query``, ``flag_rate``.
-            ``thresholds["certify"]``: the margin as asked and as used, and the level.
+            ``thresholds["certify"]``: the margin as asked and as used, the level, and ``advice``
+            (what a larger non-member reference would lower the floor to).
             ``thresholds["evidence"]``: one sentence on how strong the evidence behind the verdict
             is (:func:`~ema.auditors.reference_record.evidence_note`).
             ``thresholds["warnings"]``: list of str, the calibration gates plus this query's
@@ -326,12 +359,17 @@ class ReferenceAuditor:
                 f"expected the levels used at calibration {self.levels_.tolist()}, got {levels.tolist()}: "
                 "calibrate again"
             )
-        proba, labels = check_probabilities(query_proba, query_labels)
-        if proba.shape[1] != self.n_classes_:
+        proba, labels = check_view_probabilities(query_proba, query_labels)
+        if proba.shape[-1] != self.n_classes_:
             raise InputError(
-                f"expected probabilities over the calibrated {self.n_classes_} classes, got {proba.shape[1]} columns"
+                f"expected probabilities over the calibrated {self.n_classes_} classes, got {proba.shape[-1]} columns"
             )
-        scores = SIGNALS[self.signal](proba, labels)
+        if n_views(proba) != self.n_views_:
+            raise InputError(
+                f"expected the {self.n_views_} view(s) of each sample the references had, got {n_views(proba)}: "
+                "score the query as the references were (--augment)"
+            )
+        scores = view_score(SIGNALS[self.signal], proba, labels)
         n = int(labels.size)
         rng = np.random.default_rng(self.random_state)
         options = {"levels": levels, "n_permutations": int(self.n_permutations), "random_state": rng}
@@ -352,8 +390,9 @@ class ReferenceAuditor:
         shifts = shift_warnings(removed["less"].pvalue, p_class_mix, fraction.fit_pvalue, shift_alpha=self.shift_alpha)
         warnings = list(self.warnings_) + shifts
         verdict = decide_reference_verdict(p_removed, upper_bound, alpha=self.alpha, margin=margin)
-        flags = {self.signal: self.weights_[np.searchsorted(self.edges_, scores, side="left")] > 0}
-        membership = flags[self.signal].astype(np.int8)
+        score_name = view_score_name(self.signal, self.n_views_)
+        flags = {score_name: self.weights_[np.searchsorted(self.edges_, scores, side="left")] > 0}
+        membership = flags[score_name].astype(np.int8)
         thresholds = {
             **self.to_dict(),
             "warnings": warnings,
@@ -364,7 +403,14 @@ class ReferenceAuditor:
             },
             "query_counts": query_counts.tolist(),
             "attack": self.attack_.to_dict(),
-            "certify": {"margin": self.margin, "margin_used": margin, "certify_level": self.resolved_certify_level()},
+            "certify": {
+                "margin": self.margin,
+                "margin_used": margin,
+                "certify_level": self.resolved_certify_level(),
+                "advice": reference_advice(
+                    self.nonmember_scores_.size, self.information_, certify_level=self.resolved_certify_level()
+                ),
+            },
             "evidence": evidence_note(
                 verdict,
                 p_removed=p_removed,
@@ -379,7 +425,7 @@ class ReferenceAuditor:
         }
         return AuditResult(
             method=self.method,
-            scores={self.signal: scores},
+            scores={score_name: scores},
             flags=flags,
             membership=membership,
             metrics={
@@ -393,6 +439,7 @@ class ReferenceAuditor:
                 "min_detectable_fraction": power.min_detectable_fraction,
                 "certifiable_margin": certifiable,
                 "information": self.information_,
+                **self._single_view_metrics(n),
                 "retained_upper_bound": upper_bound,
                 "p_class_mix": p_class_mix,
                 "p_mixture_fit": fraction.fit_pvalue,
@@ -404,6 +451,17 @@ class ReferenceAuditor:
             alpha=float(self.alpha),
             thresholds=thresholds,
         )
+
+    def _single_view_metrics(self, n_query: int) -> dict[str, float]:
+        """With several views: the information and certifiable margin of the identity view alone; else none."""
+        if self.n_views_ == 1:
+            return {}
+        return {
+            "information_single_view": self.information_single_view_,
+            "certifiable_margin_single_view": self.certifiable_margin(
+                n_query, information=self.information_single_view_
+            ),
+        }
 
     def _upper_bound(self, fraction: RetainedFractionResult, query_counts: np.ndarray) -> float:
         """The retained share's one-sided upper bound at the certify level (the interval's upper end if they match)."""
@@ -423,6 +481,7 @@ class ReferenceAuditor:
         return {
             "method": self.method,
             "signal": self.signal,
+            "score": view_score_name(self.signal, self.n_views_),
             "alpha": float(self.alpha),
             "margin": self.margin if self.margin == AUTO_MARGIN else float(self.margin),
             "certify_level": self.resolved_certify_level(),
@@ -431,6 +490,7 @@ class ReferenceAuditor:
             "power": float(self.power),
             "levels": self.levels_.tolist(),
             "n_classes": self.n_classes_,
+            "n_views": self.n_views_,
             "n_members": int(self.member_scores_.size),
             "n_nonmembers": int(self.nonmember_scores_.size),
             "edges": self.edges_.tolist(),

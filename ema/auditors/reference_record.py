@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
+from ema.stats.certify import reference_floor
+
+#: How many times the reference the advice proposes: four times the samples halve the floor.
+REFERENCE_ADVICE_FACTOR = 4
 
 #: What each reported number relies on; copied into ``thresholds["assumptions"]``.
 ASSUMPTIONS: dict[str, str] = {
@@ -137,3 +141,28 @@ def shift_warnings(p_too_forgotten: float, p_class_mix: float, p_fit: float, *, 
             "approximate unlearning that overshot, or a domain shift"
         )
     return warnings
+
+
+def reference_advice(n_reference: int, information: float, *, certify_level: float) -> str:
+    """What a larger non-member reference would buy: "a reference of N would lower the floor to m".
+
+    The floor z_L / sqrt(n_ref I) (:func:`~ema.stats.certify.reference_floor`) bounds the
+    certifiable margin at any query size; :data:`REFERENCE_ADVICE_FACTOR` times the reference halves it.
+
+    Examples
+    --------
+    >>> reference_advice(1000, 0.1, certify_level=0.95)[:72]
+    'a non-member reference of 4,000 samples would lower the floor to 0.082 ('
+    """
+    if information <= 0:
+        return (
+            f"the score carries no measurable information about the retained share (with {n_reference:,} "
+            "non-members): no reference size makes a margin below 1 certifiable"
+        )
+    now = reference_floor(n_reference, information, certify_level=certify_level)
+    larger = REFERENCE_ADVICE_FACTOR * n_reference
+    then = reference_floor(larger, information, certify_level=certify_level)
+    return (
+        f"a non-member reference of {larger:,} samples would lower the floor to {then:.3f} (now {now:.3f} with "
+        f"{n_reference:,}): no query size certifies a margin below the floor"
+    )

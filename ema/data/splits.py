@@ -47,27 +47,32 @@ class SplitSizes:
         Held-out in-domain images (M6).
     other_domain : int
         Other-domain images (S), drawn from a second pool; 0 for a source without one (a table).
+    reference : int
+        In-domain images no other role uses, kept as the non-member reference of the
+        calibrated auditor (a larger reference lowers the floor of what it can certify); 0
+        (default): none, the calibration set is the reference.
     """
 
     fold: int
     calibration: int
     held_out: int
     other_domain: int
+    reference: int = 0
 
     def __post_init__(self) -> None:
         for role, size in asdict(self).items():
-            least = 0 if role == "other_domain" else 1
+            least = 0 if role in ("other_domain", "reference") else 1
             if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < least:
                 raise InputError(f"expected a positive integer number of {role} images, got {size!r}")
 
     @property
     def in_domain(self) -> int:
-        """Images drawn from the in-domain pool: folds, calibration and held out."""
-        return N_FOLDS * self.fold + self.calibration + self.held_out
+        """Images drawn from the in-domain pool: folds, calibration, held out and the reference."""
+        return N_FOLDS * self.fold + self.calibration + self.held_out + self.reference
 
     def scaled(self, factor: float) -> SplitSizes:
-        """Every size times ``factor``, rounded down (at least one image each)."""
-        return SplitSizes(*(max(1, int(size * factor)) for size in asdict(self).values()))
+        """Every size times ``factor``, rounded down (at least one image each; a role of none keeps none)."""
+        return SplitSizes(*(max(1, int(size * factor)) if size else 0 for size in asdict(self).values()))
 
     @classmethod
     def for_pool(cls, n_rows: int) -> SplitSizes:
@@ -104,6 +109,7 @@ class Splits:
     held_out: ArraySet
     other_domain: ArraySet | None
     seed: int
+    reference: ArraySet | None = None
 
     @property
     def train(self) -> ArraySet:
@@ -133,19 +139,23 @@ class Splits:
         return sets[name]
 
     def as_dict(self) -> dict[str, ArraySet]:
-        """Every split by file stem, named as the queries are: ``M1``..``M5``, ``M6``, ``S`` (if any), calibration."""
+        """Every split by file stem, named as the queries are: ``M1``..``M5``, ``M6``, ``S`` (if any), calibration,
+        and the non-member reference (if any)."""
         out = dict(zip(MEMBER_NAMES, self.folds, strict=True))
         out.update(calibration=self.calibration, M6=self.held_out)
         if self.other_domain is not None:
             out["S"] = self.other_domain
+        if self.reference is not None:
+            out["reference"] = self.reference
         return out
 
 
 def draw_splits(pool: ArraySet, other_pool: ArraySet | None, sizes: SplitSizes, *, seed: int = 0) -> Splits:
     """Draw disjoint splits from ``pool`` and the other-domain set from ``other_pool``.
 
-    One seeded permutation of ``pool`` is cut into the five folds, the calibration set and
-    the held-out set, in that order; S is a seeded draw without replacement from
+    One seeded permutation of ``pool`` is cut into the five folds, the calibration set,
+    the held-out set and (``sizes.reference`` > 0) the non-member reference, in that order, so
+    that a reference leaves the other splits as they were; S is a seeded draw without replacement from
     ``other_pool``. Each split's ``index`` keeps the images' positions in their pool.
 
     Parameters
@@ -173,7 +183,7 @@ def draw_splits(pool: ArraySet, other_pool: ArraySet | None, sizes: SplitSizes, 
             raise InputError(f"expected at least {needed} {role} images in {data.name!r} for {sizes}, got {len(data)}")
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(pool))
-    bounds = np.cumsum([sizes.fold] * N_FOLDS + [sizes.calibration, sizes.held_out])
+    bounds = np.cumsum([sizes.fold] * N_FOLDS + [sizes.calibration, sizes.held_out, sizes.reference])
     parts = np.split(order, bounds)
     other = (
         None
@@ -186,6 +196,7 @@ def draw_splits(pool: ArraySet, other_pool: ArraySet | None, sizes: SplitSizes, 
         held_out=pool.take(parts[N_FOLDS + 1], name="M6"),
         other_domain=other,
         seed=seed,
+        reference=pool.take(parts[N_FOLDS + 2], name="reference") if sizes.reference else None,
     )
 
 

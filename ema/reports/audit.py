@@ -204,12 +204,29 @@ def _certification_section(results: Mapping[str, AuditResult]) -> str:
             f"<p>Margin used: <b>{esc(number(used))}</b>{' (auto: the certifiable margin)' if asked == 'auto' else ''}"
             f"; upper bound on the retained share (one-sided {level:.0%}): "
             f"<b>{esc(number(result.metrics.get('retained_upper_bound', math.nan)))}</b>.</p>"
+            f"<p>{esc(_augment_words(result))}</p>"
+            + (f"<p>Reference: {esc(certify['advice'])}.</p>" if certify.get("advice") else "")
         )
         if "evidence" in result.thresholds:
             parts.append(
                 f"<p><b>How strong the evidence is</b> ({esc(method)}): {esc(result.thresholds['evidence'])}.</p>"
             )
     return section("What the calibrated audit can certify", "".join(parts), anchor="certify") if parts else ""
+
+
+def _augment_words(result: AuditResult) -> str:
+    """What the shifted queries bought (the certifiable margin with and without them), or that they may buy more."""
+    single = result.metrics.get("certifiable_margin_single_view")
+    if single is None:
+        return (
+            "Shifted queries (--augment shifts: each sample and its 8 one-pixel shifts, 9x the queries) may lower "
+            "the certifiable margin on images; what they buy on this target must be measured with --augment shifts."
+        )
+    return (
+        f"With shifted queries (--augment shifts): certifiable margin {number(result.metrics['certifiable_margin'])}, "
+        f"information {number(result.metrics.get('information', math.nan))}; without them: {number(single)}, "
+        f"information {number(result.metrics.get('information_single_view', math.nan))}."
+    )
 
 
 def _meaning(name: str, vocabulary: Mapping[str, Metric]) -> str:

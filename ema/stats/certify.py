@@ -273,6 +273,19 @@ def certifiable_margin(
     return _z_sum(certify_level, probability) * math.sqrt((1.0 / n_query + 1.0 / n_reference) / information)
 
 
+def reference_floor(n_reference: float, information: float, *, certify_level: float = 0.95) -> float:
+    """The certifiable margin that no query size lowers: z_L / sqrt(n_ref I), set by the non-member reference.
+
+    :func:`certifiable_margin` with an unbounded query and probability 0.5; ``inf`` when I = 0.
+
+    Examples
+    --------
+    >>> round(reference_floor(1000, 0.1), 3)
+    0.164
+    """
+    return certifiable_margin(math.inf, n_reference, information, certify_level=certify_level, probability=0.5)
+
+
 def plan_certification(
     margin: float,
     information: float,

@@ -70,6 +70,8 @@ TAG_MEMBER_REFERENCE = "ema.member_reference"
 TAG_NONMEMBER_REFERENCE = "ema.nonmember_reference"
 #: The calibrated auditor's route: the member reference scored on the target, or transfer from f_cal.
 TAG_CALIBRATED_ROUTE = "ema.calibrated_route"
+#: What ``--augment shifts`` cost: the oracle queries of the calibrated auditor, with and without the views.
+TAG_AUGMENT_COST = "ema.augment_cost"
 #: JSON list of the audit's warnings (``[]`` when none).
 TAG_WARNINGS = "ema.warnings"
 TAG_STRICT = "ema.strict"
@@ -124,6 +126,8 @@ PARAM_N_KS_DRAWS = "n_ks_draws"
 PARAM_SEED = "seed"
 PARAM_MARGIN = "margin"
 PARAM_CERTIFY_LEVEL = "certify_level"
+#: Audit runs: the views of each sample the calibrated auditor scored (``none`` or ``shifts``).
+PARAM_AUGMENT = "augment"
 PARAM_CERTIFY_PROBABILITY = "certify_probability"
 PARAM_MAX_REFERENCE = "max_reference"
 PARAM_STRICT = "strict"

@@ -23,7 +23,7 @@ RETAINED = ("retained_fraction", "retained_ci_low", "retained_ci_high")
 #: The options every row shows, in order: input scaling, calibration source and route, references, margin, strict.
 OPTIONS = ("input", "calibration", "route", "members", "nonmembers", "margin", "strict")
 #: Options a row shows only where some audit of the table set them.
-OPTIONS_WHERE_SET = ("label_column", "calibration_file", "image_size")
+OPTIONS_WHERE_SET = ("label_column", "calibration_file", "image_size", "augment")
 
 
 def trail_record(

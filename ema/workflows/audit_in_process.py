@@ -44,6 +44,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         http_format=config.http_format,
     )
     session = AuditSession(config, target, data, oracle, progress)
+    session.check_augment()
     predictions = session.oracle.predict(data)  # refuses a query the model's signature does not take, first
     if target.calibration_data is not None:
         check_like(target.calibration_data, data, role="calibration file")

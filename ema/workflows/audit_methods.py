@@ -8,7 +8,11 @@ the runner of any auditor that calibrates on the target's member and non-member 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+
+import numpy as np
+from tqdm.auto import tqdm
 
 from ema.auditors.base import Auditor
 from ema.auditors.calibrated import CalibratedAuditor
@@ -17,6 +21,7 @@ from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import AuditResult
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.shifts import AUGMENT_NONE
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, Predictions
@@ -80,11 +85,12 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
     """
     config, labels = session.config, session.data.y
     if session.members is not None:
+        member_proba, nonmember_proba, query_proba, tags = _reference_inputs(session, predictions)
         auditor = ReferenceAuditor(
             alpha=config.alpha, margin=config.margin, certify_level=config.certify_level
-        ).calibrate(session.member_proba, session.members.data.y, session.nonmember_proba, session.nonmembers.data.y)
-        tags = {**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_MEMBER_REFERENCE}
-        return auditor.audit(predictions.proba, labels), tags
+        ).calibrate(member_proba, session.members.data.y, nonmember_proba, session.nonmembers.data.y)
+        tags.update({**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_MEMBER_REFERENCE})
+        return auditor.audit(query_proba, labels), tags
     auditor, tags = fit_calibrated(
         session.target,
         session.oracle,
@@ -98,6 +104,20 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
     )
     tags.update({**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
     return auditor.audit(predictions.proba, labels), tags
+
+
+def _reference_inputs(
+    session: AuditSession, predictions: Predictions
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, str]]:
+    """The member, non-member and query probabilities the reference auditor takes: one view each, or under
+    ``--augment shifts`` their 9 views (its cost said on stderr first, and tagged).
+    """
+    if session.config.augment == AUGMENT_NONE:
+        return session.member_proba, session.nonmember_proba, predictions.proba, {}
+    cost = session.augment_cost()
+    tqdm.write(cost, file=sys.stderr)
+    query_views = session.views(session.data, predictions.proba)
+    return session.member_views, session.nonmember_views, query_views, {keys.TAG_AUGMENT_COST: cost}
 
 
 def fit_calibrated(

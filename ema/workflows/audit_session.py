@@ -9,11 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN, default_certify_level
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.shifts import AUGMENT_NONE, AUGMENT_SHIFTS, AUGMENTATIONS, N_SHIFT_VIEWS, shifted_set
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.inputs import INPUT_DTYPES, InputTransform
@@ -41,7 +43,7 @@ from ema.validation import (
 )
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.engines import ENGINE_IN_PROCESS, check_engine
-from ema.workflows.methods import METHODS, check_engine_runs
+from ema.workflows.methods import METHODS, check_engine_runs, method_plan
 from ema.workflows.references import Reference, member_reference, nonmember_reference
 from ema.workflows.target import SOURCE_SUPPLIED, Target, resolve_target
 
@@ -116,6 +118,11 @@ class AuditConfig:
     reference_file, members_file
         Reference non-members (default: the clean calibration set) and members (default: a
         workbench target's other training folds) for the calibrated auditor and the gates.
+    augment
+        ``"shifts"``: the calibrated auditor scores every sample of the query and of both
+        references as 9 images, itself and its 8 one-pixel shifts (:mod:`ema.data.shifts`), and
+        its per-sample score becomes :func:`~ema.auditors.views.view_score` of them (9x the
+        oracle queries). Images only, with a member reference; ``"none"`` (default): one view.
     margin, certify_level
         The calibrated auditor says ``not_memorized`` only when the retained share's one-sided
         upper confidence bound at ``certify_level`` (None: 1 - alpha / 2) is at most ``margin``;
@@ -172,6 +179,7 @@ class AuditConfig:
     calibration_outputs: str | None = None
     reference_file: str | None = None
     members_file: str | None = None
+    augment: str = AUGMENT_NONE
     margin: float | str = DEFAULT_MARGIN
     certify_level: float | None = None
     max_query: int = DEFAULT_MAX_QUERY
@@ -233,6 +241,13 @@ class AuditConfig:
         check_model_name("calibration name", self.calibration_name)
         check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
         check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
+        check_choice("augment", self.augment, AUGMENTATIONS)
+        if self.augment != AUGMENT_NONE and CalibratedAuditor.method not in method_plan(self.method):
+            running = [name for name in METHODS if CalibratedAuditor.method in method_plan(name)]
+            raise InputError(
+                f"expected --augment {self.augment} with a method that runs the calibrated auditor "
+                f"({', '.join(running)}), got --method {self.method}"
+            )
         if self.margin != AUTO_MARGIN:
             check_open_unit("margin", self.margin)
         if self.certify_level is not None:
@@ -262,6 +277,7 @@ class AuditConfig:
             keys.PARAM_CALIBRATION_OUTPUTS: self.calibration_outputs or "",
             keys.PARAM_INPUT_SHAPE: ",".join(map(str, self.input_shape)) if self.input_shape else "",
             keys.PARAM_INPUT_DTYPE: self.input_dtype or "",
+            keys.PARAM_AUGMENT: self.augment,
             keys.PARAM_MARGIN: self.margin,
             keys.PARAM_CERTIFY_LEVEL: self.resolved_certify_level,
             keys.PARAM_STRICT: self.strict,
@@ -406,6 +422,57 @@ class AuditSession:
     def member_proba(self) -> np.ndarray | None:
         """The target's probabilities on the member reference (scored once per audit)."""
         return None if self.members is None else self.oracle.predict_proba(self.members.data)
+
+    @cached_property
+    def member_views(self) -> np.ndarray | None:
+        """The target's probabilities on the member reference and its shifts, (9, n, C) (scored once per audit)."""
+        return None if self.members is None else self.views(self.members.data, self.member_proba)
+
+    @cached_property
+    def nonmember_views(self) -> np.ndarray:
+        """The target's probabilities on the non-member reference and its shifts, (9, n, C) (scored once per audit)."""
+        return self.views(self.nonmembers.data, self.nonmember_proba)
+
+    def views(self, data: ArraySet, identity: np.ndarray) -> np.ndarray:
+        """``identity`` (the target's probabilities on ``data``, scored already) and then those on its 8 one-pixel
+        shifts, shape (9, len(data), n_classes): the shifts cost 8 queries a sample.
+
+        Raises
+        ------
+        InputError
+            If ``data`` is a table (:func:`~ema.data.shifts.shifted_set`).
+        """
+        shifted = self.oracle.predict_proba(shifted_set(data))
+        return np.concatenate([identity[np.newaxis], shifted.reshape(N_SHIFT_VIEWS - 1, len(data), identity.shape[1])])
+
+    def check_augment(self) -> None:
+        """Refuse ``--augment shifts`` where it cannot run, before anything is scored or trained.
+
+        Raises
+        ------
+        InputError
+            On a query that is not images (a table has no pixels to shift), or with no member
+            reference known (the transfer route's calibration model scores one view).
+        """
+        if self.config.augment == AUGMENT_NONE:
+            return
+        if self.data.kind != "image":
+            shifted_set(self.data)  # its one-line refusal
+        if self.members is None:
+            raise InputError(
+                f"expected a member reference with --augment {self.config.augment} (the transfer route scores one "
+                f"view of each sample), got none known for {self.target.label}; give --members FILE.npz"
+            )
+
+    def augment_cost(self) -> str:
+        """What ``--augment shifts`` costs the calibrated auditor in oracle queries, in words (said before scoring)."""
+        sizes = {"query": len(self.data), "members": len(self.members.data), "non-members": len(self.nonmembers.data)}
+        plain = sum(sizes.values())
+        parts = ", ".join(f"{name} {size:,}" for name, size in sizes.items())
+        return (
+            f"--augment {AUGMENT_SHIFTS}: {N_SHIFT_VIEWS} views of each sample ({parts}): "
+            f"{N_SHIFT_VIEWS * plain:,} oracle queries instead of {plain:,}"
+        )
 
     def reference_tags(self) -> dict[str, str]:
         """Which references the audit used, in words."""

@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ema.data.shifts import AUGMENT_NONE
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.inputs import InputTransform
 from ema.tracking import keys
@@ -39,6 +40,7 @@ def trail_options(config: AuditConfig, session: AuditSession, tags: Mapping[str,
         "label_column": config.label_column if config.label_column != DEFAULT_LABEL_COLUMN else None,
         "calibration_file": config.calibration_file,
         "image_size": config.image_size,
+        "augment": config.augment if config.augment != AUGMENT_NONE else None,
     }
 
 

@@ -234,6 +234,16 @@ _BUILT_IN: tuple[Method, ...] = (
                 "Fisher information per sample about the retained share, cross-fitted on the two references",
             ),
             Metric(
+                "information_single_view",
+                ESTIMATE,
+                "with --augment shifts: the information of the unshifted images' score alone",
+            ),
+            Metric(
+                "certifiable_margin_single_view",
+                POWER,
+                "with --augment shifts: the certifiable margin the unshifted images alone would give",
+            ),
+            Metric(
                 "retained_upper_bound",
                 ESTIMATE,
                 "one-sided upper bound on the retained share at the certify level; not_memorized needs it <= margin",

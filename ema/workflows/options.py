@@ -10,6 +10,7 @@ from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
 from ema.data.limits import AUDIT_BYTES_PER_IMAGE, DEFAULT_MAX_QUERY
 from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
+from ema.data.shifts import AUGMENT_NONE, AUGMENTATIONS, N_SHIFT_VIEWS
 from ema.data.sources import ImageFormat
 from ema.data.sources.base import MAX_IMAGE_SIDE
 from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
@@ -49,6 +50,8 @@ DEFAULT_TARGET_URI = f"models:/{TARGET_MODEL_NAME}@{TARGET_ALIAS}"
 __all__ = [
     "ARCHITECTURES",
     "AUDIT_BYTES_PER_IMAGE",
+    "AUGMENTATIONS",
+    "AUGMENT_NONE",
     "AUTO_MARGIN",
     "CALIBRATION_MODEL_NAME",
     "DATA_SOURCES",
@@ -72,6 +75,7 @@ __all__ = [
     "MEMBER_NAMES",
     "METHODS",
     "METRIC_N_QUERY",
+    "N_SHIFT_VIEWS",
     "OPTIMIZERS",
     "OUTPUT_KINDS",
     "QUERY_NAMES",

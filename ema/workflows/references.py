@@ -125,12 +125,16 @@ def nonmember_reference(
     max_images: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
 ) -> Reference:
-    """Samples the target never saw: ``--reference FILE`` (of at most ``max_images``), else its clean calibration set
-    (``--calibration-file`` when given).
+    """Samples the target never saw: ``--reference FILE`` (of at most ``max_images``), else the splits' own
+    non-member reference where the preset keeps one (Fashion-MNIST's unused images), else its clean calibration
+    set (``--calibration-file`` when given).
     """
     if reference_file is not None:
         data = target.read_set(reference_file, max_images=max_images, label_column=label_column)
         return Reference(data, f"file {reference_file}: {len(data)} samples")
+    if target.calibration_data is None and (unused := target.splits().reference) is not None:
+        data = target.resized(unused)
+        return Reference(data, f"unused images of {target.data} (no split holds them): {len(data)} samples")
     data = target.calibration_set()
     return Reference(data, f"{target.describe_calibration()}: {len(data)} samples")
 

@@ -46,6 +46,7 @@ CLI_FLAGS = {
     "recipe_file": "--recipe",
     "reference_file": "--reference",
     "members_file": "--members",
+    "augment": "--augment",
     "margin": "--margin",
     "certify_level": "--certify-level",
     "timeout": "--timeout",

@@ -116,6 +116,10 @@ def test_fashion_preset_on_the_real_debian_files():
     check_disjoint(splits)
     assert set(splits.other_domain.index) <= set(range(len(load_mnist_embedded())))
     assert splits.train.fingerprint == load_splits("fashion", 0).train.fingerprint
+    # the non-member reference: 10,000 images no other split holds
+    assert len(splits.reference) == 10_000
+    used = {int(i) for name, part in splits.as_dict().items() if name not in ("reference", "S") for i in part.index}
+    assert used.isdisjoint(splits.reference.index.tolist())
 
 
 def test_breast_cancer_preset_splits_every_row_into_folds_calibration_and_held_out():

@@ -89,6 +89,21 @@ def test_split_sizes_scale_down_and_count_in_domain():
     assert PAPER_SIZES.scaled(1e-6) == SplitSizes(1, 1, 1, 1)
 
 
+def test_draw_splits_with_a_reference_leaves_the_other_splits_as_they_were():
+    sizes = SplitSizes(fold=4, calibration=3, held_out=5, other_domain=6, reference=7)
+    with_reference, without = (
+        draw_splits(pool(60), pool(10, "other"), sizes, seed=3),
+        draw_splits(pool(60), pool(10, "other"), SMALL, seed=3),
+    )
+    assert len(with_reference.reference) == 7 and without.reference is None
+    for name, part in without.as_dict().items():
+        np.testing.assert_array_equal(with_reference.as_dict()[name].index, part.index)
+    used = np.concatenate(in_domain_indices(with_reference))
+    assert np.intersect1d(used, with_reference.reference.index).size == 0
+    assert sizes.in_domain == SMALL.in_domain + 7 and sizes.scaled(0.5).reference == 3
+    assert SMALL.scaled(0.5).reference == 0
+
+
 def test_load_splits_reads_a_source_once_and_hands_out_read_only_arrays():
     from ema.data.presets import load_splits
 

@@ -40,12 +40,12 @@ def frame(data: ArraySet) -> pd.DataFrame:
     return table
 
 
-def audit_cli(model_uri: str, query_file, calibration_file):
-    """``ema audit`` of a table file with a calibration file, as a user types it."""
+def audit_cli(model_uri: str, query_file, calibration_file, *options: str):
+    """``ema audit`` of a table file with a calibration file (and ``options``), as a user types it."""
     return CliRunner().invoke(
         main,
         ["audit", "--model", model_uri, "--query-file", str(query_file), "--label-column", LABEL,
-         "--calibration-file", str(calibration_file), "--no-progress"],
+         "--calibration-file", str(calibration_file), "--no-progress", *options],
     )  # fmt: skip
 
 
@@ -129,6 +129,26 @@ def test_audit_query_missing_a_signature_column_is_refused_in_one_line(tabular, 
     result = audit_cli(model_uri, tmp_path / "q.csv", folder / "calibration.csv")
     assert result.exit_code != 0
     assert "expected the columns the model's signature names, missing 1: 'mean radius'" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert failed_runs() == before + 1
+
+
+def test_audit_table_refuses_augment_shifts_in_one_line_and_leaves_a_failed_run(tabular):
+    model_uri, folder = tabular
+    before = failed_runs()
+    result = audit_cli(
+        model_uri,
+        folder / "members.csv",
+        folder / "calibration.csv",
+        "--method",
+        "calibrated",
+        "--members",
+        str(folder / "members.npz"),
+        "--augment",
+        "shifts",
+    )
+    assert result.exit_code != 0
+    assert "expected images with --augment shifts (it moves pixels), got table of 30 features" in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert failed_runs() == before + 1
 
