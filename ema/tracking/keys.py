@@ -113,7 +113,9 @@ PARAM_QUERIES = "queries"
 TAG_MARKED_FINGERPRINT = "ema.marked_fingerprint"
 #: A target trained on an owner's file in place of a fold records the file's fingerprint as ``ema.data_fold.<FOLD>``.
 TAG_DATA_FOLD_PREFIX = "ema.data_fold."
-#: ... and the file's path as the param ``fold.<FOLD>``.
+#: ... its path as the tag ``ema.data_fold_file.<FOLD>`` (its splits are found again from it), and as the param
+#: ``fold.<FOLD>``.
+TAG_DATA_FOLD_FILE_PREFIX = "ema.data_fold_file."
 PARAM_FOLD_PREFIX = "fold."
 PARAM_N_QUERY = "n_query"
 PARAM_POWER = "power"

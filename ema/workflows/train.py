@@ -88,7 +88,8 @@ def train_target(
     the run starts and recorded as its ``device`` param; the model is registered with CPU
     tensors whatever it trained on. ``folds`` maps training folds (``M1``..``M5``) to an owner's set
     files trained on in their place (a marked copy, :mod:`ema.data.marks`); the version's lineage
-    records each file's fingerprint (tag ``ema.data_fold.<FOLD>``), and its path as a param.
+    records each file's fingerprint (tag ``ema.data_fold.<FOLD>``) and path (tag ``ema.data_fold_file.<FOLD>``,
+    and a param), so that its training data is found again (``--members``, ``ema unlearn --forget FILE``).
     """
     device = resolve_device(device)
     if data == FILE_SOURCE and data_root is not None:
@@ -98,6 +99,7 @@ def train_target(
     for name, path in fold_files.items():
         splits = splits.with_fold(name, read_set(Path(path), label_column=label_column))
     fold_tags = {f"{keys.TAG_DATA_FOLD_PREFIX}{name}": splits.query(name).fingerprint for name in fold_files}
+    fold_tags.update({f"{keys.TAG_DATA_FOLD_FILE_PREFIX}{name}": path for name, path in fold_files.items()})
     train, held_out = splits.train, splits.held_out
     recipe = recipe_for(recipe, train)
     with start_run(f"train {recipe_name(recipe)} {model_name}") as run:

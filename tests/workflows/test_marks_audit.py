@@ -62,3 +62,12 @@ def test_marks_audit_is_in_the_trail_and_compare(marked):  # noqa: F811
     assert any("marks" in json.dumps(record) and "p_mark" in json.dumps(record) for record in records), records
     shown = CliRunner().invoke(main, ["compare", "--model", version.name, "--query", "M6"])
     assert shown.exit_code == 0 and "p_mark" in shown.output, shown.output
+
+
+def test_unlearning_the_marked_file_by_retraining_removes_the_mark(marked):  # noqa: F811
+    version = marked["outcome"].version
+    args = ["unlearn", "--model", f"models:/{version.name}/{version.version}", "--forget", str(marked["marked"])]
+    done = CliRunner().invoke(main, [*args, "--method", "retrain", "--alias", "forgot", "--no-progress"])
+    assert done.exit_code == 0, done.output
+    run_id, client = audit_marks(marked["key"], "--model", f"models:/{version.name}@forgot", "--margin", "0.05")
+    assert client.get_run(run_id).data.tags[keys.TAG_VERDICT] == "not_memorized"
