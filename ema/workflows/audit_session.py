@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ema.auditors.marks import MarksAuditor
 from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN, default_certify_level
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
@@ -41,7 +42,7 @@ from ema.validation import (
 )
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan, fit_thresholds
 from ema.workflows.engines import ENGINE_IN_PROCESS, check_engine
-from ema.workflows.methods import MARKS_METHOD, METHODS, check_engine_runs, method_plan
+from ema.workflows.methods import METHODS, check_engine_runs, method_plan
 from ema.workflows.references import Reference, member_reference, nonmember_reference
 from ema.workflows.target import SOURCE_SUPPLIED, Target, resolve_target
 
@@ -254,12 +255,12 @@ class AuditConfig:
 
     def _check_marks(self) -> None:
         """``--mark-key`` exactly when the method runs the marks auditor; ``--queries`` only then."""
-        runs_marks = MARKS_METHOD in method_plan(self.method)
+        runs_marks = MarksAuditor.method in method_plan(self.method)
         if runs_marks and self.mark_key is None:
             raise InputError(f"--method {self.method} needs the owner's key, got none: give --mark-key KEY.json")
         if not runs_marks and (self.mark_key is not None or self.queries is not None):
             raise InputError(
-                f"expected --mark-key and --queries only with --method {MARKS_METHOD}, got them with --method "
+                f"expected --mark-key and --queries only with --method {MarksAuditor.method}, got them with --method "
                 f"{self.method}"
             )
         if self.queries is not None:
@@ -268,7 +269,7 @@ class AuditConfig:
     @property
     def query_limit(self) -> int | None:
         """The most query images audited (the first ones): ``queries``, else the marks default, else all (None)."""
-        if self.queries is not None or MARKS_METHOD not in method_plan(self.method):
+        if self.queries is not None or MarksAuditor.method not in method_plan(self.method):
             return self.queries
         return DEFAULT_MARK_QUERIES
 

@@ -148,9 +148,6 @@ def attack_metrics(signals: tuple[str, ...], where: str) -> tuple[Metric, ...]:
     )
 
 
-#: The method that tests an owner's secret mark (``--mark-key``).
-MARKS_METHOD = MarksAuditor.method
-
 _BUILT_IN: tuple[Method, ...] = (
     MethodSpec(
         name=EMAAuditor.method,
@@ -259,7 +256,7 @@ _BUILT_IN: tuple[Method, ...] = (
     ),
     Combination(name="ema+calibrated", help="both, EMA's verdict", parts=(EMAAuditor.method, CalibratedAuditor.method)),
     MethodSpec(
-        name=MARKS_METHOD,
+        name=MarksAuditor.method,
         help="an owner's secret mark, with --mark-key",
         auditors=(MarksAuditor,),
         runner=_deferred("run_marks"),

@@ -223,7 +223,7 @@ main(["audit", "--model", sys.argv[1], "--query", "M6", "--method", "toy", "--no
 def test_a_toy_method_registered_in_the_table_is_offered_and_run_by_ema_audit(trained):
     _, outcome = trained
     words = probe_output(PROBE, outcome.version.uri)
-    assert "--method [ema|ks-ratio|both|calibrated|ema+calibrated|toy]" in words
+    assert "--method [ema|ks-ratio|both|calibrated|ema+calibrated|marks|toy]" in words
     assert "toy (a test-only toy: confidences above the non-members' median)." in words
     assert "toy: p_flagged " in words and words.rsplit(" -> ", 1)[1] in VERDICTS
 
