@@ -221,21 +221,24 @@ def read_key(path: str | Path) -> MarkKey:
 
 
 def _parse_key(fields: object) -> MarkKey:
-    """A :class:`MarkKey` from parsed JSON; ValueError, TypeError or KeyError naming the first bad field."""
+    """A :class:`MarkKey` from parsed JSON; ValueError, TypeError or KeyError naming the first bad field.
+
+    The messages name fields, never their values: a key's values are secret, even a malformed key's.
+    """
     if not isinstance(fields, dict) or set(fields) != set(_KEY_FIELDS) or fields["format"] != KEY_FORMAT:
         raise ValueError(f"fields {sorted(fields) if isinstance(fields, dict) else type(fields).__name__}")
     image_shape = _whole_numbers(fields["image_shape"], "image_shape", minimum=1)
     if len(image_shape) not in (2, 3):
-        raise ValueError(f"image_shape {image_shape} is not (H, W) or (H, W, C)")
+        raise ValueError("image_shape is not (H, W) or (H, W, C)")
     position = _whole_numbers(fields["position"], "position", minimum=0)
     pattern = np.asarray(fields["pattern"])
     side = pattern.shape[0] if pattern.ndim else 0
     if pattern.dtype.kind not in "iu" or pattern.shape != (side, side, *image_shape[2:]) or side < 1:
-        raise ValueError(f"pattern of shape {pattern.shape} does not fit images {image_shape}")
+        raise ValueError("pattern does not fit image_shape")
     if pattern.min() < 0 or pattern.max() > 255 or len(position) != 2:
         raise ValueError("pattern levels outside 0-255, or position not (row, column)")
     if position[0] + side > image_shape[0] or position[1] + side > image_shape[1]:
-        raise ValueError(f"trigger at {position} of side {side} leaves images {image_shape}")
+        raise ValueError("the trigger at position leaves images of image_shape")
     fingerprint = fields["fingerprint"]
     if not isinstance(fingerprint, str) or len(fingerprint) != FINGERPRINT_LENGTH:
         raise ValueError("fingerprint is not a content fingerprint")

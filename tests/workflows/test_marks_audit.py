@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.data.files import read_set
 from ema.data.marks import read_key
+from ema.errors import InputError
 from ema.tracking import keys
+from ema.workflows.audit import AuditConfig
 from ema.workflows.train import train_target
 from ema_cli.cli import main
 from tests.workflows.conftest import QUICK_SPEC, marked  # noqa: F401 - the module's store with a marked target
@@ -71,3 +74,23 @@ def test_unlearning_the_marked_file_by_retraining_removes_the_mark(marked):  # n
     assert done.exit_code == 0, done.output
     run_id, client = audit_marks(marked["key"], "--model", f"models:/{version.name}@forgot", "--margin", "0.05")
     assert client.get_run(run_id).data.tags[keys.TAG_VERDICT] == "not_memorized"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"method": "marks"}, "--method marks needs the owner's key, got none: give --mark-key KEY.json"),
+        ({"method": "ema", "mark_key": "k.json"}, "expected --mark-key and --queries only with --method marks"),
+        ({"method": "calibrated", "queries": 50}, "expected --mark-key and --queries only with --method marks"),
+        ({"method": "marks", "mark_key": "k.json", "queries": 0}, "expected queries to be a positive integer"),
+    ],
+)
+def test_audit_config_refuses_mark_options_that_do_not_go_together(options, message):
+    with pytest.raises(InputError, match=message):
+        AuditConfig(model_uri="models:/m@target", query="M6", **options).validate()
+
+
+def test_marks_audits_200_queries_by_default_and_others_the_whole_query():
+    assert AuditConfig(query="M6", method="marks", mark_key="k.json").query_limit == 200
+    assert AuditConfig(query="M6", method="marks", mark_key="k.json", queries=50).query_limit == 50
+    assert AuditConfig(query="M6").query_limit is None
