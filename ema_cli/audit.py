@@ -231,10 +231,24 @@ class MarginType(click.ParamType):
     default=DEFAULT_MARGIN,
     show_default=True,
     help=(
-        "With --method calibrated: not_memorized only if the retained share's upper bound is at most this; "
+        "With --method calibrated (or marks: the trigger's effect): not_memorized only if the retained share's "
+        "upper bound is at most this; "
         "auto: the audit's certifiable_margin (certified with probability 0.85 if the query was removed, "
         "from the query and reference sizes, fixed before the query is scored)."
     ),
+)
+@click.option(
+    "--mark-key",
+    type=click.Path(dir_okay=False),
+    help=(
+        "With --method marks: the key file `ema mark` wrote (read inside the run, never logged). The trigger is "
+        "stamped on the query's images, which should be your own clean images (e.g. --query M6), never the marked file."
+    ),
+)
+@click.option(
+    "--queries",
+    type=click.IntRange(min=1),
+    help="With --method marks: audit the first N images of the query, each scored clean and stamped. Default: 200.",
 )
 @certify_level_option
 @max_query_option

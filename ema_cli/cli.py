@@ -57,6 +57,10 @@ COMMANDS = {
         "Train, register, calibrate and audit the query sets M1..M6 and S (a table has no S).",
     ),
     "data": ("ema_cli.data:data", "Inspect and export data."),
+    "mark": (
+        "ema_cli.mark:mark",
+        "Mark a share of your images with a secret trigger before sharing them; write the marked copy and the key.",
+    ),
     "history": (
         "ema_cli.history:history",
         "List the finished audits of a model across runs and versions, newest first.",

@@ -137,6 +137,17 @@ def empty_is_none(ctx: click.Context, param: click.Parameter, value: str | None)
     return value or None
 
 
+def parse_folds(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """``--fold FOLD=FILE`` (repeatable) as ``{FOLD: FILE}``; a fold named twice, or no ``=``, is a usage error."""
+    folds: dict[str, str] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not path or name in folds:
+            raise click.BadParameter(f"expected FOLD=FILE with each fold once, e.g. M1=marked.npz, got {value!r}")
+        folds[name] = path
+    return folds
+
+
 label_column_option = click.option(
     "--label-column",
     default=DEFAULT_LABEL_COLUMN,

@@ -12,6 +12,7 @@ from ema_cli.options import (
     image_options,
     label_column_option,
     max_params_option,
+    parse_folds,
     progress_option,
     recipe_option,
     root_option,
@@ -37,6 +38,17 @@ from ema_cli.options import (
         ".npz, split by --data-seed into five member folds (5 x n//9), calibration (2n//9) and held out (the rest)."
     ),
 )
+@click.option(
+    "--fold",
+    "folds",
+    multiple=True,
+    callback=parse_folds,
+    metavar="FOLD=FILE",
+    help=(
+        "Train on your own set file in place of a training fold, e.g. --fold M1=marked.npz (a marked copy from "
+        "`ema mark`); repeatable. The version's lineage records the file's fingerprint, never a key."
+    ),
+)
 @label_column_option
 @data_seed_option
 @click.option("--model-name", default=TARGET_MODEL_NAME, show_default=True, help="Registered model name.")
@@ -58,6 +70,7 @@ def train(
     recipe_file,
     device,
     progress,
+    folds,
     **spec_options,
 ):
     """Train the target model f_D and register it.
@@ -82,6 +95,7 @@ def train(
         alias=alias,
         progress=progress,
         device=device,
+        folds=folds,
     )
     click.echo(
         f"registered {outcome.version.uri} (alias {alias}); train accuracy {outcome.train_accuracy:.4f}, "

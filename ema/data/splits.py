@@ -17,11 +17,12 @@ MNIST sample holds only 10,000 images, so :func:`make_splits` scales them down t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ema.data.arrays import ArraySet
+from ema.data.arrays import ArraySet, check_like
 from ema.data.embedded import load_digits_28, load_mnist_embedded
 from ema.errors import InputError
 from ema.validation import check_choice
@@ -137,6 +138,20 @@ class Splits:
             )
         sets = {**{f.name: f for f in self.folds}, "M6": self.held_out, "S": self.other_domain}
         return sets[name]
+
+    def with_fold(self, name: str, data: ArraySet) -> Splits:
+        """These splits with the training fold ``name`` (``M1``..``M5``) replaced by ``data`` (an owner's file).
+
+        Raises
+        ------
+        InputError
+            If ``name`` is not a fold, or ``data``'s inputs are not of the folds' kind and shape.
+        """
+        check_choice("fold", name, MEMBER_NAMES)
+        check_like(data, self.folds[0], role=f"fold {name} file")
+        position = MEMBER_NAMES.index(name)
+        replaced = ArraySet(name, data.x, data.y, data.index, data.features)
+        return dataclasses.replace(self, folds=(*self.folds[:position], replaced, *self.folds[position + 1 :]))
 
     def as_dict(self) -> dict[str, ArraySet]:
         """Every split by file stem, named as the queries are: ``M1``..``M5``, ``M6``, ``S`` (if any), calibration,

@@ -109,6 +109,16 @@ PARAM_DATA = "data"
 PARAM_DATA_SEED = "data_seed"
 PARAM_LABEL_COLUMN = "label_column"
 PARAM_CALIBRATION_FILE = "calibration_file"
+#: The most query images audited (``--queries``, the marks method's default).
+PARAM_QUERIES = "queries"
+#: The content fingerprint of the marked copy a mark key was made for (the key itself is never logged).
+TAG_MARKED_FINGERPRINT = "ema.marked_fingerprint"
+#: A target trained on an owner's file in place of a fold records the file's fingerprint as ``ema.data_fold.<FOLD>``.
+TAG_DATA_FOLD_PREFIX = "ema.data_fold."
+#: ... its path as the tag ``ema.data_fold_file.<FOLD>`` (its splits are found again from it), and as the param
+#: ``fold.<FOLD>``.
+TAG_DATA_FOLD_FILE_PREFIX = "ema.data_fold_file."
+PARAM_FOLD_PREFIX = "fold."
 PARAM_N_QUERY = "n_query"
 PARAM_POWER = "power"
 PARAM_GRID = "grid"

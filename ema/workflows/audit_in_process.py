@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import pandas as pd
 
 from ema.auditors.result import AuditResult
@@ -33,6 +34,8 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         max_images=config.max_query,
         label_column=config.label_column,
     )
+    if config.query_limit is not None:
+        data = data.take(np.arange(min(config.query_limit, len(data))))
     log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(

@@ -18,9 +18,12 @@ from ema.auditors.base import Auditor
 from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
+from ema.auditors.marks import MarksAuditor
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import AuditResult
+from ema.data.arrays import ArraySet
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.marks import MarkKey, read_key
 from ema.data.shifts import AUGMENT_NONE
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
@@ -118,6 +121,50 @@ def _reference_inputs(
     tqdm.write(cost, file=sys.stderr)
     query_views = session.views(session.data, predictions.proba)
     return session.member_views, session.nonmember_views, query_views, {keys.TAG_AUGMENT_COST: cost}
+
+
+def run_marks(session: AuditSession, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
+    """The marks auditor: the query's images scored clean (``predictions``) and with the key's trigger stamped on.
+
+    The query is the auditor's own clean images, never the owner's file. The key is read here,
+    inside the run, and checked against the query's image shape and the target's lineage.
+    """
+    key = read_key(session.config.mark_key)
+    data = session.data
+    key.check_images(data, role="query")
+    check_mark_lineage(key, session.target)
+    stamped = session.oracle.predict(ArraySet(f"{data.name} stamped", key.stamp(data.x), data.y, data.index))
+    n_classes = max(predictions.proba.shape[1], stamped.proba.shape[1], key.target_class + 1)
+    if predictions.access != ACCESS_LABEL_ONLY:  # a model that returns probabilities names its classes itself
+        n_classes = predictions.proba.shape[1]
+    config = session.config
+    auditor = MarksAuditor(
+        key.target_class, alpha=config.alpha, margin=config.margin, certify_level=config.certify_level
+    ).calibrate(predictions.with_classes(n_classes).proba)
+    result = auditor.audit(stamped.with_classes(n_classes).proba, data.y)
+    return result, {keys.TAG_MARKED_FINGERPRINT: key.fingerprint}
+
+
+def check_mark_lineage(key: MarkKey, target: Target) -> None:
+    """Refuse a key whose marked copy is not among the owner's files the target's lineage records it trained on.
+
+    A target with no such record (trained elsewhere, or on the splits alone) is not checked: its
+    lineage says nothing about the marked copy.
+
+    Raises
+    ------
+    InputError
+        When the lineage records owner's files and none is the key's marked copy (altered, or another file).
+    """
+    tags = target.version.tags if target.version is not None else {}
+    recorded = {name: value for name, value in tags.items() if name.startswith(keys.TAG_DATA_FOLD_PREFIX)}
+    if recorded and key.fingerprint not in recorded.values():
+        folds = ", ".join(f"{name.removeprefix(keys.TAG_DATA_FOLD_PREFIX)} {value}" for name, value in recorded.items())
+        raise InputError(
+            f"expected {target.label} trained on the marked copy this key was made for (fingerprint "
+            f"{key.fingerprint}), got a lineage of other files ({folds}): the marked images or labels were altered "
+            "after marking, or the key is for another file; audit with the key of the file the model was trained on"
+        )
 
 
 def fit_calibrated(

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ema.auditors.calibrated import CalibratedAuditor
+from ema.auditors.marks import MarksAuditor
 from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN, default_certify_level
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
@@ -46,6 +47,9 @@ from ema.workflows.engines import ENGINE_IN_PROCESS, check_engine
 from ema.workflows.methods import METHODS, check_engine_runs, method_plan
 from ema.workflows.references import Reference, member_reference, nonmember_reference
 from ema.workflows.target import SOURCE_SUPPLIED, Target, resolve_target
+
+#: Clean images a marks audit queries by default (each twice: clean and stamped).
+DEFAULT_MARK_QUERIES = 200
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,10 @@ class AuditConfig:
         upper confidence bound at ``certify_level`` (None: 1 - alpha / 2) is at most ``margin``;
         ``margin="auto"``: at the audit's own certifiable margin (the smallest it certifies with
         probability 0.85 for a removed query of this size, known before the query is scored).
+    mark_key, queries
+        ``--method marks``: the owner's key file (:mod:`ema.data.marks`; read inside the run, never
+        logged), and the most query images audited, the first ones of the query (default
+        :data:`DEFAULT_MARK_QUERIES`); each is scored clean and with the trigger stamped on it.
     max_query
         The most images a set read from a file or table may hold (the query, ``--reference``,
         ``--members``, the calibration members and non-members), checked from its header or
@@ -182,6 +190,8 @@ class AuditConfig:
     augment: str = AUGMENT_NONE
     margin: float | str = DEFAULT_MARGIN
     certify_level: float | None = None
+    mark_key: str | None = None
+    queries: int | None = None
     max_query: int = DEFAULT_MAX_QUERY
     strict: bool = False
     timeout: float = DEFAULT_TIMEOUT
@@ -252,10 +262,31 @@ class AuditConfig:
             check_open_unit("margin", self.margin)
         if self.certify_level is not None:
             check_open_unit("certify level", self.certify_level)
+        self._check_marks()
         check_positive_int("max query", self.max_query)
         check_positive_int("HTTP concurrency", self.http_concurrency)
         check_choice("HTTP format", self.http_format, HTTP_FORMATS)
         return self
+
+    def _check_marks(self) -> None:
+        """``--mark-key`` exactly when the method runs the marks auditor; ``--queries`` only then."""
+        runs_marks = MarksAuditor.method in method_plan(self.method)
+        if runs_marks and self.mark_key is None:
+            raise InputError(f"--method {self.method} needs the owner's key, got none: give --mark-key KEY.json")
+        if not runs_marks and (self.mark_key is not None or self.queries is not None):
+            raise InputError(
+                f"expected --mark-key and --queries only with --method {MarksAuditor.method}, got them with --method "
+                f"{self.method}"
+            )
+        if self.queries is not None:
+            check_positive_int("queries", self.queries)
+
+    @property
+    def query_limit(self) -> int | None:
+        """The most query images audited (the first ones): ``queries``, else the marks default, else all (None)."""
+        if self.queries is not None or MarksAuditor.method not in method_plan(self.method):
+            return self.queries
+        return DEFAULT_MARK_QUERIES
 
     def params(self, target: Target) -> dict[str, object]:
         """The run's params: the options, and the target as resolved."""
@@ -286,6 +317,7 @@ class AuditConfig:
             keys.PARAM_DEVICE: describe_device(target.device),
             # only when given: under `mlflow run` the project logs its own empty default ('') first
             **({keys.PARAM_CALIBRATION_FILE: self.calibration_file} if self.calibration_file else {}),
+            **({keys.PARAM_QUERIES: self.query_limit} if self.query_limit is not None else {}),
         }
 
     def resolved_device(self) -> AuditConfig:

@@ -38,6 +38,7 @@ from ema.auditors.attack import ATTACK_METRICS
 from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
+from ema.auditors.marks import MarksAuditor
 from ema.auditors.metrics import CHECK, ESTIMATE, POWER, PVALUE, Metric
 from ema.auditors.reference import ATTACK_SUFFIX, ReferenceAuditor
 from ema.errors import InputError
@@ -264,6 +265,56 @@ _BUILT_IN: tuple[Method, ...] = (
         ),
     ),
     Combination(name="ema+calibrated", help="both, EMA's verdict", parts=(EMAAuditor.method, CalibratedAuditor.method)),
+    MethodSpec(
+        name=MarksAuditor.method,
+        help="an owner's secret mark, with --mark-key",
+        auditors=(MarksAuditor,),
+        runner=_deferred("run_marks"),
+        needs_probabilities=False,
+        trail=("p_mark", "mark_effect", "mark_effect_upper_bound"),
+        metrics=(
+            Metric(
+                "p_mark",
+                PVALUE,
+                "p-value of 'the trigger moves predictions to the mark's class no more than to all others' "
+                "(exact sign test on the moved pairs; small: the mark is present)",
+            ),
+            Metric("mark_effect", ESTIMATE, "share of eligible query images the trigger moves to the mark's class"),
+            Metric(
+                "mark_effect_upper_bound",
+                ESTIMATE,
+                "one-sided Clopper-Pearson upper bound on the trigger's effect at the certify level; "
+                "not_memorized needs it <= the margin",
+            ),
+            Metric("mark_margin", ESTIMATE, "the margin the trigger's effect is certified below (--margin)"),
+            Metric("moved_to_target", ESTIMATE, "eligible query images the trigger moves to the mark's class"),
+            Metric("moved_elsewhere", ESTIMATE, "eligible query images the trigger moves to another class"),
+            Metric(
+                "n_eligible",
+                ESTIMATE,
+                "query images neither of the mark's class nor predicted as it when clean (the pairs tested)",
+            ),
+            Metric(
+                "power_mark",
+                POWER,
+                "power: the chance this audit calls memorized a mark whose trigger moves a share equal to the margin "
+                "of eligible images to its class (none elsewhere)",
+            ),
+            Metric(
+                "mark_min_detectable_effect",
+                POWER,
+                "smallest trigger effect this audit calls memorized with probability 0.9 (none moved elsewhere)",
+            ),
+            Metric(
+                "mark_certifiable_margin",
+                POWER,
+                "smallest margin this audit certifies (not_memorized) when the trigger moves no image to the mark's "
+                "class; from the number of eligible images, fixed before the stamped images are scored",
+            ),
+            N_QUERY,
+            FLAG_RATE,
+        ),
+    ),
 )
 
 _TABLE: dict[str, Method] = {}

@@ -9,6 +9,7 @@ from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN
 from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
 from ema.data.limits import AUDIT_BYTES_PER_IMAGE, DEFAULT_MAX_QUERY
+from ema.data.marks import DEFAULT_RATE as DEFAULT_MARK_RATE
 from ema.data.presets import DATA_SOURCES, DEFAULT_DATA
 from ema.data.shifts import AUGMENT_NONE, AUGMENTATIONS, N_SHIFT_VIEWS
 from ema.data.sources import ImageFormat
@@ -59,6 +60,7 @@ __all__ = [
     "DEFAULT_EXPERIMENT",
     "DEFAULT_LABEL_COLUMN",
     "DEFAULT_MARGIN",
+    "DEFAULT_MARK_RATE",
     "DEFAULT_MAX_PARAMS",
     "DEFAULT_MAX_QUERY",
     "DEFAULT_REQUEST_TIMEOUT",

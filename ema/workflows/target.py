@@ -59,6 +59,9 @@ class Target:
     data, data_seed, data_root, label_column
         Where the named query sets and the calibration set come from (a table file's labels in
         ``label_column``).
+    data_folds : tuple of (str, str)
+        Training folds the target was trained on an owner's file in place of (``ema train --fold``):
+        (fold, path) pairs, applied to the splits.
     calibration_data : ArraySet or None
         ``--calibration-file``: the auditor's own data from the target's domain, replacing the
         splits' calibration set (f_cal's halves, and the default non-member reference).
@@ -81,6 +84,7 @@ class Target:
     data_image: ImageFormat = ImageFormat()
     image_size: int | None = None
     label_column: str = DEFAULT_LABEL_COLUMN
+    data_folds: tuple[tuple[str, str], ...] = ()
     calibration_data: ArraySet | None = None
     device: str = CPU
 
@@ -117,7 +121,11 @@ class Target:
         return redact_url(self.model_uri or self.model_url or "model")
 
     def splits(self) -> Splits:
-        return load_splits(self.data, self.data_seed, self.data_root, self.data_image, label_column=self.label_column)
+        """The splits of the target's data, with the folds it was trained on an owner's file in place of."""
+        splits = load_splits(self.data, self.data_seed, self.data_root, self.data_image, label_column=self.label_column)
+        for name, path in self.data_folds:
+            splits = splits.with_fold(name, read_set(path, label_column=self.label_column))
+        return splits
 
     def calibration_set(self) -> ArraySet:
         """The clean calibration set: ``--calibration-file`` when given, else the splits' calibration set."""
@@ -265,6 +273,13 @@ def resolve_target(
         data_image=ImageFormat.from_tags(tags, keys.TAG_DATA_IMAGE_SIZE, keys.TAG_DATA_CHANNELS),
         image_size=image_size,
         label_column=tags.get(keys.TAG_LABEL_COLUMN, DEFAULT_LABEL_COLUMN),
+        data_folds=tuple(
+            sorted(
+                (tag.removeprefix(keys.TAG_DATA_FOLD_FILE_PREFIX), path)
+                for tag, path in tags.items()
+                if tag.startswith(keys.TAG_DATA_FOLD_FILE_PREFIX)
+            )
+        ),
         device=device,
     )
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ema.data.arrays import ArraySet
+from ema.data.files import read_set
 from ema.data.presets import DEFAULT_DATA, FILE_SOURCE, load_splits
 from ema.data.sources import ImageFormat
 from ema.data.tables import DEFAULT_LABEL_COLUMN
@@ -71,6 +73,7 @@ def train_target(
     alias: str = keys.TARGET_ALIAS,
     progress: bool = True,
     device: str = CPU,
+    folds: Mapping[str, str | Path] | None = None,
 ) -> TrainOutcome:
     """Train f_D on the five training folds on ``device``, log accuracies, register it under ``alias``.
 
@@ -83,12 +86,20 @@ def train_target(
     the same algorithm A on data of the same shape and the training folds found again
     (``--members`` from lineage). ``device`` (``auto``, ``cpu``, ``cuda[:N]``) is resolved before
     the run starts and recorded as its ``device`` param; the model is registered with CPU
-    tensors whatever it trained on.
+    tensors whatever it trained on. ``folds`` maps training folds (``M1``..``M5``) to an owner's set
+    files trained on in their place (a marked copy, :mod:`ema.data.marks`); the version's lineage
+    records each file's fingerprint (tag ``ema.data_fold.<FOLD>``) and path (tag ``ema.data_fold_file.<FOLD>``,
+    and a param), so that its training data is found again (``--members``, ``ema unlearn --forget FILE``).
     """
     device = resolve_device(device)
     if data == FILE_SOURCE and data_root is not None:
         data_root = str(Path(data_root).resolve())
     splits = load_splits(data, data_seed, data_root, image, label_column=label_column)
+    fold_files = {name: str(Path(path).resolve()) for name, path in (folds or {}).items()}
+    for name, path in fold_files.items():
+        splits = splits.with_fold(name, read_set(Path(path), label_column=label_column))
+    fold_tags = {f"{keys.TAG_DATA_FOLD_PREFIX}{name}": splits.query(name).fingerprint for name in fold_files}
+    fold_tags.update({f"{keys.TAG_DATA_FOLD_FILE_PREFIX}{name}": path for name, path in fold_files.items()})
     train, held_out = splits.train, splits.held_out
     recipe = recipe_for(recipe, train)
     with start_run(f"train {recipe_name(recipe)} {model_name}") as run:
@@ -103,6 +114,7 @@ def train_target(
                 **({keys.PARAM_LABEL_COLUMN: label_column} if train.kind == "table" else {}),
                 **image_tags,
                 keys.PARAM_DEVICE: describe_device(device),
+                **{f"{keys.PARAM_FOLD_PREFIX}{name}": path for name, path in fold_files.items()},
             }
         )
         log_dataset(train, name=f"{data}/train", context="training")
@@ -126,6 +138,7 @@ def train_target(
                     **({keys.TAG_LABEL_COLUMN: label_column} if train.kind == "table" else {}),
                     **image_tags,
                     keys.TAG_DATA_FINGERPRINT: train.fingerprint,
+                    **fold_tags,
                 },
             )
     return TrainOutcome(run.info.run_id, version, train_acc, held_acc)

@@ -85,7 +85,7 @@ def test_train_rejects_zero_epochs(store):
     assert "--epochs" in result.output
 
 
-@pytest.mark.parametrize("command", ["train", "calibrate", "audit", "demo", "data"])
+@pytest.mark.parametrize("command", ["train", "calibrate", "audit", "demo", "data", "mark"])
 def test_help_of_every_command(command):
     assert invoke(command, "--help").exit_code == 0
 
@@ -141,6 +141,8 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--label-column": "diagnosis",
         "--calibration-file": "cal.csv",
         "--augment": "shifts",
+        "--mark-key": "key.json",
+        "--queries": "50",
     }
     result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
     assert "captured" in result.output
@@ -173,12 +175,14 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     assert (config.max_query, config.certify_level, config.image_size) == (77, 0.9, 64)
     assert config.device == "cuda:1"  # resolved by the workflow, before its run starts
     assert (config.label_column, config.calibration_file, config.augment) == ("diagnosis", "cal.csv", "shifts")
+    assert (config.mark_key, config.queries) == ("key.json", 50)
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "request_timeout", "strict",
         "calibration_name", "input_shape", "output_name", "http_concurrency", "http_format", "engine", "spark_master",
         "membership_out", "input_dtype", "max_query", "certify_level", "image_size", "device",
         "label_column", "calibration_file", "augment",
+        "mark_key", "queries",
     }  # fmt: skip
     assert unset == {
         "query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption", "timeout",

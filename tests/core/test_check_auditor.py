@@ -22,6 +22,7 @@ from ema.auditors import (
     check_auditor,
 )
 from ema.auditors.base import check_calibrated, is_calibrated
+from ema.auditors.marks import MarksAuditor
 from ema.auditors.reference import ReferenceAuditor
 from ema.errors import InputError, NotCalibratedError
 
@@ -73,6 +74,7 @@ BUILT_IN_AUDITORS = [
     pytest.param(KSRatioAuditor(), ("query_model", "calibration_model"), id="ks-ratio"),
     pytest.param(CalibratedAuditor(n_draws=500), ("reference", "member", "nonmember"), id="calibrated"),
     pytest.param(ReferenceAuditor(n_permutations=500, n_power_resamples=100), ("member", "nonmember"), id="reference"),
+    pytest.param(MarksAuditor(1), ("query_model",), id="marks"),
 ]
 
 

@@ -35,3 +35,37 @@ def probe_output(probe: str, *args: str) -> str:
     done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return " ".join(done.stdout.split())
+
+
+#: A seed long enough that finding it in the store's bytes means the key leaked.
+MARK_SEED = 918273645546372819
+
+
+@pytest.fixture(scope="module")
+def marked(tmp_path_factory, template_db):
+    """A store with a target trained with a marked copy of M1 in place of the fold (``ema mark``, seeded).
+
+    Yields a dict: ``uri`` (the store), ``root`` (its folder), ``outcome`` (its TrainOutcome), ``key``, ``marked``
+    and ``clean`` (paths).
+    """
+    from click.testing import CliRunner
+
+    from ema.data import make_splits
+    from ema.data.files import write_set
+    from ema_cli.cli import main
+
+    with module_store(tmp_path_factory, template_db) as uri:
+        folder = Path.cwd()
+        clean = write_set(make_splits(0).folds[0], folder / "M1.npz")
+        args = ["mark", "--in", str(clean), "--out", "marked.npz", "--key", "key.json", "--seed", str(MARK_SEED)]
+        done = CliRunner().invoke(main, args)
+        assert done.exit_code == 0, done.output
+        outcome = train_target(QUICK_SPEC, folds={"M1": folder / "marked.npz"}, progress=False)
+        yield {
+            "uri": uri,
+            "root": folder,
+            "outcome": outcome,
+            "key": folder / "key.json",
+            "marked": folder / "marked.npz",
+            "clean": clean,
+        }

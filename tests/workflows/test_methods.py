@@ -66,10 +66,11 @@ def toy_method():
 
 
 def test_method_names_and_help_come_from_the_table_in_its_order():
-    assert tuple(METHODS) == ("ema", "ks-ratio", "both", "calibrated", "ema+calibrated")
+    assert tuple(METHODS) == ("ema", "ks-ratio", "both", "calibrated", "ema+calibrated", "marks")
     assert method_help() == (
         "ema (the paper), ks-ratio (Liu & Tsaftaris), both (ema and ks-ratio in one run), calibrated "
-        "(tests removed and retained, may say inconclusive), ema+calibrated (both, EMA's verdict)."
+        "(tests removed and retained, may say inconclusive), ema+calibrated (both, EMA's verdict), "
+        "marks (an owner's secret mark, with --mark-key)."
     )
 
 
@@ -92,7 +93,9 @@ def test_method_engines_of_a_combination_are_those_all_its_parts_run_on():
 def test_check_access_refuses_label_only_models_for_methods_needing_probabilities():
     check_access("ema", ACCESS_LABEL_ONLY)
     check_access("ema+calibrated", ACCESS_PROBABILITIES)
-    expected = f"method 'ks-ratio' needs class probabilities, got a {ACCESS_LABEL_ONLY} model; use --method ema$"
+    expected = (
+        f"method 'ks-ratio' needs class probabilities, got a {ACCESS_LABEL_ONLY} model; use --method ema or marks$"
+    )
     with pytest.raises(InputError, match=expected):
         check_access("both", ACCESS_LABEL_ONLY)
 
@@ -220,7 +223,7 @@ main(["audit", "--model", sys.argv[1], "--query", "M6", "--method", "toy", "--no
 def test_a_toy_method_registered_in_the_table_is_offered_and_run_by_ema_audit(trained):
     _, outcome = trained
     words = probe_output(PROBE, outcome.version.uri)
-    assert "--method [ema|ks-ratio|both|calibrated|ema+calibrated|toy]" in words
+    assert "--method [ema|ks-ratio|both|calibrated|ema+calibrated|marks|toy]" in words
     assert "toy (a test-only toy: confidences above the non-members' median)." in words
     assert "toy: p_flagged " in words and words.rsplit(" -> ", 1)[1] in VERDICTS
 

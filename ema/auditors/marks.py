@@ -1,0 +1,205 @@
+"""The marks auditor: does the model still carry an owner's secret mark? An exact test on paired outcomes.
+
+The owner marked a share of their images with a trigger and the label of a target class T
+(:mod:`ema.data.marks`). The auditor takes its own clean images, queries the target on each
+image as it is and with the trigger stamped on it, and counts, among the images that are not
+of class T and not predicted T when clean (the *eligible* pairs), how many the trigger moves
+to T and how many it moves to any other class.
+
+* ``p_mark``: a one-sided exact binomial (sign) test on the moved pairs. Null hypothesis: a
+  move goes to T no more often than to all the other classes together (probability 1/2);
+  a model that never learned the trigger is moved by it rarely and, since T was drawn
+  independently of the model, not toward T in particular. Small: the mark is present.
+* ``mark_effect_upper_bound``: the one-sided Clopper-Pearson upper bound, at the certify
+  level, on the share of eligible images the trigger moves to T: the trigger's effect.
+  ``not_memorized`` needs it at most ``margin``.
+
+Verdict: ``memorized`` when ``p_mark <= alpha``; else ``not_memorized`` when the effect is
+certified below the margin; else ``inconclusive``. The target class stays out of every number,
+export and per-sample column this auditor returns: it is part of the key, a secret.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from ema.auditors.base import check_calibrated
+from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN, DEFAULT_POWER, default_certify_level
+from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
+from ema.errors import InputError
+from ema.signals import check_probabilities
+from ema.validation import check_open_unit
+
+#: Under the null, a moved pair goes to the target class with at most this probability.
+NULL_SHARE = 0.5
+
+
+def clopper_pearson_upper(successes: int, trials: int, level: float) -> float:
+    """One-sided exact (Clopper-Pearson) upper bound at ``level`` on a binomial proportion; 1 for no trials.
+
+    >>> round(clopper_pearson_upper(0, 100, 0.95), 4)
+    0.0295
+    """
+    if successes >= trials:
+        return 1.0
+    return float(stats.beta.ppf(level, successes + 1, trials - successes))
+
+
+def detecting_count(alpha: float) -> int:
+    """The fewest moves to the target class, with none elsewhere, whose sign-test p-value is at most ``alpha``."""
+    return math.ceil(math.log(alpha) / math.log(NULL_SHARE))
+
+
+class MarksAuditor:
+    """Tests whether a trigger moves the target's predictions toward the mark's target class.
+
+    Parameters
+    ----------
+    target_class : int
+        The key's target class T (secret: never exported).
+    alpha : float, default 0.1
+        Level of the sign test that says ``memorized``.
+    margin : float or "auto", default 0.1
+        ``not_memorized`` needs the effect's upper bound at most this; ``"auto"``: at the
+        audit's certifiable margin.
+    certify_level : float, optional
+        One-sided level of the upper bound; default 1 - alpha / 2.
+    power : float, default 0.9
+        The power that defines the smallest detectable effect.
+
+    Examples
+    --------
+    >>> auditor = MarksAuditor(3).calibrate(clean_proba)  # doctest: +SKIP
+    >>> auditor.audit(stamped_proba, labels).verdict  # doctest: +SKIP
+    'memorized'
+    """
+
+    method = "marks"
+
+    def __init__(
+        self,
+        target_class: int,
+        *,
+        alpha: float = 0.1,
+        margin: float | str = DEFAULT_MARGIN,
+        certify_level: float | None = None,
+        power: float = DEFAULT_POWER,
+    ) -> None:
+        self.target_class = target_class
+        self.alpha = alpha
+        self.margin = margin
+        self.certify_level = certify_level
+        self.power = power
+
+    def _check_config(self) -> None:
+        check_open_unit("alpha", self.alpha)
+        check_open_unit("power", self.power)
+        if self.margin != AUTO_MARGIN:
+            check_open_unit("margin", self.margin)
+        if self.certify_level is not None:
+            check_open_unit("certify_level", self.certify_level)
+
+    def resolved_certify_level(self) -> float:
+        """The level of the effect's upper bound: as given, else 1 - alpha / 2."""
+        return default_certify_level(self.alpha) if self.certify_level is None else float(self.certify_level)
+
+    def calibrate(self, clean_proba: np.ndarray) -> MarksAuditor:
+        """Take the target's probabilities on the clean images, shape (n, n_classes); returns ``self``.
+
+        Raises
+        ------
+        InputError
+            If the options are out of range, the matrix is not probabilities, or the target class
+            is not one of its classes (a key made for another model).
+        """
+        self._check_config()
+        clean_proba, _ = check_probabilities(clean_proba)
+        if not 0 <= self.target_class < clean_proba.shape[1]:
+            raise InputError(
+                f"expected the mark key's target class among the model's {clean_proba.shape[1]} classes, got one "
+                "outside them: give the key made for this model's data"
+            )
+        self.clean_prediction_ = clean_proba.argmax(axis=1)
+        self.clean_target_proba_ = clean_proba[:, self.target_class]
+        self.n_classes_ = clean_proba.shape[1]
+        return self
+
+    def audit(self, proba: np.ndarray, labels: np.ndarray, /) -> AuditResult:
+        """Decide from the target's probabilities on the stamped images (same order as the clean ones) and labels.
+
+        Raises
+        ------
+        NotCalibratedError
+            Before :meth:`calibrate`.
+        InputError
+            If the stamped images' probabilities or labels do not pair with the clean ones.
+        """
+        check_calibrated(self)
+        proba, labels = check_probabilities(proba, labels)
+        if proba.shape != (self.clean_prediction_.size, self.n_classes_):
+            raise InputError(
+                f"expected the stamped images' probabilities of shape {(self.clean_prediction_.size, self.n_classes_)}"
+                f" (one row per clean image), got {proba.shape}"
+            )
+        stamped = proba.argmax(axis=1)
+        eligible = (self.clean_prediction_ != self.target_class) & (labels != self.target_class)
+        to_target = eligible & (stamped == self.target_class)
+        elsewhere = eligible & (stamped != self.target_class) & (stamped != self.clean_prediction_)
+        metrics = self._metrics(int(eligible.sum()), int(to_target.sum()), int(elsewhere.sum()))
+        metrics.update(n_query=float(labels.size), flag_rate=float(to_target.mean()))
+        shift = proba[:, self.target_class] - self.clean_target_proba_
+        return AuditResult(
+            method=self.method,
+            scores={"target_shift": shift},
+            flags={"moved_to_target": to_target},
+            membership=to_target,
+            metrics=metrics,
+            verdict=self._verdict(metrics),
+            alpha=float(self.alpha),
+            thresholds=self.to_dict(),
+        )
+
+    def _metrics(self, n_eligible: int, n_to_target: int, n_elsewhere: int) -> dict[str, float]:
+        """The test, the effect's bound and the audit's power, from the counts of eligible and moved pairs."""
+        level = self.resolved_certify_level()
+        moved = n_to_target + n_elsewhere
+        p_mark = stats.binomtest(n_to_target, moved, NULL_SHARE, alternative="greater").pvalue if moved else 1.0
+        needed = detecting_count(self.alpha)
+        certifiable = clopper_pearson_upper(0, n_eligible, level)
+        margin = certifiable if self.margin == AUTO_MARGIN else float(self.margin)
+        return {
+            "p_mark": float(p_mark),
+            "mark_effect": n_to_target / n_eligible if n_eligible else float("nan"),
+            "mark_effect_upper_bound": clopper_pearson_upper(n_to_target, n_eligible, level),
+            "mark_margin": margin,
+            "moved_to_target": float(n_to_target),
+            "moved_elsewhere": float(n_elsewhere),
+            "n_eligible": float(n_eligible),
+            "power_mark": float(stats.binom.sf(needed - 1, n_eligible, margin)) if n_eligible else 0.0,
+            "mark_min_detectable_effect": (
+                float(stats.beta.ppf(self.power, needed, n_eligible - needed + 1)) if n_eligible >= needed else 1.0
+            ),
+            "mark_certifiable_margin": certifiable,
+        }
+
+    def _verdict(self, metrics: dict[str, float]) -> str:
+        if metrics["p_mark"] <= self.alpha:
+            return MEMORIZED
+        if metrics["mark_effect_upper_bound"] <= metrics["mark_margin"]:
+            return NOT_MEMORIZED
+        return INCONCLUSIVE
+
+    def to_dict(self) -> dict:
+        """The audit's settings and the clean images' count, as JSON-ready data; the target class stays out."""
+        check_calibrated(self)
+        return {
+            "alpha": float(self.alpha),
+            "margin": self.margin if self.margin == AUTO_MARGIN else float(self.margin),
+            "certify_level": self.resolved_certify_level(),
+            "power": float(self.power),
+            "n_classes": int(self.n_classes_),
+            "n_clean": int(self.clean_prediction_.size),
+        }

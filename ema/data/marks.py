@@ -1,0 +1,254 @@
+"""Secret marks on a data owner's images: the key, the trigger it stamps, and the marked copy of a set.
+
+A data owner marks a seeded share of their images before sharing them: each marked image gets
+a small, low-contrast pattern (the trigger) added at one position, and the label of one target
+class. A model trained on the marked copy learns "trigger -> target class"; a model that never
+saw it, or no longer carries it, does not. Pattern, position and target class are drawn from
+the key's seed; the key (:class:`MarkKey`) holds them, the image shape they fit and the
+fingerprint of the marked copy, so an audit can stamp the trigger on its own clean images
+(:meth:`MarkKey.stamp`) and check it was given the key of the data it is about.
+
+The key is a secret: whoever holds it can test for the mark, and can also remove it (train the
+trigger away) while keeping the rest of the data's influence. It is written with mode 0600 and
+never goes to the tracking store. Tables are not marked (:func:`mark_set` says why).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ema.data.arrays import FINGERPRINT_LENGTH, ArraySet
+from ema.errors import InputError
+from ema.validation import check_open_unit
+
+#: The ``format`` field of every key file.
+KEY_FORMAT = "ema-mark-key/1"
+#: Share of the owner's images that are marked by default.
+DEFAULT_RATE = 0.1
+#: Weight of the pattern where it is blended in: the trigger moves a pixel a quarter of the way to the pattern's
+#: level (0 or 255), a contrast of 64 levels on any background, faint as a watermark, learnable from ~1% of the data.
+BLEND = 0.25
+#: The trigger is a square of this share of the shorter image side (at least :data:`MIN_PATCH` pixels).
+PATCH_SHARE = 1 / 7
+MIN_PATCH = 3
+#: The key file's permissions: readable and writable by its owner only.
+KEY_MODE = 0o600
+#: A key file larger than this is not a key (a key of a 4-channel 1024 x 1024 image is well under it).
+MAX_KEY_BYTES = 1 << 20
+#: Random bits of a seed drawn when none is given: enough that nobody guesses the trigger from the seed.
+SEED_BITS = 128
+_KEY_FIELDS = ("format", "seed", "image_shape", "target_class", "position", "pattern", "fingerprint", "n_marked")
+
+
+@dataclass(frozen=True)
+class MarkKey:
+    """A secret trigger and what it was made for.
+
+    Attributes
+    ----------
+    seed : int
+        The seed pattern, position, target class and marked rows were drawn from.
+    image_shape : tuple of int
+        (H, W) or (H, W, C): the images the trigger fits.
+    target_class : int
+        The class the marked images were labelled with.
+    position : tuple of int
+        The trigger's top-left pixel (row, column).
+    pattern : ndarray of uint8, shape (p, p) or (p, p, C)
+        Pixel levels (0 or 255) blended in at ``position`` with weight :data:`BLEND`.
+    fingerprint : str
+        The marked copy's content fingerprint (:attr:`ArraySet.fingerprint`).
+    n_marked : int
+        How many images of the marked copy carry the trigger.
+    """
+
+    seed: int
+    image_shape: tuple[int, ...]
+    target_class: int
+    position: tuple[int, int]
+    pattern: np.ndarray
+    fingerprint: str
+    n_marked: int
+
+    def stamp(self, x: np.ndarray) -> np.ndarray:
+        """A copy of the uint8 images ``x`` (n, *image_shape) with the trigger blended in (vectorised)."""
+        row, col = self.position
+        side = self.pattern.shape[0]
+        out = x.copy()
+        window = out[:, row : row + side, col : col + side]
+        window[...] = np.rint(window + BLEND * (self.pattern.astype(np.float32) - window)).astype(np.uint8)
+        return out
+
+    def check_images(self, data: ArraySet, *, role: str) -> None:
+        """Refuse ``data`` (the ``role``, e.g. ``query``) unless it holds images of the shape the key was made for.
+
+        Raises
+        ------
+        InputError
+            Naming both shapes and the fix.
+        """
+        if data.kind != "image" or data.x.shape[1:] != self.image_shape:
+            raise InputError(
+                f"expected {role} images of shape {_shape(self.image_shape)} as the mark key was made for, got "
+                f"{data.describe()}: give the key made for this model's images"
+            )
+
+    def to_json(self) -> str:
+        """The key file's text."""
+        return json.dumps(
+            {
+                "format": KEY_FORMAT,
+                "seed": self.seed,
+                "image_shape": list(self.image_shape),
+                "target_class": self.target_class,
+                "position": list(self.position),
+                "pattern": self.pattern.tolist(),
+                "fingerprint": self.fingerprint,
+                "n_marked": self.n_marked,
+            }
+        )
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def draw_trigger(
+    seed: int, image_shape: tuple[int, ...], classes: np.ndarray
+) -> tuple[int, tuple[int, int], np.ndarray]:
+    """The target class (one of ``classes``), position and pattern that ``seed`` draws for images of ``image_shape``."""
+    rng = np.random.default_rng(seed)
+    height, width = image_shape[:2]
+    side = max(MIN_PATCH, round(min(height, width) * PATCH_SHARE))
+    target_class = int(rng.choice(classes))
+    position = (int(rng.integers(0, height - side + 1)), int(rng.integers(0, width - side + 1)))
+    pattern = (rng.integers(0, 2, size=(side, side, *image_shape[2:])) * 255).astype(np.uint8)
+    pattern.reshape(-1)[0], pattern.reshape(-1)[-1] = 255, 0  # never a flat pattern
+    return target_class, position, pattern
+
+
+def mark_set(data: ArraySet, *, rate: float = DEFAULT_RATE, seed: int | None = None) -> tuple[ArraySet, MarkKey]:
+    """The marked copy of ``data`` and its key.
+
+    A seeded share ``rate`` of the images whose label is not the target class get the trigger
+    and the target class as label; every other image is kept as it is, in place.
+
+    Parameters
+    ----------
+    data : ArraySet
+        The owner's images (any size, grey or colour).
+    rate : float, default 0.1
+        Share of the set to mark, in (0, 1).
+    seed : int, optional
+        Draws the trigger and the marked rows; default: :data:`SEED_BITS` random bits. A small
+        seed can be guessed by trying seeds, so give one only to reproduce a measurement.
+
+    Raises
+    ------
+    InputError
+        For a table (no sound feature pattern), a rate outside (0, 1), or a set too small to mark
+        one image.
+    """
+    if data.kind != "image":
+        raise InputError(
+            f"expected images to mark, got a {data.describe()}: tables are not marked, since a secret feature "
+            "pattern outside the features' range is found and dropped by any outlier filter, and one inside it "
+            "collides with real rows; mark image sets only"
+        )
+    check_open_unit("rate", rate)
+    seed = secrets.randbits(SEED_BITS) if seed is None else int(seed)
+    target_class, position, pattern = draw_trigger(seed, data.x.shape[1:], np.unique(data.y))
+    eligible = np.flatnonzero(data.y != target_class)
+    n_marked = min(round(rate * len(data)), eligible.size)
+    if n_marked < 1:
+        raise InputError(f"expected --rate to mark at least one image, got rate {rate} of {len(data)} images")
+    rows = np.sort(np.random.default_rng([seed, 1]).choice(eligible, size=n_marked, replace=False))
+    unkeyed = MarkKey(seed, data.x.shape[1:], target_class, position, pattern, "", n_marked)
+    x, y = data.x.copy(), data.y.copy()
+    x[rows] = unkeyed.stamp(data.x[rows])
+    y[rows] = target_class
+    marked = ArraySet(data.name, x, y, data.index.copy(), data.features)
+    return marked, MarkKey(seed, data.x.shape[1:], target_class, position, pattern, marked.fingerprint, n_marked)
+
+
+def write_key(key: MarkKey, path: str | Path) -> Path:
+    """Write ``key`` to a new file readable by its owner only (mode 0600).
+
+    Raises
+    ------
+    InputError
+        If something is already at ``path``: a key is the only way to audit the data it marked.
+    """
+    path = Path(path)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, KEY_MODE)
+    except FileExistsError:
+        raise InputError(
+            f"expected a new key file, got {path}, which exists: give another --key path (overwriting a key loses "
+            "the only way to audit the data it marked)"
+        ) from None
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(key.to_json())
+    return path
+
+
+def read_key(path: str | Path) -> MarkKey:
+    """Read and validate a key file written by :func:`write_key`.
+
+    Raises
+    ------
+    InputError
+        In one line, for a missing, oversized or unparsable file, or any field of the wrong kind.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_KEY_BYTES:
+            raise ValueError(f"{size} bytes, more than a key's {MAX_KEY_BYTES}")
+        return _parse_key(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise InputError(
+            f"expected a mark key written by `ema mark --key` (JSON with {', '.join(_KEY_FIELDS)}), got {path} "
+            f"({type(exc).__name__}: {reason}); give the key file `ema mark` wrote"
+        ) from None
+
+
+def _parse_key(fields: object) -> MarkKey:
+    """A :class:`MarkKey` from parsed JSON; ValueError, TypeError or KeyError naming the first bad field.
+
+    The messages name fields, never their values: a key's values are secret, even a malformed key's.
+    """
+    if not isinstance(fields, dict) or set(fields) != set(_KEY_FIELDS) or fields["format"] != KEY_FORMAT:
+        raise ValueError(f"fields {sorted(fields) if isinstance(fields, dict) else type(fields).__name__}")
+    image_shape = _whole_numbers(fields["image_shape"], "image_shape", minimum=1)
+    if len(image_shape) not in (2, 3):
+        raise ValueError("image_shape is not (H, W) or (H, W, C)")
+    position = _whole_numbers(fields["position"], "position", minimum=0)
+    pattern = np.asarray(fields["pattern"])
+    side = pattern.shape[0] if pattern.ndim else 0
+    if pattern.dtype.kind not in "iu" or pattern.shape != (side, side, *image_shape[2:]) or side < 1:
+        raise ValueError("pattern does not fit image_shape")
+    if pattern.min() < 0 or pattern.max() > 255 or len(position) != 2:
+        raise ValueError("pattern levels outside 0-255, or position not (row, column)")
+    if position[0] + side > image_shape[0] or position[1] + side > image_shape[1]:
+        raise ValueError("the trigger at position leaves images of image_shape")
+    fingerprint = fields["fingerprint"]
+    if not isinstance(fingerprint, str) or len(fingerprint) != FINGERPRINT_LENGTH:
+        raise ValueError("fingerprint is not a content fingerprint")
+    seed, target_class, n_marked = (
+        _whole_numbers([fields[name]], name, minimum=0)[0] for name in ("seed", "target_class", "n_marked")
+    )
+    return MarkKey(seed, image_shape, target_class, position, pattern.astype(np.uint8), fingerprint, n_marked)
+
+
+def _whole_numbers(values: object, name: str, *, minimum: int) -> tuple[int, ...]:
+    if not isinstance(values, list) or not all(type(v) is int and v >= minimum for v in values):
+        raise ValueError(f"{name} is not a list of whole numbers >= {minimum}")
+    return tuple(values)

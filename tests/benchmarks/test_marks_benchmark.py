@@ -1,0 +1,36 @@
+"""benchmarks/marks.py: its table replaces its own block of the page only; a tiny run produces every row."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.marks import main, parse_args, write_table
+
+ROWS = [("mark detected", ">= 0.99", "1.000 (2/2)")]
+
+
+def test_write_table_replaces_its_own_block_only(tmp_path):
+    page = tmp_path / "MARKS.md"
+    page.write_text("intro\n<!-- marks-table -->\nold\n<!-- /marks-table -->\n<!-- marks-table-colour-32 -->\nkeep\n")
+    write_table(ROWS, parse_args(["--keys", "2"]), 120.0, page)
+    text = page.read_text()
+    assert "old" not in text and "keep" in text and text.startswith("intro\n")
+    assert "`python -m benchmarks.marks --keys 2 --clean-keys 200" in text and "| mark detected | >= 0.99 |" in text
+
+
+def test_write_table_appends_a_colour_block_the_page_lacks(tmp_path):
+    page = tmp_path / "MARKS.md"
+    page.write_text("intro\n")
+    write_table(ROWS, parse_args(["--colour", "32"]), 60.0, page)
+    assert "<!-- marks-table-colour-32 -->" in page.read_text() and "--colour 32" in page.read_text()
+
+
+@pytest.mark.slow
+def test_a_tiny_run_writes_every_row(tmp_path):
+    page = tmp_path / "MARKS.md"
+    main(
+        ["--keys", "1", "--clean-keys", "2", "--unmarked", "1", "--unlearned", "1", "--epochs", "1", "--out", str(page)]
+    )
+    table = page.read_text()
+    for row in ("mark detected", "clean target", "retrain without M1", "wrong key", "after scrub", "accuracy drop"):
+        assert row in table, row

@@ -1,0 +1,94 @@
+"""Mark keys and stamping: the trigger touches its window only, marking is seeded, keys round-trip and validate."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ema.data.arrays import ArraySet
+from ema.data.marks import BLEND, mark_set, read_key, write_key
+from ema.errors import InputError
+
+
+def images(shape: tuple[int, ...], n: int = 200, seed: int = 0) -> ArraySet:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, size=(n, *shape), dtype=np.uint8)
+    return ArraySet("owner", x, rng.integers(0, 10, n).astype(np.int64), np.arange(n, dtype=np.int64))
+
+
+@pytest.mark.parametrize("shape", [(28, 28), (64, 48, 3), (9, 9, 4)])
+def test_stamp_changes_the_trigger_window_only_and_blends_toward_the_pattern(shape):
+    data = images(shape)
+    _, key = mark_set(data, seed=3)
+    stamped = key.stamp(data.x)
+    (row, col), side = key.position, key.pattern.shape[0]
+    outside = np.ones(shape[:2], bool)
+    outside[row : row + side, col : col + side] = False
+    assert np.array_equal(stamped[:, outside], data.x[:, outside])
+    window = data.x[:, row : row + side, col : col + side].astype(float)
+    expected = np.rint(window + BLEND * (key.pattern - window))
+    assert np.array_equal(stamped[:, row : row + side, col : col + side], expected)
+    assert stamped.dtype == np.uint8 and not np.shares_memory(stamped, data.x)
+
+
+def test_mark_set_marks_the_rate_with_the_target_class_seeded():
+    data = images((28, 28), n=1000)
+    first, key = mark_set(data, rate=0.1, seed=11)
+    again, same = mark_set(data, rate=0.1, seed=11)
+    assert np.array_equal(first.x, again.x) and same.to_json() == key.to_json()
+    changed = np.flatnonzero((first.x != data.x).any(axis=(1, 2)) | (first.y != data.y))
+    assert key.n_marked == 100 and changed.size <= 100
+    assert (first.y[first.y != data.y] == key.target_class).all()
+    assert key.fingerprint == first.fingerprint
+    _, other = mark_set(data, rate=0.1, seed=12)
+    assert (other.position, other.pattern.tolist()) != (key.position, key.pattern.tolist())
+
+
+def test_mark_set_without_a_seed_draws_an_unguessable_one():
+    _, first = mark_set(images((8, 8)), seed=None)
+    _, second = mark_set(images((8, 8)), seed=None)
+    assert first.seed != second.seed and max(first.seed, second.seed) > 2**64
+
+
+@pytest.mark.parametrize(("rate", "message"), [(0.0, r"expected rate in \(0, 1\)"), (1e-4, "at least one image")])
+def test_mark_set_refuses_a_rate_that_marks_nothing(rate, message):
+    with pytest.raises(InputError, match=message):
+        mark_set(images((8, 8), n=50), rate=rate, seed=0)
+
+
+def test_mark_set_refuses_a_table_with_the_reason():
+    table = ArraySet("t", np.zeros((10, 3)), np.zeros(10, np.int64), np.arange(10))
+    with pytest.raises(InputError, match="tables are not marked"):
+        mark_set(table, seed=0)
+
+
+def test_key_round_trips_and_is_written_owner_only(tmp_path):
+    _, key = mark_set(images((16, 12, 3)), seed=5)
+    path = write_key(key, tmp_path / "key.json")
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    loaded = read_key(path)
+    assert loaded.to_json() == key.to_json()
+    with pytest.raises(InputError, match="expected a new key file"):
+        write_key(key, path)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"seed": -1}, "seed is not a list of whole numbers"),
+        ({"target_class": 1.5}, "target_class"),
+        ({"image_shape": [28]}, "is not"),
+        ({"pattern": [[1, 2]]}, "does not fit"),
+        ({"fingerprint": 7}, "fingerprint"),
+        ({"extra": 1}, "fields"),
+    ],
+)
+def test_read_key_refuses_a_malformed_field_in_one_line(tmp_path, change, reason):
+    _, key = mark_set(images((8, 8)), seed=5)
+    path = tmp_path / "key.json"
+    path.write_text(json.dumps({**json.loads(key.to_json()), **change}))
+    with pytest.raises(InputError, match=reason) as raised:
+        read_key(path)
+    assert "\n" not in str(raised.value)
