@@ -6,7 +6,10 @@ Each figure is a whole process, started fresh, timed from ``exec`` to exit:
   the commands were imported lazily); the goal is absolute, under 0.5 s;
 - a cached ``ema audit --model models:/ema-target@target --query M6`` (2,000 images; the
   target trained and its calibration model cached by an untimed first audit): against the
-  same import line; the goal is at most 1.0 s more than those imports.
+  same import line; the goal is a ratio, at most 1.25x those imports, so that it holds on a
+  slower machine too. The note also gives the floor no audit can go under: the same imports
+  plus those the audit needs whatever it does (``scipy.stats`` for the paper's tests,
+  matplotlib's Agg canvas for the report's figures, MLflow's sqlalchemy store, opened).
 
 The commands run as the ``ema`` program does (:func:`ema_cli.cli.run`, which skips the
 interpreter's teardown of the objects a command built).
@@ -25,9 +28,17 @@ from benchmarks._common import Config, interleaved, progress, row, spread, tempo
 NAME = "cli"
 CLI = [sys.executable, "-c", "from ema_cli.cli import run; run()"]
 IMPORTS = [sys.executable, "-c", "import ema, mlflow, torch"]
+#: The imports plus what every audit needs: the paper's tests, the report's canvas, the store (opened).
+FLOOR = [
+    sys.executable,
+    "-c",
+    "import ema, mlflow, torch, scipy.stats, matplotlib.backends.backend_agg, matplotlib.figure; "
+    "from ema.tracking.runs import configure; configure()",
+]
 AUDIT = ["audit", "--model", "models:/ema-target@target", "--query", "M6", "--no-progress"]
 HELP_GOAL = 0.5
-AUDIT_GOAL = 1.0
+#: audit / imports at most.
+AUDIT_GOAL = 1.25
 
 
 def run(command: list[str]) -> None:
@@ -50,10 +61,11 @@ def measure(config: Config) -> list[dict]:
                 "imports": lambda: run(IMPORTS),
                 "help": lambda: run([*CLI, "--help"]),
                 "audit": lambda: run([*CLI, *AUDIT]),
+                "floor": lambda: run(FLOOR),
             },
             repeats,
         )
-    imports, help_, audit = (statistics.median(times[k]) for k in ("imports", "help", "audit"))
+    imports, help_, audit, floor = (statistics.median(times[k]) for k in ("imports", "help", "audit", "floor"))
     label = '`python -c "import ema, mlflow, torch"`'
     return [
         row(
@@ -79,12 +91,14 @@ def measure(config: Config) -> list[dict]:
             baseline_label=label,
             ratio=audit / imports,
             ratio_label="audit / imports",
-            goal=f"<= imports + {AUDIT_GOAL:g} s",
-            met=audit - imports <= AUDIT_GOAL,
+            goal=f"<= {AUDIT_GOAL:g}x imports",
+            met=audit / imports <= AUDIT_GOAL,
             repeats=repeats,
             note=(
                 f"audit {spread(times['audit'])}, imports {spread(times['imports'])}; "
-                f"audit - imports = {audit - imports:.2f} s"
+                f"audit - imports = {audit - imports:.2f} s; floor (imports, scipy.stats, matplotlib, the "
+                f"store opened) {spread(times['floor'])}, {floor / imports:.2f}x imports; "
+                f"audit / floor = {audit / floor:.2f}x"
             ),
         ),
     ]

@@ -68,9 +68,21 @@ class PyfuncOracle(Oracle):
         except Exception:  # an unreadable example is as good as none: --input-shape then says the shape
             return None
 
+    #: Whether the model failed on pixels not C-ordered in memory (see :meth:`_predict_batch`) and now gets copies.
+    _c_order_only = False
+
     def _predict_batch(self, inputs: np.ndarray | pd.DataFrame) -> object:
+        """The model's outputs for one prepared batch.
+
+        Colour pixels arrive channels-last in memory (:func:`ema.inputs.prepare_inputs`). A
+        model whose code needs C order (a torch ``view`` of its input) fails on them: the batch
+        is retried once as a C-ordered copy, and if that scores, every later batch is copied too.
+        """
         from mlflow.exceptions import MlflowException
 
+        strided = isinstance(inputs, np.ndarray) and not inputs.flags.c_contiguous
+        if strided and self._c_order_only:
+            return self._predict_batch(np.ascontiguousarray(inputs))
         try:
             return self._model.predict(inputs)
         except MlflowException as exc:
@@ -78,10 +90,24 @@ class PyfuncOracle(Oracle):
                 f"model {self.model_uri!r} refused the query ({self.input_spec.describe()}): {schema_reason(exc)}"
             ) from exc
         except Exception as exc:  # the model's own code: whatever it raises is the model's failure, not ours
+            if strided:
+                return self._retry_in_c_order(inputs, exc)
             raise ModelAccessError(
                 f"model {self.model_uri!r} failed on a batch of {len(inputs)} images of shape {inputs.shape[1:]}: "
                 f"{type(exc).__name__}: {first_line(exc)}"
             ) from exc
+
+    def _retry_in_c_order(self, inputs: np.ndarray, failure: Exception) -> object:
+        """Scores a C-ordered copy of a batch the model failed on, and copies every later batch too if it scores."""
+        outputs = self._predict_batch(np.ascontiguousarray(inputs))
+        self._c_order_only = True
+        logging.getLogger(__name__).info(
+            "model %r failed on channels-last pixels (%s: %s) and scored a C-ordered copy; later batches are copied",
+            self.model_uri,
+            type(failure).__name__,
+            first_line(failure),
+        )
+        return outputs
 
 
 def load_on_device(model_uri: str, local_path: str, device: str | None) -> object:

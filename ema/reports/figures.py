@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 #: Histogram bins at most (fewer for small sets: about two samples per bin for the smallest).
 MAX_BINS = 40
@@ -126,6 +127,9 @@ def roc_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, title: st
     chance = np.geomspace(smallest, 1, 50)
     ax.plot(chance, chance, color="grey", linestyle=":", linewidth=1, label="chance")
     ax.set_xscale("log")
+    # plain labels (0.001, 0.01, ...): the default 10^k labels are mathtext, whose parser is built on first use
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlim(smallest, 1)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("false-positive rate (log scale)")

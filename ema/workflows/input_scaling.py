@@ -41,12 +41,15 @@ def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -
     Asked only when the oracle uses the default scaling (pixels in [0, 1]) on a model that
     takes floats. ``proba`` are the target's probabilities on ``reference`` under that scaling;
     the first :data:`TRIAL_IMAGES` images are scored again under each alternative, and one is
-    named when its accuracy beats the default's on those same images by :data:`MIN_GAIN`.
+    named when its accuracy beats the default's on those same images by :data:`MIN_GAIN`. When the
+    default's accuracy is above ``1 - MIN_GAIN``, none can, and nothing is scored again.
     """
     if not oracle.transform.is_identity or oracle.input_spec.takes_integers:
         return None
     images, labels = reference.x[:TRIAL_IMAGES], reference.y[:TRIAL_IMAGES]
     accuracy = float((proba[:TRIAL_IMAGES].argmax(axis=1) == labels).mean())
+    if accuracy + MIN_GAIN > 1.0:  # no scaling can beat it by MIN_GAIN: nothing to score
+        return None
     tried = {
         option: accuracy_of
         for option, transform in alternatives(reference).items()

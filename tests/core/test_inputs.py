@@ -36,6 +36,12 @@ def test_colour_images_go_channels_first_in_unit_range():
     np.testing.assert_array_equal(pixels[1, 2, 4, 7], np.float32(COLOUR[1, 4, 7, 2]) / np.float32(255))
 
 
+def test_prepare_inputs_gives_channels_first_float_pixels_channels_last_in_memory():
+    inputs = prepare_inputs(COLOUR, IDENTITY, InputSpec((-1, 3, 32, 32)))
+    assert inputs.strides[1] == inputs.itemsize, "channels adjacent in memory: no copy only to reorder"
+    np.testing.assert_array_equal(inputs, to_model_inputs(COLOUR))
+
+
 def test_a_model_declaring_channels_last_gets_them_last():
     inputs = prepare_inputs(COLOUR, IDENTITY, InputSpec((-1, 32, 32, 3)))
     np.testing.assert_array_equal(inputs, COLOUR.astype(np.float32) / np.float32(255))

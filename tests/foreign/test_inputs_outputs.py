@@ -173,6 +173,22 @@ def test_scaling_suggestion_is_none_when_the_default_scaling_fits_best():
     assert scaling_suggestion(ScaledModel(outputs="probabilities"), reference, perfect) is None
 
 
+def test_scaling_suggestion_scores_nothing_again_when_no_scaling_could_beat_the_default_by_min_gain():
+    reference = _reference()
+    oracle = ScaledModel(outputs="probabilities").with_transform(InputTransform(scale=255.0))
+    proba = oracle.predict_proba(reference)  # every label known
+
+    class Counted(ScaledModel):
+        calls = 0
+
+        def _predict_batch(self, inputs):
+            Counted.calls += 1
+            return super()._predict_batch(inputs)
+
+    assert scaling_suggestion(Counted(outputs="probabilities"), reference, proba) is None
+    assert Counted.calls == 0
+
+
 def test_input_dtype_overrides_what_an_http_endpoint_without_a_registry_entry_is_sent(tmp_path):
     from ema.workflows.target import resolve_target
 

@@ -22,6 +22,7 @@ from sklearn.ensemble import RandomForestClassifier
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
 from ema.data.presets import load_splits
+from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.references import contains_all, training_data, without_query
 from ema.workflows.target import resolve_target
@@ -201,6 +202,31 @@ def test_train_data_file_registers_a_table_target_with_lineage(tabular, tmp_path
     assert known is not None and len(known.data) == 5 * (len(table) // 9)
     outcome = audit(AuditConfig(model_uri="models:/patients@target", query="M1", method="ema"), progress=False)
     assert outcome.primary.verdict == "memorized"
+
+
+def test_mlflow_evaluate_with_the_ema_evaluator_on_a_table_target(tabular, monkeypatch):
+    """``mlflow.models.evaluate(..., evaluators=["ema"])`` on rows with named columns: a verdict and its code."""
+    from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry
+
+    from ema.workflows.evaluation import EMAEvaluator
+
+    monkeypatch.setitem(_model_evaluation_registry._registry, "ema", EMAEvaluator)  # as the entry point registers it
+    model_uri, folder = tabular
+    config = {"kind": "table", "calibration_file": str(folder / "calibration.csv"), "label_column": LABEL}
+    verdicts = {}
+    for name in ("members", "held_out"):
+        result = mlflow.models.evaluate(
+            model=model_uri,
+            data=pd.read_csv(folder / f"{name}.csv"),
+            targets=LABEL,
+            model_type="classifier",
+            evaluators=["ema"],
+            evaluator_config={"ema": config},
+        )
+        verdicts[name] = mlflow.get_run(result.run_id).data.tags[keys.TAG_VERDICT]
+        assert result.metrics["verdict_code"] == {"memorized": 1.0, "not_memorized": 0.0}[verdicts[name]]
+        assert {"rho_ema", "flag_rate"} <= set(result.metrics)
+    assert verdicts == {"members": "memorized", "held_out": "not_memorized"}
 
 
 @pytest.mark.slow
