@@ -63,6 +63,8 @@ warnings.filterwarnings("ignore", message="PySpark does not yet fully support pa
 
 #: The master when none is given: two local cores, no cluster.
 DEFAULT_MASTER = "local[2]"
+#: Spark's Python daemon in a local session this module starts: it loads the scoring code before it forks workers.
+DAEMON_MODULE = "ema.engines.spark_daemon"
 #: Settings of a session this module starts in local mode: bound to loopback, no UI, few shuffle partitions.
 LOCAL_SETTINGS = {
     "spark.driver.host": "127.0.0.1",
@@ -143,7 +145,9 @@ class TableCounts:
 def spark_session(master: str | None = None) -> Iterator[SparkSession]:
     """The active Spark session, or one started on ``master`` (default ``local[2]``) and stopped afterwards.
 
-    A local session is bound to 127.0.0.1, runs no UI and starts its JVM with :data:`QUIET_LOG4J`;
+    A local session is bound to 127.0.0.1, runs no UI, starts its JVM with :data:`QUIET_LOG4J`
+    and forks its Python workers from :data:`DAEMON_MODULE`, which has loaded the scoring code once
+    (a cluster's executors keep Spark's own daemon: ema may reach them only as ``--py-files``);
     a cluster master (``spark://``, ``yarn``, ``k8s://``) gets the settings spark-submit or the
     cluster gives it. A session started here logs nothing to the console (:data:`SESSION_LOG_LEVEL`);
     an active one is used as it is.
@@ -162,7 +166,8 @@ def spark_session(master: str | None = None) -> Iterator[SparkSession]:
     builder = builder.config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ROWS_PER_BATCH))
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        for key, value in {**LOCAL_SETTINGS, "spark.driver.extraJavaOptions": _log4j_option()}.items():
+        daemon = {"spark.python.daemon.module": DAEMON_MODULE}
+        for key, value in {**LOCAL_SETTINGS, **daemon, "spark.driver.extraJavaOptions": _log4j_option()}.items():
             builder = builder.config(key, value)
     try:
         session = builder.getOrCreate()

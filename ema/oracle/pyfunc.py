@@ -167,6 +167,24 @@ def pyfunc_spark_udf(spark: object, model_uri: str, *, result_type: str = "array
         raise ModelAccessError(f"could not make a Spark UDF of model {model_uri!r}: {one_line(exc)}") from exc
 
 
+def warm_model_loading() -> None:
+    """Do once what every ``mlflow.pyfunc.load_model`` in a fresh process does first: import MLflow's pyfunc
+    and map installed modules to their packages (MLflow reads every installed distribution's
+    metadata to check the model's requirements against this environment).
+
+    A Spark worker process pays both before its first batch (about a third of a model worker's
+    Python time on a 100,000-image audit); a daemon that calls this before it forks its workers
+    (:mod:`ema.engines.spark_daemon`) pays them once. The map is MLflow's private cache: an MLflow
+    without it is left alone, and loading then only takes longer.
+    """
+    import mlflow.pyfunc  # noqa: F401 - imported to be inherited by the forked workers
+    from mlflow.utils import requirements_utils
+
+    build_map = getattr(requirements_utils, "_init_packages_to_modules_map", None)
+    if build_map is not None:
+        build_map()
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of a model's own error (its code's message; a traceback below it is not ours to show)."""
     lines = str(exc).strip().splitlines()

@@ -185,6 +185,22 @@ def test_spark_audit_on_a_cluster_needs_membership_out(trained):  # noqa: F811
         config.validate()
 
 
+def test_spark_workers_fork_from_a_daemon_that_loaded_the_scoring_code(spark):
+    """A worker's first batch finds MLflow's pyfunc, the batch code and MLflow's installed-package map in place."""
+    from pyspark.sql.functions import udf
+
+    def loaded(_: int) -> str:
+        import sys
+
+        requirements = sys.modules.get("mlflow.utils.requirements_utils")
+        mapped = requirements is not None and requirements._PACKAGES_TO_MODULES is not None
+        return f"{'mlflow.pyfunc' in sys.modules} {'ema.engines.batches' in sys.modules} {mapped}"
+
+    rows = spark.range(4, numPartitions=2).select(udf(loaded)("id").alias("loaded")).collect()
+    assert {row.loaded for row in rows} == {"True True True"}
+    assert spark.conf.get("spark.python.daemon.module") == spark_engine.DAEMON_MODULE
+
+
 @pytest.mark.parametrize("master", ["foo://bar", "mesos://h:5050", "spark:/h"])
 def test_spark_audit_refuses_a_master_spark_submit_refuses_before_starting_java(master):
     config = AuditConfig(model_uri="models:/m@a", query_table="t", engine="spark", spark_master=master)

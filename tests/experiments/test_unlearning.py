@@ -256,3 +256,38 @@ def test_a_small_unlearning_grid_unlearns_audits_and_logs_its_tables(store):
         [client.get_run(again.run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{again.run_id}'"
     )
     assert not [run for run in children if run.data.tags[keys.TAG_RUN_NAME].startswith("unlearn ")]
+
+
+@pytest.mark.slow
+def test_cli_grid_unlearning_reuses_the_version_ema_unlearn_made_and_tags_what_it_audited(store):
+    """`ema unlearn` then `ema grid unlearning` with the same source, method and seed: one version, not two;
+    the grid tags the target and every version it audited with ``ema.last_grid.unlearning`` (its parent run).
+    """
+    import json
+
+    from ema.training.spec import TrainSpec
+    from ema.workflows.train import train_target
+
+    source = train_target(TrainSpec(epochs=3), progress=False).version
+    made = CliRunner().invoke(main, ["unlearn", "--model", source.uri, "--forget", "M1", "--method", "finetune"])
+    assert made.exit_code == 0, made.output
+    client = MlflowClient()
+
+    def versions() -> dict:
+        return {str(v.version): v for v in client.search_model_versions(f"name = '{source.name}'")}
+
+    assert len(versions()) == 2  # the source and the version ema unlearn made
+
+    options = ["--model", source.uri, "--methods", "finetune", "--seeds", "0", "--sizes", "20", "--draws", "1"]
+    result = CliRunner().invoke(main, ["grid", "unlearning", *options, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "unlearned versions (1 reused)" in result.output  # finetune came from the registry; retrain was made
+    after = versions()
+    assert len(after) == 3  # the source, finetune (by ema unlearn) and retrain (by the grid): no duplicate
+    parent = client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], f"tags.`{keys.TAG_GRID}` = 'unlearning'"
+    )
+    tag = f"{keys.TAG_LAST_GRID_PREFIX}unlearning"
+    records = {number: json.loads(version.tags[tag]) for number, version in after.items()}
+    assert {record["run_id"] for record in records.values()} == {run.info.run_id for run in parent}
+    assert len(parent) == 1 and all(record["n_cells"] > 0 for record in records.values())

@@ -1,4 +1,6 @@
-"""The MLflow UI's compare page, rendered in headless Chromium, shows both audits' rho values."""
+"""The MLflow UI's compare page, rendered in headless Chromium, shows both audits' rho values and verdict codes;
+report.html renders its figures, the ROC curve among them.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ema.tracking.runs import configure
 from ema.training.spec import TrainSpec
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.train import train_target
+from tests.ui.browser import Browser
 from tests.workflows.test_serving import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -158,6 +161,112 @@ def test_compare_page_shows_rho_of_both_audits(two_audits, ui_server, tmp_path):
     screenshot_page(url, tmp_path, "mlflow-compare.png")
 
 
+#: JavaScript: the compare page's metrics table as two react-virtualized grids, the names' (each name links to
+#: its chart) and the values'.
+METRIC_GRIDS = """(() => {
+    const grids = [...document.querySelectorAll('.ReactVirtualized__Grid')];
+    const names = grids.find(g => g.querySelector('a[title="Plot chart"]'));
+    const values = grids.find(g => g !== names && g.innerText.trim() !== '');
+    return names && values ? {names, values} : null;
+})()"""
+
+
+#: JavaScript: scroll the metrics grid to its last rows; the second scroll event brings the names column along.
+SCROLL_METRICS_TO_BOTTOM = f"""(async () => {{
+    const values = {METRIC_GRIDS}.values;
+    values.scrollTop = values.scrollHeight;
+    await new Promise(resolve => setTimeout(resolve, 500));
+    values.dispatchEvent(new Event('scroll'));
+}})()"""
+
+
+def metric_row_js(metric: str) -> str:
+    """JavaScript: the values shown in ``metric``'s row, one per run left to right, once its name and cells render."""
+    return f"""(() => {{
+        const {{names, values}} = {METRIC_GRIDS};
+        const name = [...names.querySelectorAll('[style]')].find(c => c.innerText.trim() === {json.dumps(metric)});
+        if (!name) return null;
+        const cells = [...values.querySelectorAll('[style]')].filter(c => c.style.top === name.style.top);
+        cells.sort((a, b) => parseFloat(a.style.left) - parseFloat(b.style.left));
+        name.scrollIntoView({{block: 'center'}});
+        const box = name.getBoundingClientRect();
+        const inView = box.top >= 0 && box.bottom <= window.innerHeight;
+        return cells.length && inView ? cells.map(c => c.innerText.trim()) : null;
+    }})()"""
+
+
+def test_compare_page_shows_verdict_codes_of_both_audits_side_by_side(two_audits, ui_server, tmp_path):
+    """The verdict metrics sort last, below the 17 rows the 300-pixel virtualised metrics grid renders before it
+    scrolls (7 in view and 10 overscanned): absent from the first DOM, they appear once the grid is scrolled.
+
+    The names column follows the values column one scroll event late (MLflow syncs it from the values grid's
+    scroll position as it stood before the event), so the test scrolls twice, as a user's wheel does many times.
+    """
+    from ema.auditors.result import VERDICT_CODES
+
+    _, runs = two_audits
+    codes = [VERDICT_CODES[run.results["ema"].verdict] for run in runs]
+    assert codes[0] != codes[1], codes  # the versions disagree, so a column shown under the wrong run would fail
+    with Browser(CHROMIUM, CHROMIUM_FLAGS, profile=tmp_path / "profile", width=1600, height=1200) as browser:
+        browser.open(compare_url(ui_server, runs))
+        browser.wait_for(METRIC_GRIDS + " && document.body.innerText.includes('Run ID')")
+        run_ids = browser.evaluate(
+            "[...document.querySelectorAll('tr')].find(r => r.innerText.startsWith('Run ID')).innerText"
+        )
+        assert run_ids.split()[2:] == [run.run_id for run in runs]  # the columns' order
+        browser.evaluate(SCROLL_METRICS_TO_BOTTOM)
+        for metric in ("verdict_code", "verdict_code.ema"):
+            assert browser.wait_for(metric_row_js(metric)) == [f"{code:g}" for code in codes], metric
+        shot = browser.screenshot(tmp_path / "mlflow-compare-verdicts.png")
+    assert shot.stat().st_size > 10_000
+    keep_screenshot(shot)
+
+
+def keep_screenshot(path: Path) -> None:
+    """Copy ``path`` to ``$EMA_SCREENSHOT_DIR`` when that is set (CI keeps it as an artifact)."""
+    keep = os.environ.get("EMA_SCREENSHOT_DIR")
+    if keep:
+        shutil.copy(path, Path(keep) / path.name)
+
+
+def served_report(base: str, run_id: str, tmp_path: Path) -> Path:
+    """The run's report.html as the tracking server serves it, saved under ``tmp_path``."""
+    page = tmp_path / "report.html"
+    page.write_bytes(requests.get(f"{base}/get-artifact?path=report.html&run_uuid={run_id}", timeout=30).content)
+    return page
+
+
+#: JavaScript: the report's ROC figure once Chromium has decoded it, scrolled into view: its box in the viewport.
+ROC_IMAGE_BOX = """(() => {
+    const image = document.querySelector('#attack img[alt^="ROC curves"]');
+    if (!image || !image.complete || image.naturalWidth === 0) return null;
+    image.scrollIntoView({block: 'center'});
+    const box = image.getBoundingClientRect();
+    return {left: box.left, top: box.top, right: box.right, bottom: box.bottom, natural: image.naturalWidth};
+})()"""
+
+
+def test_audit_report_roc_figure_renders_in_chromium(two_audits, ui_server, tmp_path):
+    """The attack-strength section's ROC figure is decoded and drawn: its screenshot region holds curves, not blank."""
+    from PIL import Image
+
+    _, runs = two_audits
+    run = runs[0]
+    assert run.primary.metrics["mia_auc.confidence"] > 0  # the audit measured attack strength, so a curve exists
+    page = served_report(ui_server, run.run_id, tmp_path)
+    with Browser(CHROMIUM, CHROMIUM_FLAGS, profile=tmp_path / "profile", width=1400, height=1000) as browser:
+        browser.open(page.as_uri())
+        box = browser.wait_for(ROC_IMAGE_BOX)
+        shot = browser.screenshot(tmp_path / "audit-report-roc.png")
+    assert box["natural"] >= 400 and box["top"] >= 0 and box["bottom"] <= 1000, box
+    region = tuple(round(box[side]) for side in ("left", "top", "right", "bottom"))
+    pixels = np.asarray(Image.open(shot).convert("RGB").crop(region))
+    drawn = np.any(pixels < 200, axis=-1)  # axes, labels and curves; the figure's background is white
+    coloured = np.ptp(pixels.astype(int), axis=-1) > 80  # the curves; axes and text are grey
+    assert 0.02 < drawn.mean() < 0.5 and coloured.mean() > 0.002, (drawn.mean(), coloured.mean())
+    keep_screenshot(shot)
+
+
 def test_audit_report_renders_with_verdict_pvalues_and_figures(two_audits, ui_server, tmp_path):
     """report.html, as the tracking server serves it, rendered by Chromium; and shown in the UI's artifact view."""
     from mlflow.tracking import MlflowClient
@@ -167,10 +276,7 @@ def test_audit_report_renders_with_verdict_pvalues_and_figures(two_audits, ui_se
 
     _, runs = two_audits
     run = runs[0]
-    page = tmp_path / "report.html"
-    page.write_bytes(
-        requests.get(f"{ui_server}/get-artifact?path=report.html&run_uuid={run.run_id}", timeout=30).content
-    )
+    page = served_report(ui_server, run.run_id, tmp_path)
     dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "profile-report")
     assert f"Verdict: {VERDICT_WORDS[run.primary.verdict][0]}" in dom
     pvalues = dom.split('id="pvalues"')[1].split("</section>")[0]
