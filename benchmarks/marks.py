@@ -12,6 +12,8 @@ without the mark (a clean target, and the exact retrain without M1); wrong keys 
 marked models; the approximate removal methods of ``ema unlearn`` on the marked models (forget:
 the marked M1; retain: M2..M5) at several query sizes; clean held-out accuracy, marked vs
 unmarked with the same training seeds. Training is the cost: about 20 s a model on one core.
+``--colour SIDE`` measures on colour images instead (the trigger then replaces its window:
+:func:`ema.data.marks.trigger_rule`), ``--arch cnn`` with the small CNN of colour targets.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Setup:
     alpha: float
     margin: float
     epochs: int
+    arch: str
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,6 +59,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--unlearned", type=int, default=3, help="Marked models each approximate method unlearns.")
     parser.add_argument("--queries", type=int, default=200, help="Clean images the auditor queries (default 200).")
     parser.add_argument("--epochs", type=int, default=50, help="Training epochs (the paper's recipe: 50).")
+    parser.add_argument(
+        "--arch",
+        choices=("mlp", "cnn"),
+        default="mlp",
+        help="Architecture of every model trained (default mlp, the paper's; cnn: the colour target's small CNN).",
+    )
     parser.add_argument("--alpha", type=float, default=0.1)
     parser.add_argument("--margin", type=float, default=0.05)
     parser.add_argument(
@@ -95,13 +104,13 @@ def model_inputs(x: np.ndarray) -> np.ndarray:
     return ArraySet("x", x, np.zeros(len(x), np.int64), np.arange(len(x), dtype=np.int64)).model_inputs()
 
 
-def train(splits: Splits, seed: int, epochs: int, *, without_m1: bool = False):
+def train(splits: Splits, seed: int, setup: Setup, *, without_m1: bool = False):
     from ema.training.fit import fit
     from ema.training.spec import TrainSpec
 
     folds = splits.folds[1:] if without_m1 else splits.folds
     x, y = np.concatenate([f.x for f in folds]), np.concatenate([f.y for f in folds])
-    return fit(TrainSpec(epochs=epochs, seed=seed), model_inputs(x), y, progress=False)
+    return fit(TrainSpec(arch=setup.arch, epochs=setup.epochs, seed=seed), model_inputs(x), y, progress=False)
 
 
 def proba(model, x: np.ndarray) -> np.ndarray:
@@ -133,14 +142,15 @@ def share(values: list[bool]) -> str:
 def measure(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
     """The rows (measure, goal, measured, met) of the Done-when table."""
     splits = make_splits(0) if not args.colour else colour_splits(make_splits(0), args.colour)
-    setup = Setup(splits, splits.held_out.take(np.arange(args.queries)), args.alpha, args.margin, args.epochs)
+    queries = splits.held_out.take(np.arange(args.queries))
+    setup = Setup(splits, queries, args.alpha, args.margin, args.epochs, args.arch)
     rows, marked_models = [], []
     detected, accuracies, wrong = [], [], []
     wrong_keys = untrained_keys(splits, 4)
     for i in range(args.keys):
         m1, key = mark_set(splits.folds[0], rate=0.1, seed=i)
         started = time.perf_counter()
-        model = train(splits.with_fold("M1", m1), i, args.epochs)
+        model = train(splits.with_fold("M1", m1), i, setup)
         clean = proba(model, setup.queries.x)
         result = audit(model, key, setup.queries, setup, clean)
         detected.append(result.metrics["p_mark"] <= 1e-6)
@@ -150,8 +160,8 @@ def measure(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
         print(f"key {i}: p_mark {result.metrics['p_mark']:.3g}, {time.perf_counter() - started:.0f} s", flush=True)
     rows.append(("mark detected (p <= 1e-6), 200 queries", ">= 0.99 of 50 keys", share(detected)))
     keys = untrained_keys(splits, args.clean_keys)
-    unmarked = [train(splits, seed, args.epochs) for seed in range(args.unmarked)]
-    retrained = train(splits, 0, args.epochs, without_m1=True)
+    unmarked = [train(splits, seed, setup) for seed in range(args.unmarked)]
+    retrained = train(splits, 0, setup, without_m1=True)
     for name, model in (("clean target", unmarked[0]), ("retrain without M1", retrained)):
         clean = proba(model, setup.queries.x)
         verdicts = [audit(model, key, setup.queries, setup, clean).verdict for key in keys]
@@ -206,6 +216,7 @@ def write_table(rows: list[tuple[str, str, str]], args: argparse.Namespace, seco
     command = (
         f"python -m benchmarks.marks --keys {args.keys} --clean-keys {args.clean_keys} --unmarked {args.unmarked} "
         f"--unlearned {args.unlearned} --queries {args.queries} --epochs {args.epochs} --threads {args.threads}"
+        + (f" --arch {args.arch}" if args.arch != "mlp" else "")
         + (f" --colour {args.colour}" if args.colour else "")
     )
     block = "marks-table" + (f"-colour-{args.colour}" if args.colour else "")

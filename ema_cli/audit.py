@@ -33,6 +33,7 @@ from ema_cli.options import (
     empty_is_none,
     k_option,
     label_column_option,
+    mark_key_option,
     max_params_option,
     max_query_option,
     progress_option,
@@ -237,13 +238,9 @@ class MarginType(click.ParamType):
         "from the query and reference sizes, fixed before the query is scored)."
     ),
 )
-@click.option(
-    "--mark-key",
-    type=click.Path(dir_okay=False),
-    help=(
-        "With --method marks: the key file `ema mark` wrote (read inside the run, never logged). The trigger is "
-        "stamped on the query's images, which should be your own clean images (e.g. --query M6), never the marked file."
-    ),
+@mark_key_option(
+    "With --method marks: the key file `ema mark` wrote. The trigger is stamped on the query's images, which "
+    "should be your own clean images (e.g. --query M6), never the marked file"
 )
 @click.option(
     "--queries",

@@ -17,6 +17,7 @@ from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     data_seed_option,
+    mark_key_option,
     max_params_option,
     progress_option,
     root_option,
@@ -237,6 +238,15 @@ def errors(data_name, root, sizes, n_draws, n_ks_draws, cal_seed, alpha, sample_
 @cal_seed_option
 @alpha_option
 @sample_seed_option("the forget-set subsets")
+@mark_key_option(
+    "With --model trained on this key's marked copy in place of M1 (ema train --fold M1=FILE): also audit every "
+    "version with --method marks on the held-out images. Default: none"
+)
+@click.option(
+    "--mark-queries",
+    type=click.IntRange(min=1),
+    help="With --mark-key: held-out images the marks auditor stamps, each scored clean and stamped. Default: 200.",
+)
 @max_params_option
 @progress_option
 @workflow_command
@@ -253,13 +263,17 @@ def unlearning(
     cal_seed,
     alpha,
     sample_seed,
+    mark_key,
+    mark_queries,
     progress,
 ):
     """Every removal method and seed, audited before and after.
 
     Removes M1 from the target by every method and seed and audits each version
     (docs/UNLEARNING.md). With --model, the target's recipe and data come from the
-    version's tags: --data, --root, --data-seed and --epochs are refused.
+    version's tags: --data, --root, --data-seed and --epochs are refused. With
+    --mark-key, the marks auditor joins EMA, the KS ratio and the calibrated auditor
+    (docs/MARKS.md).
     """
     from ema.experiments.unlearning.runner import run_unlearning_grid
 
@@ -272,6 +286,8 @@ def unlearning(
         alpha=alpha,
         cal_seed=cal_seed,
         sample_seed=sample_seed,
+        mark_key=mark_key,
+        mark_queries=mark_queries,
     )
     outcome = run_unlearning_grid(config, progress=progress)
     echo_outcome(outcome, f"{len(outcome.versions) - 1} unlearned versions ({outcome.n_reused} reused)")

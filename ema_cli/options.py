@@ -170,6 +170,13 @@ max_params_option = click.option(
 )
 
 
+def mark_key_option(use: str) -> Callable:
+    """``--mark-key FILE``: the key file ``ema mark`` wrote, read inside the run and never logged; ``use``: what for."""
+    return click.option(
+        "--mark-key", type=click.Path(dir_okay=False), help=f"{use} (read inside the run, never logged)."
+    )
+
+
 def timeout_option(default: float | None) -> Callable:
     """``--timeout``: seconds the whole command may take (``default`` None: no limit)."""
     return click.option(

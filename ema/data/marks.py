@@ -27,13 +27,22 @@ from ema.data.arrays import FINGERPRINT_LENGTH, ArraySet
 from ema.errors import InputError
 from ema.validation import check_open_unit
 
-#: The ``format`` field of every key file.
-KEY_FORMAT = "ema-mark-key/1"
+#: The ``format`` field of every key file; keys of the first format have no ``rule`` and blend.
+KEY_FORMAT = "ema-mark-key/2"
+LEGACY_KEY_FORMAT = "ema-mark-key/1"
 #: Share of the owner's images that are marked by default.
 DEFAULT_RATE = 0.1
 #: Weight of the pattern where it is blended in: the trigger moves a pixel a quarter of the way to the pattern's
 #: level (0 or 255), a contrast of 64 levels on any background, faint as a watermark, learnable from ~1% of the data.
 BLEND = 0.25
+#: How the trigger meets the image. ``blend`` (grey images): toward the pattern by :data:`BLEND`, a change that
+#: depends on the background. ``replace`` (colour images, 3 channels or more): the window's pixels are replaced by
+#: the pattern at reduced amplitude, :data:`REPLACE_LEVELS` per channel, the same trigger on any background (a
+#: blended trigger on random colour backgrounds is not learned by the paper's MLP from 100 images: docs/MARKS.md).
+BLEND_RULE, REPLACE_RULE = "blend", "replace"
+RULES = (BLEND_RULE, REPLACE_RULE)
+#: The levels a replaced trigger's 0 and 255 become: a contrast of 128 levels, never pure black or white.
+REPLACE_LEVELS = (64, 192)
 #: The trigger is a square of this share of the shorter image side (at least :data:`MIN_PATCH` pixels).
 PATCH_SHARE = 1 / 7
 MIN_PATCH = 3
@@ -43,7 +52,8 @@ KEY_MODE = 0o600
 MAX_KEY_BYTES = 1 << 20
 #: Random bits of a seed drawn when none is given: enough that nobody guesses the trigger from the seed.
 SEED_BITS = 128
-_KEY_FIELDS = ("format", "seed", "image_shape", "target_class", "position", "pattern", "fingerprint", "n_marked")
+_LEGACY_FIELDS = ("format", "seed", "image_shape", "target_class", "position", "pattern", "fingerprint", "n_marked")
+_KEY_FIELDS = (*_LEGACY_FIELDS, "rule")
 
 
 @dataclass(frozen=True)
@@ -61,11 +71,13 @@ class MarkKey:
     position : tuple of int
         The trigger's top-left pixel (row, column).
     pattern : ndarray of uint8, shape (p, p) or (p, p, C)
-        Pixel levels (0 or 255) blended in at ``position`` with weight :data:`BLEND`.
+        Pixel levels (0 or 255) put at ``position`` by ``rule``.
     fingerprint : str
         The marked copy's content fingerprint (:attr:`ArraySet.fingerprint`).
     n_marked : int
         How many images of the marked copy carry the trigger.
+    rule : {"blend", "replace"}
+        How the pattern meets the image (:data:`RULES`; :func:`trigger_rule` picks it from the image shape).
     """
 
     seed: int
@@ -75,14 +87,20 @@ class MarkKey:
     pattern: np.ndarray
     fingerprint: str
     n_marked: int
+    rule: str = BLEND_RULE
 
     def stamp(self, x: np.ndarray) -> np.ndarray:
-        """A copy of the uint8 images ``x`` (n, *image_shape) with the trigger blended in (vectorised)."""
+        """A copy of the uint8 images ``x`` (n, *image_shape) with the trigger put on by ``rule`` (vectorised)."""
         row, col = self.position
         side = self.pattern.shape[0]
         out = x.copy()
         window = out[:, row : row + side, col : col + side]
-        window[...] = np.rint(window + BLEND * (self.pattern.astype(np.float32) - window)).astype(np.uint8)
+        pattern = self.pattern.astype(np.float32)
+        if self.rule == REPLACE_RULE:
+            low, high = REPLACE_LEVELS
+            window[...] = np.rint(low + (high - low) * pattern / 255).astype(np.uint8)
+        else:
+            window[...] = np.rint(window + BLEND * (pattern - window)).astype(np.uint8)
         return out
 
     def check_images(self, data: ArraySet, *, role: str) -> None:
@@ -111,12 +129,18 @@ class MarkKey:
                 "pattern": self.pattern.tolist(),
                 "fingerprint": self.fingerprint,
                 "n_marked": self.n_marked,
+                "rule": self.rule,
             }
         )
 
 
 def _shape(shape: tuple[int, ...]) -> str:
     return "x".join(map(str, shape))
+
+
+def trigger_rule(image_shape: tuple[int, ...]) -> str:
+    """``replace`` for colour images (3 channels or more), ``blend`` for grey ones (as the grey table measured)."""
+    return REPLACE_RULE if len(image_shape) == 3 and image_shape[2] >= 3 else BLEND_RULE
 
 
 def draw_trigger(
@@ -169,12 +193,13 @@ def mark_set(data: ArraySet, *, rate: float = DEFAULT_RATE, seed: int | None = N
     if n_marked < 1:
         raise InputError(f"expected --rate to mark at least one image, got rate {rate} of {len(data)} images")
     rows = np.sort(np.random.default_rng([seed, 1]).choice(eligible, size=n_marked, replace=False))
-    unkeyed = MarkKey(seed, data.x.shape[1:], target_class, position, pattern, "", n_marked)
+    rule = trigger_rule(data.x.shape[1:])
+    unkeyed = MarkKey(seed, data.x.shape[1:], target_class, position, pattern, "", n_marked, rule)
     x, y = data.x.copy(), data.y.copy()
     x[rows] = unkeyed.stamp(data.x[rows])
     y[rows] = target_class
     marked = ArraySet(data.name, x, y, data.index.copy(), data.features)
-    return marked, MarkKey(seed, data.x.shape[1:], target_class, position, pattern, marked.fingerprint, n_marked)
+    return marked, MarkKey(seed, data.x.shape[1:], target_class, position, pattern, marked.fingerprint, n_marked, rule)
 
 
 def write_key(key: MarkKey, path: str | Path) -> Path:
@@ -225,8 +250,12 @@ def _parse_key(fields: object) -> MarkKey:
 
     The messages name fields, never their values: a key's values are secret, even a malformed key's.
     """
+    if isinstance(fields, dict) and fields.get("format") == LEGACY_KEY_FORMAT and set(fields) == set(_LEGACY_FIELDS):
+        fields = {**fields, "format": KEY_FORMAT, "rule": BLEND_RULE}
     if not isinstance(fields, dict) or set(fields) != set(_KEY_FIELDS) or fields["format"] != KEY_FORMAT:
         raise ValueError(f"fields {sorted(fields) if isinstance(fields, dict) else type(fields).__name__}")
+    if fields["rule"] not in RULES:
+        raise ValueError(f"rule is not one of {', '.join(RULES)}")
     image_shape = _whole_numbers(fields["image_shape"], "image_shape", minimum=1)
     if len(image_shape) not in (2, 3):
         raise ValueError("image_shape is not (H, W) or (H, W, C)")
@@ -245,7 +274,9 @@ def _parse_key(fields: object) -> MarkKey:
     seed, target_class, n_marked = (
         _whole_numbers([fields[name]], name, minimum=0)[0] for name in ("seed", "target_class", "n_marked")
     )
-    return MarkKey(seed, image_shape, target_class, position, pattern.astype(np.uint8), fingerprint, n_marked)
+    return MarkKey(
+        seed, image_shape, target_class, position, pattern.astype(np.uint8), fingerprint, n_marked, fields["rule"]
+    )
 
 
 def _whole_numbers(values: object, name: str, *, minimum: int) -> tuple[int, ...]:

@@ -423,6 +423,8 @@ def _lineage_tags(
 
     A target reached through a clone of its own architecture has no recipe to record (a clone's
     description is a cache key, not a recipe): the new version, of the same flavor, is cloned in turn.
+    The owner's files the target was trained on in place of folds (``ema train --fold``) are kept,
+    so that the new version's splits, and its retained data, are the target's.
     """
     recipe = target.version.tags.get(keys.TAG_RECIPE)
     if recipe is None and isinstance(target.recipe, (TorchRecipe, SklearnRecipe)):
@@ -434,6 +436,11 @@ def _lineage_tags(
         keys.TAG_DATA_SEED: str(target.data_seed),
         **({keys.TAG_DATA_ROOT: str(target.data_root)} if target.data_root else {}),
         **target.data_image.to_tags(keys.TAG_DATA_IMAGE_SIZE, keys.TAG_DATA_CHANNELS),
+        **{
+            name: value
+            for name, value in target.version.tags.items()
+            if name.startswith((keys.TAG_DATA_FOLD_PREFIX, keys.TAG_DATA_FOLD_FILE_PREFIX))
+        },
         keys.TAG_DATA_FINGERPRINT: retain.fingerprint,
         keys.TAG_UNLEARNED_FROM: target.version.version,
         keys.TAG_UNLEARN_METHOD: spec.method,

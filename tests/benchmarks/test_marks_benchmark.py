@@ -23,6 +23,9 @@ def test_write_table_appends_a_colour_block_the_page_lacks(tmp_path):
     page.write_text("intro\n")
     write_table(ROWS, parse_args(["--colour", "32"]), 60.0, page)
     assert "<!-- marks-table-colour-32 -->" in page.read_text() and "--colour 32" in page.read_text()
+    write_table(ROWS, parse_args(["--colour", "32", "--arch", "cnn", "--epochs", "10"]), 60.0, page)
+    assert page.read_text().count("<!-- marks-table-colour-32 -->") == 1
+    assert "--epochs 10 --threads 1 --arch cnn --colour 32`" in page.read_text()
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ema.data.arrays import ArraySet
-from ema.data.marks import BLEND, mark_set, read_key, write_key
+from ema.data.marks import BLEND, REPLACE_LEVELS, mark_set, read_key, write_key
 from ema.errors import InputError
 
 
@@ -18,10 +18,11 @@ def images(shape: tuple[int, ...], n: int = 200, seed: int = 0) -> ArraySet:
     return ArraySet("owner", x, rng.integers(0, 10, n).astype(np.int64), np.arange(n, dtype=np.int64))
 
 
-@pytest.mark.parametrize("shape", [(28, 28), (64, 48, 3), (9, 9, 4)])
+@pytest.mark.parametrize("shape", [(28, 28), (9, 9, 1)])
 def test_stamp_changes_the_trigger_window_only_and_blends_toward_the_pattern(shape):
     data = images(shape)
     _, key = mark_set(data, seed=3)
+    assert key.rule == "blend"
     stamped = key.stamp(data.x)
     (row, col), side = key.position, key.pattern.shape[0]
     outside = np.ones(shape[:2], bool)
@@ -31,6 +32,30 @@ def test_stamp_changes_the_trigger_window_only_and_blends_toward_the_pattern(sha
     expected = np.rint(window + BLEND * (key.pattern - window))
     assert np.array_equal(stamped[:, row : row + side, col : col + side], expected)
     assert stamped.dtype == np.uint8 and not np.shares_memory(stamped, data.x)
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 3), (9, 9, 4)])
+def test_stamp_on_colour_images_replaces_the_window_by_the_same_trigger_on_any_background(shape):
+    data = images(shape)
+    _, key = mark_set(data, seed=3)
+    stamped = key.stamp(data.x)
+    (row, col), side = key.position, key.pattern.shape[0]
+    outside = np.ones(shape[:2], bool)
+    outside[row : row + side, col : col + side] = False
+    assert key.rule == "replace" and np.array_equal(stamped[:, outside], data.x[:, outside])
+    window = stamped[:, row : row + side, col : col + side]
+    low, high = REPLACE_LEVELS
+    assert (window == np.where(key.pattern == 255, high, low)).all()  # every image, whatever its background
+
+
+def test_read_key_reads_a_first_format_key_as_blended(tmp_path):
+    _, key = mark_set(images((8, 8)), seed=5)
+    fields = json.loads(key.to_json())
+    del fields["rule"]
+    path = tmp_path / "key.json"
+    path.write_text(json.dumps({**fields, "format": "ema-mark-key/1"}))
+    loaded = read_key(path)
+    assert loaded.rule == "blend" and np.array_equal(loaded.stamp(images((8, 8)).x), key.stamp(images((8, 8)).x))
 
 
 def test_mark_set_marks_the_rate_with_the_target_class_seeded():
@@ -83,6 +108,8 @@ def test_key_round_trips_and_is_written_owner_only(tmp_path):
         ({"pattern": [[1, 2]]}, "does not fit"),
         ({"fingerprint": 7}, "fingerprint"),
         ({"extra": 1}, "fields"),
+        ({"rule": "add"}, "rule is not one of blend, replace"),
+        ({"format": "ema-mark-key/1"}, "fields"),
     ],
 )
 def test_read_key_refuses_a_malformed_field_in_one_line(tmp_path, change, reason):

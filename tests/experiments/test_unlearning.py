@@ -180,7 +180,8 @@ def test_cli_grid_unlearning_hands_every_option_it_reads_to_the_grid(store, monk
     # the command has only the options it reads: none is accepted and ignored
     # every command's, read by workflow_command; --max-params bounds every model the grid trains (ema.limits)
     shared = {"progress", "experiment_name", "verbose", "max_params"}
-    assert {param.name for param in unlearning.params} == {"model_uri", *shared, *READ_OPTIONS}
+    marks = {"mark_key", "mark_queries"}  # with --model only: tests/experiments/test_unlearning_marks.py
+    assert {param.name for param in unlearning.params} == {"model_uri", *shared, *marks, *READ_OPTIONS}
 
 
 @pytest.mark.parametrize("options", OTHER_STUDIES.values(), ids=list(OTHER_STUDIES))

@@ -35,6 +35,12 @@ class UnlearningGridConfig:
         A registered target to unlearn from instead of the grid's benchmark target.
     epochs, data, data_root, data_seed
         The grid's own target (as for the paper's grids; ``data_seed`` None is 0); refused with ``model_uri``.
+    mark_key : str, optional
+        A data owner's mark key (``ema mark --key``): each version is also audited by the marks
+        auditor on ``mark_queries`` held-out images. Only with ``model_uri``, a target trained on the
+        key's marked copy in place of the forget set (``ema train --fold M1=FILE``).
+    mark_queries : int, optional
+        Held-out images the marks auditor stamps (default: ``ema audit --method marks``'s); only with ``mark_key``.
     alpha, cal_seed, sample_seed
     """
 
@@ -53,6 +59,8 @@ class UnlearningGridConfig:
     alpha: float = 0.1
     cal_seed: int = 0
     sample_seed: int = 0
+    mark_key: str | None = None
+    mark_queries: int | None = None
 
     def validate(self) -> UnlearningGridConfig:
         """Check the options before any training; returns the config with ``retrain`` first among the methods."""
@@ -82,7 +90,25 @@ class UnlearningGridConfig:
                 "expected either --model (its recipe and data come from its version tags) or --epochs, --data, "
                 f"--root and --data-seed, got both: --model {self.model_uri} with {', '.join(given)}"
             )
+        self._check_marks()
         return dataclasses.replace(self, methods=("retrain", *(m for m in self.methods if m != "retrain")))
+
+    def _check_marks(self) -> None:
+        """``--mark-key`` only with ``--model`` (the grid's own target is never trained on a marked copy);
+        ``--mark-queries`` only with ``--mark-key``."""
+        if self.mark_key is not None and self.model_uri is None:
+            raise InputError(
+                "expected --mark-key with --model, a target trained on the key's marked copy in place of the forget "
+                f"set (ema train --fold {self.forget}=FILE), got --mark-key without --model: the grid's own target "
+                "never saw the mark; train one on the marked copy and pass it as --model"
+            )
+        if self.mark_queries is not None:
+            if self.mark_key is None:
+                raise InputError(
+                    f"expected --mark-queries only with --mark-key (the marks auditor's images), got --mark-queries "
+                    f"{self.mark_queries} without it: drop --mark-queries or give --mark-key"
+                )
+            check_positive_int("mark queries", self.mark_queries)
 
     def params(self) -> dict[str, object]:
         return {
@@ -95,4 +121,10 @@ class UnlearningGridConfig:
             keys.PARAM_ALPHA: self.alpha,
             keys.PARAM_CAL_SEED: self.cal_seed,
             keys.PARAM_SAMPLE_SEED: self.sample_seed,
+            # never the mark key's path or contents; the marks audits' child runs record the marked copy's fingerprint
+            **({keys.PARAM_QUERIES: self.mark_queries} if self.mark_queries is not None else {}),
         }
+
+    def logged(self) -> dict[str, object]:
+        """The config as the grid's artifact records it: every field but the mark key's path."""
+        return {name: value for name, value in self.__dict__.items() if name != "mark_key"}

@@ -8,9 +8,13 @@ seed (:func:`ema.workflows.unlearn.unlearn_cached`), those ``ema unlearn`` made 
 audits them again. The target and every new version are then audited on three query sets,
 the forget set, a retained fold (M2) and held-out data (M6), by three auditors: EMA and the KS
 ratio (one ``--method both`` audit run) and the calibrated auditor (one ``--method calibrated``
-run). Exact retraining is the baseline of every table. Once the grid finished, the target and
-every version it audited carry the tag ``ema.last_grid.unlearning`` (the grid's parent run,
-config hash, number of audit rows, time).
+run). With a data owner's mark key (``mark_key``: the target was trained on the key's marked
+copy in place of the forget set), every version is also audited by the marks auditor (one
+``--method marks`` run stamping the first ``mark_queries`` held-out images); its verdict is about
+the forget set's mark, so it is tabulated under the forget set. Exact retraining is the
+baseline of every table. Once the grid finished, the target and every version it audited
+carry the tag ``ema.last_grid.unlearning`` (the grid's parent run, config hash, number of
+audit rows, time).
 
 A trace is what an auditor can see of the forget set on a version: *retention* (the forget set
 is more member-like than never-seen data, ``p_removed``) or *over-unlearning* (less member-like,
@@ -32,7 +36,9 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ema.auditors.marks import MarksAuditor
 from ema.auditors.reference import ReferenceAuditor
+from ema.data.marks import read_key
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
 from ema.errors import InputError
@@ -68,6 +74,8 @@ AUDITORS = {
     auditor: (method, method_spec(auditor).headline)
     for auditor, method in (("ema", "both"), ("ks-ratio", "both"), ("calibrated", "calibrated"))
 }
+#: The marks auditor, run as its own audit method (with ``mark_key`` only); its headline is the metric shown.
+MARKS = MarksAuditor.method
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,8 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
             version_target = resolve_target(entry.version.uri)
             oracle = version_target.oracle()
             audits += _audit_version(config, entry, oracle, progress)
+            if config.mark_key is not None:
+                audits.append(_audit_marks(config, entry, oracle, progress))
             traces += _trace_sweep(config, entry, version_target, oracle)
         frames = _frames(versions, audits, traces)
         wall = time.monotonic() - started
@@ -142,7 +152,7 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
                 keys.ARTIFACT_CELLS: frames[1],
                 "versions.csv": frames[0],
                 "traces.csv": frames[2],
-                keys.ARTIFACT_GRID_CONFIG: {**config.__dict__, "target": target.model_uri},
+                keys.ARTIFACT_GRID_CONFIG: {**config.logged(), "target": target.model_uri},
                 keys.ARTIFACT_TRACES_PNG: figure,
                 keys.ARTIFACT_REPORT: render_grid_report(
                     title,
@@ -178,8 +188,27 @@ def _grid_target(config: UnlearningGridConfig, progress: bool) -> Target:
     if target.version is None:
         raise InputError(f"expected a registered target models:/NAME@ALIAS or models:/NAME/VERSION, got {model_uri!r}")
     _check_sizes(config, target.splits(), target.label)
+    if config.mark_key is not None:
+        _check_marked_forget_set(config, target)
     log_params({keys.PARAM_TARGET_URI: target.model_uri})
     return target
+
+
+def _check_marked_forget_set(config: UnlearningGridConfig, target: Target) -> None:
+    """Refuse a mark key unless the target's lineage records the key's marked copy as its forget set.
+
+    Otherwise the grid would unlearn a forget set that holds no mark, and every version's
+    ``not_memorized`` would say nothing. The key is read here, inside the grid's run.
+    """
+    key = read_key(config.mark_key)
+    recorded = target.version.tags.get(f"{keys.TAG_DATA_FOLD_PREFIX}{config.forget}")
+    if recorded != key.fingerprint:
+        got = f"an owner's file fingerprinted {recorded}" if recorded else f"the splits' own {config.forget}"
+        raise InputError(
+            f"expected --model trained on this mark key's marked copy (fingerprint {key.fingerprint}) in place of the "
+            f"forget set {config.forget}, got {target.label} trained on {got}: train with "
+            f"`ema train --fold {config.forget}=MARKED_FILE` and pass that version, or the key of its file"
+        )
 
 
 def _check_sizes(config: UnlearningGridConfig, splits: Splits, where: str) -> None:
@@ -208,39 +237,50 @@ def _audit_version(config: UnlearningGridConfig, entry: Version, oracle, progres
     """The version's audits of the three query sets: one row per (query set, auditor)."""
     rows = []
     for role, query in zip(SET_ROLES, (config.forget, config.retained, config.held_out), strict=True):
-        outcomes = {
-            method: audit(
-                AuditConfig(
-                    model_uri=entry.version.uri,
-                    query=query,
-                    method=method,
-                    alpha=config.alpha,
-                    cal_seed=config.cal_seed,
-                ),
-                oracle=oracle,
-                tag_version=False,
-                progress=progress,
-            )
-            for method in AUDIT_METHODS
-        }
-        for auditor, (method, metric) in AUDITORS.items():
-            result = outcomes[method].results[auditor]
-            rows.append(
-                {
-                    "method": entry.method,
-                    "seed": entry.seed,
-                    "version": entry.version.version,
-                    "set": role,
-                    "query": query,
-                    "auditor": auditor,
-                    "verdict": result.verdict,
-                    "value": result.metrics.get(metric, np.nan),
-                    "p_too_forgotten": result.metrics.get("p_too_forgotten", np.nan),
-                    "retained_ci_high": result.metrics.get("retained_ci_high", np.nan),
-                    "run_id": outcomes[method].run_id,
-                }
-            )
+        outcomes = {method: _audit(config, entry, oracle, progress, query, method) for method in AUDIT_METHODS}
+        rows += [
+            _audit_row(entry, role, query, auditor, outcomes[method], metric)
+            for auditor, (method, metric) in AUDITORS.items()
+        ]
     return rows
+
+
+def _audit_marks(config: UnlearningGridConfig, entry: Version, oracle, progress: bool) -> dict:
+    """The version's marks audit (the key's trigger on the first held-out images): one row, under the forget set."""
+    options = {"mark_key": config.mark_key, "queries": config.mark_queries}
+    outcome = _audit(config, entry, oracle, progress, config.held_out, MARKS, **options)
+    return _audit_row(entry, SET_ROLES[0], config.held_out, MARKS, outcome, method_spec(MARKS).headline)
+
+
+def _audit(config: UnlearningGridConfig, entry: Version, oracle, progress: bool, query: str, method: str, **options):
+    """One audit run of the version on ``query`` by ``method`` (``options``: that method's own), nested in the grid."""
+    audit_config = AuditConfig(
+        model_uri=entry.version.uri,
+        query=query,
+        method=method,
+        alpha=config.alpha,
+        cal_seed=config.cal_seed,
+        **options,
+    )
+    return audit(audit_config, oracle=oracle, tag_version=False, progress=progress)
+
+
+def _audit_row(entry: Version, role: str, query: str, auditor: str, outcome, metric: str) -> dict:
+    """One row of the audits frame: the auditor's verdict and ``metric`` on the query set of ``role``."""
+    result = outcome.results[auditor]
+    return {
+        "method": entry.method,
+        "seed": entry.seed,
+        "version": entry.version.version,
+        "set": role,
+        "query": query,
+        "auditor": auditor,
+        "verdict": result.verdict,
+        "value": result.metrics.get(metric, np.nan),
+        "p_too_forgotten": result.metrics.get("p_too_forgotten", np.nan),
+        "retained_ci_high": result.metrics.get("retained_ci_high", np.nan),
+        "run_id": outcome.run_id,
+    }
 
 
 def _trace_sweep(config: UnlearningGridConfig, entry: Version, target: Target, oracle) -> list[dict]:
