@@ -27,9 +27,8 @@ from ema.data.arrays import FINGERPRINT_LENGTH, ArraySet
 from ema.errors import InputError
 from ema.validation import check_open_unit
 
-#: The ``format`` field of every key file; keys of the first format have no ``rule`` and blend.
-KEY_FORMAT = "ema-mark-key/2"
-LEGACY_KEY_FORMAT = "ema-mark-key/1"
+#: The ``format`` field of every key file.
+KEY_FORMAT = "ema-mark-key/1"
 #: Share of the owner's images that are marked by default.
 DEFAULT_RATE = 0.1
 #: Weight of the pattern where it is blended in: the trigger moves a pixel a quarter of the way to the pattern's
@@ -52,8 +51,17 @@ KEY_MODE = 0o600
 MAX_KEY_BYTES = 1 << 20
 #: Random bits of a seed drawn when none is given: enough that nobody guesses the trigger from the seed.
 SEED_BITS = 128
-_LEGACY_FIELDS = ("format", "seed", "image_shape", "target_class", "position", "pattern", "fingerprint", "n_marked")
-_KEY_FIELDS = (*_LEGACY_FIELDS, "rule")
+_KEY_FIELDS = (
+    "format",
+    "seed",
+    "image_shape",
+    "target_class",
+    "position",
+    "pattern",
+    "fingerprint",
+    "n_marked",
+    "rule",
+)
 
 
 @dataclass(frozen=True)
@@ -250,8 +258,6 @@ def _parse_key(fields: object) -> MarkKey:
 
     The messages name fields, never their values: a key's values are secret, even a malformed key's.
     """
-    if isinstance(fields, dict) and fields.get("format") == LEGACY_KEY_FORMAT and set(fields) == set(_LEGACY_FIELDS):
-        fields = {**fields, "format": KEY_FORMAT, "rule": BLEND_RULE}
     if not isinstance(fields, dict) or set(fields) != set(_KEY_FIELDS) or fields["format"] != KEY_FORMAT:
         raise ValueError(f"fields {sorted(fields) if isinstance(fields, dict) else type(fields).__name__}")
     if fields["rule"] not in RULES:
