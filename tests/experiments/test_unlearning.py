@@ -266,9 +266,11 @@ def test_cli_grid_unlearning_reuses_the_version_ema_unlearn_made_and_tags_what_i
     """
     import json
 
+    from ema.tracking.runs import configure
     from ema.training.spec import TrainSpec
     from ema.workflows.train import train_target
 
+    configure()  # this store's experiment: an earlier test's may still be the process's active one
     source = train_target(TrainSpec(epochs=3), progress=False).version
     made = CliRunner().invoke(main, ["unlearn", "--model", source.uri, "--forget", "M1", "--method", "finetune"])
     assert made.exit_code == 0, made.output
