@@ -12,7 +12,8 @@ import click
 from ema.experiments.errors.validity import ErrorGridConfig, study_targets
 from ema.experiments.paper.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
 from ema.experiments.unlearning.config import UnlearningGridConfig
-from ema.workflows.options import DATA_SOURCES, DEFAULT_DATA, InputError
+from ema.workflows.options import AUTO_MARGIN, DATA_SOURCES, DEFAULT_DATA, InputError
+from ema_cli.audit import MarginType
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
@@ -247,6 +248,26 @@ def errors(data_name, root, sizes, n_draws, n_ks_draws, cal_seed, alpha, sample_
     type=click.IntRange(min=1),
     help="With --mark-key: held-out images the marks auditor stamps, each scored clean and stamped. Default: 200.",
 )
+@click.option(
+    "--margin",
+    type=MarginType(),
+    default=UNLEARNING_DEFAULTS.margin,
+    show_default=True,
+    help=(
+        "The calibrated auditor's margin in every audit of the grid (as ema audit --margin): not_memorized only if "
+        f"the retained share's upper bound is at most this; {AUTO_MARGIN}: each audit's certifiable_margin."
+    ),
+)
+@click.option(
+    "--reference-seeds",
+    default="",
+    help=(
+        "Seeds of redrawn non-member references, comma-separated (e.g. 0,1,2): per version and seed, the whole "
+        "forget set is audited again by the calibrated auditor against a reference of the usual size drawn from "
+        "the usual reference and the held-out set, and the verdicts are tallied over (seed, reference seed) pairs. "
+        "Default: none."
+    ),
+)
 @max_params_option
 @progress_option
 @workflow_command
@@ -265,6 +286,8 @@ def unlearning(
     sample_seed,
     mark_key,
     mark_queries,
+    margin,
+    reference_seeds,
     progress,
 ):
     """Every removal method and seed, audited before and after.
@@ -273,7 +296,8 @@ def unlearning(
     (docs/UNLEARNING.md). With --model, the target's recipe and data come from the
     version's tags: --data, --root, --data-seed and --epochs are refused. With
     --mark-key, the marks auditor joins EMA, the KS ratio and the calibrated auditor
-    (docs/MARKS.md).
+    (docs/MARKS.md). With --reference-seeds, the forget set is also audited against
+    redrawn non-member references, one per (seed, reference seed) pair.
     """
     from ema.experiments.unlearning.runner import run_unlearning_grid
 
@@ -288,6 +312,8 @@ def unlearning(
         sample_seed=sample_seed,
         mark_key=mark_key,
         mark_queries=mark_queries,
+        margin=margin,
+        reference_seeds=comma_list(reference_seeds, int),
     )
     outcome = run_unlearning_grid(config, progress=progress)
     echo_outcome(outcome, f"{len(outcome.versions) - 1} unlearned versions ({outcome.n_reused} reused)")

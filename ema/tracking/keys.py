@@ -148,6 +148,8 @@ PARAM_UNLEARN_PREFIX = "unlearn."
 PARAM_N_RETAIN = "n_retain"
 PARAM_N_FORGET = "n_forget"
 PARAM_SEEDS = "seeds"
+#: Unlearning grid: seeds of the non-member references redrawn for the forget set's audits.
+PARAM_REFERENCE_SEEDS = "reference_seeds"
 PARAM_METHODS = "methods"
 #: Where the query was scored (ema.workflows.engines.ENGINES), and on which Spark master.
 PARAM_ENGINE = "engine"

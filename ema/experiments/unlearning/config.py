@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN
 from ema.data.splits import MEMBER_NAMES
 from ema.errors import InputError
 from ema.tracking import keys
@@ -41,6 +42,16 @@ class UnlearningGridConfig:
         key's marked copy in place of the forget set (``ema train --fold M1=FILE``).
     mark_queries : int, optional
         Held-out images the marks auditor stamps (default: ``ema audit --method marks``'s); only with ``mark_key``.
+    margin : float or "auto"
+        The calibrated auditor's margin in every audit of the grid (``ema audit --margin``):
+        ``not_memorized`` only if the retained share's upper bound is at most it; ``"auto"``: each
+        audit's own certifiable margin.
+    reference_seeds : tuple of int
+        Seeds of redrawn non-member references (default none): per version and seed, the whole
+        forget set is audited once more by the calibrated auditor against a non-member reference
+        of the usual size drawn with that seed from the never-seen pool (the usual reference and
+        the held-out set together), so the forget set's verdict is tallied over (version seed,
+        reference seed) pairs rather than one fixed reference.
     alpha, cal_seed, sample_seed
     """
 
@@ -61,6 +72,8 @@ class UnlearningGridConfig:
     sample_seed: int = 0
     mark_key: str | None = None
     mark_queries: int | None = None
+    margin: float | str = DEFAULT_MARGIN
+    reference_seeds: tuple[int, ...] = ()
 
     def validate(self) -> UnlearningGridConfig:
         """Check the options before any training; returns the config with ``retrain`` first among the methods."""
@@ -78,6 +91,12 @@ class UnlearningGridConfig:
             check_positive_int("trace sweep size", size)
         check_positive_int("draws", self.n_draws)
         check_open_unit("alpha", self.alpha)
+        if self.margin != AUTO_MARGIN:
+            check_open_unit("margin", self.margin)
+        if len(set(self.reference_seeds)) != len(self.reference_seeds) or min(self.reference_seeds, default=0) < 0:
+            raise InputError(
+                f"expected distinct non-negative reference seeds (--reference-seeds), got {self.reference_seeds!r}"
+            )
         own_target = {
             "--epochs": self.epochs,
             "--data": self.data,
@@ -121,6 +140,8 @@ class UnlearningGridConfig:
             keys.PARAM_ALPHA: self.alpha,
             keys.PARAM_CAL_SEED: self.cal_seed,
             keys.PARAM_SAMPLE_SEED: self.sample_seed,
+            keys.PARAM_MARGIN: self.margin,
+            **({keys.PARAM_REFERENCE_SEEDS: ",".join(map(str, self.reference_seeds))} if self.reference_seeds else {}),
             # never the mark key's path or contents; the marks audits' child runs record the marked copy's fingerprint
             **({keys.PARAM_QUERIES: self.mark_queries} if self.mark_queries is not None else {}),
         }

@@ -24,6 +24,13 @@ are audited by the calibrated auditor as ``ema audit --method calibrated`` runs 
 version's member reference, the forget set left out, and its clean calibration set, scored on
 the version once); each test at ``alpha / 2``, so that the two together err at ``alpha`` on a
 truly removed set, as retraining shows.
+
+With ``reference_seeds``, each version's whole forget set is audited once more per reference
+seed by the calibrated auditor against a non-member reference redrawn from never-seen data
+(:func:`audit_against_redrawn_references`): one fixed reference makes a verdict conditional on
+that reference (docs/VALIDITY.md measures false ``memorized`` up to 0.20 with one), so the
+retrain row's verdicts are tallied over (retrain seed, reference seed) pairs. ``margin`` is the
+calibrated auditor's in every audit of the grid (``"auto"``: each audit's certifiable margin).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from tqdm.auto import tqdm
 
 from ema.auditors.marks import MarksAuditor
 from ema.auditors.reference import ReferenceAuditor
+from ema.auditors.reference_record import decide_reference_verdict
+from ema.data.arrays import fingerprint
 from ema.data.marks import read_key
 from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.splits import Splits
@@ -46,6 +55,7 @@ from ema.experiments.common import BENCHMARK_RECIPE
 from ema.experiments.grid_tags import record_grid_on_version
 from ema.experiments.unlearning.config import UNLEARNING_GRID, UnlearningGridConfig
 from ema.experiments.unlearning.tables import (
+    REDRAW_METRICS,
     SET_ROLES,
     TRACE_KINDS,
     render_tables,
@@ -76,17 +86,23 @@ AUDITORS = {
 }
 #: The marks auditor, run as its own audit method (with ``mark_key`` only); its headline is the metric shown.
 MARKS = MarksAuditor.method
+#: The artifact of the forget set's audits against redrawn references (with ``reference_seeds`` only).
+REDRAWS_CSV = "redraws.csv"
 
 
 @dataclass(frozen=True)
 class UnlearningOutcome:
-    """The parent run, the frames behind the tables, the tables as Markdown, the wall time, versions reused."""
+    """The parent run, the frames behind the tables, the tables as Markdown, the wall time, versions reused.
+
+    ``redraws``: one row per version and reference seed (empty without ``reference_seeds``).
+    """
 
     run_id: str
     target_uri: str
     versions: pd.DataFrame
     audits: pd.DataFrame
     traces: pd.DataFrame
+    redraws: pd.DataFrame
     markdown: str
     wall_seconds: float
     n_reused: int = 0
@@ -125,7 +141,7 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
             )
             n_reused += reused
             versions.append(Version(method, seed, outcome.version, outcome.metrics))
-        audits, traces = [], []
+        audits, traces, redraws = [], [], []
         for entry in tqdm(versions, desc="audit", unit="version", disable=not progress):
             version_target = resolve_target(entry.version.uri)
             oracle = version_target.oracle()
@@ -133,10 +149,11 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
             if config.mark_key is not None:
                 audits.append(_audit_marks(config, entry, oracle, progress))
             traces += _trace_sweep(config, entry, version_target, oracle)
-        frames = _frames(versions, audits, traces)
+            redraws += audit_against_redrawn_references(config, entry, version_target, oracle)
+        frames = _frames(versions, audits, traces, redraws)
         wall = time.monotonic() - started
         title = f"ema grid unlearning: removing {config.forget} from {target.label} ({target.data})"
-        tables = render_tables(*frames, config=config, title=title, wall_seconds=wall)
+        tables = render_tables(*frames[:3], redraws=frames[3], config=config, title=title, wall_seconds=wall)
         figure = trace_figure(summarise_traces(frames[2]), alpha=config.alpha)
         log_metrics(
             {
@@ -152,6 +169,7 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
                 keys.ARTIFACT_CELLS: frames[1],
                 "versions.csv": frames[0],
                 "traces.csv": frames[2],
+                **({REDRAWS_CSV: frames[3]} if config.reference_seeds else {}),
                 keys.ARTIFACT_GRID_CONFIG: {**config.logged(), "target": target.model_uri},
                 keys.ARTIFACT_TRACES_PNG: figure,
                 keys.ARTIFACT_REPORT: render_grid_report(
@@ -237,7 +255,10 @@ def _audit_version(config: UnlearningGridConfig, entry: Version, oracle, progres
     """The version's audits of the three query sets: one row per (query set, auditor)."""
     rows = []
     for role, query in zip(SET_ROLES, (config.forget, config.retained, config.held_out), strict=True):
-        outcomes = {method: _audit(config, entry, oracle, progress, query, method) for method in AUDIT_METHODS}
+        outcomes = {
+            method: _audit(config, entry, oracle, progress, query, method, margin=config.margin)
+            for method in AUDIT_METHODS
+        }
         rows += [
             _audit_row(entry, role, query, auditor, outcomes[method], metric)
             for auditor, (method, metric) in AUDITORS.items()
@@ -311,7 +332,57 @@ def _trace_sweep(config: UnlearningGridConfig, entry: Version, target: Target, o
     return rows
 
 
-def _frames(versions: list[Version], audits: list[dict], traces: list[dict]) -> tuple[pd.DataFrame, ...]:
-    """Versions (accuracies, time), audits and trace draws as frames, in method order."""
+def audit_against_redrawn_references(
+    config: UnlearningGridConfig, entry: Version, target: Target, oracle
+) -> list[dict]:
+    """The whole forget set audited by the calibrated auditor against one redrawn non-member reference per
+    reference seed (``config.reference_seeds``); one row per seed, none without them.
+
+    The member reference is the version's, the forget set left out (as in its audit runs). The
+    non-member reference has the usual reference's size and is drawn, by the reference seed alone
+    (the same draw on every version), from the usual reference and the held-out set together:
+    data the target never saw, none of it the forget set.
+    """
+    if not config.reference_seeds:
+        return []
+    splits = target.splits()
+    forget = splits.query(config.forget)
+    members = member_reference(target, forget).data
+    usual, held_out = nonmember_reference(target).data, splits.query(config.held_out)
+    pool_x, pool_y = np.concatenate([usual.x, held_out.x]), np.concatenate([usual.y, held_out.y])
+    pool_proba = oracle.predict_proba(pool_x)
+    member_proba, forget_proba = oracle.predict_proba(members.x), oracle.predict_proba(forget.x)
+    rows = []
+    for reference_seed in config.reference_seeds:
+        chosen = np.random.default_rng(reference_seed).choice(pool_y.size, size=len(usual), replace=False)
+        auditor = ReferenceAuditor(alpha=config.alpha, margin=config.margin).calibrate(
+            member_proba, members.y, pool_proba[chosen], pool_y[chosen]
+        )
+        result = auditor.audit(forget_proba, forget.y)
+        metrics = result.metrics
+        rows.append(
+            {
+                "method": entry.method,
+                "seed": entry.seed,
+                "reference_seed": reference_seed,
+                "reference": fingerprint(pool_x[chosen], pool_y[chosen]),
+                "verdict": result.verdict,
+                "verdict_auto": decide_reference_verdict(
+                    metrics["p_removed"],
+                    metrics["retained_upper_bound"],
+                    alpha=config.alpha,
+                    margin=metrics["certifiable_margin"],
+                ),
+                **{name: metrics[name] for name in REDRAW_METRICS},
+                "n_reference": int(chosen.size),
+            }
+        )
+    return rows
+
+
+def _frames(
+    versions: list[Version], audits: list[dict], traces: list[dict], redraws: list[dict]
+) -> tuple[pd.DataFrame, ...]:
+    """Versions (accuracies, time), audits, trace draws and redrawn-reference audits as frames, in method order."""
     version_rows = [{"method": v.method, "seed": v.seed, "version": v.version.version, **v.metrics} for v in versions]
-    return pd.DataFrame(version_rows), pd.DataFrame(audits), pd.DataFrame(traces)
+    return pd.DataFrame(version_rows), pd.DataFrame(audits), pd.DataFrame(traces), pd.DataFrame(redraws)

@@ -4,7 +4,9 @@ Frames: ``versions`` (method, seed, version, accuracies on the retained data, th
 and held-out test data, unlearning seconds), ``audits`` (one row per version, query set and
 auditor: verdict, the auditor's number, the calibrated auditor's ``p_too_forgotten`` and
 retained interval), ``traces`` (one row per trace-sweep draw: whether retention and
-over-unlearning were detected).
+over-unlearning were detected), ``redraws`` (with ``--reference-seeds``: one row per version and
+reference seed: the whole forget set's verdict against that redrawn non-member reference, at the
+grid's margin and at the audit's certifiable margin, with :data:`REDRAW_METRICS`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ema.auditors.reference import AUTO_MARGIN
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.reports.page import esc, page, section, table
 
@@ -25,6 +28,8 @@ TRACE_KINDS = ("retention", "over-unlearning")
 #: Share of draws at which a trace counts as detected at a size (the power the auditor states elsewhere).
 DETECTION_RATE = 0.9
 SHORT = {MEMORIZED: "mem", NOT_MEMORIZED: "nm", INCONCLUSIVE: "inc"}
+#: The calibrated auditor's numbers each redrawn-reference audit records.
+REDRAW_METRICS = ("p_removed", "retained_upper_bound", "certifiable_margin", "information", "n_query")
 ACCURACIES = {"retain_accuracy": "retained acc.", "forget_accuracy": "forget acc.", "test_accuracy": "test acc."}
 
 
@@ -74,6 +79,32 @@ def calibrated_forget_table(audits: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
+def redraw_table(redraws: pd.DataFrame, *, margin: float | str) -> pd.DataFrame:
+    """Per method, over (seed, reference seed) pairs: how often the forget set was called ``memorized`` and
+    ``not_memorized`` (at ``margin`` and, when that is a number, at the certifiable margin), the certifiable
+    margins' range, the median p_removed, |D_q| and the reference's size.
+    """
+    grouped = redraws.groupby("method", sort=False)
+    pairs = grouped.size()
+
+    def count(column: str, verdict: str) -> list[str]:
+        hits = grouped[column].agg(lambda v: int((v == verdict).sum()))
+        return [f"{hits[m]} / {pairs[m]}" for m in pairs.index]
+
+    out = pd.DataFrame({"method": list(pairs.index), "pairs": pairs.tolist()})
+    out[MEMORIZED] = count("verdict", MEMORIZED)
+    out[f"{NOT_MEMORIZED} (margin {margin})"] = count("verdict", NOT_MEMORIZED)
+    if margin != AUTO_MARGIN:
+        out[f"{NOT_MEMORIZED} (margin {AUTO_MARGIN})"] = count("verdict_auto", NOT_MEMORIZED)
+    low, high = grouped["certifiable_margin"].min(), grouped["certifiable_margin"].max()
+    out["certifiable margin"] = [f"{low[m]:.3f} - {high[m]:.3f}" for m in pairs.index]
+    out["p_removed (median)"] = grouped["p_removed"].median().map("{:.3g}".format).tolist()
+    out["upper bound (median)"] = grouped["retained_upper_bound"].median().map("{:.3f}".format).tolist()
+    out["|D_q|"] = grouped["n_query"].max().astype(int).tolist()
+    out["reference"] = grouped["n_reference"].max().astype(int).tolist()
+    return out
+
+
 def summarise_traces(traces: pd.DataFrame) -> pd.DataFrame:
     """Per method and |D_q|: the rate of draws with retention, with over-unlearning, and with either."""
     either = traces[list(TRACE_KINDS)].any(axis=1)
@@ -112,9 +143,16 @@ def trace_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def render_tables(
-    versions: pd.DataFrame, audits: pd.DataFrame, traces: pd.DataFrame, *, config, title: str, wall_seconds: float
+    versions: pd.DataFrame,
+    audits: pd.DataFrame,
+    traces: pd.DataFrame,
+    *,
+    config,
+    title: str,
+    wall_seconds: float,
+    redraws: pd.DataFrame | None = None,
 ) -> RenderedTables:
-    """Every table with its caption, as Markdown and HTML."""
+    """Every table with its caption, as Markdown and HTML; the redrawn-reference table when ``redraws`` has rows."""
     alpha = config.alpha
     parts = [
         (
@@ -145,6 +183,8 @@ def render_tables(
             trace_table(summarise_traces(traces)),
         ),
     ]
+    if redraws is not None and len(redraws):
+        parts.append(_redraw_part(redraws, config))
     header = f"# {title}\n\nWall time of the grid: {wall_seconds:.0f} s.\n"
     markdown = header + "".join(
         f"\n## {name}\n\n{caption}\n\n{frame.to_markdown(index=False)}\n" for name, caption, frame in parts
@@ -154,6 +194,19 @@ def render_tables(
         for i, (name, caption, frame) in enumerate(parts)
     )
     return RenderedTables(markdown, page(title, fragment), fragment)
+
+
+def _redraw_part(redraws: pd.DataFrame, config) -> tuple[str, str, pd.DataFrame]:
+    """The redrawn-reference table with its name and caption."""
+    return (
+        "Forget set against redrawn references",
+        f"The whole forget set ({config.forget}) audited by the calibrated auditor once per version seed and "
+        f"reference seed ({', '.join(map(str, config.reference_seeds))}): each time against a non-member reference "
+        f"of the usual size drawn by the reference seed from the usual reference and the held-out set "
+        f"({config.held_out}) together. Counts over (seed, reference seed) pairs; alpha = {config.alpha}. On "
+        "retraining, every memorized is a false one, and not_memorized at margin auto is expected in 85% of pairs.",
+        redraw_table(redraws, margin=config.margin),
+    )
 
 
 def trace_figure(summary: pd.DataFrame, *, alpha: float) -> bytes:
