@@ -11,6 +11,7 @@ from ema.errors import InputError
 from ema.experiments.unlearning.runner import UnlearningGridConfig, run_unlearning_grid
 from ema.experiments.unlearning.tables import (
     detected_from,
+    redraw_table,
     render_tables,
     summarise_traces,
     trace_figure,
@@ -34,6 +35,63 @@ def test_config_puts_retrain_first_and_refuses_bad_choices():
         InputError, match=r"expected either --model .* got both: --model models:/t/1 with --data fashion"
     ):
         UnlearningGridConfig(model_uri="models:/t/1", data="fashion").validate()
+
+
+def test_config_refuses_a_bad_margin_and_repeated_or_negative_reference_seeds():
+    assert UnlearningGridConfig(margin="auto", reference_seeds=(2, 0)).validate().reference_seeds == (2, 0)
+    with pytest.raises(InputError, match=r"expected margin in \(0, 1\), got 1.5"):
+        UnlearningGridConfig(margin=1.5).validate()
+    for seeds in ((1, 1), (0, -1)):
+        with pytest.raises(InputError, match=r"expected distinct non-negative reference seeds \(--reference-seeds\)"):
+            UnlearningGridConfig(reference_seeds=seeds).validate()
+
+
+def test_cli_grid_unlearning_refuses_a_margin_outside_the_unit_interval(store):
+    result = CliRunner().invoke(main, ["grid", "unlearning", "--margin", "1", "--no-progress"])
+    assert result.exit_code == 2
+    assert "expected a retained share in (0, 1) or 'auto', got '1'" in result.output
+    assert not MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
+
+
+def _redraws(verdicts: dict[tuple[str, int, int], tuple[str, str, float]]) -> pd.DataFrame:
+    """Redrawn-reference rows: (method, seed, reference seed) -> (verdict, verdict at auto, certifiable margin)."""
+    return pd.DataFrame(
+        [
+            {"method": m, "seed": s, "reference_seed": r, "verdict": v, "verdict_auto": a}
+            | {"p_removed": 0.5, "retained_upper_bound": 0.2, "certifiable_margin": c, "information": 0.1}
+            | {"n_query": 1000.0, "n_reference": 1000}
+            for (m, s, r), (v, a, c) in verdicts.items()
+        ]
+    )
+
+
+def test_redraw_table_counts_verdicts_over_seed_and_reference_pairs():
+    redraws = _redraws(
+        {
+            ("retrain", 0, 0): ("memorized", "memorized", 0.30),
+            ("retrain", 0, 1): ("inconclusive", "not_memorized", 0.25),
+            ("retrain", 1, 0): ("not_memorized", "not_memorized", 0.35),
+            ("retrain", 1, 1): ("inconclusive", "inconclusive", 0.28),
+        }
+    )
+    row = redraw_table(redraws, margin=0.1).iloc[0]
+    assert (row["pairs"], row["memorized"], row["not_memorized (margin 0.1)"]) == (4, "1 / 4", "1 / 4")
+    assert row["not_memorized (margin auto)"] == "2 / 4"
+    assert row["certifiable margin"] == "0.250 - 0.350"
+    assert (row["|D_q|"], row["reference"]) == (1000, 1000)
+    at_auto = redraw_table(redraws, margin="auto")  # the grid's margin is auto: no second auto column
+    assert [c for c in at_auto.columns if c.startswith("not_memorized")] == ["not_memorized (margin auto)"]
+
+
+def test_tables_show_the_redrawn_reference_table_only_with_redraws():
+    frames = _small_frames()
+    config = UnlearningGridConfig(reference_seeds=(0, 1))
+    redraws = _redraws({("retrain", 0, r): ("inconclusive", "not_memorized", 0.3) for r in (0, 1)})
+    with_redraws = render_tables(*frames, redraws=redraws, config=config, title="t", wall_seconds=1.0)
+    assert "## Forget set against redrawn references" in with_redraws.markdown
+    assert "reference seed (0, 1)" in with_redraws.markdown
+    without = render_tables(*frames, config=UnlearningGridConfig(), title="t", wall_seconds=1.0)
+    assert "redrawn references" not in without.markdown
 
 
 def _traces(rates: dict[tuple[str, int], tuple[int, int]], draws: int = 10) -> pd.DataFrame:
@@ -86,7 +144,8 @@ def test_verdict_table_tallies_each_set_and_auditor_over_seeds():
     assert table.loc[0, "forget · calibrated"] == "nm 2, inc 1"
 
 
-def test_tables_render_as_markdown_with_one_cell_per_column_and_a_figure():
+def _small_frames() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Versions, audits and traces of a grid of retrain and finetune, one seed each."""
     versions = pd.DataFrame(
         [
             {"method": m, "seed": 0, "version": str(i), "retain_accuracy": 1.0, "forget_accuracy": 0.9}
@@ -103,7 +162,11 @@ def test_tables_render_as_markdown_with_one_cell_per_column_and_a_figure():
             for a in ("ema", "ks-ratio", "calibrated")
         ]
     )
-    traces = _traces({("retrain", 20): (1, 0), ("finetune", 20): (10, 0)})
+    return versions, audits, _traces({("retrain", 20): (1, 0), ("finetune", 20): (10, 0)})
+
+
+def test_tables_render_as_markdown_with_one_cell_per_column_and_a_figure():
+    versions, audits, traces = _small_frames()
     tables = render_tables(versions, audits, traces, config=UnlearningGridConfig(), title="t", wall_seconds=3.0)
     tables_md = [block.splitlines() for block in tables.markdown.split("\n\n") if block.startswith("|")]
     assert len(tables_md) == 4
@@ -128,6 +191,8 @@ READ_OPTIONS = {
     "cal_seed": (["--cal-seed", "3"], ("cal_seed", 3)),
     "alpha": (["--alpha", "0.05"], ("alpha", 0.05)),
     "sample_seed": (["--sample-seed", "9"], ("sample_seed", 9)),
+    "margin": (["--margin", "auto"], ("margin", "auto")),
+    "reference_seeds": (["--reference-seeds", "3,1"], ("reference_seeds", (3, 1))),
 }
 #: Options of the other studies: `ema grid unlearning` does not have them.
 OTHER_STUDIES = {
@@ -294,3 +359,44 @@ def test_cli_grid_unlearning_reuses_the_version_ema_unlearn_made_and_tags_what_i
     records = {number: json.loads(version.tags[tag]) for number, version in after.items()}
     assert {record["run_id"] for record in records.values()} == {run.info.run_id for run in parent}
     assert len(parent) == 1 and all(record["n_cells"] > 0 for record in records.values())
+
+
+def test_audits_against_redrawn_references_give_one_verdict_per_pair_at_margin_auto(store):
+    """On a tiny target and its retraining without M1: one forget-set verdict per (version, reference seed), each at
+    its own certifiable margin, each reference seed one draw on every version, and different draws differ."""
+    from ema.auditors.reference_record import decide_reference_verdict
+    from ema.experiments.unlearning.runner import BEFORE, Version, audit_against_redrawn_references
+    from ema.tracking.runs import configure
+    from ema.training.spec import TrainSpec
+    from ema.training.unlearn_spec import UnlearnSpec
+    from ema.workflows.target import resolve_target
+    from ema.workflows.train import train_target
+    from ema.workflows.unlearn import UnlearnConfig, unlearn
+
+    configure()
+    source = train_target(TrainSpec(hidden=(16,), epochs=3), progress=False).version
+    spec = UnlearnSpec(method="retrain", epochs=3, seed=0)
+    retrained = unlearn(UnlearnConfig(model_uri=source.uri, forget="M1", spec=spec), progress=False).version
+    config = UnlearningGridConfig(margin="auto", reference_seeds=(0, 1))
+    rows = []
+    for entry in (Version(BEFORE, None, source, {}), Version("retrain", 0, retrained, {})):
+        target = resolve_target(entry.version.uri)
+        rows += audit_against_redrawn_references(config, entry, target, target.oracle())
+    redraws = pd.DataFrame(rows)
+    assert list(zip(redraws["method"], redraws["reference_seed"], strict=True)) == [
+        (m, r) for m in (BEFORE, "retrain") for r in (0, 1)
+    ]
+    assert set(redraws["n_query"]) == {1000} and set(redraws["n_reference"]) == {1000}  # M1; the calibration set's size
+    # each reference seed is one draw, the same on both versions; the two draws differ, and so do their outcomes
+    assert redraws.groupby("reference_seed")["reference"].nunique().eq(1).all()
+    assert redraws["reference"].nunique() == 2
+    retrain = redraws[redraws["method"] == "retrain"]
+    assert retrain["p_removed"].nunique() == 2
+    assert retrain["information"].nunique() == 2  # each reference's own information behind its certifiable margin
+    assert redraws["certifiable_margin"].between(0, 1, inclusive="right").all()
+    for row in redraws.itertuples():
+        at_auto = decide_reference_verdict(
+            row.p_removed, row.retained_upper_bound, alpha=config.alpha, margin=row.certifiable_margin
+        )
+        assert row.verdict == row.verdict_auto == at_auto
+    assert not audit_against_redrawn_references(UnlearningGridConfig(), entry, target, None)  # no seeds, no audits
