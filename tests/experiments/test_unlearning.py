@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import InputError
-from ema.experiments.unlearning.runner import UnlearningGridConfig, run_unlearning_grid
+from ema.experiments.unlearning.runner import REDRAWS_CSV, UnlearningGridConfig, run_unlearning_grid
 from ema.experiments.unlearning.tables import (
     detected_from,
     redraw_table,
@@ -78,7 +78,7 @@ def test_redraw_table_counts_verdicts_over_seed_and_reference_pairs():
     assert (row["pairs"], row["memorized"], row["not_memorized (margin 0.1)"]) == (4, "1 / 4", "1 / 4")
     assert row["not_memorized (margin auto)"] == "2 / 4"
     assert row["certifiable margin"] == "0.250 - 0.350"
-    assert (row["|D_q|"], row["reference"]) == (1000, 1000)
+    assert (row["query size"], row["reference"]) == (1000, 1000)
     at_auto = redraw_table(redraws, margin="auto")  # the grid's margin is auto: no second auto column
     assert [c for c in at_auto.columns if c.startswith("not_memorized")] == ["not_memorized (margin auto)"]
 
@@ -89,6 +89,9 @@ def test_tables_show_the_redrawn_reference_table_only_with_redraws():
     redraws = _redraws({("retrain", 0, r): ("inconclusive", "not_memorized", 0.3) for r in (0, 1)})
     with_redraws = render_tables(*frames, redraws=redraws, config=config, title="t", wall_seconds=1.0)
     assert "## Forget set against redrawn references" in with_redraws.markdown
+    tables_md = [block.splitlines() for block in with_redraws.markdown.split("\n\n") if block.startswith("|")]
+    assert len(tables_md) == 5
+    assert {row.count("|") for row in tables_md[4]} == {tables_md[4][0].count("|")}  # no stray "|" inside a cell
     assert "reference seed (0, 1)" in with_redraws.markdown
     without = render_tables(*frames, config=UnlearningGridConfig(), title="t", wall_seconds=1.0)
     assert "redrawn references" not in without.markdown
@@ -291,15 +294,20 @@ def test_a_small_unlearning_grid_unlearns_audits_and_logs_its_tables(store):
     from ema.tracking.runs import configure
 
     configure()
-    config = UnlearningGridConfig(methods=("finetune",), seeds=(0,), sizes=(20,), n_draws=2, epochs=2)
+    config = UnlearningGridConfig(
+        methods=("finetune",), seeds=(0,), sizes=(20,), n_draws=2, epochs=2, margin="auto", reference_seeds=(0,)
+    )
     outcome = run_unlearning_grid(config, progress=False)
     assert list(outcome.versions["method"]) == ["none (before)", "retrain", "finetune"]
     assert len(outcome.audits) == 3 * 3 * 3  # versions x query sets x auditors
     assert set(outcome.audits["auditor"]) == {"ema", "ks-ratio", "calibrated"}
     assert len(outcome.traces) == 3 * 2
+    assert len(outcome.redraws) == 3 and outcome.redraws["reference"].nunique() == 1  # versions x reference seeds
     client = MlflowClient()
     artifacts = {a.path for a in client.list_artifacts(outcome.run_id)}
     assert {keys.ARTIFACT_TABLES_MD, keys.ARTIFACT_REPORT, keys.ARTIFACT_TRACES_PNG, keys.ARTIFACT_CELLS} <= artifacts
+    assert REDRAWS_CSV in artifacts and client.get_run(outcome.run_id).data.params[keys.PARAM_MARGIN] == "auto"
+    assert {client.get_run(run_id).data.params[keys.PARAM_MARGIN] for run_id in outcome.audits["run_id"]} == {"auto"}
     children = client.search_runs(
         [client.get_run(outcome.run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{outcome.run_id}'"
     )
@@ -310,6 +318,7 @@ def test_a_small_unlearning_grid_unlearns_audits_and_logs_its_tables(store):
     member_tags = client.get_run(retrained["run_id"].iloc[-1]).data.tags[keys.TAG_MEMBER_REFERENCE]
     assert "minus the forget set M1" in member_tags
     assert "## Traces on forget-set subsets" in outcome.markdown
+    assert "## Forget set against redrawn references" in outcome.markdown
     assert outcome.n_reused == 0
 
     again = run_unlearning_grid(config, progress=False)  # the unlearned versions come from the registry
@@ -317,6 +326,7 @@ def test_a_small_unlearning_grid_unlearns_audits_and_logs_its_tables(store):
     pd.testing.assert_frame_equal(again.versions, outcome.versions)  # same versions, same recorded numbers
     pd.testing.assert_frame_equal(again.audits.drop(columns="run_id"), outcome.audits.drop(columns="run_id"))
     pd.testing.assert_frame_equal(again.traces, outcome.traces)
+    pd.testing.assert_frame_equal(again.redraws, outcome.redraws)
     assert not set(again.audits["run_id"]) & set(outcome.audits["run_id"])  # audited again, in runs of its own
     children = client.search_runs(
         [client.get_run(again.run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{again.run_id}'"

@@ -100,7 +100,7 @@ def redraw_table(redraws: pd.DataFrame, *, margin: float | str) -> pd.DataFrame:
     out["certifiable margin"] = [f"{low[m]:.3f} - {high[m]:.3f}" for m in pairs.index]
     out["p_removed (median)"] = grouped["p_removed"].median().map("{:.3g}".format).tolist()
     out["upper bound (median)"] = grouped["retained_upper_bound"].median().map("{:.3f}".format).tolist()
-    out["|D_q|"] = grouped["n_query"].max().astype(int).tolist()
+    out["query size"] = grouped["n_query"].max().astype(int).tolist()
     out["reference"] = grouped["n_reference"].max().astype(int).tolist()
     return out
 
