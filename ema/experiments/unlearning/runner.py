@@ -359,25 +359,28 @@ def audit_against_redrawn_references(
             member_proba, members.y, pool_proba[chosen], pool_y[chosen]
         )
         result = auditor.audit(forget_proba, forget.y)
-        metrics = result.metrics
-        rows.append(
-            {
-                "method": entry.method,
-                "seed": entry.seed,
-                "reference_seed": reference_seed,
-                "reference": fingerprint(pool_x[chosen], pool_y[chosen]),
-                "verdict": result.verdict,
-                "verdict_auto": decide_reference_verdict(
-                    metrics["p_removed"],
-                    metrics["retained_upper_bound"],
-                    alpha=config.alpha,
-                    margin=metrics["certifiable_margin"],
-                ),
-                **{name: metrics[name] for name in REDRAW_METRICS},
-                "n_reference": int(chosen.size),
-            }
-        )
+        reference = fingerprint(pool_x[chosen], pool_y[chosen])
+        rows.append({**_redraw_row(entry, reference_seed, reference, result), "n_reference": int(chosen.size)})
     return rows
+
+
+def _redraw_row(entry: Version, reference_seed: int, reference: str, result) -> dict:
+    """One row of the redraws frame: the verdict at the grid's margin and at the certifiable margin, the numbers."""
+    metrics = result.metrics
+    return {
+        "method": entry.method,
+        "seed": entry.seed,
+        "reference_seed": reference_seed,
+        "reference": reference,
+        "verdict": result.verdict,
+        "verdict_auto": decide_reference_verdict(
+            metrics["p_removed"],
+            metrics["retained_upper_bound"],
+            alpha=result.alpha,
+            margin=metrics["certifiable_margin"],
+        ),
+        **{name: metrics[name] for name in REDRAW_METRICS},
+    }
 
 
 def _frames(
