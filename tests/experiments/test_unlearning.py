@@ -371,7 +371,7 @@ def test_cli_grid_unlearning_reuses_the_version_ema_unlearn_made_and_tags_what_i
     assert len(parent) == 1 and all(record["n_cells"] > 0 for record in records.values())
 
 
-def test_audits_against_redrawn_references_give_one_verdict_per_pair_at_margin_auto(store):
+def test_audits_against_redrawn_references_give_one_verdict_per_pair_at_margin_auto(store, one_thread):
     """On a tiny target and its retraining without M1: one forget-set verdict per (version, reference seed), each at
     its own certifiable margin, each reference seed one draw on every version, and different draws differ."""
     from ema.auditors.reference_record import decide_reference_verdict
