@@ -40,6 +40,7 @@ from tempfile import gettempdir
 import numpy as np
 
 from benchmarks._common import Skipped, machine_info, progress, require_module, set_threads
+from ema.errors import InputError
 from ema.experiments.errors.reference_pools import TARGETS
 from ema.training.spec import TrainSpec
 
@@ -135,11 +136,19 @@ def membership_scores(attack, proba: np.ndarray, labels: np.ndarray) -> np.ndarr
         float64, higher meaning more member-like: the shape
         :func:`ema.stats.certify.cross_fitted_information` and
         :func:`ema.auditors.attack.attack_strength` take. ART returns (n, 1).
+
+    Raises
+    ------
+    InputError
+        If ART's output does not hold one finite score per sample.
     """
     inferred = attack.infer(None, np.asarray(labels), pred=np.asarray(proba, dtype=np.float32), probabilities=True)
     scores = np.asarray(inferred, dtype=np.float64).reshape(-1)
     if scores.size != len(labels) or not np.isfinite(scores).all():
-        raise ValueError(f"expected {len(labels)} finite membership probabilities from ART, got shape {inferred.shape}")
+        raise InputError(
+            f"expected {len(labels)} finite membership probabilities from ART, got shape {np.shape(inferred)}: "
+            "pass the attack the probabilities and labels of the same samples"
+        )
     return scores
 
 

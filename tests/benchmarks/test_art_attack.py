@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import art_attack
 from benchmarks.art_attack import Evaluation, evaluate, main, parse_args, summary_row, write_block
+from ema.errors import InputError
 from ema.stats.binned_tests import DEFAULT_BIN_LEVELS
 from ema.stats.certify import cross_fitted_information
 
@@ -113,3 +114,16 @@ def test_parse_args_refuses_an_unknown_attack_model():
     with pytest.raises(SystemExit):
         parse_args(["--attack-models", "rf,svm-typo"])
     assert parse_args(["--attack-models", "gb"]).attack_models == ("gb",)
+
+
+class NaNAttack:
+    """Stands in for a fitted ART attack whose output is broken."""
+
+    def infer(self, x, y, **_):
+        return np.full((len(y), 1), np.nan)
+
+
+def test_membership_scores_refuses_an_attack_output_without_one_finite_score_per_sample():
+    proba, labels = np.full((4, 2), 0.5), np.zeros(4, dtype=int)
+    with pytest.raises(InputError, match=r"expected 4 finite membership probabilities from ART, got shape \(4, 1\)"):
+        art_attack.membership_scores(NaNAttack(), proba, labels)
