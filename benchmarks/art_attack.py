@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import itertools
-import re
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -39,7 +38,7 @@ from tempfile import gettempdir
 
 import numpy as np
 
-from benchmarks._common import Skipped, machine_info, progress, require_module, set_threads
+from benchmarks._common import Skipped, machine_info, progress, replace_block, require_module, set_threads
 from ema.errors import InputError
 from ema.experiments.errors.reference_pools import TARGETS
 from ema.training.spec import TrainSpec
@@ -48,6 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "VALIDITY.md"
 RESULTS = Path(__file__).resolve().parent / "RESULTS-art.md"
 BLOCK = "art-table"
+#: The heading the block is appended under on a page that lacks it.
+HEADING = "## `--augment shifts` against ART's black-box attacks (issue 26)"
 DEFAULT_CACHE = Path(gettempdir()) / "ema-art-shadows"
 #: ART's default attack models compared (``MembershipInferenceBlackBox(attack_model_type=...)``).
 ATTACK_MODELS = ("rf", "gb", "nn")
@@ -407,15 +408,6 @@ def command_line(args: argparse.Namespace) -> str:
     )
 
 
-def write_block(lines: list[str], out: Path) -> None:
-    """Replace the page's ``art-table`` block with ``lines`` (appended under its own heading when absent)."""
-    begin, end = lines[0], lines[-1]
-    text = out.read_text() if out.exists() else ""
-    if begin not in text:
-        text += f"\n## `--augment shifts` against ART's black-box attacks (issue 26)\n\n{begin}\n{end}\n"
-    out.write_text(re.sub(f"{re.escape(begin)}.*?{re.escape(end)}", lambda _: "\n".join(lines), text, flags=re.S))
-
-
 def main(argv: list[str] | None = None) -> int:
     """Measure every target, write both pages, print the summary; 0 with a reason on stderr when ART is missing."""
     args = parse_args(argv)
@@ -433,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         progress(f"{name}: " + "; ".join(f"{r.score} {r.information:.4f}" for r in results[name]))
     seconds = time.perf_counter() - started
     table = summary_table(results, args, seconds)
-    write_block(table, args.out)
+    replace_block(args.out, table, heading=HEADING)
     args.results.write_text(results_page(results, sizes, args, seconds, info))
     print("\n".join(table[3:-1]))
     return 0

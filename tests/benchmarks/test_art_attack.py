@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from benchmarks import art_attack
-from benchmarks.art_attack import Evaluation, evaluate, main, parse_args, summary_row, write_block
+from benchmarks._common import replace_block
+from benchmarks.art_attack import Evaluation, evaluate, main, parse_args, summary_row
 from ema.errors import InputError
 from ema.stats.binned_tests import DEFAULT_BIN_LEVELS
 from ema.stats.certify import cross_fitted_information
@@ -90,16 +91,12 @@ def test_the_benchmark_is_skipped_with_its_reason_when_art_is_missing(monkeypatc
     assert not page.exists() and not results.exists()
 
 
-def test_write_block_replaces_its_own_block_only(tmp_path):
+def test_replace_block_appends_the_block_under_its_heading_once(tmp_path):
     page = tmp_path / "VALIDITY.md"
-    page.write_text("intro\n<!-- art-table -->\nold\n<!-- /art-table -->\n<!-- marks-table -->\nkeep\n")
-    write_block(["<!-- art-table -->", "new", "<!-- /art-table -->"], page)
-    assert page.read_text() == "intro\n<!-- art-table -->\nnew\n<!-- /art-table -->\n<!-- marks-table -->\nkeep\n"
-    fresh = tmp_path / "fresh.md"
-    fresh.write_text("intro\n")
-    write_block(["<!-- art-table -->", "new", "<!-- /art-table -->"], fresh)
-    write_block(["<!-- art-table -->", "newer", "<!-- /art-table -->"], fresh)
-    assert fresh.read_text().count("<!-- art-table -->") == 1 and "newer" in fresh.read_text()
+    page.write_text("intro\n")
+    for text in ("new", "newer"):
+        replace_block(page, ["<!-- art-table -->", text, "<!-- /art-table -->"], heading=art_attack.HEADING)
+    assert page.read_text() == f"intro\n\n{art_attack.HEADING}\n\n<!-- art-table -->\nnewer\n<!-- /art-table -->\n"
 
 
 def test_summary_row_says_when_the_ratio_misses_the_goal():
