@@ -19,7 +19,8 @@ The sets (folds M1..M5 are the target's training data):
 
 Every score (ART's membership probability, our plain log-odds, our 9-view shifted score) is measured
 on the evaluation sets with the auditor's own estimator, :func:`ema.stats.certify.cross_fitted_information`
-at the auditor's bin levels (mean over ``--seeds`` cross-fitting seeds), plus AUC and TPR at 1% FPR.
+at the auditor's bin levels (mean over ``--seeds`` cross-fitting seeds, with a bootstrap standard error over
+resamples of the evaluation sets), plus AUC and TPR at 1% FPR.
 The Markdown summary replaces the ``art-table`` block of docs/VALIDITY.md; every figure goes to
 benchmarks/RESULTS-art.md. The shadow models' outputs are cached (``--cache``), keyed by target,
 seed, shadow count and recipe. Without ART the run is skipped with the reason, and nothing is written.
@@ -56,6 +57,8 @@ ATTACK_MODELS = ("rf", "gb", "nn")
 DEFAULT_SHADOWS = 8
 #: Issue 26's goal: shifted information / best ART information.
 GOAL_RATIO = 2.0
+#: Bootstrap resamples of the evaluation sets behind each information's standard error.
+BOOTSTRAP_RESAMPLES = 100
 #: The score of the plain audit and the signal the shifted score is built from.
 SIGNAL = "log_odds"
 COMMAND = "python -m benchmarks.art_attack"
@@ -67,6 +70,7 @@ class Evaluation:
 
     score: str
     information: float
+    information_se: float
     auc: float
     tpr_at_fpr_1pct: float
 
@@ -154,7 +158,8 @@ def membership_scores(attack, proba: np.ndarray, labels: np.ndarray) -> np.ndarr
 
 
 def evaluate(score: str, members: np.ndarray, nonmembers: np.ndarray, seeds: int) -> Evaluation:
-    """The auditor's cross-fitted information (mean over ``seeds`` fold draws), AUC and TPR at 1% FPR of a score."""
+    """The auditor's cross-fitted information (mean over ``seeds`` fold draws) with its bootstrap standard error,
+    AUC and TPR at 1% FPR of a score."""
     from ema.auditors.attack import attack_strength
     from ema.stats.binned_tests import DEFAULT_BIN_LEVELS
     from ema.stats.certify import cross_fitted_information
@@ -163,8 +168,17 @@ def evaluate(score: str, members: np.ndarray, nonmembers: np.ndarray, seeds: int
     information = np.mean(
         [cross_fitted_information(members, nonmembers, levels, random_state=seed) for seed in range(seeds)]
     )
+    rng = np.random.default_rng(seeds)
+    resampled = [  # each side resampled with replacement: the sampling error of the evaluation sets
+        cross_fitted_information(
+            rng.choice(members, members.size), rng.choice(nonmembers, nonmembers.size), levels, random_state=i
+        )
+        for i in range(BOOTSTRAP_RESAMPLES)
+    ]
     strength = attack_strength(members, nonmembers)
-    return Evaluation(score, float(information), strength.auc, strength.tpr_at_fpr_1pct)
+    return Evaluation(
+        score, float(information), float(np.std(resampled, ddof=1)), strength.auc, strength.tpr_at_fpr_1pct
+    )
 
 
 # ---------------------------------------------------------------------------------------------- shadow models
@@ -345,7 +359,8 @@ def summary_row(name: str, rows: list[Evaluation]) -> str:
     ratio = shifted.information / best.information if best.information > 0 else float("inf")
     met = "met" if ratio >= GOAL_RATIO else "**not met**"
     return (
-        f"| {name} | {plain.information:.3f} | {shifted.information:.3f} | {best.information:.3f} ({best.score}; "
+        f"| {name} | {plain.information:.3f} ± {plain.information_se:.3f} | {shifted.information:.3f} ± "
+        f"{shifted.information_se:.3f} | {best.information:.3f} ± {best.information_se:.3f} ({best.score}; "
         f"AUC {best.auc:.3f}) | {ratio:.2f}x | {met} |"
     )
 
@@ -356,8 +371,9 @@ def summary_table(results: dict[str, list[Evaluation]], args: argparse.Namespace
         f"<!-- {BLOCK} -->",
         f"Measured by `{command_line(args)}` ({seconds / 60:.0f} min on {args.threads} CPU thread(s); ART 1.20.1; "
         f"every attack in [benchmarks/RESULTS-art.md](../benchmarks/RESULTS-art.md)). Cross-fitted information per "
-        f"sample about the retained share at pi = 0, mean of {args.seeds} fold draws, on the same held-out members "
-        "(M4 + M5) and non-members (the preset's non-member reference) for every score.",
+        f"sample about the retained share at pi = 0, mean of {args.seeds} fold draws ± its bootstrap standard error "
+        f"({BOOTSTRAP_RESAMPLES} resamples), on the same held-out members (M4 + M5) and non-members (the preset's "
+        "non-member reference) for every score.",
         "",
         f"| target | ours, log-odds | ours, `--augment shifts` | best ART attack | shifts / best ART | "
         f"goal >= {GOAL_RATIO:g}x |",
@@ -388,15 +404,18 @@ def results_page(
         n = sizes[name]
         out += [
             "",
-            f"## {name}: {TARGETS[name][2]}",
+            f"## {TARGETS[name][2]}",
             "",
             f"Evaluation: {n['eval_members']:,} members, {n['eval_nonmembers']:,} non-members. Black-box attack "
             f"trained on {n['attack_members']:,} members and {n['attack_nonmembers']:,} non-members; shadow attack "
             f"on {n['shadow_rows']:,} shadow outputs.",
             "",
-            "| score | cross-fitted information | AUC | TPR at 1% FPR |",
-            "|---|---|---|---|",
-            *(f"| {r.score} | {r.information:.4f} | {r.auc:.3f} | {r.tpr_at_fpr_1pct:.3f} |" for r in rows),
+            "| score | cross-fitted information | bootstrap s.e. | AUC | TPR at 1% FPR |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {r.score} | {r.information:.4f} | {r.information_se:.4f} | {r.auc:.3f} | {r.tpr_at_fpr_1pct:.3f} |"
+                for r in rows
+            ),
         ]
     return "\n".join([*out, ""])
 

@@ -50,7 +50,7 @@ def test_membership_scores_of_an_art_attack_feed_the_cross_fitted_information():
     information = cross_fitted_information(members, nonmembers, np.asarray(DEFAULT_BIN_LEVELS))
     assert information > 0.05  # the tree's members are confidently right: the attack sees them
     measured = evaluate("rf", members, nonmembers, seeds=2)
-    assert measured.auc > 0.6 and measured.information > 0.05
+    assert measured.auc > 0.6 and measured.information > 2 * measured.information_se > 0
 
 
 def test_membership_scores_of_the_same_attack_are_seeded():
@@ -100,10 +100,10 @@ def test_replace_block_appends_the_block_under_its_heading_once(tmp_path):
 
 
 def test_summary_row_says_when_the_ratio_misses_the_goal():
-    ours = [Evaluation("plain", 0.1, 0.6, 0.05), Evaluation("shifts", 0.3, 0.7, 0.1)]
-    attacks = [Evaluation("ART rf", 0.05, 0.55, 0.02), Evaluation("ART gb", 0.2, 0.62, 0.03)]
+    ours = [Evaluation("plain", 0.1, 0.01, 0.6, 0.05), Evaluation("shifts", 0.3, 0.02, 0.7, 0.1)]
+    attacks = [Evaluation("ART rf", 0.05, 0.01, 0.55, 0.02), Evaluation("ART gb", 0.2, 0.03, 0.62, 0.03)]
     row = summary_row("overfit", ours + attacks)
-    assert "| 0.200 (ART gb; AUC 0.620) | 1.50x | **not met** |" in row
+    assert "| 0.300 ± 0.020 | 0.200 ± 0.030 (ART gb; AUC 0.620) | 1.50x | **not met** |" in row
     assert "| 6.00x | met |" in summary_row("overfit", ours + attacks[:1])
 
 
