@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -261,3 +262,16 @@ def machine_info(threads: int) -> dict[str, str]:
         "load average at start (1, 5, 15 min)": load,
         "platform": platform.platform(),
     }
+
+
+def replace_block(page: Path, lines: list[str], *, heading: str = "") -> None:
+    """Replace the marked block of ``page`` whose first and last lines are ``lines[0]`` and ``lines[-1]``.
+
+    A page without the block gets it appended (under ``heading``, when given); everything else on the
+    page is kept as it is, so several benchmarks can each own a block of one page.
+    """
+    begin, end = lines[0], lines[-1]
+    text = page.read_text() if page.exists() else ""
+    if begin not in text:
+        text += f"\n{heading}\n\n{begin}\n{end}\n" if heading else f"\n{begin}\n{end}\n"
+    page.write_text(re.sub(f"{re.escape(begin)}.*?{re.escape(end)}", lambda _: "\n".join(lines), text, flags=re.S))

@@ -19,14 +19,13 @@ unmarked with the same training seeds. Training is the cost: about 20 s a model 
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import set_threads
+from benchmarks._common import replace_block, set_threads
 from ema.auditors.marks import MarksAuditor
 from ema.data import make_splits
 from ema.data.arrays import ArraySet
@@ -230,10 +229,7 @@ def write_table(rows: list[tuple[str, str, str]], args: argparse.Namespace, seco
         *(f"| {measure} | {goal} | {value} |" for measure, goal, value in rows),
         end,
     ]
-    text = out.read_text() if out.exists() else ""
-    if begin not in text:
-        text += f"\n{begin}\n{end}\n"
-    out.write_text(re.sub(f"{re.escape(begin)}.*?{re.escape(end)}", lambda _: "\n".join(lines), text, flags=re.S))
+    replace_block(out, lines)
 
 
 def main(argv: list[str] | None = None) -> None:
