@@ -30,6 +30,7 @@ from ema.experiments.errors.reference_models import (
     information,
     models_section,
     neyman_pearson_power,
+    power_bounds,
     score_row,
 )
 from ema.experiments.errors.reference_pools import draw, member_reference, score_pools, truth
@@ -277,6 +278,19 @@ def test_score_pools_trains_the_table_target_once_and_scores_its_folds_calibrati
     monkeypatch.setattr(reference_pools, "_train_and_score_table", lambda *a: pytest.fail("trained again"))
     again = score_pools("breast-cancer", tmp_path, threads=1)
     assert np.array_equal(again["M1"][0], pools["M1"][0])
+
+
+def test_power_bound_with_shifts_is_of_the_auditors_view_score(view_pools, monkeypatch):
+    """The identity alone tells these members from non-members no better than chance; their views do."""
+    identity = {name: (proba[0], labels) for name, (proba, labels) in view_pools.items()}
+    monkeypatch.setattr(
+        reference_pools,
+        "score_pools",
+        lambda name, cache, threads, augment: view_pools if augment == "shifts" else identity,
+    )
+    plain = power_bounds(["overfit"], None, sizes=(50,))["overfit"][0]
+    shifted = power_bounds(["overfit"], None, sizes=(50,), augment="shifts")["overfit"][0]
+    assert plain < 0.5 and shifted > 0.99
 
 
 def test_reference_models_spline_ratio_finds_the_information_of_one_score_and_of_two_jointly():
