@@ -12,6 +12,7 @@ from ema.experiments.errors import reference_pools
 from ema.experiments.errors.certification import (
     carried_cells,
     certification_draws,
+    certification_goals,
     expected_upper_bound,
     summarize_certification,
 )
@@ -218,6 +219,13 @@ def test_certification_draws_of_one_view_record_no_single_view_information(pools
     draws = certification_draws(pools, sizes=(200,), shares=(0.0,), n_draws=2, seed=0)
     assert (draws["n_views"] == 1).all() and draws["information_single_view"].isna().all()
     assert (draws["verdict_wide"] != "memorized").all() and "not_memorized_wide" in summarize_certification(draws)
+
+
+def test_certification_goals_leave_out_the_goals_of_cells_not_run(view_pools):
+    draws = certification_draws(view_pools, sizes=(50,), shares=(0.5, 1.0), n_draws=2, seed=0)
+    labels = [label for label, _, _ in certification_goals(summarize_certification(draws))]
+    assert "members called `memorized` at 50" in labels
+    assert not any(label.startswith("removed sets") or "over its bound" in label for label in labels)
 
 
 def test_carried_cells_leave_out_what_a_fold_or_the_left_non_members_cannot_fill():
