@@ -13,6 +13,7 @@ from ema.experiments.errors.certification import (
     carried_cells,
     certification_draws,
     certification_goals,
+    certification_rate_bound,
     expected_upper_bound,
     summarize_certification,
 )
@@ -178,6 +179,17 @@ def test_expected_upper_bound_is_the_mean_of_the_profile_bound_of_a_normal_estim
     assert expected_upper_bound(200, 1000, 0.0, certify_level=0.95) == np.inf
 
 
+def test_certification_rate_bound_is_the_rate_of_a_normal_estimate_certified_and_not_rejected():
+    z = np.random.default_rng(0).normal(size=400_000)
+    level = stats.norm.ppf(0.95)
+    scale = np.sqrt((1 / 200 + 1 / 1000) / 0.14)
+    bound = scale * np.where(z >= 0, z + level, z + np.sqrt(z**2 + level**2))
+    certified = (bound <= 0.3) & (z <= stats.norm.ppf(0.9))
+    rate = certification_rate_bound(200, 1000, 0.14, margin=0.3, alpha=0.1, certify_level=0.95)
+    assert rate == pytest.approx(certified.mean(), abs=0.003)
+    assert certification_rate_bound(200, 1000, 100.0, margin=0.3, alpha=0.1, certify_level=0.95) == pytest.approx(0.9)
+
+
 def test_main_certification_prints_the_goal_table_without_touching_the_report(pools, monkeypatch, capsys):
     monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads, augment: pools)
     main(["--certification", "--targets", "overfit", "--sizes", "20,200", "--draws", "2"])
@@ -261,7 +273,9 @@ def test_main_certification_with_shifts_audits_the_views_and_skips_the_table(vie
     assert asked == [("overfit", "shifts")]
     assert "breast-cancer: skipped (--augment shifts moves pixels" in captured.err
     assert "embedded MNIST, --augment shifts" in captured.out
-    assert "| removed sets called `not_memorized` at margin 0.3, 200 | >= 0.90 |" in captured.out
+    assert "| removed sets called `not_memorized` at margin 0.3, 200 (the information allows 0.90) | >= 0.90 |" in (
+        captured.out
+    )
     assert "information_single_view" in captured.out
 
 

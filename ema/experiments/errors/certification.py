@@ -85,6 +85,24 @@ def expected_upper_bound(n_query: float, n_reference: float, information: float,
     return scale * (below + above)
 
 
+def certification_rate_bound(
+    n_query: float, n_reference: float, information: float, *, margin: float, alpha: float, certify_level: float
+) -> float:
+    """The most often a removed query can be called ``not_memorized`` at ``margin`` that the information allows.
+
+    With Z = pi_hat / s as in :func:`expected_upper_bound`, the profile bound s h(Z) is at most
+    ``margin`` for Z <= h^-1(margin / s) (h(Z) = Z + z_L above 0, Z + sqrt(Z^2 + z_L^2) below), and
+    a test of H0 "removed" at level alpha leaves Z <= z_(1 - alpha) un-rejected; the rate is
+    Phi of the smaller. It is 1 - alpha at most, whatever the information.
+    """
+    if information <= 0:
+        return 0.0
+    z = stats.norm.ppf(certify_level)
+    b = margin / math.sqrt((1.0 / n_query + 1.0 / n_reference) / information)
+    certified_below = b - z if b >= z else (b * b - z * z) / (2.0 * b)
+    return float(stats.norm.cdf(min(certified_below, stats.norm.ppf(1.0 - alpha))))
+
+
 def mixture_width_bound(
     n_query: float, n_members: float, n_nonmembers: float, information: float, *, confidence_level: float
 ) -> float:
@@ -205,14 +223,16 @@ def certification_draws(
     return pd.DataFrame(rows)
 
 
-def summarize_certification(draws: pd.DataFrame) -> pd.DataFrame:
+def summarize_certification(draws: pd.DataFrame, *, alpha: float = 0.1) -> pd.DataFrame:
     """Per size and share: verdict rates, coverage, mean width and upper bound, and the information's bounds.
 
     ``reachable`` is the share of draws whose certifiable margin is below 1 (a margin of 1
     certifies nothing, by construction), and ``not_memorized_auto_reachable`` the rate of
     ``not_memorized`` at ``--margin auto`` among them. The bounds (``upper_bound_limit``,
-    ``width_limit``) come from the mean cross-fitted information of the cell's draws: one
-    draw's estimate can be 0, and its bound infinite.
+    ``width_limit``, and ``not_memorized_wide_limit``, the rate of ``not_memorized`` at margin
+    :data:`WIDE_MARGIN` a removed query of the cell's size can reach at ``alpha``) come from the
+    mean cross-fitted information of the cell's draws: one draw's estimate can be 0, and its bound
+    infinite.
     """
     tolerance = 1e-12
     reachable = draws["certifiable_margin"] < 1.0
@@ -245,6 +265,12 @@ def summarize_certification(draws: pd.DataFrame) -> pd.DataFrame:
     sizes = cells[["information_half", "n_members", "n_reference", "certify_level", "confidence_level"]].mean()
     summary["upper_bound_limit"] = [
         expected_upper_bound(size, row.n_reference, info, certify_level=row.certify_level)
+        for (size, _), row, info in zip(sizes.index, sizes.itertuples(), summary["information"], strict=True)
+    ]
+    summary["not_memorized_wide_limit"] = [
+        certification_rate_bound(
+            size, row.n_reference, info, margin=WIDE_MARGIN, alpha=alpha, certify_level=row.certify_level
+        )
         for (size, _), row, info in zip(sizes.index, sizes.itertuples(), summary["information"], strict=True)
     ]
     summary["width_limit"] = [
@@ -330,7 +356,8 @@ def _removed_rows(s: pd.DataFrame) -> list[tuple[str, float, str]]:
     if 200 in removed.index:
         rows.append(
             (
-                f"removed sets called `not_memorized` at margin {WIDE_MARGIN:g}, 200",
+                f"removed sets called `not_memorized` at margin {WIDE_MARGIN:g}, 200 (the information allows "
+                f"{removed.loc[200, 'not_memorized_wide_limit']:.2f})",
                 removed.loc[200, "not_memorized_wide"],
                 ">= 0.90",
             )

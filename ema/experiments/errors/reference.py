@@ -285,7 +285,7 @@ def run_certification(args: argparse.Namespace) -> None:
         )
         label = {**TARGETS, **TABLE_TARGETS}[name][2]
         results[label if args.augment == AUGMENT_NONE else f"{label}, --augment {args.augment}"] = (
-            summarize_certification(draws)
+            summarize_certification(draws, alpha=args.alpha)
         )
         if args.output is not None:  # every draw, to summarize again without rerunning
             draws.to_csv(args.output.with_name(f"{args.output.stem}-{name}-draws.csv"), index=False)
