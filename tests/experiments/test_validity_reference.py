@@ -8,7 +8,15 @@ from scipy import stats
 
 from ema.auditors.reference import ReferenceAuditor
 from ema.experiments.errors import reference as reference_study
-from ema.experiments.errors.certification import certification_draws, expected_upper_bound, summarize_certification
+from ema.experiments.errors import reference_pools
+from ema.experiments.errors.certification import (
+    carried_cells,
+    certification_draws,
+    certification_goals,
+    certification_rate_bound,
+    expected_upper_bound,
+    summarize_certification,
+)
 from ema.experiments.errors.reference import (
     audit_draws,
     fold_verdicts,
@@ -24,9 +32,10 @@ from ema.experiments.errors.reference_models import (
     information,
     models_section,
     neyman_pearson_power,
+    power_bounds,
     score_row,
 )
-from ema.experiments.errors.reference_pools import draw, member_reference, truth
+from ema.experiments.errors.reference_pools import draw, member_reference, score_pools, truth
 from ema.experiments.errors.reference_report import REFERENCE_MODELS_HEADING, replace_section
 from ema.signals import SIGNALS
 
@@ -34,13 +43,18 @@ N_CLASSES = 10
 FOLD = 250
 
 
+def probability_rows(true: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Probability rows whose true class holds ``true`` (clipped to 0.11-0.99), the rest spread evenly."""
+    true = np.clip(true, 0.11, 0.99)
+    proba = np.tile(((1 - true) / (N_CLASSES - 1))[:, None], (1, N_CLASSES))
+    proba[np.arange(true.size), labels] = true
+    return proba
+
+
 def scored(n: int, confidence: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """``n`` probability rows whose true class holds about ``confidence``, and their labels."""
     labels = np.arange(n) % N_CLASSES
-    true = np.clip(confidence + rng.normal(0, 0.05, n), 0.11, 0.99)
-    proba = np.tile(((1 - true) / (N_CLASSES - 1))[:, None], (1, N_CLASSES))
-    proba[np.arange(n), labels] = true
-    return proba, labels
+    return probability_rows(confidence + rng.normal(0, 0.05, n), labels), labels
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +148,7 @@ def run_small_study(output) -> None:
 
 
 def test_main_writes_the_report_naming_its_command(pools, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads: pools)
+    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads, augment: pools)
     output = tmp_path / "report.md"
     run_small_study(output)
     report = output.read_text()
@@ -165,14 +179,140 @@ def test_expected_upper_bound_is_the_mean_of_the_profile_bound_of_a_normal_estim
     assert expected_upper_bound(200, 1000, 0.0, certify_level=0.95) == np.inf
 
 
+def test_certification_rate_bound_is_the_rate_of_a_normal_estimate_certified_and_not_rejected():
+    z = np.random.default_rng(0).normal(size=400_000)
+    level = stats.norm.ppf(0.95)
+    scale = np.sqrt((1 / 200 + 1 / 1000) / 0.14)
+    bound = scale * np.where(z >= 0, z + level, z + np.sqrt(z**2 + level**2))
+    certified = (bound <= 0.3) & (z <= stats.norm.ppf(0.9))
+    rate = certification_rate_bound(200, 1000, 0.14, margin=0.3, alpha=0.1, certify_level=0.95)
+    assert rate == pytest.approx(certified.mean(), abs=0.003)
+    assert certification_rate_bound(200, 1000, 100.0, margin=0.3, alpha=0.1, certify_level=0.95) == pytest.approx(0.9)
+
+
 def test_main_certification_prints_the_goal_table_without_touching_the_report(pools, monkeypatch, capsys):
-    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads: pools)
+    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads, augment: pools)
     main(["--certification", "--targets", "overfit", "--sizes", "20,200", "--draws", "2"])
     out = capsys.readouterr().out
     assert out.startswith("Written by `python -m ema.experiments.errors.reference")
     assert "| members called `not_memorized` at margin 0.1 (worst size) | <= 0.05 | 0.000 | met |" in out
     assert "mean upper bound at share 0 over its bound, 200" in out
     assert parse_args(["--certification"]).output is None and parse_args([]).output is not None
+
+
+VIEWS = 3
+
+
+@pytest.fixture(scope="module")
+def view_pools() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Pools in :data:`VIEWS` views, (views, n, C): members and non-members alike in the identity view, but a
+    member's confidence drops in the other views (it was memorized in its own position) and a non-member's not."""
+    rng = np.random.default_rng(1)
+    out = {}
+    for name, n, drop in [*((f"M{i}", FOLD, 0.25) for i in range(1, 6)), ("cal", 200, 0.0), ("M6", FOLD, 0.0)]:
+        labels = np.arange(n) % N_CLASSES
+        identity = rng.uniform(0.3, 0.9, n)
+        views = [identity, *(identity - drop + rng.normal(0, 0.02, n) for _ in range(VIEWS - 1))]
+        out[name] = (np.stack([probability_rows(view, labels) for view in views]), labels)
+    return out
+
+
+def test_certification_draws_on_views_carry_the_shifted_information(view_pools):
+    draws = certification_draws(view_pools, sizes=(20, 100), shares=(0.0, 1.0), n_draws=2, seed=0)
+    assert len(draws) == 2 * 2 * 2 and (draws["n_views"] == VIEWS).all()
+    assert np.isfinite(draws["information_single_view"]).all()
+    assert (draws["information"] > draws["information_single_view"]).all()  # the views carry more
+    summary = summarize_certification(draws).set_index(["size", "share"])
+    assert summary.loc[(100, 1.0), "memorized"] == 1.0 and summary.loc[(100, 0.0), "memorized"] == 0.0
+    assert np.isfinite(summary["information_single_view"]).all() and (draws["n_members"] == 4 * FOLD).all()
+
+
+def test_certification_draws_of_one_view_record_no_single_view_information(pools):
+    draws = certification_draws(pools, sizes=(200,), shares=(0.0,), n_draws=2, seed=0)
+    assert (draws["n_views"] == 1).all() and draws["information_single_view"].isna().all()
+    assert (draws["verdict_wide"] != "memorized").all() and "not_memorized_wide" in summarize_certification(draws)
+
+
+def test_certification_goals_leave_out_the_goals_of_cells_not_run(view_pools):
+    draws = certification_draws(view_pools, sizes=(50,), shares=(0.5, 1.0), n_draws=2, seed=0)
+    labels = [label for label, _, _ in certification_goals(summarize_certification(draws))]
+    assert "members called `memorized` at 50" in labels
+    assert not any(label.startswith("removed sets") or "over its bound" in label for label in labels)
+
+
+def test_carried_cells_leave_out_what_a_fold_or_the_left_non_members_cannot_fill():
+    small = {f"M{i}": (np.zeros((63, 2)), np.zeros(63, dtype=int)) for i in range(1, 6)}
+    small["M6"] = (np.zeros((128, 2)), np.zeros(128, dtype=int))
+    cells = carried_cells(small, (50, 75, 200), (0.0, 0.5, 1.0))
+    assert cells == [(50, 0.0), (50, 0.5), (50, 1.0), (75, 0.0), (75, 0.5)]
+
+
+def test_main_certification_with_shifts_audits_the_views_and_skips_the_table(view_pools, monkeypatch, capsys):
+    """``--augment shifts`` scores the image targets' views (not the table's) and reports both informations."""
+    asked = []
+
+    def fake_pools(name, cache, threads, augment):
+        asked.append((name, augment))
+        return view_pools
+
+    monkeypatch.setattr(reference_study, "score_pools", fake_pools)
+    main(
+        [
+            "--certification",
+            "--targets",
+            "overfit,breast-cancer",
+            "--augment",
+            "shifts",
+            "--sizes",
+            "200",
+            "--draws",
+            "2",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert asked == [("overfit", "shifts")]
+    assert "breast-cancer: skipped (--augment shifts moves pixels" in captured.err
+    assert "embedded MNIST, --augment shifts" in captured.out
+    assert "| removed sets called `not_memorized` at margin 0.3, 200 (the information allows 0.90) | >= 0.90 |" in (
+        captured.out
+    )
+    assert "information_single_view" in captured.out
+
+
+def test_parse_args_takes_the_table_target_and_augment_with_certification_only():
+    args = parse_args(["--certification", "--shares", "0,1"])
+    assert "breast-cancer" in args.targets and args.shares == (0.0, 1.0) and args.augment == "none"
+    for argv in (["--targets", "breast-cancer"], ["--augment", "shifts"], ["--certification", "--augment", "flip"]):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+
+
+def test_score_pools_trains_the_table_target_once_and_scores_its_folds_calibration_and_held_out(tmp_path, monkeypatch):
+    pools = score_pools("breast-cancer", tmp_path, threads=1)
+    assert {name: labels.size for name, (_, labels) in pools.items()} == {
+        **{f"M{i}": 63 for i in range(1, 6)},
+        "cal": 126,
+        "M6": 128,
+    }
+    assert all(proba.shape == (labels.size, 2) for proba, labels in pools.values())
+    true_class = {name: proba[np.arange(labels.size), labels].mean() for name, (proba, labels) in pools.items()}
+    assert true_class["M1"] > true_class["M6"]  # the trees keep their training rows
+    monkeypatch.setattr(reference_pools, "_train_and_score_table", lambda *a: pytest.fail("trained again"))
+    again = score_pools("breast-cancer", tmp_path, threads=1)
+    assert np.array_equal(again["M1"][0], pools["M1"][0])
+
+
+def test_power_bound_with_shifts_is_of_the_auditors_view_score(view_pools, monkeypatch):
+    """The identity alone tells these members from non-members no better than chance; their views do."""
+    identity = {name: (proba[0], labels) for name, (proba, labels) in view_pools.items()}
+    monkeypatch.setattr(
+        reference_pools,
+        "score_pools",
+        lambda name, cache, threads, augment: view_pools if augment == "shifts" else identity,
+    )
+    plain = power_bounds(["overfit"], None, sizes=(50,))["overfit"][0]
+    shifted = power_bounds(["overfit"], None, sizes=(50,), augment="shifts")["overfit"][0]
+    assert plain < 0.5 and shifted > 0.99
 
 
 def test_reference_models_spline_ratio_finds_the_information_of_one_score_and_of_two_jointly():
@@ -207,7 +347,7 @@ def test_reference_models_section_replaces_its_old_version_and_survives_a_rewrit
     replace_section(report, REFERENCE_MODELS_HEADING, section)
     replace_section(report, REFERENCE_MODELS_HEADING, section)
     assert report.read_text().count(REFERENCE_MODELS_HEADING) == 1
-    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads: pools)
+    monkeypatch.setattr(reference_study, "score_pools", lambda name, cache, threads, augment: pools)
     run_small_study(report)
     rewritten = report.read_text()
     assert rewritten.startswith("# The member-reference auditor") and rewritten.endswith(section)

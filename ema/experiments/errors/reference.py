@@ -31,17 +31,20 @@ from scipy import stats
 
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
+from ema.data.shifts import AUGMENT_NONE, AUGMENT_SHIFTS, AUGMENTATIONS
 from ema.errors import EMAError
-from ema.experiments.errors.certification import SIZES as CERTIFICATION_SIZES
 from ema.experiments.errors.certification import (
+    SHARES,
     certification_draws,
     certification_report,
     summarize_certification,
 )
+from ema.experiments.errors.certification import SIZES as CERTIFICATION_SIZES
 from ema.experiments.errors.reference_candidates import compare_tests
 from ema.experiments.errors.reference_pools import (
     DEFAULT_CACHE,
     KINDS,
+    TABLE_TARGETS,
     TARGETS,
     Pool,
     draw,
@@ -190,7 +193,12 @@ def information_limit(auditor: ReferenceAuditor, sizes) -> dict[str, float]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The study's options, with ``targets`` and ``sizes`` parsed into a list and a tuple."""
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
-    parser.add_argument("--targets", default=",".join(TARGETS), help="Comma-separated targets (default: all three).")
+    parser.add_argument(
+        "--targets",
+        default=None,
+        help="Comma-separated targets (default: the three image targets; with --certification also "
+        f"{', '.join(TABLE_TARGETS)}).",
+    )
     parser.add_argument(
         "--sizes",
         default=None,
@@ -215,13 +223,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "ema.experiments.errors.certification) and print its Markdown tables.",
     )
     parser.add_argument(
+        "--augment",
+        choices=AUGMENTATIONS,
+        default=AUGMENT_NONE,
+        help="With --certification: score every pool image with its 9 views (shifts; the image targets only) "
+        f"and audit as `ema audit --augment shifts` does (default: {AUGMENT_NONE}).",
+    )
+    parser.add_argument(
+        "--shares",
+        default=None,
+        help=f"With --certification: retained shares of the queries (default: {','.join(map(str, SHARES))}).",
+    )
+    parser.add_argument(
         "--threads", type=int, default=DEFAULT_THREADS, help=f"torch threads of training (default: {DEFAULT_THREADS})."
     )
     args = parser.parse_args(argv)
+    known = {**TARGETS, **TABLE_TARGETS} if args.certification else TARGETS
+    if args.targets is None:
+        args.targets = ",".join(known)
     args.targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-    unknown = [t for t in args.targets if t not in TARGETS]
+    unknown = [t for t in args.targets if t not in known]
     if unknown:
-        parser.error(f"expected targets from {list(TARGETS)}, got {unknown}")
+        parser.error(f"expected targets from {list(known)}, got {unknown}")
+    if not args.certification and (args.augment != AUGMENT_NONE or args.shares):
+        parser.error("expected --augment and --shares with --certification only (the study audits one view)")
+    args.shares = tuple(float(s) for s in args.shares.split(",")) if args.shares else SHARES
     default_sizes = CERTIFICATION_SIZES if args.certification else (5, 20, 50, 200, 1000)
     args.sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else default_sizes
     if args.output is None and not args.certification:
@@ -237,8 +263,11 @@ def log(message: str) -> None:
 def installed_pools(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Pool]]]:
     """(name, pools) of every target in ``args.targets`` whose data is installed; the others are logged as skipped."""
     for name in args.targets:
+        if args.augment == AUGMENT_SHIFTS and name in TABLE_TARGETS:
+            log(f"{name}: skipped (--augment shifts moves pixels, and a table has none)")
+            continue
         try:
-            pools = score_pools(name, args.cache, threads=args.threads)
+            pools = score_pools(name, args.cache, threads=args.threads, augment=args.augment)
         except EMAError as exc:
             log(f"{name}: skipped ({exc})")
             continue
@@ -251,8 +280,13 @@ def run_certification(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     results = {}
     for name, pools in installed_pools(args):
-        draws = certification_draws(pools, sizes=args.sizes, n_draws=args.draws, alpha=args.alpha, seed=args.seed)
-        results[TARGETS[name][2]] = summarize_certification(draws)
+        draws = certification_draws(
+            pools, sizes=args.sizes, shares=args.shares, n_draws=args.draws, alpha=args.alpha, seed=args.seed
+        )
+        label = {**TARGETS, **TABLE_TARGETS}[name][2]
+        results[label if args.augment == AUGMENT_NONE else f"{label}, --augment {args.augment}"] = (
+            summarize_certification(draws, alpha=args.alpha)
+        )
         if args.output is not None:  # every draw, to summarize again without rerunning
             draws.to_csv(args.output.with_name(f"{args.output.stem}-{name}-draws.csv"), index=False)
         log(f"{name}: certification grid done")

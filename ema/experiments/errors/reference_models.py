@@ -29,7 +29,8 @@ margin the information certifies at 200 query samples (``ema.stats.certify.certi
 
 ``--power-bound overfit,generalising,fashion`` trains nothing: from the reference study's cached
 pools, the most power any test of H0 "removed" can have against a fully retained query of 20 to
-200 samples (the Neyman-Pearson bound behind issue 26's "members memorized at 50 and 75").
+200 samples (the Neyman-Pearson bound behind issue 26's "members memorized at 50 and 75"); with
+``--augment shifts``, of the score the auditor takes from the 9 views (:func:`ema.auditors.views.view_score`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import numpy as np
 from scipy import stats
 from sklearn.metrics import roc_auc_score, roc_curve
 
+from ema.data.shifts import AUGMENT_NONE, AUGMENTATIONS
 from ema.experiments.errors.reference_pools import DEFAULT_CACHE
 from ema.experiments.errors.reference_report import REFERENCE_MODELS_HEADING, replace_section
 from ema.stats.binned_tests import DEFAULT_BIN_LEVELS
@@ -214,16 +216,20 @@ def neyman_pearson_power(member_llr: np.ndarray, nonmember_llr: np.ndarray, n_qu
     return float(stats.norm.cdf((shift - stats.norm.ppf(1 - alpha) * nonmember_llr.std()) / member_llr.std()))
 
 
-def power_bounds(names: list[str], cache: Path, sizes=POWER_SIZES, alpha: float = 0.1) -> dict[str, list[float]]:
-    """Per target of the reference study: the Neyman-Pearson power at ``sizes`` with the cross-fitted spline ratio."""
+def power_bounds(
+    names: list[str], cache: Path, sizes=POWER_SIZES, alpha: float = 0.1, *, augment: str = AUGMENT_NONE
+) -> dict[str, list[float]]:
+    """Per target of the reference study: the Neyman-Pearson power at ``sizes`` with the cross-fitted spline ratio,
+    of the auditor's score of the pools scored with ``augment``'s views."""
+    from ema.auditors.views import view_score
     from ema.experiments.errors.reference_pools import score_pools
     from ema.signals import log_odds_score
 
     out = {}
     for name in names:
-        pools = score_pools(name, cache, threads=THREADS)
-        members = np.concatenate([log_odds_score(*pools[f"M{i}"]) for i in range(1, 6)])
-        nonmembers = np.concatenate([log_odds_score(*pools[key]) for key in ("cal", "M6")])
+        pools = score_pools(name, cache, threads=THREADS, augment=augment)
+        members = np.concatenate([view_score(log_odds_score, *pools[f"M{i}"]) for i in range(1, 6)])
+        nonmembers = np.concatenate([view_score(log_odds_score, *pools[key]) for key in ("cal", "M6")])
         llr_m, llr_n = held_out_scores(members[:, None], nonmembers[:, None], seed=0)
         out[name] = [neyman_pearson_power(llr_m, llr_n, size, alpha) for size in sizes]
     return out
@@ -244,6 +250,12 @@ def main(argv: list[str] | None = None) -> None:
         f"(Neyman-Pearson, cross-fitted spline ratio, alpha 0.1) to print at {', '.join(map(str, POWER_SIZES))}.",
     )
     parser.add_argument(
+        "--augment",
+        choices=AUGMENTATIONS,
+        default=AUGMENT_NONE,
+        help=f"With --power-bound: the views each image is scored with (default: {AUGMENT_NONE}).",
+    )
+    parser.add_argument(
         "--output",
         type=Path,
         default=None,
@@ -252,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.power_bound:
-        bounds = power_bounds(args.power_bound.split(","), args.cache)
+        bounds = power_bounds(args.power_bound.split(","), args.cache, augment=args.augment)
         print("| target | " + " | ".join(f"power bound at {size}" for size in POWER_SIZES) + " |")
         print("|---|" + "---|" * len(POWER_SIZES))
         for name, row in bounds.items():

@@ -1,19 +1,29 @@
-"""The reference-auditor study's pools: three targets trained once, every pool scored once and cached, seeded draws.
+"""The reference-auditor study's pools: the targets trained once, every pool scored once and cached, seeded draws.
 
 Part of the validity study of the member-reference auditor
 (:mod:`ema.experiments.errors.reference`). A pool holds the target's probabilities and the true
 labels of one set: folds M1..M5, the calibration set, the held-out M6, the other domain S, and the
 references scored again on inverted pixels. Queries are drawn from the pools with a seeded
 generator, so every test of the study sees the same query sets.
+
+Two more kinds of pool serve issue 26's grid (:mod:`ema.experiments.errors.certification`), which
+uses M1..M5, the calibration set and M6 alone: the image targets scored on the 9 views of every
+image (``--augment shifts``: probabilities of shape (9, n, C), the identity first, as ``ema audit
+--augment shifts`` hands them to the auditor), and the table target of :data:`TABLE_TARGETS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from tempfile import gettempdir
 
 import numpy as np
 
+from ema.data.arrays import ArraySet
+from ema.data.shifts import AUGMENT_NONE, AUGMENT_SHIFTS, N_SHIFT_VIEWS, shift_views
+from ema.data.splits import Splits
+from ema.training.recipes import DEFAULT_TABLE_RECIPE
 from ema.training.spec import TrainSpec
 
 DEFAULT_CACHE = Path(gettempdir()) / "ema-reference-auditor"
@@ -31,6 +41,16 @@ TARGETS: dict[str, tuple[str, TrainSpec, str]] = {
     ),
     "fashion": ("fashion", TrainSpec(), "Fashion-MNIST: paper recipe at the paper's sizes (5 x 2,000 training images)"),
 }
+#: name -> (data source, recipe, label) of the table target of issue 26's grid (the any-data issue's: no other
+#: domain, no pixels to shift), trained as ``ema train`` trains a table by default.
+TABLE_TARGETS: dict[str, tuple[str, dict, str]] = {
+    "breast-cancer": (
+        "breast-cancer",
+        DEFAULT_TABLE_RECIPE,
+        "breast-cancer: extremely randomized trees (the default table recipe), scikit-learn's Breast Cancer "
+        "(5 x 63 training rows)",
+    ),
+}
 KINDS = ("members", "same-domain", "other-domain", "mixture")
 WRONG_SCALE_SUFFIX = "_inverted"
 WRONG_SCALE_KEY = "cal" + WRONG_SCALE_SUFFIX
@@ -39,18 +59,20 @@ WRONG_SCALE_KEY = "cal" + WRONG_SCALE_SUFFIX
 Pool = tuple[np.ndarray, np.ndarray]
 
 
-def score_pools(name: str, cache: Path, *, threads: int) -> dict[str, Pool]:
+def score_pools(name: str, cache: Path, *, threads: int, augment: str = AUGMENT_NONE) -> dict[str, Pool]:
     """Probabilities and labels of folds M1..M5, calibration, M6 and the other domain; trained and cached once.
 
     ``threads`` fixes torch's thread count while training and scoring: float sums differ with it.
+    With ``augment="shifts"`` (image targets) each pool holds the 9 views' probabilities, (9, n, C),
+    of M1..M5, the calibration set and M6 only; a table target (:data:`TABLE_TARGETS`) has those
+    sets too, with one view.
     """
-    path = cache / f"pools_{name}.npz"
-    complete = False
-    if path.exists():
-        with np.load(path) as stored:
-            complete = WRONG_SCALE_KEY in stored.files
-    if not complete:
-        _train_and_score(name, path, threads)
+    path = cache / (f"pools_{name}.npz" if augment == AUGMENT_NONE else f"pools_{name}_{augment}.npz")
+    if not _cached(path, name, augment):
+        if name in TABLE_TARGETS:
+            _train_and_score_table(name, path)
+        else:
+            _train_and_score(name, path, threads, augment)
     with np.load(path) as stored:
         pools = {key[:-2]: (stored[key], stored[key[:-2] + "_y"]) for key in stored.files if key.endswith("_p")}
         for key in stored.files:
@@ -60,10 +82,20 @@ def score_pools(name: str, cache: Path, *, threads: int) -> dict[str, Pool]:
         return pools
 
 
-def _train_and_score(name: str, path: Path, threads: int) -> None:
-    """Train target ``name`` with the workbench's recipe code and write every pool's scores to ``path``."""
+def _cached(path: Path, name: str, augment: str) -> bool:
+    """Whether ``path`` holds every pool of its kind (plain image pools of older runs lack the inverted ones)."""
+    if not path.exists():
+        return False
+    plain_image = augment == AUGMENT_NONE and name not in TABLE_TARGETS
+    with np.load(path) as stored:
+        return (WRONG_SCALE_KEY if plain_image else "M6_p") in stored.files
+
+
+def _train_and_score(name: str, path: Path, threads: int, augment: str) -> None:
+    """Train image target ``name`` with the workbench's recipe code and write every pool's scores to ``path``."""
     from ema.data.embedded import load_digits_28
     from ema.data.presets import load_splits
+    from ema.inputs import to_model_inputs
     from ema.training.fit import fit, predict_proba
     from ema.training.threads import use_threads
 
@@ -71,16 +103,53 @@ def _train_and_score(name: str, path: Path, threads: int) -> None:
     data, spec, _ = TARGETS[name]
     splits = load_splits(data, 0)
     model = fit(spec, splits.train.model_inputs(), splits.train.y, progress=False, desc=f"train {name}")
-    other = load_digits_28() if data == "mnist-embedded" else splits.other_domain
-    sets = {f"M{i}": fold for i, fold in enumerate(splits.folds, start=1)}
-    sets.update(cal=splits.calibration, M6=splits.held_out, S=other)
-    arrays = {}
-    for key, part in sets.items():
-        arrays[f"{key}_p"], arrays[f"{key}_y"] = predict_proba(model, part.model_inputs()), part.y
+    sets = _grid_sets(splits)
+    if augment == AUGMENT_SHIFTS:
+
+        def views(part) -> np.ndarray:
+            shifted = to_model_inputs(shift_views(part.x).reshape(-1, *part.x.shape[1:]))
+            return predict_proba(model, shifted).reshape(N_SHIFT_VIEWS, len(part), -1)
+
+        _save(path, _scored(sets, views))
+        return
+    sets["S"] = load_digits_28() if data == "mnist-embedded" else splits.other_domain
+    arrays = _scored(sets, lambda part: predict_proba(model, part.model_inputs()))
     # The same references with inverted pixels (1 - x): an oracle fed inputs preprocessed unlike training.
     # (Multiplying by 255 would not do: these ReLU MLPs keep 0.91-0.94 accuracy on 0..255 inputs.)
     for key in ("cal", *(f"M{i}" for i in range(2, 6))):
         arrays[f"{key}{WRONG_SCALE_SUFFIX}"] = predict_proba(model, np.float32(1.0) - sets[key].model_inputs())
+    _save(path, arrays)
+
+
+def _train_and_score_table(name: str, path: Path) -> None:
+    """Train table target ``name`` as ``ema train`` trains a table, and write its folds', calibration's and M6's
+    scores to ``path`` (a table has no other domain, and no pixels to invert)."""
+    from ema.data.presets import load_splits
+    from ema.training.recipes import recipe_from_dict
+    from ema.workflows.train import fit_target
+
+    data, recipe, _ = TABLE_TARGETS[name]
+    splits = load_splits(data, 0)
+    classifier = fit_target(recipe_from_dict(recipe), splits.train, progress=False)
+    _save(path, _scored(_grid_sets(splits), lambda part: classifier.predict_proba(part.model_inputs())))
+
+
+def _grid_sets(splits: Splits) -> dict[str, ArraySet]:
+    """The sets every target scores, by pool name: folds M1..M5, the calibration set and M6."""
+    sets = {f"M{i}": fold for i, fold in enumerate(splits.folds, start=1)}
+    sets.update(cal=splits.calibration, M6=splits.held_out)
+    return sets
+
+
+def _scored(sets: dict, predict: Callable[[ArraySet], np.ndarray]) -> dict[str, np.ndarray]:
+    """``{name}_p`` (``predict`` of the set) and ``{name}_y`` (its labels) of every set: the cache file's arrays."""
+    arrays = {}
+    for key, part in sets.items():
+        arrays[f"{key}_p"], arrays[f"{key}_y"] = predict(part), part.y
+    return arrays
+
+
+def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **arrays)
 
