@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ema.data.arrays import ArraySet
-from ema.data.marks import BLEND, REPLACE_LEVELS, mark_set, read_key, write_key
+from ema.data.marks import BLEND, BORDER_SHARE, REPLACE_LEVELS, draw_trigger, mark_set, read_key, write_key
 from ema.errors import InputError
 
 
@@ -59,6 +59,20 @@ def test_mark_set_marks_the_rate_with_the_target_class_seeded():
     assert key.fingerprint == first.fingerprint
     _, other = mark_set(data, rate=0.1, seed=12)
     assert (other.position, other.pattern.tolist()) != (key.position, key.pattern.tolist())
+
+
+@pytest.mark.parametrize("shape", [(28, 28), (224, 224, 3), (9, 9)])
+def test_triggers_lie_in_the_images_outer_band_off_the_centred_object(shape):
+    height, width = shape[:2]
+    band = max(draw_trigger(0, shape, np.arange(10))[2].shape[0], round(min(height, width) * BORDER_SHARE))
+    positions = set()
+    for seed in range(200):
+        _, (row, col), pattern = draw_trigger(seed, shape, np.arange(10))
+        side = pattern.shape[0]
+        assert 0 <= row <= height - side and 0 <= col <= width - side
+        assert row + side <= band or col + side <= band or row >= height - band or col >= width - band
+        positions.add((row, col))
+    assert len(positions) > 20  # still drawn from many places, not one corner
 
 
 def test_mark_set_without_a_seed_draws_an_unguessable_one():
