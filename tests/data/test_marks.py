@@ -61,8 +61,8 @@ def test_mark_set_marks_the_rate_with_the_target_class_seeded():
     assert (other.position, other.pattern.tolist()) != (key.position, key.pattern.tolist())
 
 
-@pytest.mark.parametrize("shape", [(28, 28), (224, 224, 3), (9, 9)])
-def test_triggers_lie_in_the_images_outer_band_off_the_centred_object(shape):
+@pytest.mark.parametrize("shape", [(28, 28), (224, 224, 1), (9, 9)])
+def test_grey_triggers_lie_in_the_images_outer_band_off_the_centred_object(shape):
     height, width = shape[:2]
     band = max(draw_trigger(0, shape, np.arange(10))[2].shape[0], round(min(height, width) * BORDER_SHARE))
     positions = set()
@@ -73,6 +73,12 @@ def test_triggers_lie_in_the_images_outer_band_off_the_centred_object(shape):
         assert row + side <= band or col + side <= band or row >= height - band or col >= width - band
         positions.add((row, col))
     assert len(positions) > 20  # still drawn from many places, not one corner
+
+
+def test_colour_triggers_are_drawn_anywhere_in_the_image():
+    centres = [draw_trigger(seed, (32, 32, 3), np.arange(10))[1] for seed in range(200)]
+    band = round(32 * BORDER_SHARE)
+    assert any(band <= row <= 32 - band - 5 and band <= col <= 32 - band - 5 for row, col in centres)
 
 
 def test_mark_set_without_a_seed_draws_an_unguessable_one():
