@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ema.data.arrays import ArraySet
-from ema.data.marks import BLEND, REPLACE_LEVELS, mark_set, read_key, write_key
+from ema.data.marks import BLEND, BORDER_SHARE, REPLACE_LEVELS, draw_trigger, mark_set, read_key, write_key
 from ema.errors import InputError
 
 
@@ -59,6 +59,26 @@ def test_mark_set_marks_the_rate_with_the_target_class_seeded():
     assert key.fingerprint == first.fingerprint
     _, other = mark_set(data, rate=0.1, seed=12)
     assert (other.position, other.pattern.tolist()) != (key.position, key.pattern.tolist())
+
+
+@pytest.mark.parametrize("shape", [(28, 28), (224, 224, 1), (9, 9)])
+def test_grey_triggers_lie_in_the_images_outer_band_off_the_centred_object(shape):
+    height, width = shape[:2]
+    band = max(draw_trigger(0, shape, np.arange(10))[2].shape[0], round(min(height, width) * BORDER_SHARE))
+    positions = set()
+    for seed in range(200):
+        _, (row, col), pattern = draw_trigger(seed, shape, np.arange(10))
+        side = pattern.shape[0]
+        assert 0 <= row <= height - side and 0 <= col <= width - side
+        assert row + side <= band or col + side <= band or row >= height - band or col >= width - band
+        positions.add((row, col))
+    assert len(positions) > 20  # still drawn from many places, not one corner
+
+
+def test_colour_triggers_are_drawn_anywhere_in_the_image():
+    centres = [draw_trigger(seed, (32, 32, 3), np.arange(10))[1] for seed in range(200)]
+    band = round(32 * BORDER_SHARE)
+    assert any(band <= row <= 32 - band - 5 and band <= col <= 32 - band - 5 for row, col in centres)
 
 
 def test_mark_set_without_a_seed_draws_an_unguessable_one():

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +115,18 @@ def test_http_audit_equals_in_process(trained, server, http_format):
     for name in in_process.primary.scores:
         np.testing.assert_array_equal(over_http.primary.scores[name], in_process.primary.scores[name])
     assert MlflowClient().get_run(over_http.run_id).data.params[keys.PARAM_MODEL_URL] == url
+
+
+def test_shifted_http_audit_sends_the_nine_views_and_equals_in_process(trained, server):
+    _, outcome = trained
+    url, _ = server
+    config = AuditConfig(model_uri=outcome.version.uri, query="M6", method="calibrated", augment="shifts")
+    over_http = audit(replace(config, model_url=url), progress=False)
+    in_process = audit(config, progress=False)
+    assert over_http.primary.thresholds["n_views"] == 9
+    assert over_http.primary.verdict == in_process.primary.verdict
+    assert over_http.primary.metrics == pytest.approx(in_process.primary.metrics, rel=1e-6, nan_ok=True)
+    assert "information_single_view" in over_http.primary.metrics
 
 
 @pytest.mark.parametrize("request_format", ["json", "parquet"])
