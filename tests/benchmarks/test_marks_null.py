@@ -1,0 +1,41 @@
+"""benchmarks/marks_null.py: its triggers stamp what they say, and its rule is the trigger `ema mark` draws."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.marks import UNTRAINED_KEY_BASE
+from benchmarks.marks_null import NOISE_LEVELS, noise, patch, rule
+from ema.data.arrays import ArraySet
+from ema.data.marks import mark_set
+
+SHAPE = (32, 32, 3)
+
+
+def images(n: int = 6) -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 256, size=(n, *SHAPE), dtype=np.uint8)
+
+
+def test_the_rule_variant_is_the_key_ema_mark_draws():
+    owner = ArraySet("owner", images(40), np.arange(40) % 10, np.arange(40))
+    key = mark_set(owner, seed=UNTRAINED_KEY_BASE + 3)[1]
+    target, stamp = rule(UNTRAINED_KEY_BASE + 3, SHAPE)
+    assert target == key.target_class and np.array_equal(stamp(images()), key.stamp(images()))
+
+
+def test_a_patch_changes_its_window_only_to_its_two_levels():
+    x = images()
+    _, stamp = patch(3, (112, 144), band=False)(7, SHAPE)
+    changed = (stamp(x) != x).any(axis=(0, 3))
+    rows, cols = np.nonzero(changed)
+    assert rows.max() - rows.min() < 3 and cols.max() - cols.min() < 3
+    assert set(np.unique(stamp(x)[:, rows, cols])) <= {112, 144}
+
+
+def test_the_noise_moves_every_pixel_by_its_levels_at_most_and_is_seeded():
+    x = images()
+    target, stamp = noise(NOISE_LEVELS)(5, SHAPE)
+    delta = stamp(x).astype(int) - x
+    assert np.abs(delta).max() == NOISE_LEVELS and (delta != 0).mean() > 0.9
+    again = noise(NOISE_LEVELS)(5, SHAPE)
+    assert again[0] == target and np.array_equal(again[1](x), stamp(x))
