@@ -376,6 +376,7 @@ def test_audits_against_redrawn_references_give_one_verdict_per_pair_at_margin_a
     its own certifiable margin, each reference seed one draw on every version, and different draws differ."""
     from ema.auditors.reference_record import decide_reference_verdict
     from ema.experiments.unlearning.runner import BEFORE, Version, audit_against_redrawn_references
+    from ema.stats.certify import certifiable_margin
     from ema.tracking.runs import configure
     from ema.training.spec import TrainSpec
     from ema.training.unlearn_spec import UnlearnSpec
@@ -402,8 +403,12 @@ def test_audits_against_redrawn_references_give_one_verdict_per_pair_at_margin_a
     assert redraws["reference"].nunique() == 2
     retrain = redraws[redraws["method"] == "retrain"]
     assert retrain["p_removed"].nunique() == 2
-    assert retrain["information"].nunique() == 2  # each reference's own information behind its certifiable margin
-    assert redraws["certifiable_margin"].between(0, 1, inclusive="right").all()
+    # each reference's own information behind its certifiable margin (0 where this tiny model carries none)
+    assert (redraws["information"] >= 0).all() and redraws["certifiable_margin"].between(0, 1, inclusive="right").all()
+    margins = [
+        min(1.0, certifiable_margin(row.n_query, row.n_reference, row.information)) for row in redraws.itertuples()
+    ]
+    assert redraws["certifiable_margin"].to_numpy() == pytest.approx(margins)
     for row in redraws.itertuples():
         at_auto = decide_reference_verdict(
             row.p_removed, row.retained_upper_bound, alpha=config.alpha, margin=row.certifiable_margin
