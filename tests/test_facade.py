@@ -30,7 +30,7 @@ def test_facade_name_is_the_object_its_module_defines(name):
     ("name", "expected"),
     [
         ("audit", "ema.workflows.audit.audit"),
-        ("AuditConfig", "ema.workflows.audit_session.AuditConfig"),
+        ("AuditConfig", "ema.workflows.audit_config.AuditConfig"),
         ("AuditResult", "ema.auditors.result.AuditResult"),
         ("EMAAuditor", "ema.auditors.ema.EMAAuditor"),
         ("KSRatioAuditor", "ema.auditors.ks_ratio.KSRatioAuditor"),

@@ -168,3 +168,22 @@ def test_no_study_imports_another():
         if study_of(module) and study_of(target) not in (None, study_of(module))
     ]
     assert crossings == []
+
+
+#: House rule: no module under ema/ or ema_cli/ is longer than this (split along a seam instead).
+MAX_MODULE_LINES = 450
+
+
+def oversized_modules(modules: dict[str, str], limit: int = MAX_MODULE_LINES) -> list[str]:
+    """The modules longer than ``limit`` lines, each named with its length."""
+    lengths = {module: len(source.splitlines()) for module, source in modules.items()}
+    return [f"{module}: {length} lines (at most {limit})" for module, length in lengths.items() if length > limit]
+
+
+def test_no_module_is_over_the_line_limit():
+    assert oversized_modules(project_modules()) == []
+
+
+def test_line_limit_names_the_module_and_its_length():
+    modules = {"ema.short": "x = 1\n" * MAX_MODULE_LINES, "ema.long": "x = 1\n" * (MAX_MODULE_LINES + 1)}
+    assert oversized_modules(modules) == [f"ema.long: {MAX_MODULE_LINES + 1} lines (at most {MAX_MODULE_LINES})"]

@@ -27,7 +27,8 @@ import numpy as np
 from scipy import stats
 
 from ema.auditors.base import check_calibrated
-from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN, DEFAULT_POWER, default_certify_level
+from ema.auditors.reference import DEFAULT_POWER
+from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN, default_certify_level
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
 from ema.signals import check_probabilities

@@ -27,31 +27,31 @@ certifies at it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
 
 import numpy as np
-from scipy import stats
 
 from ema.auditors.attack import attack_strength
 from ema.auditors.base import check_calibrated
-from ema.auditors.reference_gates import reference_gate_warnings
+from ema.auditors.reference_checks import check_query, check_reference_config, check_references
+from ema.auditors.reference_gates import reference_diagnostics, reference_gate_warnings
 from ema.auditors.reference_record import (
-    ASSUMPTIONS,
+    AUTO_MARGIN,
+    DEFAULT_MARGIN,
+    calibration_record,
+    certify_record,
     decide_reference_verdict,
     default_certify_level,
     evidence_note,
-    reference_advice,
     shift_warnings,
+    tests_record,
 )
 from ema.auditors.result import AuditResult
-from ema.auditors.views import check_view_probabilities, identity_view, n_views, view_score, view_score_name
-from ema.errors import InputError
-from ema.signals import SIGNALS, check_signal_names
+from ema.auditors.views import identity_view, n_views, view_score, view_score_name
+from ema.signals import SIGNALS
 from ema.stats.binned_tests import (
     DEFAULT_BIN_LEVELS,
     DEFAULT_N_PERMUTATIONS,
     bin_counts,
-    check_levels,
     class_mix_pvalue,
     log_likelihood_ratio,
     quantile_edges,
@@ -66,19 +66,11 @@ from ema.stats.mixture import (
     resampled_power,
     retained_fraction,
 )
-from ema.thresholds import select_threshold
-from ema.validation import check_open_unit
 
 #: The attack-strength metrics' suffix (``mia_auc.calibrated``): the auditor's score on the references.
 ATTACK_SUFFIX = "calibrated"
 #: The default score: the true-class log-odds, which keeps resolving outputs that round to 1.0.
 DEFAULT_SIGNAL = "log_odds"
-#: Binary scores carry no ranking within a class of outcome; refused as the auditor's score.
-BINARY_SIGNALS = ("correctness",)
-#: Largest retained share a ``not_memorized`` verdict allows (its upper confidence bound).
-DEFAULT_MARGIN = 0.1
-#: The margin value that certifies at the audit's own certifiable margin.
-AUTO_MARGIN = "auto"
 #: Power that defines the minimum detectable fraction.
 DEFAULT_POWER = 0.9
 #: Significance level of the shift checks (class mix, mixture fit); lower than alpha because
@@ -182,23 +174,6 @@ class ReferenceAuditor:
         self.n_power_resamples = n_power_resamples
         self.random_state = random_state
 
-    # ------------------------------------------------------------------ validation
-    def _check_config(self) -> np.ndarray:
-        check_signal_names([self.signal])
-        if self.signal in BINARY_SIGNALS:
-            raise InputError(f"expected a continuous signal, not one of {BINARY_SIGNALS}, got {self.signal!r}")
-        for name in ("alpha", "confidence_level", "power", "shift_alpha"):
-            check_open_unit(name, getattr(self, name))
-        if self.margin != AUTO_MARGIN:
-            check_open_unit("margin", self.margin)
-        if self.certify_level is not None:
-            check_open_unit("certify_level", self.certify_level)
-        for name in ("n_permutations", "n_power_resamples"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, np.integer)) and value >= 100):
-                raise InputError(f"expected {name} to be an integer >= 100, got {value!r}")
-        return check_levels(self.levels)
-
     # ------------------------------------------------------------------ calibrate
     def calibrate(
         self,
@@ -231,19 +206,10 @@ class ReferenceAuditor:
         InputError
             On invalid configuration, probabilities or labels, or class counts that differ.
         """
-        levels = self._check_config()
-        member_proba, member_labels = check_view_probabilities(member_proba, member_labels)
-        nonmember_proba, nonmember_labels = check_view_probabilities(nonmember_proba, nonmember_labels)
-        if member_proba.shape[-1] != nonmember_proba.shape[-1]:
-            raise InputError(
-                f"expected member and non-member references over the same classes, got {member_proba.shape[-1]} and "
-                f"{nonmember_proba.shape[-1]} columns"
-            )
-        if n_views(member_proba) != n_views(nonmember_proba):
-            raise InputError(
-                f"expected member and non-member references with the same views of each sample, got "
-                f"{n_views(member_proba)} and {n_views(nonmember_proba)}"
-            )
+        levels = check_reference_config(self)
+        member_proba, member_labels, nonmember_proba, nonmember_labels = check_references(
+            member_proba, member_labels, nonmember_proba, nonmember_labels
+        )
         score = SIGNALS[self.signal]
         members = view_score(score, member_proba, member_labels)
         nonmembers = view_score(score, nonmember_proba, nonmember_labels)
@@ -256,14 +222,16 @@ class ReferenceAuditor:
         self.member_counts_ = bin_counts(members, self.edges_)
         self.nonmember_counts_ = bin_counts(nonmembers, self.edges_)
         self.weights_ = log_likelihood_ratio(self.member_counts_, self.nonmember_counts_)
-        u_statistic = stats.mannwhitneyu(members, nonmembers).statistic
-        self.diagnostics_ = {
-            "member_accuracy": float((member_identity.argmax(axis=1) == member_labels).mean()),
-            "reference_accuracy": float((nonmember_identity.argmax(axis=1) == nonmember_labels).mean()),
-            "auc": float(u_statistic / (members.size * nonmembers.size)),
-            "balanced_accuracy": float(select_threshold(members, nonmembers).balanced_accuracy),
-            "nonmember_flag_rate": float(self.nonmember_counts_[self.weights_ > 0].sum() / nonmembers.size),
-        }
+        self.diagnostics_ = reference_diagnostics(
+            members,
+            nonmembers,
+            member_identity,
+            member_labels,
+            nonmember_identity,
+            nonmember_labels,
+            self.weights_,
+            self.nonmember_counts_,
+        )
         self.warnings_ = reference_gate_warnings(n_classes=self.n_classes_, **self.diagnostics_)
         self.attack_ = attack_strength(members, nonmembers)
         self.information_ = cross_fitted_information(members, nonmembers, levels, random_state=self.random_state)
@@ -353,22 +321,15 @@ class ReferenceAuditor:
             If not calibrated (:class:`~ema.errors.NotCalibratedError`), or on invalid probabilities or labels.
         """
         check_calibrated(self)
-        levels = self._check_config()
-        if levels.shape != self.levels_.shape or not np.allclose(levels, self.levels_):
-            raise InputError(
-                f"expected the levels used at calibration {self.levels_.tolist()}, got {levels.tolist()}: "
-                "calibrate again"
-            )
-        proba, labels = check_view_probabilities(query_proba, query_labels)
-        if proba.shape[-1] != self.n_classes_:
-            raise InputError(
-                f"expected probabilities over the calibrated {self.n_classes_} classes, got {proba.shape[-1]} columns"
-            )
-        if n_views(proba) != self.n_views_:
-            raise InputError(
-                f"expected the {self.n_views_} view(s) of each sample the references had, got {n_views(proba)}: "
-                "score the query as the references were (--augment)"
-            )
+        levels = check_reference_config(self)
+        proba, labels = check_query(
+            query_proba,
+            query_labels,
+            levels=levels,
+            calibrated_levels=self.levels_,
+            n_classes=self.n_classes_,
+            views=self.n_views_,
+        )
         scores = view_score(SIGNALS[self.signal], proba, labels)
         n = int(labels.size)
         rng = np.random.default_rng(self.random_state)
@@ -396,21 +357,16 @@ class ReferenceAuditor:
         thresholds = {
             **self.to_dict(),
             "warnings": warnings,
-            "tests": {
-                "removed": asdict(removed["greater"]),
-                "too_forgotten": asdict(removed["less"]),
-                "retained": asdict(retained["less"]),
-            },
+            "tests": tests_record(removed, retained),
             "query_counts": query_counts.tolist(),
             "attack": self.attack_.to_dict(),
-            "certify": {
-                "margin": self.margin,
-                "margin_used": margin,
-                "certify_level": self.resolved_certify_level(),
-                "advice": reference_advice(
-                    self.nonmember_scores_.size, self.information_, certify_level=self.resolved_certify_level()
-                ),
-            },
+            "certify": certify_record(
+                self.margin,
+                margin,
+                self.resolved_certify_level(),
+                n_reference=self.nonmember_scores_.size,
+                information=self.information_,
+            ),
             "evidence": evidence_note(
                 verdict,
                 p_removed=p_removed,
@@ -478,26 +434,4 @@ class ReferenceAuditor:
     def to_dict(self) -> dict:
         """The calibration as JSON-ready data (``thresholds.json``): bins, weights, diagnostics, assumptions."""
         check_calibrated(self)
-        return {
-            "method": self.method,
-            "signal": self.signal,
-            "score": view_score_name(self.signal, self.n_views_),
-            "alpha": float(self.alpha),
-            "margin": self.margin if self.margin == AUTO_MARGIN else float(self.margin),
-            "certify_level": self.resolved_certify_level(),
-            "information": self.information_,
-            "confidence_level": float(self.confidence_level),
-            "power": float(self.power),
-            "levels": self.levels_.tolist(),
-            "n_classes": self.n_classes_,
-            "n_views": self.n_views_,
-            "n_members": int(self.member_scores_.size),
-            "n_nonmembers": int(self.nonmember_scores_.size),
-            "edges": self.edges_.tolist(),
-            "member_counts": self.member_counts_.tolist(),
-            "nonmember_counts": self.nonmember_counts_.tolist(),
-            "weights": self.weights_.tolist(),
-            "diagnostics": dict(self.diagnostics_),
-            "calibration_warnings": list(self.warnings_),
-            "assumptions": dict(ASSUMPTIONS),
-        }
+        return calibration_record(self)

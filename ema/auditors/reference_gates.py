@@ -7,6 +7,11 @@ audit workflow applies them to every method (:mod:`ema.workflows.audit_gates`).
 
 from __future__ import annotations
 
+import numpy as np
+from scipy import stats
+
+from ema.thresholds import select_threshold
+
 #: Reference accuracy at most chance (1 / n_classes) plus this is "near chance".
 CHANCE_MARGIN = 0.1
 #: Member-reference accuracy minus non-member-reference accuracy beyond this is "far below".
@@ -74,3 +79,29 @@ def reference_gate_warnings(
             "cannot tell members from non-members (EMA can then only say memorized)"
         )
     return warnings
+
+
+def reference_diagnostics(
+    members: np.ndarray,
+    nonmembers: np.ndarray,
+    member_identity: np.ndarray,
+    member_labels: np.ndarray,
+    nonmember_identity: np.ndarray,
+    nonmember_labels: np.ndarray,
+    weights: np.ndarray,
+    nonmember_counts: np.ndarray,
+) -> dict[str, float]:
+    """What the gates read (:func:`reference_gate_warnings`' keyword arguments, less ``n_classes``).
+
+    The target's accuracy on both references (from the identity views' probabilities), the
+    scores' AUC and best balanced accuracy (members against non-members), and the share of
+    non-members in bins of a positive ``weights`` (the binned log-likelihood ratio).
+    """
+    u_statistic = stats.mannwhitneyu(members, nonmembers).statistic
+    return {
+        "member_accuracy": float((member_identity.argmax(axis=1) == member_labels).mean()),
+        "reference_accuracy": float((nonmember_identity.argmax(axis=1) == nonmember_labels).mean()),
+        "auc": float(u_statistic / (members.size * nonmembers.size)),
+        "balanced_accuracy": float(select_threshold(members, nonmembers).balanced_accuracy),
+        "nonmember_flag_rate": float(nonmember_counts[weights > 0].sum() / nonmembers.size),
+    }

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
+from ema.auditors.views import view_score_name
+from ema.stats.binned_tests import PermutationTestResult
 from ema.stats.certify import reference_floor
 
+if TYPE_CHECKING:
+    from ema.auditors.reference import ReferenceAuditor
+
+#: Largest retained share a ``not_memorized`` verdict allows (its upper confidence bound).
+DEFAULT_MARGIN = 0.1
+#: The margin value that certifies at the audit's own certifiable margin.
+AUTO_MARGIN = "auto"
 #: How many times the reference the advice proposes: four times the samples halve the floor.
 REFERENCE_ADVICE_FACTOR = 4
 
@@ -166,3 +178,53 @@ def reference_advice(n_reference: int, information: float, *, certify_level: flo
         f"a non-member reference of {larger:,} samples would lower the floor to {then:.3f} (now {now:.3f} with "
         f"{n_reference:,}): no query size certifies a margin below the floor"
     )
+
+
+def certify_record(
+    margin: float | str, margin_used: float, certify_level: float, *, n_reference: int, information: float
+) -> dict:
+    """``thresholds["certify"]``: the margin as asked and as used, the level, and :func:`reference_advice`."""
+    return {
+        "margin": margin,
+        "margin_used": margin_used,
+        "certify_level": certify_level,
+        "advice": reference_advice(n_reference, information, certify_level=certify_level),
+    }
+
+
+def calibration_record(auditor: ReferenceAuditor) -> dict:
+    """A calibrated auditor's calibration as JSON-ready data (``thresholds.json``): bins, weights, diagnostics,
+    assumptions. Reads a calibrated auditor (:meth:`ReferenceAuditor.to_dict` checks that it is).
+    """
+    return {
+        "method": auditor.method,
+        "signal": auditor.signal,
+        "score": view_score_name(auditor.signal, auditor.n_views_),
+        "alpha": float(auditor.alpha),
+        "margin": auditor.margin if auditor.margin == AUTO_MARGIN else float(auditor.margin),
+        "certify_level": auditor.resolved_certify_level(),
+        "information": auditor.information_,
+        "confidence_level": float(auditor.confidence_level),
+        "power": float(auditor.power),
+        "levels": auditor.levels_.tolist(),
+        "n_classes": auditor.n_classes_,
+        "n_views": auditor.n_views_,
+        "n_members": int(auditor.member_scores_.size),
+        "n_nonmembers": int(auditor.nonmember_scores_.size),
+        "edges": auditor.edges_.tolist(),
+        "member_counts": auditor.member_counts_.tolist(),
+        "nonmember_counts": auditor.nonmember_counts_.tolist(),
+        "weights": auditor.weights_.tolist(),
+        "diagnostics": dict(auditor.diagnostics_),
+        "calibration_warnings": list(auditor.warnings_),
+        "assumptions": dict(ASSUMPTIONS),
+    }
+
+
+def tests_record(removed: dict[str, PermutationTestResult], retained: dict[str, PermutationTestResult]) -> dict:
+    """``thresholds["tests"]``: each test as data, by side (``removed`` by alternative, ``retained``'s "less")."""
+    return {
+        "removed": asdict(removed["greater"]),
+        "too_forgotten": asdict(removed["less"]),
+        "retained": asdict(retained["less"]),
+    }

@@ -1,6 +1,6 @@
 """Audit a query set against a model reached only as a black box: one run, its metrics, tags and artifacts.
 
-``AuditConfig`` and ``SuppliedCalibration`` are defined in :mod:`ema.workflows.audit_session`,
+``AuditConfig`` and ``SuppliedCalibration`` are defined in :mod:`ema.workflows.audit_config`,
 the methods (names, plans, runners, metrics) in the method table :mod:`ema.workflows.methods`;
 they are re-exported here, the audit's public face. Where the query is scored is a row of the
 engine table :mod:`ema.workflows.engines`, picked by ``config.engine``.
@@ -21,13 +21,10 @@ from ema.oracle import Oracle
 from ema.tracking import keys
 from ema.tracking.helper_cache import collect_foreign_entries
 from ema.tracking.runs import log_artifacts_atomically, log_batch, start_run
+from ema.workflows.audit_config import AuditConfig, SuppliedCalibration
 from ema.workflows.audit_gates import audit_warnings
 from ema.workflows.audit_methods import fit_calibrated
-from ema.workflows.audit_session import (
-    AuditConfig,
-    Scored,
-    SuppliedCalibration,
-)
+from ema.workflows.audit_session import Scored
 from ema.workflows.audit_trail import record_on_version, trail_options
 from ema.workflows.engines import engine_row
 from ema.workflows.methods import METHODS, method_plan

@@ -19,7 +19,8 @@ from ema.limits import seconds_left
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
 from ema.tracking.runs import log_dataset
-from ema.workflows.audit_session import AuditConfig, AuditSession, Scored, audit_target, log_audit_params
+from ema.workflows.audit_config import AuditConfig
+from ema.workflows.audit_session import AuditSession, Scored, audit_target, log_audit_params
 from ema.workflows.methods import check_access, method_plan, method_spec
 
 

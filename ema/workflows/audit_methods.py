@@ -30,10 +30,11 @@ from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, Predictions
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.tracking import keys
-from ema.workflows.audit_session import AuditConfig, AuditSession
+from ema.workflows.audit_config import AuditConfig
+from ema.workflows.audit_session import AuditSession
 from ema.workflows.cached_models import cached_model, helper_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
-from ema.workflows.methods import Runner
+from ema.workflows.method_rows import Runner
 from ema.workflows.references import nonmember_reference
 from ema.workflows.target import Target
 

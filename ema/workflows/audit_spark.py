@@ -22,8 +22,9 @@ from ema.inputs import column_order
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle, log_left_out
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
+from ema.workflows.audit_config import AuditConfig
 from ema.workflows.audit_methods import ema_auditor
-from ema.workflows.audit_session import AuditConfig, AuditSession, Scored, audit_target, log_audit_params
+from ema.workflows.audit_session import AuditSession, Scored, audit_target, log_audit_params
 
 #: How a Spark master URL may start, besides ``yarn`` (what spark-submit accepts): checked before a JVM starts.
 SPARK_MASTER_PREFIXES = ("local", "spark://", "k8s://")

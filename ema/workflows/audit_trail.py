@@ -16,7 +16,8 @@ from ema.inputs import InputTransform
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.trail import answer, trail_record
-from ema.workflows.audit_session import AuditConfig, AuditSession
+from ema.workflows.audit_config import AuditConfig
+from ema.workflows.audit_session import AuditSession
 from ema.workflows.methods import method_spec
 
 if TYPE_CHECKING:

@@ -36,7 +36,8 @@ from ema.workflows.deferred import deferred
 
 if TYPE_CHECKING:
     from ema.oracle import Oracle
-    from ema.workflows.audit_session import AuditConfig, Scored
+    from ema.workflows.audit_config import AuditConfig
+    from ema.workflows.audit_session import Scored
 
 #: An engine's scoring: ``score(config, oracle, progress)`` yields what the audit logs and decides on.
 Score = Callable[["AuditConfig", "Oracle | None", bool], AbstractContextManager["Scored"]]

@@ -1,9 +1,10 @@
 """The method table: every audit method ``--method`` offers, one row each, and everything derived from it.
 
-A row is a :class:`MethodSpec` (one auditor method: its name, the auditor classes it builds, the
-runner that calibrates and runs them on an audit's data, whether it needs class probabilities,
-the engines it runs on, a help phrase and its metric vocabulary) or a :class:`Combination`
-(several methods in one run; the first one's verdict is the run's). Derived from the rows:
+A row (:mod:`ema.workflows.method_rows`) is a :class:`~ema.workflows.method_rows.MethodSpec` (one
+auditor method: its name, the auditor classes it builds, the runner that calibrates and runs them on
+an audit's data, whether it needs class probabilities, the engines it runs on, a help phrase and its
+metric vocabulary) or a :class:`~ema.workflows.method_rows.Combination` (several methods in one
+run; the first one's verdict is the run's). Derived from the rows:
 the names (:data:`METHODS`), what each name runs (:func:`method_plan`), the ``--method``
 choices and help (:func:`method_help`; the ``--engine`` help names the methods of an engine that
 does not run them all, :func:`engine_help`), the engine and access checks of an audit, the
@@ -17,7 +18,7 @@ Adding a method
 ---------------
 1. Write its auditor: one module in ``ema/auditors/`` (see :mod:`ema.auditors`), and one line
    for it in ``BUILT_IN_AUDITORS`` of ``tests/core/test_check_auditor.py``.
-2. Add one :class:`MethodSpec` row to ``_BUILT_IN`` below. An auditor that calibrates on the
+2. Add one :class:`~ema.workflows.method_rows.MethodSpec` row to ``_BUILT_IN`` below. An auditor that calibrates on the
    target's member and non-member references (as the reference auditor does) takes the generic
    runner ``run_on_references(factory)`` of :mod:`ema.workflows.audit_methods`; one that needs
    other evidence gets a runner of its own there.
@@ -30,9 +31,6 @@ plug-in, a test) adds a row with :func:`register_method`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ema.auditors.attack import ATTACK_METRICS
 from ema.auditors.calibrated import CalibratedAuditor
@@ -47,87 +45,11 @@ from ema.signals import PAPER_SIGNALS
 from ema.tracking import keys
 from ema.workflows.deferred import deferred
 from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES, engine_row
-
-if TYPE_CHECKING:
-    from ema.auditors.base import Auditor
-    from ema.auditors.result import AuditResult
-    from ema.oracle import Predictions
-    from ema.workflows.audit_session import AuditSession
-
-#: A method's runner: calibrate its auditor for this audit, audit the query's predictions, say what it used (tags).
-Runner = Callable[["AuditSession", "Predictions"], tuple["AuditResult", dict[str, str]]]
+from ema.workflows.method_rows import Combination, Method, MethodSpec, Runner
 
 #: A single method's name is a run tag's suffix (``verdict.<name>``) and a column prefix; a combination joins with +.
 _SINGLE_NAME = re.compile(r"[a-z][a-z0-9-]*")
 _COMBINED_NAME = re.compile(r"[a-z][a-z0-9+-]*")
-
-
-@dataclass(frozen=True, kw_only=True)
-class MethodSpec:
-    """One audit method: a row of the method table.
-
-    Attributes
-    ----------
-    name : str
-        The ``--method`` value, the key of its result in ``AuditOutcome.results``.
-    help : str
-        A phrase for ``ema audit --help``, shown as ``name (help)``.
-    auditors : tuple of type
-        The auditor classes its runner builds (each passes :func:`ema.auditors.check_auditor`).
-    runner : callable
-        ``runner(session, predictions) -> (AuditResult, tags)``.
-    needs_probabilities : bool
-        Refused on a model that returns labels only.
-    engines : tuple of str
-        Where its query may be scored (names of the engine table, :mod:`ema.workflows.engines`);
-        an engine that runs every method runs it whether named here or not.
-    metrics : tuple of Metric
-        Every metric its results carry; the first is its headline number.
-    trail : tuple of str
-        The keys of the numbers an audit's record on the model version keeps for it, beside its
-        verdict (``ema compare --model --query`` shows them); default: its headline number.
-    """
-
-    name: str
-    help: str
-    auditors: tuple[type[Auditor], ...]
-    runner: Runner
-    needs_probabilities: bool = True
-    engines: tuple[str, ...] = (ENGINE_IN_PROCESS,)
-    metrics: tuple[Metric, ...] = field(default=())
-    trail: tuple[str, ...] = ()
-
-    @property
-    def plan(self) -> tuple[str, ...]:
-        """The single methods it runs: itself."""
-        return (self.name,)
-
-    @property
-    def headline(self) -> str:
-        """The key of the number a one-column summary shows for it (the unlearning grid's tables)."""
-        return self.metrics[0].key
-
-    @property
-    def trail_numbers(self) -> tuple[str, ...]:
-        """The keys of the numbers the version's audit trail keeps for it: ``trail``, else its headline."""
-        return self.trail or (self.headline,)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Combination:
-    """Several methods in one audit run, in order; the first one's verdict is the run's."""
-
-    name: str
-    help: str
-    parts: tuple[str, ...]
-
-    @property
-    def plan(self) -> tuple[str, ...]:
-        """The single methods it runs, in order."""
-        return self.parts
-
-
-Method = MethodSpec | Combination
 
 
 def _deferred(name: str) -> Runner:

@@ -5,7 +5,7 @@ named in the imports and re-exported here unchanged. Nothing here imports mlflow
 so that ``--help`` and option errors answer without them (``tests/cli/test_cli_imports.py``).
 """
 
-from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN
+from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN
 from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
 from ema.data.limits import AUDIT_BYTES_PER_IMAGE, DEFAULT_MAX_QUERY

@@ -23,7 +23,8 @@ from ema.validation import redact_url
 from ema.workflows.methods import metric_vocabulary
 
 if TYPE_CHECKING:
-    from ema.workflows.audit_session import AuditConfig, AuditSession
+    from ema.workflows.audit_config import AuditConfig
+    from ema.workflows.audit_session import AuditSession
     from ema.workflows.target import Target
 
 #: AuditConfig field -> the `ema audit` option that sets it (fields with a value of their own are below).

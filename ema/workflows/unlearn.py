@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,13 +33,14 @@ from ema.tracking.helper_cache import find_entry, record_entry
 from ema.tracking.registry import MODELS_URI, RegisteredVersion, log_and_register
 from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, run_metrics, start_run
 from ema.tracking.single_flight import single_flight
-from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, package_trained
+from ema.training.clones import package_trained
 from ema.training.devices import CPU, describe_device, resolve_device
 from ema.training.recipes import Classifier, SklearnRecipe, TorchRecipe, recipe_to_json
 from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UnlearnSpec
 from ema.validation import check_alias, check_finite, check_positive_int, short_hash
 from ema.workflows.references import contains_all, training_data, without_query
 from ema.workflows.target import Target, resolve_target
+from ema.workflows.unlearn_methods import resolved_spec, run_method
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,7 +138,7 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
         target = resolve_target(config.model_uri, device=device)
         forget = _forget_set(target, config.forget, config.max_query, config.label_column)
         retain = _retained_data(target, forget, config.retain_file, config.max_query, config.label_column)
-        spec = _resolved(config.spec, target)
+        spec = resolved_spec(config.spec, target)
         log_batch(
             tags={keys.TAG_RUN_NAME: f"unlearn {spec.method} {config.forget_name} {target.label}"},
             params={
@@ -155,7 +155,7 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
         # MLflow keeps one record per dataset name and digest in an experiment: a file gets a name of its own
         source = str(Path(config.retain_file).resolve()) if config.retain_file else None
         log_dataset(retain, name=f"retained {source or ''}".strip(), context="training", source=source)
-        classifier, seconds = _run_method(target, spec, retain, forget, progress)
+        classifier, seconds = run_method(target, spec, retain, forget, progress)
         metrics = {
             keys.METRIC_RETAIN_ACCURACY: accuracy(classifier, retain),
             keys.METRIC_FORGET_ACCURACY: accuracy(classifier, forget),
@@ -215,7 +215,7 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
         )
     config.validate()
     target = resolve_target(config.model_uri)
-    spec = _resolved(config.spec, target)
+    spec = resolved_spec(config.spec, target)
     forget = _forget_set(target, config.forget, config.max_query, config.label_column)
     retain = (
         read_set(config.retain_file, max_images=config.max_query, label_column=config.label_column)
@@ -319,96 +319,6 @@ def _retained_data(
             f"expected --retain without the forget set, got {retain_file} holding {overlap} of its samples"
         )
     return retain
-
-
-def _resolved(spec: UnlearnSpec, target: Target) -> UnlearnSpec:
-    """The spec with the method's defaults; ``retrain`` of a torch recipe defaults to the recipe's epochs and rate.
-
-    Any other model is retrained by its recipe (or a clone of its own architecture) as it
-    stands: approximate methods, ``--epochs`` and ``--lr`` are refused, and so is a seed other
-    than 0 where the estimator has no ``random_state`` to take it (its training is deterministic).
-    """
-    recipe = target.require_recipe()
-    if isinstance(recipe, TorchRecipe):
-        return spec.resolved(recipe.spec.epochs, recipe.spec.lr)
-    scikit = isinstance(recipe, (SklearnRecipe, SklearnCloneRecipe))
-    kind = "a scikit-learn model" if scikit else "not one of the workbench's torch models"
-    if not spec.is_exact:
-        raise InputError(
-            f"{target.label} is {kind}: approximate unlearning needs one of the workbench's torch models; "
-            "use --method retrain"
-        )
-    if spec.epochs is not None or spec.lr is not None:
-        raise InputError(f"expected no --epochs or --lr for {target.label} ({kind}): its recipe trains it, got them")
-    if scikit and spec.seed != 0 and not _random_states(_estimator(recipe)):
-        raise InputError(
-            f"expected --seed 0 for {target.label}: its {type(_estimator(recipe)).__name__} takes no random_state, "
-            f"so retraining it is deterministic; got --seed {spec.seed}"
-        )
-    return spec
-
-
-def _retrain_recipe(recipe, spec: UnlearnSpec):
-    """The target's recipe with the spec's seed (and, for a torch recipe, its epochs and rate).
-
-    A scikit-learn estimator gets the seed as every ``random_state`` it has (a Pipeline's steps' too).
-    """
-    if isinstance(recipe, TorchRecipe):
-        return dataclasses.replace(
-            recipe, spec=dataclasses.replace(recipe.spec, epochs=spec.epochs, lr=spec.lr, seed=spec.seed)
-        )
-    if isinstance(recipe, TorchCloneRecipe):
-        return dataclasses.replace(recipe, spec=dataclasses.replace(recipe.spec, seed=spec.seed))
-    if isinstance(recipe, SklearnRecipe):
-        seeded = dict.fromkeys(_random_states(recipe.build()), spec.seed)
-        return dataclasses.replace(recipe, params={**recipe.params, **seeded})
-    if isinstance(recipe, SklearnCloneRecipe):
-        from sklearn.base import clone
-
-        template = clone(recipe.template)
-        return dataclasses.replace(
-            recipe, template=template.set_params(**dict.fromkeys(_random_states(template), spec.seed))
-        )
-    return recipe
-
-
-def _estimator(recipe):
-    """The (unfitted) scikit-learn estimator a scikit-learn recipe or clone trains."""
-    return recipe.build() if isinstance(recipe, SklearnRecipe) else recipe.template
-
-
-def _random_states(estimator) -> list[str]:
-    """The estimator's ``random_state`` parameters, a Pipeline's steps' included (``mlp__random_state``)."""
-    return [name for name in estimator.get_params(deep=True) if name.split("__")[-1] == "random_state"]
-
-
-def _run_method(
-    target: Target, spec: UnlearnSpec, retain: ArraySet, forget: ArraySet, progress: bool
-) -> tuple[Classifier, float]:
-    """Retrain with the target's recipe (exact), or change the target's weights (approximate), on the target's device.
-
-    Returns the new classifier and the method's wall time in seconds (loading the target's weights not counted).
-    """
-    recipe = target.require_recipe()
-    if spec.is_exact:
-        recipe = _retrain_recipe(recipe, spec)
-        started = time.monotonic()
-        classifier = recipe.fit(retain.model_inputs(), retain.y, progress=progress, device=target.device)
-        return classifier, time.monotonic() - started
-    from ema.training.fit import TorchClassifier  # torch: only when a model is changed
-    from ema.training.packaging import load_torch_model
-    from ema.training.unlearning import unlearn_model
-
-    model, transform = load_torch_model(target.model_uri, device=target.device), recipe.transform
-    started = time.monotonic()
-    changed = unlearn_model(
-        model,
-        spec,
-        (transform.apply(retain.model_inputs()), retain.y),
-        (transform.apply(forget.model_inputs()), forget.y),
-        progress=progress,
-    )
-    return TorchClassifier(changed, transform), time.monotonic() - started
 
 
 def _npz_bytes(data: ArraySet) -> bytes:

@@ -81,7 +81,7 @@ def test_request_format_must_be_known():
 
 
 def test_an_audit_refuses_an_unknown_http_format_before_any_work():
-    from ema.workflows.audit_session import AuditConfig
+    from ema.workflows.audit_config import AuditConfig
 
     with pytest.raises(InputError, match=r"expected HTTP format in \('auto', 'json', 'parquet'\), got 'xml'"):
         AuditConfig(model_url="http://127.0.0.1:1/invocations", query="M6", http_format="xml").validate()

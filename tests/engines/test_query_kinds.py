@@ -27,7 +27,7 @@ from ema.data.parquet import SHAPE_COLUMNS, read_table, write_table
 from ema.errors import InputError
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
-from ema.workflows.audit_session import SuppliedCalibration
+from ema.workflows.audit_config import SuppliedCalibration
 from ema_cli.cli import main
 from tests.conftest import module_store
 from tests.foreign.test_colour_images import noise_set, train_and_log

@@ -22,11 +22,10 @@ from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.audit_methods import run_on_references
 from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINE_SPARK
+from ema.workflows.method_rows import Combination, MethodSpec
 from ema.workflows.methods import (
     FLAG_RATE,
     METHODS,
-    Combination,
-    MethodSpec,
     check_access,
     method_engines,
     method_help,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ema.auditors.reference import AUTO_MARGIN, DEFAULT_MARGIN
+from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN
 from ema.data.splits import MEMBER_NAMES
 from ema.errors import InputError
 from ema.tracking import keys

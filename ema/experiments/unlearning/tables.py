@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ema.auditors.reference import AUTO_MARGIN
+from ema.auditors.reference_record import AUTO_MARGIN
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.reports.page import esc, page, section, table
 

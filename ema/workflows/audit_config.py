@@ -1,0 +1,322 @@
+"""What an audit is asked to do: ``AuditConfig``, built once, validated, passed down (and ``SuppliedCalibration``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from ema.auditors.calibrated import CalibratedAuditor
+from ema.auditors.marks import MarksAuditor
+from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN, default_certify_level
+from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
+from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.shifts import AUGMENT_NONE, AUGMENTATIONS
+from ema.data.tables import DEFAULT_LABEL_COLUMN
+from ema.errors import InputError
+from ema.inputs import INPUT_DTYPES, InputTransform
+from ema.oracle import (
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    HTTP_FORMATS,
+    OUTPUT_KINDS,
+    PyfuncOracle,
+)
+from ema.stats import EMA_TESTS
+from ema.thresholds import THRESHOLD_MODES
+from ema.tracking import keys
+from ema.training.devices import CPU, describe_device, resolve_device
+from ema.validation import (
+    check_choice,
+    check_finite,
+    check_model_name,
+    check_open_unit,
+    check_positive_int,
+    redact_url,
+)
+from ema.workflows.calibrate import fit_thresholds
+from ema.workflows.engines import ENGINE_IN_PROCESS, check_engine
+from ema.workflows.methods import METHODS, check_engine_runs, method_plan
+from ema.workflows.target import Target
+
+#: Clean images a marks audit queries by default (each twice: clean and stamped).
+DEFAULT_MARK_QUERIES = 200
+
+
+@dataclass(frozen=True)
+class SuppliedCalibration:
+    """An already-trained calibration model and the calibration samples it was / was not trained on."""
+
+    model_uri: str
+    members_file: str
+    nonmembers_file: str
+
+    def thresholds(
+        self,
+        target: Target,
+        outputs: str = "auto",
+        max_images: int = DEFAULT_MAX_QUERY,
+        label_column: str = "label",
+    ) -> dict:
+        """EMA's thresholds from this model's outputs (of kind ``outputs``) on its members and non-members.
+
+        Each file is read only when it holds at most ``max_images`` images (a table's labels in
+        ``label_column``), and resized as the target's sets are; the model scores on the target's device.
+        """
+        oracle = PyfuncOracle(self.model_uri, transform=target.transform, outputs=outputs, device=target.device)
+        members, nonmembers = (
+            target.read_set(f, max_images=max_images, label_column=label_column)
+            for f in (self.members_file, self.nonmembers_file)
+        )
+        return fit_thresholds(oracle, members, nonmembers).to_dict()
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditConfig:
+    """What an audit is asked to do: built once (by the CLI, a grid or a caller), validated, passed down.
+
+    Attributes
+    ----------
+    model_uri, model_url
+        The target: a pyfunc URI (``models:/NAME@ALIAS``, ``runs:/...``, a path) and/or a
+        scoring server's ``/invocations`` URL (predictions then come from the server).
+    query, query_file, query_table
+        Exactly one: a named query set of the target's splits, a set file (``.npz``, ``.csv`` or
+        ``.parquet``), or a Parquet query table (:mod:`ema.data.parquet`; any URI Spark reads with
+        ``engine="spark"``).
+    query_label
+        What runs and records call the query (its ``query`` param, the run's name, the version's
+        trail); default: the named set, or the file's or table's name. The evaluator gives the
+        MLflow dataset's name here.
+    label_column
+        The label column of every table file the audit reads (query, references, calibration).
+    calibration_file
+        The auditor's own data from the target's domain, disjoint from its training data: it
+        replaces the splits' calibration set (f_cal trains on one half, thresholds are picked
+        on the other) and is the default non-member reference. Its inputs must be of the
+        query's kind, shape and feature names.
+    method, test, alpha, threshold_mode
+        Which auditors run (a name of the method table, :mod:`ema.workflows.methods`), EMA's test,
+        the significance level and the threshold granularity.
+    k, cal_seed, corruption, calibration_name
+        The calibration plan: quality k, seed, corruption protocol, registered name.
+    outputs, output_name, recipe_file, transform, input_shape, input_dtype
+        What the model returns (and which of its named outputs to read), how the calibration
+        model is trained, how inputs are scaled, the model's input shape and type (overriding its
+        signature's).
+    image_size
+        Resize the images of every set the audit reads (query, references, calibration members
+        and non-members) to this side (centre-cropped to a square, bilinear); None never resizes.
+    calibration, calibration_outputs
+        An already-trained calibration model (EMA's thresholds come from it), and what it
+        returns (default: as ``outputs``).
+    reference_file, members_file
+        Reference non-members (default: the clean calibration set) and members (default: a
+        workbench target's other training folds) for the calibrated auditor and the gates.
+    augment
+        ``"shifts"``: the calibrated auditor scores every sample of the query and of both
+        references as 9 images, itself and its 8 one-pixel shifts (:mod:`ema.data.shifts`), and
+        its per-sample score becomes :func:`~ema.auditors.views.view_score` of them (9x the
+        oracle queries). Images only, with a member reference; ``"none"`` (default): one view.
+    margin, certify_level
+        The calibrated auditor says ``not_memorized`` only when the retained share's one-sided
+        upper confidence bound at ``certify_level`` (None: 1 - alpha / 2) is at most ``margin``;
+        ``margin="auto"``: at the audit's own certifiable margin (the smallest it certifies with
+        probability 0.85 for a removed query of this size, known before the query is scored).
+    mark_key, queries
+        ``--method marks``: the owner's key file (:mod:`ema.data.marks`; read inside the run, never
+        logged), and the most query images audited, the first ones of the query (default
+        :data:`DEFAULT_MARK_QUERIES`); each is scored clean and with the trigger stamped on it.
+    max_query
+        The most images a set read from a file or table may hold (the query, ``--reference``,
+        ``--members``, the calibration members and non-members), checked from its header or
+        metadata before it is read (:mod:`ema.data.limits`).
+    strict
+        A warned audit (see ``AuditOutcome.warnings``) gets the verdict ``inconclusive``.
+    timeout, request_timeout
+        Over HTTP: seconds the whole scoring, and one request, may take (wall time). Inside a
+        command with a ``--timeout`` (:func:`ema.limits.command_limits`) the scoring gets what is
+        left of the command's time instead of ``timeout``.
+    http_concurrency, http_format
+        Over HTTP: requests in flight at once, and how batches are sent (``auto``: Parquet when
+        the registered model's signature declares its inputs, else JSON; see :class:`HttpOracle`).
+    engine, spark_master, membership_out
+        Where the query is scored (a name of the engine table, :mod:`ema.workflows.engines`,
+        whose row checks the options it is given); with ``"spark"``, the master (default: the
+        active session, else ``local[2]``) and where the membership table is written (default:
+        logged as the run's ``membership.parquet`` artifact). Another engine refuses both.
+    device
+        Where torch trains the calibration and helper models and scores a model loaded in this
+        process: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``, resolved (:func:`resolved_device`)
+        before the audit's run starts. Recorded as the run's ``device`` param.
+    """
+
+    model_uri: str | None = None
+    model_url: str | None = None
+    query: str | None = None
+    query_file: str | None = None
+    query_table: str | None = None
+    query_label: str | None = None
+    label_column: str = DEFAULT_LABEL_COLUMN
+    calibration_file: str | None = None
+    method: str = "ema"
+    test: str = "t"
+    alpha: float = 0.1
+    threshold_mode: str = "global"
+    k: int = 100
+    cal_seed: int = 0
+    corruption: str = DEFAULT_CORRUPTION
+    calibration_name: str = keys.CALIBRATION_MODEL_NAME
+    outputs: str = "auto"
+    output_name: str | None = None
+    recipe_file: str | None = None
+    transform: InputTransform | None = None
+    input_shape: tuple[int, ...] | None = None
+    input_dtype: str | None = None
+    image_size: int | None = None
+    calibration: SuppliedCalibration | None = None
+    calibration_outputs: str | None = None
+    reference_file: str | None = None
+    members_file: str | None = None
+    augment: str = AUGMENT_NONE
+    margin: float | str = DEFAULT_MARGIN
+    certify_level: float | None = None
+    mark_key: str | None = None
+    queries: int | None = None
+    max_query: int = DEFAULT_MAX_QUERY
+    strict: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    http_concurrency: int = 1
+    http_format: str = "auto"
+    engine: str = ENGINE_IN_PROCESS
+    spark_master: str | None = None
+    membership_out: str | None = None
+    device: str = CPU
+
+    @property
+    def query_name(self) -> str:
+        """The name runs and records use: ``query_label``, else the named set, else the query file's or table's name."""
+        if self.query_label is not None:
+            return self.query_label
+        if self.query is not None:
+            return self.query
+        return (
+            Path(self.query_file).name if self.query_file is not None else self.query_table.rstrip("/").split("/")[-1]
+        )
+
+    @property
+    def resolved_certify_level(self) -> float:
+        """The one-sided level of the bound that certifies: as given, else 1 - alpha / 2."""
+        return default_certify_level(self.alpha) if self.certify_level is None else float(self.certify_level)
+
+    def validate(self) -> AuditConfig:
+        """Check every option before any work; returns ``self``."""
+        given = [v for v in (self.query, self.query_file, self.query_table) if v is not None]
+        if len(given) != 1:
+            raise InputError(
+                f"expected exactly one of a query name, a query file or a query table, got query={self.query!r}, "
+                f"query_file={self.query_file!r}, query_table={self.query_table!r}"
+            )
+        check_engine(self)
+        if self.model_uri is None and self.model_url is None:
+            raise InputError(
+                "expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither"
+            )
+        check_choice("method", self.method, METHODS)
+        check_engine_runs(self.method, self.engine)
+        check_choice("test", self.test, EMA_TESTS)
+        check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
+        check_choice("outputs", self.outputs, OUTPUT_KINDS)
+        if self.input_dtype is not None:
+            check_choice("input dtype", self.input_dtype, INPUT_DTYPES)
+        if self.calibration_outputs is not None:
+            check_choice("calibration outputs", self.calibration_outputs, OUTPUT_KINDS)
+            if self.calibration is None:
+                raise InputError(
+                    "expected --calibration-outputs only with --calibration-model, got no calibration model"
+                )
+        check_choice("corruption", self.corruption, tuple(CORRUPTIONS))
+        check_open_unit("alpha", self.alpha)
+        check_quality(self.k)
+        check_model_name("calibration name", self.calibration_name)
+        check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
+        check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
+        check_choice("augment", self.augment, AUGMENTATIONS)
+        if self.augment != AUGMENT_NONE and CalibratedAuditor.method not in method_plan(self.method):
+            running = [name for name in METHODS if CalibratedAuditor.method in method_plan(name)]
+            raise InputError(
+                f"expected --augment {self.augment} with a method that runs the calibrated auditor "
+                f"({', '.join(running)}), got --method {self.method}"
+            )
+        if self.margin != AUTO_MARGIN:
+            check_open_unit("margin", self.margin)
+        if self.certify_level is not None:
+            check_open_unit("certify level", self.certify_level)
+        self._check_marks()
+        check_positive_int("max query", self.max_query)
+        check_positive_int("HTTP concurrency", self.http_concurrency)
+        check_choice("HTTP format", self.http_format, HTTP_FORMATS)
+        return self
+
+    def _check_marks(self) -> None:
+        """``--mark-key`` exactly when the method runs the marks auditor; ``--queries`` only then."""
+        runs_marks = MarksAuditor.method in method_plan(self.method)
+        if runs_marks and self.mark_key is None:
+            raise InputError(f"--method {self.method} needs the owner's key, got none: give --mark-key KEY.json")
+        if not runs_marks and (self.mark_key is not None or self.queries is not None):
+            raise InputError(
+                f"expected --mark-key and --queries only with --method {MarksAuditor.method}, got them with --method "
+                f"{self.method}"
+            )
+        if self.queries is not None:
+            check_positive_int("queries", self.queries)
+
+    @property
+    def query_limit(self) -> int | None:
+        """The most query images audited (the first ones): ``queries``, else the marks default, else all (None)."""
+        if self.queries is not None or MarksAuditor.method not in method_plan(self.method):
+            return self.queries
+        return DEFAULT_MARK_QUERIES
+
+    def params(self, target: Target) -> dict[str, object]:
+        """The run's params: the options, and the target as resolved."""
+        return {
+            keys.PARAM_METHOD: self.method,
+            keys.PARAM_TEST: self.test,
+            keys.PARAM_ALPHA: self.alpha,
+            keys.PARAM_QUERY: self.query_name,
+            keys.PARAM_K: self.k,
+            keys.PARAM_CAL_SEED: self.cal_seed,
+            keys.PARAM_CORRUPTION: self.corruption,
+            keys.PARAM_MODEL_URI: redact_url(target.model_uri or ""),
+            keys.PARAM_MODEL_URL: redact_url(target.model_url or ""),
+            keys.PARAM_MODEL_NAME: target.version.name if target.version else "",
+            keys.PARAM_MODEL_VERSION: target.version.version if target.version else "",
+            keys.PARAM_THRESHOLD_MODE: self.threshold_mode,
+            keys.PARAM_OUTPUTS: self.outputs,
+            keys.PARAM_OUTPUT_NAME: self.output_name or "",
+            keys.PARAM_CALIBRATION_OUTPUTS: self.calibration_outputs or "",
+            keys.PARAM_INPUT_SHAPE: ",".join(map(str, self.input_shape)) if self.input_shape else "",
+            keys.PARAM_INPUT_DTYPE: self.input_dtype or "",
+            keys.PARAM_AUGMENT: self.augment,
+            keys.PARAM_MARGIN: self.margin,
+            keys.PARAM_CERTIFY_LEVEL: self.resolved_certify_level,
+            keys.PARAM_STRICT: self.strict,
+            keys.PARAM_ENGINE: self.engine,
+            keys.PARAM_LABEL_COLUMN: self.label_column,
+            keys.PARAM_DEVICE: describe_device(target.device),
+            # only when given: under `mlflow run` the project logs its own empty default ('') first
+            **({keys.PARAM_CALIBRATION_FILE: self.calibration_file} if self.calibration_file else {}),
+            **({keys.PARAM_QUERIES: self.query_limit} if self.query_limit is not None else {}),
+        }
+
+    def resolved_device(self) -> AuditConfig:
+        """This configuration with its device resolved on this machine (``auto`` -> ``cuda:N`` or ``cpu``).
+
+        Raises
+        ------
+        InputError
+            If the device is not one of the accepted forms, or names CUDA this machine lacks.
+        """
+        return dataclasses.replace(self, device=resolve_device(self.device))
