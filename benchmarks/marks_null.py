@@ -13,8 +13,8 @@ second clean model (M1 kept, seed 1), and for each trigger variant and many untr
 
 and, beside the rule's own patch, two ways around it that the auditor could take: keeping only
 images whose clean prediction is confident, and subtracting the second clean model's rate. With
-``--learn N``, the global-noise variant is also trained into N marked models (10% of M1) to see
-whether it is learned at all. Written into docs/MARKS.md's ``marks-null`` block.
+``--learn N``, each global-noise variant (``--noise``, default +-8 and +-12 levels) is also trained
+into N marked models (10% of M1) to see whether it is learned at all. Written into docs/MARKS.md's ``marks-null`` block.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from ema.data.marks import MarkKey, draw_trigger, trigger_rule
 #: Moves to T among ~177 eligible images at which the one-sided 95% bound passes 0.05.
 MOVES_PAST_MARGIN = 4
 CONFIDENT = 0.99
-NOISE_LEVELS = 8
+#: Amplitudes of the global-noise triggers measured by default (``--noise``).
+NOISE_LEVELS = (8, 12)
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,12 @@ def rule(seed: int, shape: tuple[int, ...]):
     return key.target_class, key.stamp
 
 
-VARIANTS = (
+PATCHES = (
     Variant("5 x 5, 64/192, anywhere (the rule)", rule),
     Variant("5 x 5, 64/192, in the outer band", patch(5, (64, 192), band=True)),
     Variant("5 x 5, 96/160, anywhere", patch(5, (96, 160), band=False)),
     Variant("5 x 5, 112/144, anywhere", patch(5, (112, 144), band=False)),
     Variant("3 x 3, 112/144, anywhere", patch(3, (112, 144), band=False)),
-    Variant(f"global +-{NOISE_LEVELS}-level noise", noise(NOISE_LEVELS)),
 )
 
 
@@ -109,7 +109,8 @@ def moves(model, queries: ArraySet, target: int, stamp, *, confident: float = 0.
 def null_rows(retrain, other, queries: ArraySet, args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """Per variant: keys past the margin and keys certified on the retrain; the two workarounds on the rule."""
     rows, shape = [], queries.x.shape[1:]
-    for variant in VARIANTS:
+    variants = PATCHES + tuple(Variant(f"global +-{levels}-level noise", noise(levels)) for levels in args.noise)
+    for variant in variants:
         counts = [moves(retrain, queries, *variant.make(bench.UNTRAINED_KEY_BASE + i, shape)) for i in range(args.keys)]
         rows.append(
             (
@@ -135,20 +136,23 @@ def null_rows(retrain, other, queries: ArraySet, args: argparse.Namespace) -> li
     return rows
 
 
-def learned_rows(splits, queries: ArraySet, setup: bench.Setup, n: int) -> list[tuple[str, str, str]]:
-    """The global-noise trigger trained into ``n`` marked models (10% of M1): its p_mark on each."""
-    values = []
-    for seed in range(n):
-        target, stamp = noise(NOISE_LEVELS)(seed, queries.x.shape[1:])
-        m1 = splits.folds[0]
-        rows = np.random.default_rng([seed, 1]).choice(np.flatnonzero(m1.y != target), size=100, replace=False)
-        x, y = m1.x.copy(), m1.y.copy()
-        x[rows], y[rows] = stamp(x[rows]), target
-        model = bench.train(splits.with_fold("M1", ArraySet(m1.name, x, y, m1.index.copy())), seed, setup)
-        auditor = MarksAuditor(target, margin=setup.margin).calibrate(bench.proba(model, queries.x))
-        values.append(auditor.audit(bench.proba(model, stamp(queries.x)), queries.y).metrics["p_mark"])
-    name = f"global +-{NOISE_LEVELS}-level noise, trained into {n} marked models"
-    return [(name, "p_mark", ", ".join(f"{p:.2g}" for p in values))]
+def learned_rows(splits, queries: ArraySet, setup: bench.Setup, args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """Each global-noise trigger trained into ``args.learn`` marked models (10% of M1): its p_mark on each."""
+    rows = []
+    for levels in args.noise:
+        values = []
+        for seed in range(args.learn):
+            target, stamp = noise(levels)(seed, queries.x.shape[1:])
+            m1 = splits.folds[0]
+            marked = np.random.default_rng([seed, 1]).choice(np.flatnonzero(m1.y != target), size=100, replace=False)
+            x, y = m1.x.copy(), m1.y.copy()
+            x[marked], y[marked] = stamp(x[marked]), target
+            model = bench.train(splits.with_fold("M1", ArraySet(m1.name, x, y, m1.index.copy())), seed, setup)
+            auditor = MarksAuditor(target, margin=setup.margin).calibrate(bench.proba(model, queries.x))
+            values.append(auditor.audit(bench.proba(model, stamp(queries.x)), queries.y).metrics["p_mark"])
+        name = f"global +-{levels}-level noise, trained into {args.learn} marked models"
+        rows.append((name, "p_mark", ", ".join(f"{p:.2g}" for p in values)))
+    return rows
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -157,7 +161,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--margin", type=float, default=0.05)
     parser.add_argument("--colour", type=int, default=32, metavar="SIDE")
-    parser.add_argument("--learn", type=int, default=0, help="Marked models trained with the global noise.")
+    parser.add_argument("--learn", type=int, default=0, help="Marked models trained with each global noise.")
+    parser.add_argument(
+        "--noise",
+        type=lambda text: tuple(int(v) for v in text.split(",")),
+        default=NOISE_LEVELS,
+        help="Amplitudes of the global-noise triggers, comma-separated (default 8,12).",
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=bench.Path, default=bench.DOC)
     return parser.parse_args(argv)
@@ -172,10 +182,10 @@ def main(argv: list[str] | None = None) -> None:
     setup = bench.Setup(splits, queries, 0.1, args.margin, 10, "cnn")
     retrain, other = bench.train(splits, 0, setup, without_m1=True), bench.train(splits, 1, setup)
     rows = null_rows(retrain, other, queries, args)
-    rows += learned_rows(splits, queries, setup, args.learn) if args.learn else []
+    rows += learned_rows(splits, queries, setup, args) if args.learn else []
     command = (
         f"python -m benchmarks.marks_null --keys {args.keys} --queries {args.queries} --margin {args.margin} "
-        f"--colour {args.colour} --learn {args.learn} --threads {args.threads}"
+        f"--colour {args.colour} --learn {args.learn} --noise {','.join(map(str, args.noise))} --threads {args.threads}"
     )
     lines = [
         "<!-- marks-null -->",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.marks import UNTRAINED_KEY_BASE
-from benchmarks.marks_null import NOISE_LEVELS, noise, patch, rule
+from benchmarks.marks_null import noise, parse_args, patch, rule
 from ema.data.arrays import ArraySet
 from ema.data.marks import mark_set
 
@@ -34,8 +34,13 @@ def test_a_patch_changes_its_window_only_to_its_two_levels():
 
 def test_the_noise_moves_every_pixel_by_its_levels_at_most_and_is_seeded():
     x = images()
-    target, stamp = noise(NOISE_LEVELS)(5, SHAPE)
+    target, stamp = noise(12)(5, SHAPE)
     delta = stamp(x).astype(int) - x
-    assert np.abs(delta).max() == NOISE_LEVELS and (delta != 0).mean() > 0.9
-    again = noise(NOISE_LEVELS)(5, SHAPE)
+    assert np.abs(delta).max() == 12 and (delta != 0).mean() > 0.9
+    again = noise(12)(5, SHAPE)
     assert again[0] == target and np.array_equal(again[1](x), stamp(x))
+
+
+def test_noise_amplitudes_are_read_from_the_command_line():
+    assert parse_args(["--noise", "4,16"]).noise == (4, 16)
+    assert parse_args([]).noise == (8, 12)
