@@ -5,7 +5,6 @@ import click
 from ema.workflows.options import (
     AUGMENT_NONE,
     AUGMENTATIONS,
-    AUTO_MARGIN,
     CALIBRATION_MODEL_NAME,
     DEFAULT_MARGIN,
     DEFAULT_REQUEST_TIMEOUT,
@@ -33,6 +32,7 @@ from ema_cli.options import (
     empty_is_none,
     k_option,
     label_column_option,
+    margin_option,
     mark_key_option,
     max_params_option,
     max_query_option,
@@ -43,23 +43,6 @@ from ema_cli.options import (
     timeout_option,
     workflow_command,
 )
-
-
-class MarginType(click.ParamType):
-    """A retained share in (0, 1), or ``auto``."""
-
-    name = "margin"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, float) or value == AUTO_MARGIN:
-            return value
-        try:
-            share = float(value)
-        except ValueError:
-            share = float("nan")
-        if not 0 < share < 1:
-            self.fail(f"expected a retained share in (0, 1) or {AUTO_MARGIN!r}, got {value!r}", param, ctx)
-        return share
 
 
 @click.command("audit")
@@ -226,18 +209,7 @@ class MarginType(click.ParamType):
         "score's information and lowers the certifiable margin; needs a member reference."
     ),
 )
-@click.option(
-    "--margin",
-    type=MarginType(),
-    default=DEFAULT_MARGIN,
-    show_default=True,
-    help=(
-        "With --method calibrated (or marks: the trigger's effect): not_memorized only if the retained share's "
-        "upper bound is at most this; "
-        "auto: the audit's certifiable_margin (certified with probability 0.85 if the query was removed, "
-        "from the query and reference sizes, fixed before the query is scored)."
-    ),
-)
+@margin_option(DEFAULT_MARGIN, "With --method calibrated (or marks: the trigger's effect)")
 @mark_key_option(
     "With --method marks: the key file `ema mark` wrote. The trigger is stamped on the query's images, which "
     "should be your own clean images (e.g. --query M6), never the marked file"

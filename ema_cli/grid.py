@@ -12,12 +12,12 @@ import click
 from ema.experiments.errors.validity import ErrorGridConfig, study_targets
 from ema.experiments.paper.grids import GRID_NAMES, get_grid, parse_ks, parse_queries, parse_sizes
 from ema.experiments.unlearning.config import UnlearningGridConfig
-from ema.workflows.options import AUTO_MARGIN, DATA_SOURCES, DEFAULT_DATA, InputError
-from ema_cli.audit import MarginType
+from ema.workflows.options import DATA_SOURCES, DEFAULT_DATA, InputError
 from ema_cli.options import (
     alpha_option,
     cal_seed_option,
     data_seed_option,
+    margin_option,
     mark_key_option,
     max_params_option,
     progress_option,
@@ -248,15 +248,8 @@ def errors(data_name, root, sizes, n_draws, n_ks_draws, cal_seed, alpha, sample_
     type=click.IntRange(min=1),
     help="With --mark-key: held-out images the marks auditor stamps, each scored clean and stamped. Default: 200.",
 )
-@click.option(
-    "--margin",
-    type=MarginType(),
-    default=UNLEARNING_DEFAULTS.margin,
-    show_default=True,
-    help=(
-        "The calibrated auditor's margin in every audit of the grid (as ema audit --margin): not_memorized only if "
-        f"the retained share's upper bound is at most this; {AUTO_MARGIN}: each audit's certifiable_margin."
-    ),
+@margin_option(
+    UNLEARNING_DEFAULTS.margin, "The calibrated auditor's margin in every audit of the grid (as ema audit --margin)"
 )
 @click.option(
     "--reference-seeds",

@@ -12,6 +12,7 @@ import click
 from ema.workflows.options import (
     ARCHITECTURES,
     AUDIT_BYTES_PER_IMAGE,
+    AUTO_MARGIN,
     DATA_SOURCES,
     DEFAULT_DATA,
     DEFAULT_EXPERIMENT,
@@ -168,6 +169,38 @@ max_params_option = click.option(
         "train (float32 weight, gradient and Adam's two moments): a third of a 24 GB machine."
     ),
 )
+
+
+class MarginType(click.ParamType):
+    """A retained share in (0, 1), or ``auto``."""
+
+    name = "margin"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) or value == AUTO_MARGIN:
+            return value
+        try:
+            share = float(value)
+        except ValueError:
+            share = float("nan")
+        if not 0 < share < 1:
+            self.fail(f"expected a retained share in (0, 1) or {AUTO_MARGIN!r}, got {value!r}", param, ctx)
+        return share
+
+
+def margin_option(default: float | str, use: str) -> Callable:
+    """``--margin``: the retained share ``not_memorized`` must be certified below, or ``auto``; ``use``: where."""
+    return click.option(
+        "--margin",
+        type=MarginType(),
+        default=default,
+        show_default=True,
+        help=(
+            f"{use}: not_memorized only if the retained share's upper bound is at most this; {AUTO_MARGIN}: the "
+            "audit's certifiable_margin (certified with probability 0.85 if the query was removed, from the query "
+            "and reference sizes, fixed before the query is scored)."
+        ),
+    )
 
 
 def mark_key_option(use: str) -> Callable:
