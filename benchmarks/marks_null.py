@@ -53,7 +53,7 @@ def patch(side: int, levels: tuple[int, int], *, band: bool) -> Callable:
 
     def make(seed: int, shape: tuple[int, ...]):
         grey_shape = shape[:2] if band else shape
-        target, (row, col), pattern = draw_trigger(seed, grey_shape, np.arange(10))
+        target, (row, col), _ = draw_trigger(seed, grey_shape, np.arange(10))
         pattern = np.random.default_rng(seed).integers(0, 2, size=(side, side, shape[2])).astype(bool)
         window = np.where(pattern, levels[1], levels[0]).astype(np.uint8)
         row, col = min(row, shape[0] - side), min(col, shape[1] - side)
