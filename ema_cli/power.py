@@ -117,11 +117,13 @@ def _certification(margin, certify_level, members_file, max_reference, as_json, 
         click.echo(
             f"certifying a retained share of at most {plan.margin:g} with probability {plan.probability:g} "
             f"(one-sided {plan.certify_level:.0%} bound) needs |D_q| >= {plan.query_size} and a non-member "
-            f"reference of {plan.reference_size} (information {plan.information:.3g} per sample)"
+            f"reference of {plan.reference_size} (planned from the information's lower bound "
+            f"{plan.information_lower:.3g} per sample; estimate {plan.information:.3g})"
         )
     else:
         click.echo(
             f"margin {plan.margin:g} is unreachable on this target: the smallest reachable margin is "
             f"{plan.smallest_reachable_margin:.3f} (with a reference of {plan.reference_size} and an unbounded "
-            f"query; information {plan.information:.3g} per sample)"
+            f"query; planned from the information's lower bound {plan.information_lower:.3g} per sample; "
+            f"estimate {plan.information:.3g})"
         )

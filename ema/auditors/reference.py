@@ -58,7 +58,7 @@ from ema.stats.binned_tests import (
     removal_test,
     retention_test,
 )
-from ema.stats.certify import certifiable_margin, cross_fitted_information
+from ema.stats.certify import certifiable_margin, cross_fitted_information_estimate
 from ema.stats.mixture import (
     DEFAULT_POWER_RESAMPLES,
     DetectionPower,
@@ -131,11 +131,15 @@ class ReferenceAuditor:
         (:func:`~ema.auditors.reference_gates.reference_gate_warnings`), carried by every audit.
     information_ : float
         Fisher information per sample about the retained share at pi = 0, cross-fitted on the
-        two references (:func:`~ema.stats.certify.cross_fitted_information`).
+        two references (:func:`~ema.stats.certify.cross_fitted_information_estimate`).
+    information_lower_ : float
+        Its lower confidence bound (:meth:`~ema.stats.certify.InformationEstimate.lower_bound`),
+        from which :meth:`certifiable_margin` is computed.
     n_views_ : int
         Views of each sample the references came with (1, or 9 under ``--augment shifts``).
-    information_single_view_ : float
-        The information of the identity view's score alone (:attr:`information_` with one view).
+    information_single_view_, information_single_view_lower_ : float
+        The information of the identity view's score alone and its lower bound (:attr:`information_`
+        and :attr:`information_lower_` with one view).
 
     Examples
     --------
@@ -234,18 +238,20 @@ class ReferenceAuditor:
         )
         self.warnings_ = reference_gate_warnings(n_classes=self.n_classes_, **self.diagnostics_)
         self.attack_ = attack_strength(members, nonmembers)
-        self.information_ = cross_fitted_information(members, nonmembers, levels, random_state=self.random_state)
+        information = cross_fitted_information_estimate(members, nonmembers, levels, random_state=self.random_state)
+        self.information_, self.information_lower_ = information.estimate, information.lower_bound()
         # With several views, what the identity alone carries: the report says what the views bought.
-        self.information_single_view_ = (
-            self.information_
+        single = (
+            information
             if self.n_views_ == 1
-            else cross_fitted_information(
+            else cross_fitted_information_estimate(
                 score(member_identity, member_labels),
                 score(nonmember_identity, nonmember_labels),
                 levels,
                 random_state=self.random_state,
             )
         )
+        self.information_single_view_, self.information_single_view_lower_ = single.estimate, single.lower_bound()
         self.levels_ = levels
         self._power_cache: dict[int, DetectionPower] = {}
         return self
@@ -274,15 +280,17 @@ class ReferenceAuditor:
     def certifiable_margin(self, n_query: int, *, information: float | None = None) -> float:
         """Smallest margin that certifies a removed query of ``n_query`` samples with probability 0.85, at most 1.
 
-        From the query size, the non-member reference size and :attr:`information_` only
-        (:func:`~ema.stats.certify.certifiable_margin`); 1 means nothing below 1 can be certified.
-        ``information`` replaces :attr:`information_` (the identity view's, to say what the views bought).
+        From the query size, the non-member reference size and :attr:`information_lower_` only
+        (:func:`~ema.stats.certify.certifiable_margin`), the information's lower bound: a point
+        estimate that is high by chance would state a margin the audit then certifies less often
+        than promised. 1 means nothing below 1 can be certified. ``information`` replaces
+        :attr:`information_lower_` (the identity view's, to say what the views bought).
         """
         check_calibrated(self)
         margin = certifiable_margin(
             n_query,
             self.nonmember_scores_.size,
-            self.information_ if information is None else information,
+            self.information_lower_ if information is None else information,
             certify_level=self.resolved_certify_level(),
         )
         return float(min(margin, 1.0))
@@ -303,7 +311,8 @@ class ReferenceAuditor:
             ``metrics``: ``p_removed``, ``p_retained``, ``p_too_forgotten``,
             ``retained_fraction``, ``retained_ci_low``, ``retained_ci_high``,
             ``power_retained``, ``min_detectable_fraction`` (NaN when not reached),
-            ``certifiable_margin``, ``information``, ``retained_upper_bound`` (the bound at
+            ``certifiable_margin`` (from ``information_lower``), ``information`` (the point estimate),
+            ``information_lower`` (its lower bound), ``retained_upper_bound`` (the bound at
             ``certify_level`` the verdict compares with the margin), with several views
             ``information_single_view`` and ``certifiable_margin_single_view`` (the identity alone),
             ``p_class_mix``, ``p_mixture_fit``, ``n_query``, ``flag_rate``.
@@ -366,6 +375,7 @@ class ReferenceAuditor:
                 self.resolved_certify_level(),
                 n_reference=self.nonmember_scores_.size,
                 information=self.information_,
+                information_lower=self.information_lower_,
             ),
             "evidence": evidence_note(
                 verdict,
@@ -395,6 +405,7 @@ class ReferenceAuditor:
                 "min_detectable_fraction": power.min_detectable_fraction,
                 "certifiable_margin": certifiable,
                 "information": self.information_,
+                "information_lower": self.information_lower_,
                 **self._single_view_metrics(n),
                 "retained_upper_bound": upper_bound,
                 "p_class_mix": p_class_mix,
@@ -415,7 +426,7 @@ class ReferenceAuditor:
         return {
             "information_single_view": self.information_single_view_,
             "certifiable_margin_single_view": self.certifiable_margin(
-                n_query, information=self.information_single_view_
+                n_query, information=self.information_single_view_lower_
             ),
         }
 

@@ -181,14 +181,25 @@ def reference_advice(n_reference: int, information: float, *, certify_level: flo
 
 
 def certify_record(
-    margin: float | str, margin_used: float, certify_level: float, *, n_reference: int, information: float
+    margin: float | str,
+    margin_used: float,
+    certify_level: float,
+    *,
+    n_reference: int,
+    information: float,
+    information_lower: float,
 ) -> dict:
-    """``thresholds["certify"]``: the margin as asked and as used, the level, and :func:`reference_advice`."""
+    """``thresholds["certify"]``: the margin as asked and as used, the level, the information behind the
+    certifiable margin (its lower bound; the point estimate beside it), and :func:`reference_advice` from it.
+    """
     return {
         "margin": margin,
         "margin_used": margin_used,
         "certify_level": certify_level,
-        "advice": reference_advice(n_reference, information, certify_level=certify_level),
+        "information": information,
+        "information_lower": information_lower,
+        "margin_from": "information_lower",
+        "advice": reference_advice(n_reference, information_lower, certify_level=certify_level),
     }
 
 
@@ -204,6 +215,7 @@ def calibration_record(auditor: ReferenceAuditor) -> dict:
         "margin": auditor.margin if auditor.margin == AUTO_MARGIN else float(auditor.margin),
         "certify_level": auditor.resolved_certify_level(),
         "information": auditor.information_,
+        "information_lower": auditor.information_lower_,
         "confidence_level": float(auditor.confidence_level),
         "power": float(auditor.power),
         "levels": auditor.levels_.tolist(),

@@ -199,8 +199,9 @@ def _certification_section(results: Mapping[str, AuditResult]) -> str:
             f'<p id="certifiable-margin-{esc(_UNSAFE.sub("-", method))}"><b>Certifiable margin: '
             f"{esc(number(margin))}</b>{esc(nothing)}: the smallest retained share that {esc(method)} certifies "
             f"(says not_memorized) with probability 0.85 if these {result.n_query} records were in fact removed, "
-            "computed from the query and reference sizes and the score's information "
-            f"({esc(number(result.metrics.get('information', math.nan)))} per sample) before the query was scored.</p>"
+            "computed from the query and reference sizes and the lower bound of the score's information "
+            f"({esc(number(result.metrics.get('information_lower', math.nan)))} per sample; estimate "
+            f"{esc(number(result.metrics.get('information', math.nan)))}) before the query was scored.</p>"
             f"<p>Margin used: <b>{esc(number(used))}</b>{' (auto: the certifiable margin)' if asked == 'auto' else ''}"
             f"; upper bound on the retained share (one-sided {level:.0%}): "
             f"<b>{esc(number(result.metrics.get('retained_upper_bound', math.nan)))}</b>.</p>"

@@ -157,6 +157,12 @@ _BUILT_IN: tuple[Method, ...] = (
                 "Fisher information per sample about the retained share, cross-fitted on the two references",
             ),
             Metric(
+                "information_lower",
+                ESTIMATE,
+                "the information's lower bound (one standard error below it), from which the certifiable "
+                "margin is computed",
+            ),
+            Metric(
                 "information_single_view",
                 ESTIMATE,
                 "with --augment shifts: the information of the unshifted images' score alone",

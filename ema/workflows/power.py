@@ -87,7 +87,8 @@ def certification_plan(
 
     Scores the member reference (``--members``, else the target's recorded training data) and
     the non-member reference (``--reference``, else the calibration set) through the target,
-    estimates the member-reference auditor's information from them, and solves
+    estimates the member-reference auditor's information from them, and solves, from the
+    information's lower bound as an audit's certifiable margin uses it,
     :func:`ema.stats.certify.plan_certification`. ``max_reference``: the most non-member samples
     the user could gather (default: the reference's size).
 
@@ -119,6 +120,7 @@ def certification_plan(
             auditor.information_,
             n_reference=len(nonmembers.data),
             max_reference=max_reference,
+            information_lower=auditor.information_lower_,
             certify_level=auditor.resolved_certify_level(),
             probability=probability,
         )
@@ -134,6 +136,7 @@ def certification_plan(
         log_metrics(
             {
                 keys.METRIC_INFORMATION: plan.information,
+                keys.METRIC_INFORMATION_LOWER: plan.information_lower,
                 keys.METRIC_CERTIFY_QUERY_SIZE: float(plan.query_size or -1),
                 keys.METRIC_CERTIFY_REFERENCE_SIZE: float(plan.reference_size),
                 keys.METRIC_SMALLEST_REACHABLE_MARGIN: plan.smallest_reachable_margin,

@@ -13,6 +13,7 @@ from ema.auditors.reference import ReferenceAuditor, decide_reference_verdict
 from ema.auditors.reference_gates import reference_gate_warnings
 from ema.errors import InputError
 from ema.stats.binned_tests import class_mix_pvalue, removal_test, retention_test
+from ema.stats.certify import certifiable_margin
 from ema.stats.mixture import mixture_profile_loglik, resampled_power, retained_fraction
 
 N_CLASSES = 10
@@ -403,3 +404,14 @@ def test_audit_evidence_of_each_verdict(strong, weak):
     assert removed.thresholds["evidence"].startswith("certified: at most 0.10 of the set is retained (one-sided 95%")
     assert removed.thresholds["evidence"].endswith(f"certifies down to {margin:.2f}")
     assert small.thresholds["evidence"].startswith("neither shown: p_removed=")
+
+
+def test_audit_states_its_certifiable_margin_from_the_information_lower_bound(strong):
+    result = strong.audit(*make_proba(np.random.default_rng(3), 200, STRONG["nonmember"]))
+    m, certify = result.metrics, result.thresholds["certify"]
+    assert 0 < m["information_lower"] < m["information"] == strong.information_
+    from_lower = certifiable_margin(200, N_NONMEMBERS, m["information_lower"], certify_level=0.95)
+    assert m["certifiable_margin"] == pytest.approx(min(from_lower, 1.0))
+    assert m["certifiable_margin"] > certifiable_margin(200, N_NONMEMBERS, m["information"], certify_level=0.95)
+    assert certify["margin_from"] == "information_lower" and certify["information_lower"] == m["information_lower"]
+    assert strong.to_dict()["information_lower"] == strong.information_lower_

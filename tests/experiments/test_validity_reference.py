@@ -168,6 +168,9 @@ def test_certification_draws_redraw_the_references_and_audit_every_share(pools):
     assert summary.loc[(100, 1.0), "memorized"] == 1.0 and summary.loc[(100, 0.0), "memorized"] == 0.0
     assert summary.loc[(100, 0.0), "not_memorized"] == 1.0  # the separable pools certify 0.1 from 100 samples
     assert (summary["upper_bound_limit"] > 0).all() and (summary["width_limit"] > 0).all()
+    assert (draws["information_lower"] <= draws["information"]).all() and "information_lower" in summary
+    auto = [row for row in certification_goals(summary.reset_index()) if "`--margin auto`" in row[0]]
+    assert auto and "of draws have such a margin" in auto[0][0]
 
 
 def test_expected_upper_bound_is_the_mean_of_the_profile_bound_of_a_normal_estimate():

@@ -12,6 +12,7 @@ from ema.workflows.audit import AuditConfig, audit
 from ema_cli.cli import main
 
 PLAN_KEYS = {"query_size", "reference_size", "reachable", "information", "smallest_reachable_margin", "margin"}
+PLAN_KEYS |= {"information_lower"}
 
 
 def power(*args: str):
@@ -26,6 +27,7 @@ def test_power_certify_json_gives_the_sizes_of_a_reachable_margin(trained):
     assert PLAN_KEYS <= set(plan) and plan["reachable"] is True
     assert plan["query_size"] >= 1 and plan["reference_size"] >= 1000 and plan["information"] > 0
     assert plan["certify_level"] == 0.95 and plan["probability"] == 0.9
+    assert 0 < plan["information_lower"] < plan["information"]  # planned from the bound, as an audit's margin
 
 
 def test_power_certify_says_an_unreachable_margin_is_unreachable_and_names_the_smallest(trained):
@@ -51,6 +53,7 @@ def test_audit_at_margin_auto_certifies_at_its_certifiable_margin_and_records_th
     run = MlflowClient().get_run(result.run_id).data
     certifiable = run.metrics["certifiable_margin"]
     assert 0 < certifiable <= 1 and run.metrics["information"] > 0 and "retained_upper_bound" in run.metrics
+    assert 0 <= run.metrics["information_lower"] < run.metrics["information"]
     assert run.params[keys.PARAM_MARGIN] == "auto" and run.params[keys.PARAM_CERTIFY_LEVEL] == "0.95"
     assert result.primary.thresholds["certify"]["margin_used"] == certifiable
     # other-domain digits: the bound lies far below the margin, so auto certifies them

@@ -211,6 +211,7 @@ def certification_draws(
                     "upper_bound": m["retained_upper_bound"],
                     "certifiable_margin": m["certifiable_margin"],
                     "information": m["information"],
+                    "information_lower": m["information_lower"],
                     "information_single_view": m.get("information_single_view", math.nan),
                     "information_half": half,
                     "n_views": auditor.n_views_,
@@ -258,6 +259,7 @@ def summarize_certification(draws: pd.DataFrame, *, alpha: float = 0.1) -> pd.Da
         "upper_bound",
         "certifiable_margin",
         "information",
+        "information_lower",
         "information_single_view",
     ]
     cells = frame.groupby(["size", "share"])
@@ -344,11 +346,13 @@ def _removed_rows(s: pd.DataFrame) -> list[tuple[str, float, str]]:
     rows = []
     reachable = removed[removed["reachable"] > 0]
     if len(reachable):
+        worst = reachable["not_memorized_auto_reachable"].idxmin()
         rows.append(
             (
                 "removed sets called `not_memorized` at `--margin auto`, draws with a margin below 1 "
-                f"(worst of sizes {', '.join(map(str, reachable.index))})",
-                reachable["not_memorized_auto_reachable"].min(),
+                f"(worst of sizes {', '.join(map(str, reachable.index))}: {worst}, where "
+                f"{reachable.loc[worst, 'reachable']:.1%} of draws have such a margin)",
+                reachable.loc[worst, "not_memorized_auto_reachable"],
                 ">= 0.85",
             )
         )
