@@ -29,7 +29,14 @@ TRACE_KINDS = ("retention", "over-unlearning")
 DETECTION_RATE = 0.9
 SHORT = {MEMORIZED: "mem", NOT_MEMORIZED: "nm", INCONCLUSIVE: "inc"}
 #: The calibrated auditor's numbers each redrawn-reference audit records.
-REDRAW_METRICS = ("p_removed", "retained_upper_bound", "certifiable_margin", "information", "n_query")
+REDRAW_METRICS = (
+    "p_removed",
+    "retained_upper_bound",
+    "certifiable_margin",
+    "information",
+    "information_lower",
+    "n_query",
+)
 ACCURACIES = {"retain_accuracy": "retained acc.", "forget_accuracy": "forget acc.", "test_accuracy": "test acc."}
 
 
