@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -158,47 +159,29 @@ def cross_fitted_information_estimate(
 
 
 def cross_fitted_information(
-    member_scores: np.ndarray,
-    nonmember_scores: np.ndarray,
-    levels: np.ndarray,
-    *,
-    retained_share: float = 0.0,
-    n_folds: int = INFORMATION_FOLDS,
-    random_state: int | np.random.Generator | None = 0,
+    member_scores: np.ndarray, nonmember_scores: np.ndarray, levels: np.ndarray, **options: Any
 ) -> float:
-    """The ``estimate`` of :func:`cross_fitted_information_estimate` (same parameters): the information, >= 0."""
-    return cross_fitted_information_estimate(
-        member_scores,
-        nonmember_scores,
-        levels,
-        retained_share=retained_share,
-        n_folds=n_folds,
-        random_state=random_state,
-    ).estimate
+    """The ``estimate`` of :func:`cross_fitted_information_estimate` (same arguments): the information, >= 0."""
+    return cross_fitted_information_estimate(member_scores, nonmember_scores, levels, **options).estimate
 
 
 def cross_fit_information(
     members: np.ndarray,
     nonmembers: np.ndarray,
     fit_ratio: Callable[[np.ndarray, np.ndarray], Callable[[np.ndarray], np.ndarray]],
-    *,
-    retained_share: float = 0.0,
-    n_folds: int = INFORMATION_FOLDS,
-    random_state: int | np.random.Generator | None = 0,
+    **options: Any,
 ) -> float:
     """Fisher information about the retained share of any fitted likelihood ratio, on held-out folds.
 
-    The ``estimate`` of :func:`cross_fit_information_estimate` (same parameters), for callers that
-    compare informations and need no standard error.
+    The ``estimate`` of :func:`cross_fit_information_estimate` (same arguments: ``retained_share``,
+    ``n_folds``, ``random_state``), for callers that compare informations and need no standard error.
 
     Returns
     -------
     float
         The information, >= 0.
     """
-    return cross_fit_information_estimate(
-        members, nonmembers, fit_ratio, retained_share=retained_share, n_folds=n_folds, random_state=random_state
-    ).estimate
+    return cross_fit_information_estimate(members, nonmembers, fit_ratio, **options).estimate
 
 
 def cross_fit_information_estimate(
