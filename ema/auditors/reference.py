@@ -140,6 +140,9 @@ class ReferenceAuditor:
     information_single_view_, information_single_view_lower_ : float
         The information of the identity view's score alone and its lower bound (:attr:`information_`
         and :attr:`information_lower_` with one view).
+    single_view_counts_ : tuple of ndarray of shape (n_bins,)
+        Member and non-member reference counts per bin of the identity view's score alone (with
+        one view, :attr:`member_counts_` and :attr:`nonmember_counts_`).
 
     Examples
     --------
@@ -241,16 +244,19 @@ class ReferenceAuditor:
         information = cross_fitted_information_estimate(members, nonmembers, levels, random_state=self.random_state)
         self.information_, self.information_lower_ = information.estimate, information.lower_bound()
         # With several views, what the identity alone carries: the report says what the views bought.
-        single = (
-            information
-            if self.n_views_ == 1
-            else cross_fitted_information_estimate(
-                score(member_identity, member_labels),
-                score(nonmember_identity, nonmember_labels),
-                levels,
-                random_state=self.random_state,
+        if self.n_views_ == 1:
+            single, self.single_view_counts_ = information, (self.member_counts_, self.nonmember_counts_)
+        else:
+            single_members = score(member_identity, member_labels)
+            single_nonmembers = score(nonmember_identity, nonmember_labels)
+            single = cross_fitted_information_estimate(
+                single_members, single_nonmembers, levels, random_state=self.random_state
             )
-        )
+            single_edges = quantile_edges(single_nonmembers, levels)
+            self.single_view_counts_ = (
+                bin_counts(single_members, single_edges),
+                bin_counts(single_nonmembers, single_edges),
+            )
         self.information_single_view_, self.information_single_view_lower_ = single.estimate, single.lower_bound()
         self.levels_ = levels
         self._power_cache: dict[int, DetectionPower] = {}
@@ -277,21 +283,30 @@ class ReferenceAuditor:
         """The one-sided level of the bound that certifies: as given, else 1 - alpha / 2."""
         return default_certify_level(self.alpha) if self.certify_level is None else float(self.certify_level)
 
-    def certifiable_margin(self, n_query: int, *, information: float | None = None) -> float:
+    def certifiable_margin(self, n_query: int, *, single_view: bool = False) -> float:
         """Smallest margin that certifies a removed query of ``n_query`` samples with probability 0.85, at most 1.
 
-        From the query size, the non-member reference size and :attr:`information_lower_` only
-        (:func:`~ema.stats.certify.certifiable_margin`), the information's lower bound: a point
-        estimate that is high by chance would state a margin the audit then certifies less often
-        than promised. 1 means nothing below 1 can be certified. ``information`` replaces
-        :attr:`information_lower_` (the identity view's, to say what the views bought).
+        From the query size, the non-member reference size, :attr:`information_lower_` and the
+        references' bin counts only (:func:`~ema.stats.certify.certifiable_margin`): the
+        information's lower bound, since a point estimate that is high by chance would state a
+        margin the audit then certifies less often than promised, and the bin counts, since the
+        likelihood drops from 0 to the margin more slowly than a quadratic where members crowd a bin
+        non-members rarely reach (faster where non-members fill bins members never reach). 1 means
+        nothing below 1 can be certified. ``single_view`` takes the identity view's
+        information and bins instead (to say what the views bought).
         """
         check_calibrated(self)
+        information, counts = (
+            (self.information_single_view_lower_, self.single_view_counts_)
+            if single_view
+            else (self.information_lower_, (self.member_counts_, self.nonmember_counts_))
+        )
         margin = certifiable_margin(
             n_query,
             self.nonmember_scores_.size,
-            self.information_lower_ if information is None else information,
+            information,
             certify_level=self.resolved_certify_level(),
+            binned_references=counts,
         )
         return float(min(margin, 1.0))
 
@@ -425,9 +440,7 @@ class ReferenceAuditor:
             return {}
         return {
             "information_single_view": self.information_single_view_,
-            "certifiable_margin_single_view": self.certifiable_margin(
-                n_query, information=self.information_single_view_lower_
-            ),
+            "certifiable_margin_single_view": self.certifiable_margin(n_query, single_view=True),
         }
 
     def _upper_bound(self, fraction: RetainedFractionResult, query_counts: np.ndarray) -> float:

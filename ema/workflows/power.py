@@ -123,6 +123,7 @@ def certification_plan(
             information_lower=auditor.information_lower_,
             certify_level=auditor.resolved_certify_level(),
             probability=probability,
+            binned_references=(auditor.member_counts_, auditor.nonmember_counts_),
         )
         log_params(
             {

@@ -406,12 +406,16 @@ def test_audit_evidence_of_each_verdict(strong, weak):
     assert small.thresholds["evidence"].startswith("neither shown: p_removed=")
 
 
-def test_audit_states_its_certifiable_margin_from_the_information_lower_bound(strong):
+def test_audit_states_its_certifiable_margin_from_the_information_lower_bound_and_the_bins(strong):
     result = strong.audit(*make_proba(np.random.default_rng(3), 200, STRONG["nonmember"]))
     m, certify = result.metrics, result.thresholds["certify"]
     assert 0 < m["information_lower"] < m["information"] == strong.information_
-    from_lower = certifiable_margin(200, N_NONMEMBERS, m["information_lower"], certify_level=0.95)
+    counts = (strong.member_counts_, strong.nonmember_counts_)
+    from_lower = certifiable_margin(
+        200, N_NONMEMBERS, m["information_lower"], certify_level=0.95, binned_references=counts
+    )
     assert m["certifiable_margin"] == pytest.approx(min(from_lower, 1.0))
-    assert m["certifiable_margin"] > certifiable_margin(200, N_NONMEMBERS, m["information"], certify_level=0.95)
+    quadratic = certifiable_margin(200, N_NONMEMBERS, m["information_lower"], certify_level=0.95)
+    assert m["certifiable_margin"] > quadratic > certifiable_margin(200, N_NONMEMBERS, m["information"])
     assert certify["margin_from"] == "information_lower" and certify["information_lower"] == m["information_lower"]
     assert strong.to_dict()["information_lower"] == strong.information_lower_

@@ -22,6 +22,7 @@ from ema.stats.certify import (
     cross_fit_information,
     cross_fitted_information,
     cross_fitted_information_estimate,
+    likelihood_drop_ratio,
     plan_certification,
 )
 from ema.stats.mixture import retained_fraction
@@ -93,6 +94,77 @@ def test_certifiable_margin_from_the_lower_bound_keeps_the_promise_where_the_est
             certified[name] += high <= certifiable_margin(n_query, n_reference, value, certify_level=CERTIFY_LEVEL)
     assert certified["lower_bound"] / draws >= binomial_floor(0.85, draws)
     assert certified["estimate"] / draws < 0.8
+
+
+def test_cross_fitted_information_averaged_over_fold_assignments_moves_less_with_the_assignment():
+    """On fixed references the estimate still moves with the seed of its folds; five assignments cut that
+    spread by more than a third without moving the mean or the standard error."""
+    members, nonmembers = references(np.random.default_rng(3))
+
+    def over_seeds(n_repeats):
+        return [
+            cross_fitted_information_estimate(members, nonmembers, LEVELS, n_repeats=n_repeats, random_state=seed)
+            for seed in range(30)
+        ]
+
+    one, five = over_seeds(1), over_seeds(5)
+    assert np.std([e.estimate for e in five]) < 0.6 * np.std([e.estimate for e in one])
+    assert np.mean([e.estimate for e in five]) == pytest.approx(np.mean([e.estimate for e in one]), rel=0.1)
+    assert np.mean([e.standard_error for e in five]) == pytest.approx(np.mean([e.standard_error for e in one]), rel=0.1)
+
+
+def table_like_references(rng, n_members=252, n_reference=126, top_share=0.08):
+    """The breast-cancer table's shape: every member at the top score, as are ``top_share`` of non-members."""
+    nonmembers = np.where(rng.random(n_reference) < top_share, 10.0, rng.normal(0.0, 1.0, n_reference))
+    return np.full(n_members, 10.0), nonmembers
+
+
+def test_likelihood_drop_ratio_is_one_for_small_margins_below_where_members_crowd_and_above_where_they_never_go():
+    weak_members, weak_nonmembers = np.array([0.3, 0.7]), np.array([0.25, 0.75])
+    assert likelihood_drop_ratio(weak_members, weak_nonmembers, 1e-4) == pytest.approx(1.0, abs=1e-3)
+    assert likelihood_drop_ratio(weak_members, weak_nonmembers, 0.5) == pytest.approx(1.0, abs=0.1)
+    crowded_members, crowded_nonmembers = np.array([0.98, 0.02]), np.array([0.08, 0.92])
+    assert 0.4 < likelihood_drop_ratio(crowded_members, crowded_nonmembers, 0.2) < 0.6
+    # a tenth of non-members where members never go (the overfit target's lowest bins): it drops faster
+    empty_members, spread_nonmembers = np.array([0.0001, 0.5999, 0.4]), np.array([0.1, 0.6, 0.3])
+    assert likelihood_drop_ratio(empty_members, spread_nonmembers, 0.6) > 1.3
+    assert likelihood_drop_ratio(weak_nonmembers, weak_nonmembers, 0.3) == 1.0
+
+
+def test_certifiable_margin_with_the_bins_keeps_the_promise_where_the_likelihood_drops_slowly():
+    """Members all at one score, as are 8% of 126 non-members (the table target): even a margin from the
+    exactly known information certifies only about 0.7 of removed queries of 50; with the binned likelihood's
+    drop out to the margin (the auditor's own counts) at least 0.85."""
+    rng = np.random.default_rng(7)
+    n_query, draws = 50, 150
+    certified = {"quadratic": 0, "binned": 0}
+    for _ in range(draws):
+        members, nonmembers = table_like_references(rng)
+        edges = quantile_edges(nonmembers, LEVELS)
+        member_counts, nonmember_counts = bin_counts(members, edges), bin_counts(nonmembers, edges)
+        query = table_like_references(rng, n_reference=n_query)[1]
+        counts = (bin_counts(query, edges), member_counts, nonmember_counts)
+        high = retained_fraction(*counts, confidence_level=2 * CERTIFY_LEVEL - 1).high
+        known = 1 / 0.08 - 1  # chi^2 of "at the top" against the rest: 1 / 0.08 - 1
+        options = {"certify_level": CERTIFY_LEVEL}
+        certified["quadratic"] += high <= certifiable_margin(n_query, nonmembers.size, known, **options)
+        certified["binned"] += high <= certifiable_margin(
+            n_query, nonmembers.size, known, binned_references=(member_counts, nonmember_counts), **options
+        )
+    assert certified["binned"] / draws >= binomial_floor(0.85, draws)
+    assert certified["quadratic"] / draws < 0.8
+
+
+def test_plan_certification_with_the_bins_plans_the_margin_the_audit_then_states():
+    members, nonmembers = table_like_references(np.random.default_rng(8))
+    edges = quantile_edges(nonmembers, LEVELS)
+    counts = (bin_counts(members, edges), bin_counts(nonmembers, edges))
+    plan = plan_certification(0.3, 8.0, n_reference=nonmembers.size, binned_references=counts)
+    quadratic = plan_certification(0.3, 8.0, n_reference=nonmembers.size)
+    assert plan.reachable and plan.query_size > quadratic.query_size
+    options = {"probability": plan.probability, "binned_references": counts}
+    assert certifiable_margin(plan.query_size, plan.reference_size, 8.0, **options) <= 0.3
+    assert certifiable_margin(plan.query_size - 1, plan.reference_size, 8.0, **options) > 0.3
 
 
 def test_information_lower_bound_is_one_standard_error_below_and_never_negative():

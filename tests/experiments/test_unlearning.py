@@ -408,11 +408,13 @@ def test_audits_against_redrawn_references_give_one_verdict_per_pair_at_margin_a
     # carries none)
     assert (redraws["information"] >= redraws["information_lower"]).all() and (redraws["information_lower"] >= 0).all()
     assert redraws["certifiable_margin"].between(0, 1, inclusive="right").all()
-    margins = [
-        min(1.0, certifiable_margin(row.n_query, row.n_reference, row.information_lower))
-        for row in redraws.itertuples()
-    ]
-    assert redraws["certifiable_margin"].to_numpy() == pytest.approx(margins)
+    # from the lower bound, moved by how the auditor's binned likelihood drops out to the margin (a ratio c of
+    # 0.25-4 moves it by 1 / sqrt(c); none is certified without information)
+    quadratic = pd.Series(
+        [certifiable_margin(row.n_query, row.n_reference, row.information_lower) for row in redraws.itertuples()],
+        index=redraws.index,
+    )
+    assert redraws["certifiable_margin"].between(quadratic.clip(upper=1.0) / 2, 2 * quadratic).all()
     for row in redraws.itertuples():
         at_auto = decide_reference_verdict(
             row.p_removed, row.retained_upper_bound, alpha=config.alpha, margin=row.certifiable_margin

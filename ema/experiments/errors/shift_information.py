@@ -56,7 +56,7 @@ def measure(name: str, seeds: tuple[int, ...]) -> dict[str, float]:
             (
                 auditor.information_single_view_,
                 auditor.information_,
-                auditor.certifiable_margin(GOAL_SIZE, information=auditor.information_single_view_lower_),
+                auditor.certifiable_margin(GOAL_SIZE, single_view=True),
                 auditor.certifiable_margin(GOAL_SIZE),
             )
         )
