@@ -34,8 +34,10 @@ INFORMATION_FOLDS = 2
 #: Fold assignments the cross-fitted information averages over. One assignment's estimate moves
 #: with the assignment alone by about its whole spread across redrawn references (overfit target:
 #: 0.014 of 0.015), so the margin an audit states moved with its seed (overfit, one reference, 200
-#: samples: 0.54-0.70 over 20 seeds; with five assignments 0.56-0.64), at five times a cost of a
-#: few milliseconds per calibration. (On the validity grid's rates it made no measurable difference.)
+#: samples: 0.54-0.70 over 20 seeds; with five assignments 0.56-0.64), and a draw could reach a
+#: margin just below 1 by that chance alone: on the validity grid's barely reachable cells
+#: (docs/VALIDITY.md) five assignments miss the promise in 2 of 15 such draws, one in 7 of 28.
+#: Five times a cost of a few milliseconds per calibration.
 INFORMATION_REPEATS = 5
 #: Standard errors below its estimate at which the certifiable margin takes the information
 #: (:meth:`InformationEstimate.lower_bound`). See :func:`certifiable_margin`'s Notes for why one.
