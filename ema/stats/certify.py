@@ -424,7 +424,11 @@ def certifiable_margin(
     the estimate is 11" that the auditor's bounds showed. It is above 1 where non-members fill
     bins that members never reach, since no mixture with many members explains them: on the
     overfit target a tenth of non-members sit in bins with no member of 4,000, and c is 1.27 at
-    0.4 and 1.54 at 0.6 (Fashion-MNIST 1.21 / 1.40, the generalising target 1.16 / 1.28).
+    0.4 and 1.54 at 0.6 (Fashion-MNIST 1.21 / 1.40, the generalising target 1.16 / 1.28). It does
+    not capture everything on the table: in a simulation of its shape with the information known
+    exactly (tests/core/test_stats_certify.py), c raises the share certified at 50 rows from 0.62 to
+    about 0.8, not 0.85; the rest is the skew of small counts (4 query rows expected in the members'
+    bin), which the lower bound covers (0.97 with both, 0.88 on the grid).
 
     Examples
     --------
