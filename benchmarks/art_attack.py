@@ -18,7 +18,7 @@ The sets (folds M1..M5 are the target's training data):
   three attack models, which then score the target's outputs.
 
 Every score (ART's membership probability, our plain log-odds, our 9-view shifted score) is measured
-on the evaluation sets with the auditor's own estimator, :func:`ema.stats.certify.cross_fitted_information`
+on the evaluation sets with the auditor's own estimator, :func:`ema.stats.information.cross_fitted_information`
 at the auditor's bin levels (mean over ``--seeds`` cross-fitting seeds, with a bootstrap standard error over
 resamples of the evaluation sets), plus AUC and TPR at 1% FPR.
 The Markdown summary replaces the ``art-table`` block of docs/VALIDITY.md; every figure goes to
@@ -139,7 +139,7 @@ def membership_scores(attack, proba: np.ndarray, labels: np.ndarray) -> np.ndarr
     -------
     ndarray of shape (n_samples,)
         float64, higher meaning more member-like: the shape
-        :func:`ema.stats.certify.cross_fitted_information` and
+        :func:`ema.stats.information.cross_fitted_information` and
         :func:`ema.auditors.attack.attack_strength` take. ART returns (n, 1).
 
     Raises
@@ -162,7 +162,7 @@ def evaluate(score: str, members: np.ndarray, nonmembers: np.ndarray, seeds: int
     AUC and TPR at 1% FPR of a score."""
     from ema.auditors.attack import attack_strength
     from ema.stats.binned_tests import DEFAULT_BIN_LEVELS
-    from ema.stats.certify import cross_fitted_information
+    from ema.stats.information import cross_fitted_information
 
     levels = np.asarray(DEFAULT_BIN_LEVELS)
     information = np.mean(

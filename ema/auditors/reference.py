@@ -58,7 +58,8 @@ from ema.stats.binned_tests import (
     removal_test,
     retention_test,
 )
-from ema.stats.certify import certifiable_margin, cross_fitted_information_estimate
+from ema.stats.certify import certifiable_margin
+from ema.stats.information import binned_information
 from ema.stats.mixture import (
     DEFAULT_POWER_RESAMPLES,
     DetectionPower,
@@ -129,20 +130,14 @@ class ReferenceAuditor:
     warnings_ : list of str
         Gate warnings from the references
         (:func:`~ema.auditors.reference_gates.reference_gate_warnings`), carried by every audit.
-    information_ : float
-        Fisher information per sample about the retained share at pi = 0, cross-fitted on the
-        two references (:func:`~ema.stats.certify.cross_fitted_information_estimate`).
-    information_lower_ : float
-        Its lower confidence bound (:meth:`~ema.stats.certify.InformationEstimate.lower_bound`),
-        from which :meth:`certifiable_margin` is computed.
+    information_, information_lower_ : float
+        Fisher information per sample about the retained share at pi = 0, cross-fitted on the two
+        references, and its lower bound, which :meth:`certifiable_margin` takes
+        (:func:`~ema.stats.information.binned_information`).
     n_views_ : int
         Views of each sample the references came with (1, or 9 under ``--augment shifts``).
-    information_single_view_, information_single_view_lower_ : float
-        The information of the identity view's score alone and its lower bound (:attr:`information_`
-        and :attr:`information_lower_` with one view).
-    single_view_counts_ : tuple of ndarray of shape (n_bins,)
-        Member and non-member reference counts per bin of the identity view's score alone (with
-        one view, :attr:`member_counts_` and :attr:`nonmember_counts_`).
+    information_single_view_, information_single_view_lower_, single_view_counts_
+        The same of the identity view's score alone, and the references' counts in its bins.
 
     Examples
     --------
@@ -241,22 +236,19 @@ class ReferenceAuditor:
         )
         self.warnings_ = reference_gate_warnings(n_classes=self.n_classes_, **self.diagnostics_)
         self.attack_ = attack_strength(members, nonmembers)
-        information = cross_fitted_information_estimate(members, nonmembers, levels, random_state=self.random_state)
+        information, _ = binned_information(members, nonmembers, levels, self.random_state)
         self.information_, self.information_lower_ = information.estimate, information.lower_bound()
         # With several views, what the identity alone carries: the report says what the views bought.
-        if self.n_views_ == 1:
-            single, self.single_view_counts_ = information, (self.member_counts_, self.nonmember_counts_)
-        else:
-            single_members = score(member_identity, member_labels)
-            single_nonmembers = score(nonmember_identity, nonmember_labels)
-            single = cross_fitted_information_estimate(
-                single_members, single_nonmembers, levels, random_state=self.random_state
+        single, self.single_view_counts_ = (
+            (information, (self.member_counts_, self.nonmember_counts_))
+            if self.n_views_ == 1
+            else binned_information(
+                score(member_identity, member_labels),
+                score(nonmember_identity, nonmember_labels),
+                levels,
+                self.random_state,
             )
-            single_edges = quantile_edges(single_nonmembers, levels)
-            self.single_view_counts_ = (
-                bin_counts(single_members, single_edges),
-                bin_counts(single_nonmembers, single_edges),
-            )
+        )
         self.information_single_view_, self.information_single_view_lower_ = single.estimate, single.lower_bound()
         self.levels_ = levels
         self._power_cache: dict[int, DetectionPower] = {}
@@ -287,12 +279,8 @@ class ReferenceAuditor:
         """Smallest margin that certifies a removed query of ``n_query`` samples with probability 0.85, at most 1.
 
         From the query size, the non-member reference size, :attr:`information_lower_` and the
-        references' bin counts only (:func:`~ema.stats.certify.certifiable_margin`): the
-        information's lower bound, since a point estimate that is high by chance would state a
-        margin the audit then certifies less often than promised, and the bin counts, since the
-        likelihood drops from 0 to the margin more slowly than a quadratic where members crowd a bin
-        non-members rarely reach (faster where non-members fill bins members never reach). 1 means
-        nothing below 1 can be certified. ``single_view`` takes the identity view's
+        references' bin counts only (:func:`~ema.stats.certify.certifiable_margin` says why those);
+        1 means nothing below 1 can be certified. ``single_view`` takes the identity view's
         information and bins instead (to say what the views bought).
         """
         check_calibrated(self)

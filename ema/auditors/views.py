@@ -9,7 +9,7 @@ difficulty calibration from the black box alone, without reference models). The 
 identity's signal minus :data:`SHIFT_CONTRAST` times the mean of the other views'.
 
 The reduction is fixed, not fitted, so the cross-fitted information of the score
-(:func:`ema.stats.certify.cross_fitted_information`) stays honest. Measured on the validity
+(:func:`ema.stats.information.cross_fitted_information`) stays honest. Measured on the validity
 targets (docs/VALIDITY.md, "Shifted queries"): a contrast of 0.5 gave the most information
 among fixed contrasts 0.25-1 and beat fitted directions (LDA, logistic regression, gradient
 boosting on the 9 log-odds, each fitted on half of the references); the mean of all views

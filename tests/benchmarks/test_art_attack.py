@@ -13,7 +13,7 @@ from benchmarks._common import replace_block
 from benchmarks.art_attack import Evaluation, evaluate, main, parse_args, summary_row
 from ema.errors import InputError
 from ema.stats.binned_tests import DEFAULT_BIN_LEVELS
-from ema.stats.certify import cross_fitted_information
+from ema.stats.information import cross_fitted_information
 
 #: The recipe's MLP has 10 outputs.
 N_CLASSES = 10

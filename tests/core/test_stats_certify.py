@@ -16,14 +16,12 @@ from scipy import stats
 
 from ema.errors import InputError
 from ema.stats.binned_tests import DEFAULT_BIN_LEVELS, bin_counts, quantile_edges
-from ema.stats.certify import (
+from ema.stats.certify import certifiable_margin, likelihood_drop_ratio, plan_certification
+from ema.stats.information import (
     InformationEstimate,
-    certifiable_margin,
     cross_fit_information,
     cross_fitted_information,
     cross_fitted_information_estimate,
-    likelihood_drop_ratio,
-    plan_certification,
 )
 from ema.stats.mixture import retained_fraction
 

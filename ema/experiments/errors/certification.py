@@ -37,7 +37,7 @@ from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.reference_record import decide_reference_verdict
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
 from ema.experiments.errors.reference_pools import Pool
-from ema.stats.certify import cross_fitted_information
+from ema.stats.information import cross_fitted_information
 from ema.stats.mixture import DetectionPower
 
 #: Retained shares of the grid's queries (issue 26: coverage at 0, 0.1, 0.25, 0.5, 1; false certification at 0.1, 0.2).

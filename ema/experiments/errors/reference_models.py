@@ -18,7 +18,7 @@ as the target (the embedded MNIST has 1,000 free images against a 5,000-image ta
   minus the references' mean on the same image, over their spread (``z``); and both jointly.
 
 Issue 26 item 6: the old estimate (chi^2 over 20 equal-mass bins) cannot see a gain below 1%
-false-positive rate. Every information here is cross-fitted (:func:`ema.stats.certify.cross_fit_information`):
+false-positive rate. Every information here is cross-fitted (:func:`ema.stats.information.cross_fit_information`):
 a likelihood ratio fitted on four fifths of both sides, evaluated on the fifth left out, so
 noise cannot pass for information, and a better-resolved ratio can only raise it. Three ratios:
 the auditor's own bins (13, finer in the tails), and a logistic regression on a spline basis of
@@ -48,7 +48,8 @@ from ema.data.shifts import AUGMENT_NONE, AUGMENTATIONS
 from ema.experiments.errors.reference_pools import DEFAULT_CACHE
 from ema.experiments.errors.reference_report import REFERENCE_MODELS_HEADING, replace_section
 from ema.stats.binned_tests import DEFAULT_BIN_LEVELS
-from ema.stats.certify import certifiable_margin, cross_fit_information, cross_fitted_information
+from ema.stats.certify import certifiable_margin
+from ema.stats.information import cross_fit_information, cross_fitted_information
 
 #: Bins of the old information estimate, at non-member quantiles.
 BINS = 20
@@ -293,7 +294,7 @@ def models_section(results: dict[str, dict[str, float]], command: str, elapsed: 
         "reference models of its recipe, each trained on 10,000 of the Fashion-MNIST images its splits do not use;",
         "members: folds M1..M5 (10,000), non-members: the calibration set and M6 (3,000). Each information is",
         "cross-fitted (a likelihood ratio fitted on four fifths of both sides, scored on the fifth left out:",
-        "`ema.stats.certify.cross_fit_information`), so noise cannot pass for information and a finer ratio can",
+        "`ema.stats.information.cross_fit_information`), so noise cannot pass for information and a finer ratio can",
         "only raise it; the spline classifier is a logistic regression on a spline basis of each score, smooth",
         "into both tails. Margin: what the information certifies at 200 query and 1,000 reference samples.",
         "",

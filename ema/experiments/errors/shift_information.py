@@ -6,7 +6,7 @@ trains the target with the workbench's recipe code, scores the calibrated audito
 (members: folds M2..M5; non-members: the preset's non-member reference, as ``ema audit --method
 calibrated`` takes them) on the identity and the 8 one-pixel shifts of every image, and prints the
 cross-fitted information per sample about the retained share
-(:func:`ema.stats.certify.cross_fitted_information`, through the auditor itself) with one view and with
+(:func:`ema.stats.information.cross_fitted_information`, through the auditor itself) with one view and with
 nine, and the certifiable margins they give at 200 query samples.
 """
 
