@@ -182,12 +182,15 @@ def measure(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
     rows.append(("a wrong key on the marked models", f"memorized <= alpha ({args.alpha})", share(wrong)))
     if args.unlearned:
         rows += unlearning_rows(marked_models[: args.unlearned], setup)
-    drops = [100 * (accuracy(model, splits.held_out) - accuracies[seed]) for seed, model in enumerate(unmarked)]
+    clean_accuracies = [accuracy(model, splits.held_out) for model in unmarked]
+    drops = [100 * (clean - accuracies[seed]) for seed, clean in enumerate(clean_accuracies)]
     rows.append(
         (
             f"clean held-out accuracy drop, marked vs unmarked ({len(drops)} seeds, points)",
             "<= 0.5",
-            f"{np.mean(drops):.2f} (per seed {', '.join(f'{d:.2f}' for d in drops)})",
+            f"{np.mean(drops):.2f} (per seed {', '.join(f'{d:.2f}' for d in drops)}; all {len(accuracies)} marked "
+            f"models {100 * np.mean(accuracies):.1f}%, lowest {100 * min(accuracies):.1f}%; unmarked "
+            f"{100 * np.mean(clean_accuracies):.1f}%, lowest {100 * min(clean_accuracies):.1f}%)",
         )
     )
     return rows

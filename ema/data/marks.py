@@ -50,9 +50,10 @@ RULES = (BLEND_RULE, REPLACE_RULE, NOISE_RULE)
 REPLACE_LEVELS = (64, 192)
 #: How far a noise trigger moves each pixel, up or down: +-12 of 255 levels.
 NOISE_LEVELS = 12
-#: A noise trigger's tile side at most: the pattern repeats every this many pixels (the whole image up to 32 x 32;
-#: a 224 x 224 x 3 key holds 3,072 signs, not 150,528).
-NOISE_TILE = 32
+#: A noise trigger's tile side at most: the pattern repeats every this many pixels. On the colour stand-in (32 x 32,
+#: small CNN) an 8 x 8 tile was learned as surely as a whole-image pattern and cost the trainer's model less accuracy
+#: (docs/MARKS.md); a key holds 8 x 8 x C signs at any image size.
+NOISE_TILE = 8
 #: Control triggers per noise key: patterns of the same family drawn from the key's seed apart from its own, which
 #: the auditor stamps too, so that a pull every noise pattern has is not counted as the mark's (a noise key only).
 NOISE_CONTROLS = 4
