@@ -188,7 +188,7 @@ class MarksAuditor:
         if control_predictions is not None:
             key_only[to_target] = ~self._moved_by_controls(control_predictions, int(to_target.sum()))
         metrics = self._metrics(int(eligible.sum()), int(to_target.sum()), int(elsewhere.sum()), int(key_only.sum()))
-        metrics.update(n_query=float(labels.size), flag_rate=float(to_target.mean()))
+        metrics.update(n_query=float(labels.size), flag_rate=float(key_only.mean()))
         if control_predictions is not None:
             metrics.update(
                 n_controls=float(len(control_predictions)), moved_by_controls_too=float((to_target & ~key_only).sum())
