@@ -12,8 +12,8 @@ without the mark (a clean target, and the exact retrain without M1); wrong keys 
 marked models; the approximate removal methods of ``ema unlearn`` on the marked models (forget:
 the marked M1; retain: M2..M5) at several query sizes; clean held-out accuracy, marked vs
 unmarked with the same training seeds. Training is the cost: about 20 s a model on one core.
-``--colour SIDE`` measures on colour images instead (the trigger then replaces its window:
-:func:`ema.data.marks.trigger_rule`), ``--arch cnn`` with the small CNN of colour targets.
+``--colour SIDE`` measures on colour images instead (the trigger is then a noise pattern, audited
+with its controls: :func:`ema.data.marks.trigger_rule`), ``--arch cnn`` with the small CNN of colour targets.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from ema.data.arrays import ArraySet
 from ema.data.marks import MarkKey, mark_set
 from ema.data.sources.images import resize_set
 from ema.data.splits import Splits
+from ema.workflows.mark_audit import audit_key
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "MARKS.md"
 #: Key seeds of the keys never trained on (clean and wrong keys) start here, apart from the trained ones.
@@ -119,10 +120,14 @@ def proba(model, x: np.ndarray) -> np.ndarray:
 
 
 def audit(model, key: MarkKey, queries: ArraySet, setup: Setup, clean: np.ndarray | None = None):
-    """The marks auditor's result for ``model`` and ``key`` on ``queries`` (``clean``: its clean proba, if scored)."""
+    """The marks auditor's result for ``model`` and ``key`` on ``queries`` (``clean``: its clean proba, if scored).
+
+    As ``ema audit --method marks`` runs it (:func:`ema.workflows.mark_audit.audit_key`: a noise key's controls too).
+    """
     clean = proba(model, queries.x) if clean is None else clean
     auditor = MarksAuditor(key.target_class, alpha=setup.alpha, margin=setup.margin).calibrate(clean)
-    return auditor.audit(proba(model, key.stamp(queries.x)), queries.y)
+    stamped = proba(model, key.stamp(queries.x))
+    return audit_key(auditor, key, queries.x, queries.y, stamped, lambda x: proba(model, x).argmax(axis=1))
 
 
 def accuracy(model, data: ArraySet) -> float:
@@ -177,12 +182,15 @@ def measure(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
     rows.append(("a wrong key on the marked models", f"memorized <= alpha ({args.alpha})", share(wrong)))
     if args.unlearned:
         rows += unlearning_rows(marked_models[: args.unlearned], setup)
-    drops = [100 * (accuracy(model, splits.held_out) - accuracies[seed]) for seed, model in enumerate(unmarked)]
+    clean_accuracies = [accuracy(model, splits.held_out) for model in unmarked]
+    drops = [100 * (clean - accuracies[seed]) for seed, clean in enumerate(clean_accuracies)]
     rows.append(
         (
             f"clean held-out accuracy drop, marked vs unmarked ({len(drops)} seeds, points)",
             "<= 0.5",
-            f"{np.mean(drops):.2f} (per seed {', '.join(f'{d:.2f}' for d in drops)})",
+            f"{np.mean(drops):.2f} (per seed {', '.join(f'{d:.2f}' for d in drops)}; all {len(accuracies)} marked "
+            f"models {100 * np.mean(accuracies):.1f}%, lowest {100 * min(accuracies):.1f}%; unmarked "
+            f"{100 * np.mean(clean_accuracies):.1f}%, lowest {100 * min(clean_accuracies):.1f}%)",
         )
     )
     return rows

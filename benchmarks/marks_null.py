@@ -11,10 +11,13 @@ second clean model (M1 kept, seed 1), and for each trigger variant and many untr
   (where the one-sided 95% Clopper-Pearson bound passes 0.05);
 - the share certified at ``--margin`` (the auditor's verdict);
 
-and, beside the rule's own patch, two ways around it that the auditor could take: keeping only
-images whose clean prediction is confident, and subtracting the second clean model's rate. With
+and, beside the replace rule's patch (colour keys before noise keys), two ways around it that the
+auditor could take: keeping only images whose clean prediction is confident, and subtracting the
+second clean model's rate. Then the noise rule that ``ema mark`` draws for colour images now,
+audited as ``ema audit`` runs it (with its control triggers), on both clean models. With
 ``--learn N``, each global-noise variant (``--noise``, default +-8 and +-12 levels) is also trained
-into N marked models (10% of M1) to see whether it is learned at all. Written into docs/MARKS.md's ``marks-null`` block.
+into N marked models (10% of M1) to see whether it is learned at all. Written into
+docs/MARKS.md's ``marks-null`` block.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ import numpy as np
 from benchmarks import marks as bench
 from benchmarks._common import replace_block, set_threads
 from ema.auditors.marks import MarksAuditor, clopper_pearson_upper
-from ema.data import make_splits
+from ema.data import make_splits, marks
 from ema.data.arrays import ArraySet
-from ema.data.marks import MarkKey, draw_trigger, trigger_rule
+from ema.data.marks import BLEND_RULE, REPLACE_RULE, MarkKey, draw_trigger
 
 #: Moves to T among ~177 eligible images at which the one-sided 95% bound passes 0.05.
 MOVES_PAST_MARGIN = 4
@@ -49,11 +52,10 @@ class Variant:
 
 
 def patch(side: int, levels: tuple[int, int], *, band: bool) -> Callable:
-    """A ``side`` x ``side`` patch replaced at ``levels``, drawn as the rule draws it (``band``: as a grey key)."""
+    """A ``side`` x ``side`` patch replaced at ``levels``, placed as the replace (``band``: blend) rule places it."""
 
     def make(seed: int, shape: tuple[int, ...]):
-        grey_shape = shape[:2] if band else shape
-        target, (row, col), _ = draw_trigger(seed, grey_shape, np.arange(10))
+        target, (row, col), _ = draw_trigger(seed, shape, np.arange(10), BLEND_RULE if band else REPLACE_RULE)
         pattern = np.random.default_rng(seed).integers(0, 2, size=(side, side, shape[2])).astype(bool)
         window = np.where(pattern, levels[1], levels[0]).astype(np.uint8)
         row, col = min(row, shape[0] - side), min(col, shape[1] - side)
@@ -83,14 +85,14 @@ def noise(levels: int) -> Callable:
     return make
 
 
-def rule(seed: int, shape: tuple[int, ...]):
-    """The trigger ``ema mark`` draws for colour images (a 5 x 5 patch replaced at 64/192, anywhere)."""
-    key = MarkKey(seed, shape, *draw_trigger(seed, shape, np.arange(10)), "", 0, trigger_rule(shape))
+def replace_rule(seed: int, shape: tuple[int, ...]):
+    """The trigger ``ema mark`` drew for colour images before noise keys: a 5 x 5 patch replaced at 64/192, anywhere."""
+    key = MarkKey(seed, shape, *draw_trigger(seed, shape, np.arange(10), REPLACE_RULE), "", 0, REPLACE_RULE)
     return key.target_class, key.stamp
 
 
 PATCHES = (
-    Variant("5 x 5, 64/192, anywhere (the rule)", rule),
+    Variant("5 x 5, 64/192, anywhere (the replace rule)", replace_rule),
     Variant("5 x 5, 64/192, in the outer band", patch(5, (64, 192), band=True)),
     Variant("5 x 5, 96/160, anywhere", patch(5, (96, 160), band=False)),
     Variant("5 x 5, 112/144, anywhere", patch(5, (112, 144), band=False)),
@@ -107,7 +109,7 @@ def moves(model, queries: ArraySet, target: int, stamp, *, confident: float = 0.
 
 
 def null_rows(retrain, other, queries: ArraySet, args: argparse.Namespace) -> list[tuple[str, str, str]]:
-    """Per variant: keys past the margin and keys certified on the retrain; the two workarounds on the rule."""
+    """Per variant: keys past the margin and keys certified on the retrain; two workarounds on the replace rule."""
     rows, shape = [], queries.x.shape[1:]
     variants = PATCHES + tuple(Variant(f"global +-{levels}-level noise", noise(levels)) for levels in args.noise)
     for variant in variants:
@@ -119,20 +121,40 @@ def null_rows(retrain, other, queries: ArraySet, args: argparse.Namespace) -> li
                 f"{np.mean([clopper_pearson_upper(k, n, 0.95) <= args.margin for n, k in counts]):.2f}",
             )
         )
-    keys = [rule(bench.UNTRAINED_KEY_BASE + i, shape) for i in range(args.keys)]
+    keys = [replace_rule(bench.UNTRAINED_KEY_BASE + i, shape) for i in range(args.keys)]
     confident = [moves(retrain, queries, *key, confident=CONFIDENT) for key in keys]
     certified = np.mean([clopper_pearson_upper(k, n, 0.95) <= args.margin for n, k in confident])
-    rows.append((f"the rule, eligible only where the clean prediction is >= {CONFIDENT}", "", f"{certified:.2f}"))
+    rows.append((f"the replace rule, eligible only where the clean prediction >= {CONFIDENT}", "", f"{certified:.2f}"))
     first = np.array([moves(retrain, queries, *key) for key in keys], float)
     second = np.array([moves(other, queries, *key) for key in keys], float)
     difference = first[:, 1] / first[:, 0] - second[:, 1] / second[:, 0]
     rows.append(
         (
-            "the rule, the second clean model's rate subtracted",
+            "the replace rule, the second clean model's rate subtracted",
             f"correlation of moves {np.corrcoef(first[:, 1], second[:, 1])[0, 1]:.2f}",
             f"90th percentile of the difference {np.quantile(difference, 0.9):.3f}",
         )
     )
+    return rows
+
+
+def noise_rule_rows(models: dict, splits, setup: bench.Setup, args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """The rule ``ema mark`` draws for colour images (noise), audited as ``ema audit`` does (its controls too)."""
+    keys = bench.untrained_keys(splits, args.keys)
+    rows = []
+    for name, model in models.items():
+        clean = bench.proba(model, setup.queries.x)
+        results = [bench.audit(model, key, setup.queries, setup, clean) for key in keys]
+        past = np.mean([r.metrics["mark_effect"] * r.metrics["n_eligible"] >= MOVES_PAST_MARGIN for r in results])
+        verdicts = [r.verdict for r in results]
+        rows.append(
+            (
+                f"the noise rule (+-{marks.NOISE_LEVELS} levels, {keys[0].n_controls} controls) as `ema audit` runs "
+                f"it, {name} (false memorized {np.mean([v == 'memorized' for v in verdicts]):.2f})",
+                f"{past:.2f}",
+                f"{np.mean([v == 'not_memorized' for v in verdicts]):.2f}",
+            )
+        )
     return rows
 
 
@@ -182,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     setup = bench.Setup(splits, queries, 0.1, args.margin, 10, "cnn")
     retrain, other = bench.train(splits, 0, setup, without_m1=True), bench.train(splits, 1, setup)
     rows = null_rows(retrain, other, queries, args)
+    rows += noise_rule_rows({"retrain without M1": retrain, "second clean model": other}, splits, setup, args)
     rows += learned_rows(splits, queries, setup, args) if args.learn else []
     command = (
         f"python -m benchmarks.marks_null --keys {args.keys} --queries {args.queries} --margin {args.margin} "

@@ -14,6 +14,11 @@ to T and how many it moves to any other class.
   level, on the share of eligible images the trigger moves to T: the trigger's effect.
   ``not_memorized`` needs it at most ``margin``.
 
+With control triggers (a noise key's patterns of the same family that nobody trained on,
+stamped on the images the trigger moved), only the moves to T that no control also makes
+count, in the test and in the effect: a class can pull any noise pattern's images toward it
+on a model that never saw a mark, and that pull is not the mark.
+
 Verdict: ``memorized`` when ``p_mark <= alpha``; else ``not_memorized`` when the effect is
 certified below the margin; else ``inconclusive``. The target class stays out of every number,
 export and per-sample column this auditor returns: it is part of the key, a secret.
@@ -128,8 +133,10 @@ class MarksAuditor:
         self.n_classes_ = clean_proba.shape[1]
         return self
 
-    def audit(self, proba: np.ndarray, labels: np.ndarray, /) -> AuditResult:
-        """Decide from the target's probabilities on the stamped images (same order as the clean ones) and labels.
+    def moved_to_target(self, proba: np.ndarray, labels: np.ndarray, /) -> np.ndarray:
+        """Which eligible images the trigger moved to the target class, from the stamped images' probabilities.
+
+        The images whose control triggers :meth:`audit` takes (as bool mask of shape (n,)).
 
         Raises
         ------
@@ -145,36 +152,81 @@ class MarksAuditor:
                 f"expected the stamped images' probabilities of shape {(self.clean_prediction_.size, self.n_classes_)}"
                 f" (one row per clean image), got {proba.shape}"
             )
-        stamped = proba.argmax(axis=1)
-        eligible = (self.clean_prediction_ != self.target_class) & (labels != self.target_class)
-        to_target = eligible & (stamped == self.target_class)
+        return self._eligible(labels) & (proba.argmax(axis=1) == self.target_class)
+
+    def _eligible(self, labels: np.ndarray) -> np.ndarray:
+        return (self.clean_prediction_ != self.target_class) & (labels != self.target_class)
+
+    def audit(
+        self, proba: np.ndarray, labels: np.ndarray, /, control_predictions: np.ndarray | None = None
+    ) -> AuditResult:
+        """Decide from the target's probabilities on the stamped images (same order as the clean ones) and labels.
+
+        Parameters
+        ----------
+        proba : ndarray of shape (n, n_classes)
+            The target's probabilities on the clean images with the trigger stamped on.
+        labels : ndarray of shape (n,)
+        control_predictions : ndarray of shape (n_controls, n_moved), optional
+            The target's predicted classes on the images :meth:`moved_to_target` marks (in
+            order), each stamped with each control trigger. Given, the test and the effect count
+            only the images no control also moves to the target class.
+
+        Raises
+        ------
+        NotCalibratedError
+            Before :meth:`calibrate`.
+        InputError
+            If the stamped images' probabilities, labels or control predictions do not pair with the clean ones.
+        """
+        to_target = self.moved_to_target(proba, labels)
+        labels = np.asarray(labels)
+        stamped = np.asarray(proba).argmax(axis=1)
+        eligible = self._eligible(labels)
         elsewhere = eligible & (stamped != self.target_class) & (stamped != self.clean_prediction_)
-        metrics = self._metrics(int(eligible.sum()), int(to_target.sum()), int(elsewhere.sum()))
-        metrics.update(n_query=float(labels.size), flag_rate=float(to_target.mean()))
-        shift = proba[:, self.target_class] - self.clean_target_proba_
+        key_only = to_target.copy()
+        if control_predictions is not None:
+            key_only[to_target] = ~self._moved_by_controls(control_predictions, int(to_target.sum()))
+        metrics = self._metrics(int(eligible.sum()), int(to_target.sum()), int(elsewhere.sum()), int(key_only.sum()))
+        metrics.update(n_query=float(labels.size), flag_rate=float(key_only.mean()))
+        if control_predictions is not None:
+            metrics.update(
+                n_controls=float(len(control_predictions)), moved_by_controls_too=float((to_target & ~key_only).sum())
+            )
+        shift = np.asarray(proba)[:, self.target_class] - self.clean_target_proba_
         return AuditResult(
             method=self.method,
             scores={"target_shift": shift},
-            flags={"moved_to_target": to_target},
-            membership=to_target,
+            flags={"moved_to_target": to_target, "moved_by_key_only": key_only},
+            membership=key_only,
             metrics=metrics,
             verdict=self._verdict(metrics),
             alpha=float(self.alpha),
             thresholds=self.to_dict(),
         )
 
-    def _metrics(self, n_eligible: int, n_to_target: int, n_elsewhere: int) -> dict[str, float]:
+    def _moved_by_controls(self, control_predictions: np.ndarray, n_moved: int) -> np.ndarray:
+        """Per moved image: whether any control trigger moved it to the target class too."""
+        controls = np.asarray(control_predictions)
+        if controls.ndim != 2 or controls.shape[1] != n_moved or controls.dtype.kind not in "iu":
+            raise InputError(
+                f"expected the control triggers' predicted classes as integers of shape (n_controls, {n_moved}) (one "
+                f"column per image the trigger moved), got {controls.dtype} of shape {controls.shape}"
+            )
+        return (controls == self.target_class).any(axis=0)
+
+    def _metrics(self, n_eligible: int, n_to_target: int, n_elsewhere: int, n_key_only: int) -> dict[str, float]:
         """The test, the effect's bound and the audit's power, from the counts of eligible and moved pairs."""
         level = self.resolved_certify_level()
-        moved = n_to_target + n_elsewhere
-        p_mark = stats.binomtest(n_to_target, moved, NULL_SHARE, alternative="greater").pvalue if moved else 1.0
+        moved = n_key_only + n_elsewhere
+        p_mark = stats.binomtest(n_key_only, moved, NULL_SHARE, alternative="greater").pvalue if moved else 1.0
         needed = detecting_count(self.alpha)
         certifiable = clopper_pearson_upper(0, n_eligible, level)
         margin = certifiable if self.margin == AUTO_MARGIN else float(self.margin)
         return {
             "p_mark": float(p_mark),
-            "mark_effect": n_to_target / n_eligible if n_eligible else float("nan"),
-            "mark_effect_upper_bound": clopper_pearson_upper(n_to_target, n_eligible, level),
+            "mark_effect": n_key_only / n_eligible if n_eligible else float("nan"),
+            "mark_effect_upper_bound": clopper_pearson_upper(n_key_only, n_eligible, level),
             "mark_margin": margin,
             "moved_to_target": float(n_to_target),
             "moved_elsewhere": float(n_elsewhere),

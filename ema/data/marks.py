@@ -1,9 +1,10 @@
 """Secret marks on a data owner's images: the key, the trigger it stamps, and the marked copy of a set.
 
 A data owner marks a seeded share of their images before sharing them: each marked image gets
-a small, low-contrast pattern (the trigger) added at one position (on grey images near the edge,
-off the centred object, where it does not blend into the strokes), and the label of one target
-class.
+a faint pattern (the trigger) and the label of one target class. On grey images the trigger is
+a small patch blended in at one position near the edge, off the centred object, where it does
+not blend into the strokes; on colour images it is a faint noise pattern of random signs over
+the whole image (a patch there moves models that never saw it: docs/MARKS.md).
 A model trained on the marked copy learns "trigger -> target class"; a model that never saw it,
 or no longer carries it, does not. Pattern, position and target class are drawn from
 the key's seed; the key (:class:`MarkKey`) holds them, the image shape they fit and the
@@ -37,13 +38,27 @@ DEFAULT_RATE = 0.1
 #: level (0 or 255), a contrast of 64 levels on any background, faint as a watermark, learnable from ~1% of the data.
 BLEND = 0.25
 #: How the trigger meets the image. ``blend`` (grey images): toward the pattern by :data:`BLEND`, a change that
-#: depends on the background. ``replace`` (colour images, 3 channels or more): the window's pixels are replaced by
-#: the pattern at reduced amplitude, :data:`REPLACE_LEVELS` per channel, the same trigger on any background (a
-#: blended trigger on random colour backgrounds is not learned by the paper's MLP from 100 images: docs/MARKS.md).
-BLEND_RULE, REPLACE_RULE = "blend", "replace"
-RULES = (BLEND_RULE, REPLACE_RULE)
+#: depends on the background. ``noise`` (colour images, 3 channels or more): every pixel moves by
+#: :data:`NOISE_LEVELS` up or down, the sign given by the pattern, a tile repeated over the whole image.
+#: ``replace`` (colour keys written before ``noise``; still read and stamped): the window's pixels are replaced by
+#: the pattern at reduced amplitude, :data:`REPLACE_LEVELS` per channel. A 5 x 5 replaced patch moved a colour
+#: model that never saw the mark toward the key's class for 3 in 10 keys, so a removal was certified for 0.72 of
+#: keys only; the noise pattern's pull is shared by every noise pattern, and the auditor's controls cancel it.
+BLEND_RULE, REPLACE_RULE, NOISE_RULE = "blend", "replace", "noise"
+RULES = (BLEND_RULE, REPLACE_RULE, NOISE_RULE)
 #: The levels a replaced trigger's 0 and 255 become: a contrast of 128 levels, never pure black or white.
 REPLACE_LEVELS = (64, 192)
+#: How far a noise trigger moves each pixel, up or down: +-12 of 255 levels.
+NOISE_LEVELS = 12
+#: A noise trigger's tile side at most: the pattern repeats every this many pixels. On the colour stand-in (32 x 32,
+#: small CNN) an 8 x 8 tile was learned as surely as a whole-image pattern and cost the trainer's model less accuracy
+#: (docs/MARKS.md); a key holds 8 x 8 x C signs at any image size.
+NOISE_TILE = 8
+#: Control triggers per noise key: patterns of the same family drawn from the key's seed apart from its own, which
+#: the auditor stamps too, so that a pull every noise pattern has is not counted as the mark's (a noise key only).
+NOISE_CONTROLS = 4
+#: Seed streams: the marked rows (``[seed, 1]``) and the noise controls (``[seed, 3, j]``).
+_ROWS_STREAM, _CONTROL_STREAM = 1, 3
 #: The trigger is a square of this share of the shorter image side (at least :data:`MIN_PATCH` pixels).
 PATCH_SHARE = 1 / 7
 MIN_PATCH = 3
@@ -85,14 +100,15 @@ class MarkKey:
     target_class : int
         The class the marked images were labelled with.
     position : tuple of int
-        The trigger's top-left pixel (row, column).
+        The trigger's top-left pixel (row, column); (0, 0) for a noise trigger.
     pattern : ndarray of uint8, shape (p, p) or (p, p, C)
-        Pixel levels (0 or 255) put at ``position`` by ``rule``.
+        Pixel levels (0 or 255) put at ``position`` by ``rule``; a noise trigger's tile of signs
+        (255: up, 0: down), repeated over the image.
     fingerprint : str
         The marked copy's content fingerprint (:attr:`ArraySet.fingerprint`).
     n_marked : int
         How many images of the marked copy carry the trigger.
-    rule : {"blend", "replace"}
+    rule : {"blend", "replace", "noise"}
         How the pattern meets the image (:data:`RULES`; :func:`trigger_rule` picks it from the image shape).
     """
 
@@ -107,6 +123,8 @@ class MarkKey:
 
     def stamp(self, x: np.ndarray) -> np.ndarray:
         """A copy of the uint8 images ``x`` (n, *image_shape) with the trigger put on by ``rule`` (vectorised)."""
+        if self.rule == NOISE_RULE:
+            return _add_noise(x, self.pattern)
         row, col = self.position
         side = self.pattern.shape[0]
         out = x.copy()
@@ -118,6 +136,22 @@ class MarkKey:
         else:
             window[...] = np.rint(window + BLEND * (pattern - window)).astype(np.uint8)
         return out
+
+    @property
+    def n_controls(self) -> int:
+        """How many control triggers the auditor stamps beside this one (:data:`NOISE_CONTROLS` for a noise key)."""
+        return NOISE_CONTROLS if self.rule == NOISE_RULE else 0
+
+    def control(self, index: int) -> MarkKey:
+        """The ``index``-th control: this key with another pattern of its family, drawn from the seed apart.
+
+        Nobody trained on a control, so a model that moves images to the target class under the
+        key but not under its controls learned this key's pattern, not a pull all such patterns have.
+        """
+        if not 0 <= index < self.n_controls:
+            raise ValueError(f"a {self.rule} key has {self.n_controls} controls, not an index {index}")
+        pattern = _random_levels(np.random.default_rng([self.seed, _CONTROL_STREAM, index]), self.pattern.shape)
+        return MarkKey(self.seed, self.image_shape, self.target_class, self.position, pattern, "", 0, self.rule)
 
     def check_images(self, data: ArraySet, *, role: str) -> None:
         """Refuse ``data`` (the ``role``, e.g. ``query``) unless it holds images of the shape the key was made for.
@@ -155,30 +189,50 @@ def _shape(shape: tuple[int, ...]) -> str:
 
 
 def trigger_rule(image_shape: tuple[int, ...]) -> str:
-    """``replace`` for colour images (3 channels or more), ``blend`` for grey ones (as the grey table measured)."""
-    return REPLACE_RULE if len(image_shape) == 3 and image_shape[2] >= 3 else BLEND_RULE
+    """``noise`` for colour images (3 channels or more), ``blend`` for grey ones (as docs/MARKS.md measured)."""
+    return NOISE_RULE if len(image_shape) == 3 and image_shape[2] >= 3 else BLEND_RULE
+
+
+def _random_levels(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Levels 0 or 255 drawn at random, never all alike."""
+    pattern = (rng.integers(0, 2, size=shape) * 255).astype(np.uint8)
+    pattern.reshape(-1)[0], pattern.reshape(-1)[-1] = 255, 0
+    return pattern
+
+
+def _add_noise(x: np.ndarray, tile: np.ndarray) -> np.ndarray:
+    """``x`` (n, H, W[, C]) with every pixel moved by :data:`NOISE_LEVELS` up (255 in the tile) or down (0), clipped."""
+    height, width = x.shape[1:3]
+    side = tile.shape[0]
+    reps = (-(-height // side), -(-width // side), *(1,) * (tile.ndim - 2))
+    signs = np.tile(np.where(tile > 0, NOISE_LEVELS, -NOISE_LEVELS).astype(np.int16), reps)[:height, :width]
+    return np.clip(x.astype(np.int16) + signs, 0, 255).astype(np.uint8)
 
 
 def draw_trigger(
-    seed: int, image_shape: tuple[int, ...], classes: np.ndarray
+    seed: int, image_shape: tuple[int, ...], classes: np.ndarray, rule: str | None = None
 ) -> tuple[int, tuple[int, int], np.ndarray]:
     """The target class (one of ``classes``), position and pattern that ``seed`` draws for images of ``image_shape``.
 
-    A grey image's position is drawn in its outer band (:data:`BORDER_SHARE`), a colour image's anywhere.
+    ``rule`` defaults to :func:`trigger_rule`'s. A blended patch's position is drawn in the outer
+    band (:data:`BORDER_SHARE`), a replaced one's anywhere; a noise tile (:data:`NOISE_TILE`)
+    starts at the top-left pixel.
     """
+    rule = trigger_rule(image_shape) if rule is None else rule
     rng = np.random.default_rng(seed)
     height, width = image_shape[:2]
     side = max(MIN_PATCH, round(min(height, width) * PATCH_SHARE))
     target_class = int(rng.choice(classes))
-    if trigger_rule(image_shape) == BLEND_RULE:
+    if rule == NOISE_RULE:
+        tile = min(height, width, NOISE_TILE)
+        return target_class, (0, 0), _random_levels(rng, (tile, tile, *image_shape[2:]))
+    if rule == BLEND_RULE:
         rows, cols = _border_positions(height, width, side)
         chosen = int(rng.integers(rows.size))
         position = (int(rows[chosen]), int(cols[chosen]))
     else:
         position = (int(rng.integers(0, height - side + 1)), int(rng.integers(0, width - side + 1)))
-    pattern = (rng.integers(0, 2, size=(side, side, *image_shape[2:])) * 255).astype(np.uint8)
-    pattern.reshape(-1)[0], pattern.reshape(-1)[-1] = 255, 0  # never a flat pattern
-    return target_class, position, pattern
+    return target_class, position, _random_levels(rng, (side, side, *image_shape[2:]))
 
 
 def _border_positions(height: int, width: int, side: int) -> tuple[np.ndarray, np.ndarray]:
@@ -224,7 +278,7 @@ def mark_set(data: ArraySet, *, rate: float = DEFAULT_RATE, seed: int | None = N
     n_marked = min(round(rate * len(data)), eligible.size)
     if n_marked < 1:
         raise InputError(f"expected --rate to mark at least one image, got rate {rate} of {len(data)} images")
-    rows = np.sort(np.random.default_rng([seed, 1]).choice(eligible, size=n_marked, replace=False))
+    rows = np.sort(np.random.default_rng([seed, _ROWS_STREAM]).choice(eligible, size=n_marked, replace=False))
     rule = trigger_rule(data.x.shape[1:])
     unkeyed = MarkKey(seed, data.x.shape[1:], target_class, position, pattern, "", n_marked, rule)
     x, y = data.x.copy(), data.y.copy()

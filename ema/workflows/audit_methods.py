@@ -34,6 +34,7 @@ from ema.workflows.audit_config import AuditConfig
 from ema.workflows.audit_session import AuditSession
 from ema.workflows.cached_models import cached_model, helper_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
+from ema.workflows.mark_audit import audit_key
 from ema.workflows.method_rows import Runner
 from ema.workflows.references import nonmember_reference
 from ema.workflows.target import Target
@@ -142,7 +143,12 @@ def run_marks(session: AuditSession, predictions: Predictions) -> tuple[AuditRes
     auditor = MarksAuditor(
         key.target_class, alpha=config.alpha, margin=config.margin, certify_level=config.certify_level
     ).calibrate(predictions.with_classes(n_classes).proba)
-    result = auditor.audit(stamped.with_classes(n_classes).proba, data.y)
+
+    def predict_classes(x: np.ndarray) -> np.ndarray:
+        controls = ArraySet(f"{data.name} controls", x, np.zeros(len(x), np.int64), np.arange(len(x), dtype=np.int64))
+        return session.oracle.predict(controls).proba.argmax(axis=1)
+
+    result = audit_key(auditor, key, data.x, data.y, stamped.with_classes(n_classes).proba, predict_classes)
     return result, {keys.TAG_MARKED_FINGERPRINT: key.fingerprint}
 
 

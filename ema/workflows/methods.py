@@ -205,9 +205,15 @@ _BUILT_IN: tuple[Method, ...] = (
                 "p_mark",
                 PVALUE,
                 "p-value of 'the trigger moves predictions to the mark's class no more than to all others' "
-                "(exact sign test on the moved pairs; small: the mark is present)",
+                "(exact sign test on the moved pairs, a noise key's moves that a control makes too left out; small: "
+                "the mark is present)",
             ),
-            Metric("mark_effect", ESTIMATE, "share of eligible query images the trigger moves to the mark's class"),
+            Metric(
+                "mark_effect",
+                ESTIMATE,
+                "share of eligible query images the trigger moves to the mark's class (a noise key: and none of its "
+                "controls does)",
+            ),
             Metric(
                 "mark_effect_upper_bound",
                 ESTIMATE,
@@ -217,6 +223,13 @@ _BUILT_IN: tuple[Method, ...] = (
             Metric("mark_margin", ESTIMATE, "the margin the trigger's effect is certified below (--margin)"),
             Metric("moved_to_target", ESTIMATE, "eligible query images the trigger moves to the mark's class"),
             Metric("moved_elsewhere", ESTIMATE, "eligible query images the trigger moves to another class"),
+            Metric("n_controls", ESTIMATE, "control triggers stamped on the images the trigger moved (a noise key)"),
+            Metric(
+                "moved_by_controls_too",
+                ESTIMATE,
+                "images the trigger moved to the mark's class that a control trigger moves there too: a pull of "
+                "the pattern family, not counted as the mark's effect (a noise key)",
+            ),
             Metric(
                 "n_eligible",
                 ESTIMATE,

@@ -102,3 +102,41 @@ def test_stamped_probabilities_must_pair_with_the_clean_ones():
     auditor = MarksAuditor(TARGET).calibrate(one_hot(np.arange(20) % N_CLASSES))
     with pytest.raises(InputError, match="one row per clean image"):
         auditor.audit(one_hot(np.arange(10) % N_CLASSES), np.arange(10) % N_CLASSES)
+
+
+def test_moves_that_a_control_trigger_makes_too_are_not_the_marks_effect():
+    """A class that pulls any noise pattern's images is not the mark: only the key's own moves count."""
+    clean, stamped, labels = paired(200, to_target=6, elsewhere=6)
+    auditor = MarksAuditor(TARGET, margin=0.05).calibrate(clean)
+    moved = auditor.moved_to_target(stamped, labels)
+    assert moved.sum() == 6
+    alone = auditor.audit(stamped, labels)
+    controls = np.tile(labels[moved], (4, 1))
+    controls[1, :5] = TARGET  # one control moves five of the six images to the target class too
+    with_controls = auditor.audit(stamped, labels, controls)
+    assert alone.verdict == "inconclusive" and alone.metrics["mark_effect_upper_bound"] > 0.05
+    assert with_controls.verdict == "not_memorized"
+    assert with_controls.metrics["mark_effect"] == pytest.approx(1 / alone.metrics["n_eligible"])
+    assert with_controls.metrics["moved_by_controls_too"] == 5 and with_controls.metrics["n_controls"] == 4
+    assert with_controls.metrics["p_mark"] == pytest.approx(stats.binomtest(1, 7, 0.5, alternative="greater").pvalue)
+    assert with_controls.membership.sum() == 1 and with_controls.flags["moved_to_target"].sum() == 6
+
+
+def test_a_mark_the_controls_do_not_share_keeps_its_whole_effect():
+    clean, stamped, labels = paired(200, to_target=40, elsewhere=0)
+    auditor = MarksAuditor(TARGET).calibrate(clean)
+    controls = np.tile(labels[auditor.moved_to_target(stamped, labels)], (4, 1))
+    result = auditor.audit(stamped, labels, controls)
+    assert result.verdict == "memorized" and result.metrics["mark_effect"] == pytest.approx(40 / 200)
+
+
+@pytest.mark.parametrize(
+    "controls",
+    [np.zeros((4, 5), np.int64), np.zeros(6, np.int64), np.zeros((4, 6), np.float64)],
+    ids=["one column short", "not one row per control", "not classes"],
+)
+def test_control_predictions_must_pair_with_the_moved_images(controls):
+    clean, stamped, labels = paired(50, to_target=6, elsewhere=0)
+    auditor = MarksAuditor(TARGET).calibrate(clean)
+    with pytest.raises(InputError, match=r"integers of shape \(n_controls, 6\)"):
+        auditor.audit(stamped, labels, controls)

@@ -8,7 +8,20 @@ import numpy as np
 import pytest
 
 from ema.data.arrays import ArraySet
-from ema.data.marks import BLEND, BORDER_SHARE, REPLACE_LEVELS, draw_trigger, mark_set, read_key, write_key
+from ema.data.marks import (
+    BLEND,
+    BORDER_SHARE,
+    NOISE_CONTROLS,
+    NOISE_LEVELS,
+    NOISE_TILE,
+    REPLACE_LEVELS,
+    REPLACE_RULE,
+    MarkKey,
+    draw_trigger,
+    mark_set,
+    read_key,
+    write_key,
+)
 from ema.errors import InputError
 
 
@@ -34,10 +47,15 @@ def test_stamp_changes_the_trigger_window_only_and_blends_toward_the_pattern(sha
     assert stamped.dtype == np.uint8 and not np.shares_memory(stamped, data.x)
 
 
+def replace_key(seed: int, shape: tuple[int, ...]) -> MarkKey:
+    """A colour key as ``ema mark`` wrote them before noise keys."""
+    return MarkKey(seed, shape, *draw_trigger(seed, shape, np.arange(10), REPLACE_RULE), "0" * 16, 1, REPLACE_RULE)
+
+
 @pytest.mark.parametrize("shape", [(64, 48, 3), (9, 9, 4)])
-def test_stamp_on_colour_images_replaces_the_window_by_the_same_trigger_on_any_background(shape):
+def test_stamp_of_a_replace_key_replaces_the_window_by_the_same_trigger_on_any_background(shape):
     data = images(shape)
-    _, key = mark_set(data, seed=3)
+    key = replace_key(3, shape)
     stamped = key.stamp(data.x)
     (row, col), side = key.position, key.pattern.shape[0]
     outside = np.ones(shape[:2], bool)
@@ -75,8 +93,52 @@ def test_grey_triggers_lie_in_the_images_outer_band_off_the_centred_object(shape
     assert len(positions) > 20  # still drawn from many places, not one corner
 
 
-def test_colour_triggers_are_drawn_anywhere_in_the_image():
-    centres = [draw_trigger(seed, (32, 32, 3), np.arange(10))[1] for seed in range(200)]
+@pytest.mark.parametrize(("shape", "tile"), [((64, 48, 3), NOISE_TILE), ((6, 7, 4), 6)])
+def test_colour_keys_move_every_pixel_by_a_repeated_tile_of_signs(shape, tile):
+    rng = np.random.default_rng(0)
+    x = rng.integers(NOISE_LEVELS, 256 - NOISE_LEVELS, size=(20, *shape), dtype=np.uint8)  # never clipped
+    data = ArraySet("owner", x, rng.integers(0, 10, 20).astype(np.int64), np.arange(20, dtype=np.int64))
+    _, key = mark_set(data, seed=3)
+    assert (key.rule, key.position, key.pattern.shape) == ("noise", (0, 0), (tile, tile, shape[2]))
+    moved = key.stamp(x).astype(np.int16) - x
+    expected = np.where(key.pattern == 255, NOISE_LEVELS, -NOISE_LEVELS)
+    repeated = np.tile(expected, (-(-shape[0] // tile), -(-shape[1] // tile), 1))[: shape[0], : shape[1]]
+    assert (moved == repeated).all()  # every image alike, whatever its pixels: the tile repeated down and across
+
+
+def test_noise_keys_clip_at_the_pixel_range():
+    key = mark_set(images((8, 8, 3)), seed=1)[1]
+    extremes = np.stack([np.zeros((8, 8, 3)), np.full((8, 8, 3), 255)]).astype(np.uint8)
+    stamped = key.stamp(extremes)
+    assert stamped.dtype == np.uint8 and set(np.unique(stamped)) <= {0, NOISE_LEVELS, 255 - NOISE_LEVELS, 255}
+
+
+def test_a_noise_key_has_seeded_controls_of_its_family_and_other_keys_none():
+    key = mark_set(images((16, 16, 3)), seed=5)[1]
+    controls = [key.control(index) for index in range(key.n_controls)]
+    assert key.n_controls == NOISE_CONTROLS and mark_set(images((16, 16)), seed=5)[1].n_controls == 0
+    patterns = [key.pattern.tobytes()] + [control.pattern.tobytes() for control in controls]
+    assert len(set(patterns)) == 1 + NOISE_CONTROLS, "each control's pattern differs from the key's and the others'"
+    assert all(
+        (c.rule, c.target_class, c.pattern.shape) == (key.rule, key.target_class, key.pattern.shape) for c in controls
+    )
+    assert key.control(2).pattern.tobytes() == controls[2].pattern.tobytes(), "drawn from the seed: the same each time"
+    assert 0.4 < (controls[0].pattern == 255).mean() < 0.6
+    with pytest.raises(ValueError, match="4 controls"):
+        key.control(NOISE_CONTROLS)
+
+
+def test_a_noise_key_for_a_full_size_colour_image_stays_small(tmp_path):
+    key = mark_set(images((224, 224, 3), n=20), seed=2)[1]
+    path = write_key(key, tmp_path / "key.json")
+    assert path.stat().st_size < 4_000, "an 8 x 8 x 3 tile, not 150,528 signs"
+    again = read_key(path)
+    x = images((224, 224, 3), n=3).x
+    assert again.rule == "noise" and np.array_equal(again.stamp(x), key.stamp(x))
+
+
+def test_replace_triggers_are_drawn_anywhere_in_the_image():
+    centres = [draw_trigger(seed, (32, 32, 3), np.arange(10), REPLACE_RULE)[1] for seed in range(200)]
     band = round(32 * BORDER_SHARE)
     assert any(band <= row <= 32 - band - 5 and band <= col <= 32 - band - 5 for row, col in centres)
 

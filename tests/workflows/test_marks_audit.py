@@ -9,8 +9,9 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from ema.data.files import read_set
-from ema.data.marks import read_key
+from ema.data.arrays import ArraySet
+from ema.data.files import read_set, write_set
+from ema.data.marks import mark_set, read_key
 from ema.errors import InputError
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig
@@ -94,3 +95,39 @@ def test_marks_audits_200_queries_by_default_and_others_the_whole_query():
     assert AuditConfig(query="M6", method="marks", mark_key="k.json").query_limit == 200
     assert AuditConfig(query="M6", method="marks", mark_key="k.json", queries=50).query_limit == 50
     assert AuditConfig(query="M6").query_limit is None
+
+
+def flat_or_textured(n: int, rng: np.random.Generator, *, textured: bool) -> np.ndarray:
+    """Colour images of one random colour each (20 x 24), with +-14-level noise over them when ``textured``."""
+    x = np.broadcast_to(rng.integers(60, 196, (n, 1, 1, 3)), (n, 20, 24, 3)).astype(np.int16)
+    return (x + textured * rng.choice([-14, 14], size=x.shape)).astype(np.uint8)
+
+
+@pytest.mark.slow
+def test_a_pull_toward_textures_is_not_read_as_a_mark_through_pyfunc(store, tmp_path):
+    """A colour target that calls any texture class 1: a noise key's trigger moves flat images there, and so do its
+    controls, queried through the same oracle; the audit counts none of those moves as the mark's."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([flat_or_textured(450, rng, textured=False), flat_or_textured(450, rng, textured=True)])
+    order = rng.permutation(900)
+    data = write_set(ArraySet("textures", x[order], np.repeat([0, 1], 450)[order], np.arange(900)), tmp_path / "t.npz")
+    args = ["train", "--data-file", str(data), "--arch", "cnn", "--optimizer", "adam", "--lr", "0.001"]
+    trained = CliRunner().invoke(main, [*args, "--epochs", "10", "--no-progress"])
+    assert trained.exit_code == 0, trained.output
+    rng = np.random.default_rng(1)
+    owner = ArraySet("owner", flat_or_textured(40, rng, textured=False), np.arange(40) % 2, np.arange(40))
+    owner_file = write_set(owner, tmp_path / "owner.npz")
+    seed = next(s for s in range(100) if mark_set(owner, seed=s)[1].target_class == 1)  # a key of class 1
+    mark = ["mark", "--in", str(owner_file), "--out", str(tmp_path / "m.npz"), "--key", str(tmp_path / "key.json")]
+    assert CliRunner().invoke(main, [*mark, "--seed", str(seed)]).exit_code == 0
+    query = ArraySet("flat", flat_or_textured(100, rng, textured=False), np.zeros(100, np.int64), np.arange(100))
+    audit = ["audit", "--method", "marks", "--query-file", str(write_set(query, tmp_path / "flat.npz"))]
+    done = CliRunner().invoke(main, [*audit, "--mark-key", str(tmp_path / "key.json"), "--no-progress"])
+    assert done.exit_code == 0, done.output
+    metrics = MlflowClient().get_run(done.output.split("run ")[1].split(")")[0]).data.metrics
+    assert metrics["n_controls"] == 4 and metrics["moved_to_target"] >= 10, metrics
+    assert metrics["moved_by_controls_too"] >= 0.9 * metrics["moved_to_target"], metrics
+    assert (
+        metrics["mark_effect"] * metrics["n_eligible"] == metrics["moved_to_target"] - metrics["moved_by_controls_too"]
+    )
+    assert metrics["verdict_code"] != 1, "the pull is not read as the mark"
