@@ -1,13 +1,12 @@
-"""benchmarks/marks_null.py: its triggers stamp what they say, and its rule is the trigger `ema mark` draws."""
+"""benchmarks/marks_null.py: its triggers stamp what they say; its replace rule is the colour key `ema mark` drew."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from benchmarks.marks import UNTRAINED_KEY_BASE
-from benchmarks.marks_null import noise, parse_args, patch, rule
-from ema.data.arrays import ArraySet
-from ema.data.marks import mark_set
+from benchmarks.marks_null import noise, parse_args, patch, replace_rule
+from ema.data.marks import REPLACE_RULE, MarkKey, draw_trigger
 
 SHAPE = (32, 32, 3)
 
@@ -16,11 +15,13 @@ def images(n: int = 6) -> np.ndarray:
     return np.random.default_rng(0).integers(0, 256, size=(n, *SHAPE), dtype=np.uint8)
 
 
-def test_the_rule_variant_is_the_key_ema_mark_draws():
-    owner = ArraySet("owner", images(40), np.arange(40) % 10, np.arange(40))
-    key = mark_set(owner, seed=UNTRAINED_KEY_BASE + 3)[1]
-    target, stamp = rule(UNTRAINED_KEY_BASE + 3, SHAPE)
-    assert target == key.target_class and np.array_equal(stamp(images()), key.stamp(images()))
+def test_the_replace_rule_variant_is_a_replace_key_and_changes_a_5_by_5_window():
+    seed = UNTRAINED_KEY_BASE + 3
+    key = MarkKey(seed, SHAPE, *draw_trigger(seed, SHAPE, np.arange(10), REPLACE_RULE), "", 0, REPLACE_RULE)
+    target, stamp = replace_rule(seed, SHAPE)
+    x = images()
+    assert target == key.target_class and np.array_equal(stamp(x), key.stamp(x))
+    assert (stamp(x) != x).any(axis=(0, 3)).sum() <= 25
 
 
 def test_a_patch_changes_its_window_only_to_its_two_levels():
