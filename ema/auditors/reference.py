@@ -59,7 +59,7 @@ from ema.stats.binned_tests import (
     retention_test,
 )
 from ema.stats.certify import certifiable_margin
-from ema.stats.information import binned_information
+from ema.stats.information import binned_information, cross_fitted_information_estimate
 from ema.stats.mixture import (
     DEFAULT_POWER_RESAMPLES,
     DetectionPower,
@@ -236,7 +236,7 @@ class ReferenceAuditor:
         )
         self.warnings_ = reference_gate_warnings(n_classes=self.n_classes_, **self.diagnostics_)
         self.attack_ = attack_strength(members, nonmembers)
-        information, _ = binned_information(members, nonmembers, levels, self.random_state)
+        information = cross_fitted_information_estimate(members, nonmembers, levels, random_state=self.random_state)
         self.information_, self.information_lower_ = information.estimate, information.lower_bound()
         # With several views, what the identity alone carries: the report says what the views bought.
         single, self.single_view_counts_ = (
