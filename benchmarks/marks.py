@@ -49,6 +49,7 @@ class Setup:
     margin: float
     epochs: int
     arch: str
+    lr_decay: float = 0.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -64,6 +65,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("mlp", "cnn"),
         default="mlp",
         help="Architecture of every model trained (default mlp, the paper's; cnn: the colour target's small CNN).",
+    )
+    parser.add_argument(
+        "--lr-decay",
+        type=float,
+        default=0.0,
+        help="Inverse-time learning-rate decay per step (default 0, the paper's; docs/MARKS.md's colour runs: 1e-3).",
     )
     parser.add_argument("--alpha", type=float, default=0.1)
     parser.add_argument("--margin", type=float, default=0.05)
@@ -110,7 +117,8 @@ def train(splits: Splits, seed: int, setup: Setup, *, without_m1: bool = False):
 
     folds = splits.folds[1:] if without_m1 else splits.folds
     x, y = np.concatenate([f.x for f in folds]), np.concatenate([f.y for f in folds])
-    return fit(TrainSpec(arch=setup.arch, epochs=setup.epochs, seed=seed), model_inputs(x), y, progress=False)
+    spec = TrainSpec(arch=setup.arch, epochs=setup.epochs, lr_decay=setup.lr_decay, seed=seed)
+    return fit(spec, model_inputs(x), y, progress=False)
 
 
 def proba(model, x: np.ndarray) -> np.ndarray:
@@ -147,7 +155,7 @@ def measure(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
     """The rows (measure, goal, measured, met) of the Done-when table."""
     splits = make_splits(0) if not args.colour else colour_splits(make_splits(0), args.colour)
     queries = splits.held_out.take(np.arange(args.queries))
-    setup = Setup(splits, queries, args.alpha, args.margin, args.epochs, args.arch)
+    setup = Setup(splits, queries, args.alpha, args.margin, args.epochs, args.arch, args.lr_decay)
     rows, marked_models = [], []
     detected, accuracies, wrong = [], [], []
     wrong_keys = untrained_keys(splits, 4)
@@ -224,6 +232,7 @@ def write_table(rows: list[tuple[str, str, str]], args: argparse.Namespace, seco
         f"python -m benchmarks.marks --keys {args.keys} --clean-keys {args.clean_keys} --unmarked {args.unmarked} "
         f"--unlearned {args.unlearned} --queries {args.queries} --epochs {args.epochs} --threads {args.threads}"
         + (f" --arch {args.arch}" if args.arch != "mlp" else "")
+        + (f" --lr-decay {args.lr_decay:g}" if args.lr_decay else "")
         + (f" --colour {args.colour}" if args.colour else "")
     )
     block = "marks-table" + (f"-colour-{args.colour}" if args.colour else "")

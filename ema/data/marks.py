@@ -57,8 +57,13 @@ NOISE_TILE = 8
 #: Control triggers per noise key: patterns of the same family drawn from the key's seed apart from its own, which
 #: the auditor stamps too, so that a pull every noise pattern has is not counted as the mark's (a noise key only).
 NOISE_CONTROLS = 4
-#: Seed streams: the marked rows (``[seed, 1]``) and the noise controls (``[seed, 3, j]``).
-_ROWS_STREAM, _CONTROL_STREAM = 1, 3
+#: Decoys per marked image of a noise key: as many other images of the copy get a noise pattern of the same family
+#: each, their own, and keep their labels, so that a model learns "this pattern -> target class" and not "any faint
+#: noise -> target class". Without them, some colour models learned the mark as the latter and called a quarter of
+#: clean images the target class (docs/MARKS.md: the accuracy cost).
+NOISE_DECOYS = 1
+#: Seed streams: the marked rows (``[seed, 1]``), the noise controls (``[seed, 3, j]``) and the decoys (``[seed, 4]``).
+_ROWS_STREAM, _CONTROL_STREAM, _DECOY_STREAM = 1, 3, 4
 #: The trigger is a square of this share of the shorter image side (at least :data:`MIN_PATCH` pixels).
 PATCH_SHARE = 1 / 7
 MIN_PATCH = 3
@@ -193,19 +198,25 @@ def trigger_rule(image_shape: tuple[int, ...]) -> str:
     return NOISE_RULE if len(image_shape) == 3 and image_shape[2] >= 3 else BLEND_RULE
 
 
-def _random_levels(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Levels 0 or 255 drawn at random, never all alike."""
-    pattern = (rng.integers(0, 2, size=shape) * 255).astype(np.uint8)
-    pattern.reshape(-1)[0], pattern.reshape(-1)[-1] = 255, 0
-    return pattern
+def _random_levels(rng: np.random.Generator, shape: tuple[int, ...], count: int | None = None) -> np.ndarray:
+    """Levels 0 or 255 drawn at random, never all alike: one pattern of ``shape``, or ``count`` of them stacked."""
+    patterns = (rng.integers(0, 2, size=(1 if count is None else count, *shape)) * 255).astype(np.uint8)
+    flat = patterns.reshape(len(patterns), -1)
+    flat[:, 0], flat[:, -1] = 255, 0
+    return patterns[0] if count is None else patterns
 
 
 def _add_noise(x: np.ndarray, tile: np.ndarray) -> np.ndarray:
-    """``x`` (n, H, W[, C]) with every pixel moved by :data:`NOISE_LEVELS` up (255 in the tile) or down (0), clipped."""
+    """``x`` (n, H, W[, C]) with every pixel moved by :data:`NOISE_LEVELS` up (255 in the tile) or down (0), clipped.
+
+    ``tile``: one tile (side, side[, C]) for every image, or one per image (n, side, side[, C]).
+    """
     height, width = x.shape[1:3]
-    side = tile.shape[0]
-    reps = (-(-height // side), -(-width // side), *(1,) * (tile.ndim - 2))
-    signs = np.tile(np.where(tile > 0, NOISE_LEVELS, -NOISE_LEVELS).astype(np.int16), reps)[:height, :width]
+    lead = int(tile.ndim == x.ndim)
+    side = tile.shape[lead]
+    reps = (*(1,) * lead, -(-height // side), -(-width // side), *(1,) * (tile.ndim - 2 - lead))
+    signs = np.tile(np.where(tile > 0, NOISE_LEVELS, -NOISE_LEVELS).astype(np.int16), reps)
+    signs = signs[(slice(None),) * lead + (slice(height), slice(width))]
     return np.clip(x.astype(np.int16) + signs, 0, 255).astype(np.uint8)
 
 
@@ -243,11 +254,15 @@ def _border_positions(height: int, width: int, side: int) -> tuple[np.ndarray, n
     return rows[inside], cols[inside]
 
 
-def mark_set(data: ArraySet, *, rate: float = DEFAULT_RATE, seed: int | None = None) -> tuple[ArraySet, MarkKey]:
+def mark_set(
+    data: ArraySet, *, rate: float = DEFAULT_RATE, seed: int | None = None, decoys: bool = True
+) -> tuple[ArraySet, MarkKey]:
     """The marked copy of ``data`` and its key.
 
     A seeded share ``rate`` of the images whose label is not the target class get the trigger
-    and the target class as label; every other image is kept as it is, in place.
+    and the target class as label. For a noise key, as many other images (:data:`NOISE_DECOYS`
+    per marked one) get a decoy: a noise pattern of their own, their labels kept. Every other
+    image is kept as it is, in place.
 
     Parameters
     ----------
@@ -258,6 +273,8 @@ def mark_set(data: ArraySet, *, rate: float = DEFAULT_RATE, seed: int | None = N
     seed : int, optional
         Draws the trigger and the marked rows; default: :data:`SEED_BITS` random bits. A small
         seed can be guessed by trying seeds, so give one only to reproduce a measurement.
+    decoys : bool, default True
+        Whether a noise key's copy gets its decoys (False only to measure what they change).
 
     Raises
     ------
@@ -284,8 +301,21 @@ def mark_set(data: ArraySet, *, rate: float = DEFAULT_RATE, seed: int | None = N
     x, y = data.x.copy(), data.y.copy()
     x[rows] = unkeyed.stamp(data.x[rows])
     y[rows] = target_class
+    if decoys and rule == NOISE_RULE:
+        decoy_rows, tiles = _draw_decoys(seed, np.setdiff1d(np.arange(len(data)), rows), n_marked, pattern.shape)
+        x[decoy_rows] = _add_noise(data.x[decoy_rows], tiles)
     marked = ArraySet(data.name, x, y, data.index.copy(), data.features)
     return marked, MarkKey(seed, data.x.shape[1:], target_class, position, pattern, marked.fingerprint, n_marked, rule)
+
+
+def _draw_decoys(
+    seed: int, free: np.ndarray, n_marked: int, tile_shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows among ``free`` for a noise key's decoys (:data:`NOISE_DECOYS` per marked image, as many as there are) and
+    a tile of signs for each, drawn from the key's seed apart from its trigger and controls."""
+    rng = np.random.default_rng([seed, _DECOY_STREAM])
+    rows = np.sort(rng.choice(free, size=min(NOISE_DECOYS * n_marked, free.size), replace=False))
+    return rows, _random_levels(rng, tile_shape, count=rows.size)
 
 
 def write_key(key: MarkKey, path: str | Path) -> Path:

@@ -12,6 +12,7 @@ from ema.data.marks import (
     BLEND,
     BORDER_SHARE,
     NOISE_CONTROLS,
+    NOISE_DECOYS,
     NOISE_LEVELS,
     NOISE_TILE,
     REPLACE_LEVELS,
@@ -126,6 +127,34 @@ def test_a_noise_key_has_seeded_controls_of_its_family_and_other_keys_none():
     assert 0.4 < (controls[0].pattern == 255).mean() < 0.6
     with pytest.raises(ValueError, match="4 controls"):
         key.control(NOISE_CONTROLS)
+
+
+def test_a_noise_key_copy_has_decoys_of_their_own_with_their_labels_kept():
+    data = images((16, 16, 3), n=400)
+    marked, key = mark_set(data, rate=0.1, seed=7)
+    changed = (marked.x != data.x).any(axis=(1, 2, 3))
+    relabelled = marked.y != data.y
+    decoys = np.flatnonzero(changed & ~relabelled)
+    assert relabelled.sum() == key.n_marked == 40 and decoys.size == NOISE_DECOYS * key.n_marked
+    assert np.array_equal(marked.y[decoys], data.y[decoys]), "a decoy keeps its label"
+    moved = marked.x[decoys].astype(np.int16) - data.x[decoys]
+    assert (np.abs(moved) <= NOISE_LEVELS).all()
+    tiles = {moved[i, :8, :8].tobytes() for i in range(decoys.size)}
+    assert len(tiles) == decoys.size, "each decoy has its own pattern"
+    own = [key.stamp(data.x[decoys[:1]])] + [key.control(j).stamp(data.x[decoys[:1]]) for j in range(key.n_controls)]
+    assert not any(np.array_equal(marked.x[decoys[:1]], other) for other in own), "neither the trigger nor a control"
+    again, _ = mark_set(data, rate=0.1, seed=7)
+    assert np.array_equal(again.x, marked.x), "drawn from the seed"
+
+
+def test_decoys_are_for_noise_keys_and_can_be_left_out_to_measure_them():
+    colour = images((16, 16, 3), n=400)
+    plain, key = mark_set(colour, rate=0.1, seed=7, decoys=False)
+    _, same = mark_set(colour, rate=0.1, seed=7)
+    assert (plain.x != colour.x).any(axis=(1, 2, 3)).sum() <= key.n_marked
+    assert same.pattern.tobytes() == key.pattern.tobytes() and same.fingerprint != key.fingerprint
+    grey = images((16, 16), n=400)
+    assert np.array_equal(mark_set(grey, seed=7)[0].x, mark_set(grey, seed=7, decoys=False)[0].x)
 
 
 def test_a_noise_key_for_a_full_size_colour_image_stays_small(tmp_path):

@@ -1,0 +1,46 @@
+"""benchmarks/mark_cost.py: paired drops summarised per variant, its block written, its options checked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.mark_cost import UNMARKED, main, parse_args, summary_rows, write_table
+
+
+def test_summary_rows_are_the_paired_drops_in_points_with_their_interval():
+    accuracies = {
+        UNMARKED: np.array([0.90, 0.80, 0.85]),
+        "decoys": np.array([0.89, 0.80, 0.86]),
+        "plain": np.array([0.80, 0.71, 0.75]),
+    }
+    decoys, plain = summary_rows(accuracies, ("decoys", "plain"))
+    assert decoys[0] == "decoys" and decoys[1] == "0.00" and decoys[3] == "1.00, 0.00, -1.00" and decoys[-1] == "met"
+    low, high = (float(v) for v in decoys[2].split(" to "))
+    assert low < 0 < high, "three pairs that cancel: an interval around zero"
+    assert plain[1] == "9.67" and float(plain[2].split(" to ")[0]) > 8 and plain[-1] == "NOT met"
+
+
+def test_write_table_replaces_its_own_block_only(tmp_path):
+    page = tmp_path / "MARKS.md"
+    page.write_text("intro\n<!-- mark-cost-colour-32 -->\nold\n<!-- /mark-cost-colour-32 -->\n<!-- marks-table -->\n")
+    args = parse_args(["--pairs", "3", "--colour", "32", "--arch", "cnn", "--lr-decay", "0.001", "--out", str(page)])
+    write_table([("decoys", "0.10", "-1.00 to 1.20", "0.1", "0.9", "90.0% / 90.1%", "met")], args, 90.0)
+    text = page.read_text()
+    assert "old" not in text and "<!-- marks-table -->" in text and "| decoys | 0.10 |" in text
+    assert "`python -m benchmarks.mark_cost --pairs 3 --variants decoys,plain --arch cnn" in text
+    assert "--lr-decay 0.001 --colour 32`" in text
+
+
+def test_an_unknown_variant_is_refused_naming_the_known_ones(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--variants", "decoys,stripes"])
+    assert "expected --variants among decoys, plain" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_tiny_run_trains_every_pair_in_two_processes(tmp_path):
+    page = tmp_path / "MARKS.md"
+    main(["--pairs", "2", "--epochs", "1", "--workers", "2", "--colour", "12", "--arch", "cnn", "--out", str(page)])
+    table = page.read_text()
+    assert "<!-- mark-cost-colour-12 -->" in table and "| decoys |" in table and "| plain |" in table
