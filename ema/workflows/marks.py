@@ -19,13 +19,15 @@ from ema.errors import InputError
 
 @dataclass(frozen=True)
 class MarkOutcome:
-    """What ``ema mark`` wrote: the marked copy, its key, how many of how many images carry the trigger."""
+    """What ``ema mark`` wrote: the marked copy, its key, how many of how many images carry the trigger, and how
+    many carry a decoy (a noise key's: :data:`~ema.data.marks.NOISE_DECOYS`)."""
 
     out: Path
     key: Path
     n_marked: int
     n_images: int
     fingerprint: str
+    n_decoys: int = 0
 
 
 def mark_file(
@@ -62,4 +64,5 @@ def mark_file(
     except BaseException:
         key_path.unlink()
         raise
-    return MarkOutcome(out_path, key_path, key.n_marked, len(marked), marked.fingerprint)
+    decoys = (marked.x != data.x).reshape(len(data), -1).any(axis=1) & (marked.y == data.y)
+    return MarkOutcome(out_path, key_path, key.n_marked, len(marked), marked.fingerprint, int(decoys.sum()))
