@@ -42,19 +42,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--pairs", type=int, default=16, help="Training seeds (an unmarked model and its marked ones each)."
     )
     parser.add_argument(
-        "--variants", default=",".join(VARIANTS), help=f"Marked copies to train, among {', '.join(VARIANTS)}."
+        "--variants",
+        help=f"Marked copies to train, among {', '.join(VARIANTS)} (default: both for --colour, decoys for grey, "
+        "whose keys have none).",
     )
     parser.add_argument("--colour", type=int, default=0, metavar="SIDE", help="Colour images of SIDE x SIDE (0: grey).")
     parser.add_argument("--arch", choices=("mlp", "cnn"), default="mlp")
     parser.add_argument("--epochs", type=int, default=50)
-    parser.add_argument("--lr-decay", type=float, default=0.0)
+    parser.add_argument(
+        "--lr-decay", type=float, default=0.0, help="Inverse-time learning-rate decay per step (default 0)."
+    )
     parser.add_argument("--workers", type=int, default=1, help="Processes training at once, one thread each.")
     parser.add_argument("--out", type=Path, default=bench.DOC, help="The page whose cost block is replaced.")
     args = parser.parse_args(argv)
-    args.variants = tuple(v for v in args.variants.split(",") if v)
-    unknown = sorted(set(args.variants) - set(VARIANTS))
-    if unknown or not args.variants:
+    default = VARIANTS if args.colour else VARIANTS[:1]
+    args.variants = default if args.variants is None else tuple(v for v in args.variants.split(",") if v)
+    if set(args.variants) - set(VARIANTS) or not args.variants:
         parser.error(f"expected --variants among {', '.join(VARIANTS)}, got {args.variants!r}")
+    if args.pairs < 2:
+        parser.error(f"expected --pairs of at least 2 (an interval needs two drops), got {args.pairs}")
     return args
 
 
@@ -72,7 +78,7 @@ def held_out_accuracy(task: tuple[argparse.Namespace, int, str]) -> tuple[int, s
     if variant != UNMARKED:
         m1, _ = mark_set(splits.folds[0], rate=0.1, seed=seed, decoys=variant == "decoys")
         splits = splits.with_fold("M1", m1)
-    setup = bench.Setup(splits, splits.held_out, 0.1, 0.05, args.epochs, args.arch, args.lr_decay)
+    setup = bench.Setup(splits, splits.held_out, bench.ALPHA, bench.MARGIN, args.epochs, args.arch, args.lr_decay)
     model = bench.train(splits, seed, setup)
     return seed, variant, bench.accuracy(model, splits.held_out), time.perf_counter() - started
 

@@ -38,6 +38,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "MARKS.md"
 #: Key seeds of the keys never trained on (clean and wrong keys) start here, apart from the trained ones.
 UNTRAINED_KEY_BASE = 10_000
 APPROXIMATE_METHODS = ("finetune", "neggrad", "random-labels", "scrub")
+#: The audit's level and the margin a removal is certified at, by default (the issue's).
+ALPHA, MARGIN = 0.1, 0.05
 QUERY_SIZES = (50, 100, 200, 500, 1000)
 
 
@@ -72,8 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="Inverse-time learning-rate decay per step (default 0, the paper's; docs/MARKS.md's colour runs: 1e-3).",
     )
-    parser.add_argument("--alpha", type=float, default=0.1)
-    parser.add_argument("--margin", type=float, default=0.05)
+    parser.add_argument("--alpha", type=float, default=ALPHA)
+    parser.add_argument("--margin", type=float, default=MARGIN)
     parser.add_argument(
         "--colour",
         type=int,

@@ -43,7 +43,8 @@ def mark(in_path, out_path, key_path, rate, seed, label_column, max_query):
         )
     except (EMAError, OSError) as exc:
         raise one_line_error(exc) from exc
-    decoys = f" and {outcome.n_decoys} decoys (labels kept)" if outcome.n_decoys else ""
+    plural = "s" if outcome.n_decoys != 1 else ""
+    decoys = f" and {outcome.n_decoys} decoy{plural} (labels kept)" if outcome.n_decoys else ""
     click.echo(
         f"marked {outcome.n_marked} of {outcome.n_images} images{decoys}: {outcome.out} (fingerprint "
         f"{outcome.fingerprint}); key {outcome.key} (mode 0600, keep it secret)"

@@ -201,7 +201,7 @@ def trigger_rule(image_shape: tuple[int, ...]) -> str:
 def _random_levels(rng: np.random.Generator, shape: tuple[int, ...], count: int | None = None) -> np.ndarray:
     """Levels 0 or 255 drawn at random, never all alike: one pattern of ``shape``, or ``count`` of them stacked."""
     patterns = (rng.integers(0, 2, size=(1 if count is None else count, *shape)) * 255).astype(np.uint8)
-    flat = patterns.reshape(len(patterns), -1)
+    flat = patterns.reshape(len(patterns), int(np.prod(shape)))
     flat[:, 0], flat[:, -1] = 255, 0
     return patterns[0] if count is None else patterns
 
@@ -301,21 +301,26 @@ def mark_set(
     x, y = data.x.copy(), data.y.copy()
     x[rows] = unkeyed.stamp(data.x[rows])
     y[rows] = target_class
-    if decoys and rule == NOISE_RULE:
-        decoy_rows, tiles = _draw_decoys(seed, np.setdiff1d(np.arange(len(data)), rows), n_marked, pattern.shape)
+    n_decoys = decoy_count(unkeyed, len(data)) if decoys else 0
+    if n_decoys:
+        decoy_rows, tiles = _draw_decoys(seed, np.setdiff1d(np.arange(len(data)), rows), n_decoys, pattern.shape)
         x[decoy_rows] = _add_noise(data.x[decoy_rows], tiles)
     marked = ArraySet(data.name, x, y, data.index.copy(), data.features)
     return marked, MarkKey(seed, data.x.shape[1:], target_class, position, pattern, marked.fingerprint, n_marked, rule)
 
 
-def _draw_decoys(
-    seed: int, free: np.ndarray, n_marked: int, tile_shape: tuple[int, ...]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rows among ``free`` for a noise key's decoys (:data:`NOISE_DECOYS` per marked image, as many as there are) and
-    a tile of signs for each, drawn from the key's seed apart from its trigger and controls."""
+def decoy_count(key: MarkKey, n_images: int) -> int:
+    """How many decoys :func:`mark_set` gives a copy of ``n_images`` images marked with ``key``: :data:`NOISE_DECOYS`
+    per marked image for a noise key, as many as the unmarked images allow; none for other rules."""
+    return min(NOISE_DECOYS * key.n_marked, n_images - key.n_marked) if key.rule == NOISE_RULE else 0
+
+
+def _draw_decoys(seed: int, free: np.ndarray, count: int, tile_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` rows among ``free`` for a noise key's decoys and a tile of signs for each, drawn from the key's seed
+    apart from its trigger and controls."""
     rng = np.random.default_rng([seed, _DECOY_STREAM])
-    rows = np.sort(rng.choice(free, size=min(NOISE_DECOYS * n_marked, free.size), replace=False))
-    return rows, _random_levels(rng, tile_shape, count=rows.size)
+    rows = np.sort(rng.choice(free, size=count, replace=False))
+    return rows, _random_levels(rng, tile_shape, count=count)
 
 
 def write_key(key: MarkKey, path: str | Path) -> Path:

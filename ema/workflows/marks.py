@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ema.data.files import read_set, write_set
 from ema.data.limits import DEFAULT_MAX_QUERY
-from ema.data.marks import DEFAULT_RATE, mark_set, write_key
+from ema.data.marks import DEFAULT_RATE, decoy_count, mark_set, write_key
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 
@@ -64,5 +64,4 @@ def mark_file(
     except BaseException:
         key_path.unlink()
         raise
-    decoys = (marked.x != data.x).reshape(len(data), -1).any(axis=1) & (marked.y == data.y)
-    return MarkOutcome(out_path, key_path, key.n_marked, len(marked), marked.fingerprint, int(decoys.sum()))
+    return MarkOutcome(out_path, key_path, key.n_marked, len(marked), marked.fingerprint, decoy_count(key, len(marked)))

@@ -32,10 +32,21 @@ def test_write_table_replaces_its_own_block_only(tmp_path):
     assert "--lr-decay 0.001 --colour 32`" in text
 
 
-def test_an_unknown_variant_is_refused_naming_the_known_ones(capsys):
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--variants", "decoys,stripes"], "expected --variants among decoys, plain"),
+        (["--pairs", "1"], "expected --pairs of at least 2"),
+    ],
+)
+def test_bad_options_are_refused_saying_what_was_expected(capsys, argv, said):
     with pytest.raises(SystemExit):
-        parse_args(["--variants", "decoys,stripes"])
-    assert "expected --variants among decoys, plain" in capsys.readouterr().err
+        parse_args(argv)
+    assert said in capsys.readouterr().err
+
+
+def test_grey_runs_train_the_copy_as_marked_only_colour_runs_both():
+    assert parse_args([]).variants == ("decoys",) and parse_args(["--colour", "32"]).variants == ("decoys", "plain")
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from ema.data.marks import (
     REPLACE_LEVELS,
     REPLACE_RULE,
     MarkKey,
+    decoy_count,
     draw_trigger,
     mark_set,
     read_key,
@@ -129,20 +130,25 @@ def test_a_noise_key_has_seeded_controls_of_its_family_and_other_keys_none():
         key.control(NOISE_CONTROLS)
 
 
-def test_a_noise_key_copy_has_decoys_of_their_own_with_their_labels_kept():
-    data = images((16, 16, 3), n=400)
+@pytest.mark.parametrize("shape", [(16, 16, 3), (12, 13, 3)])
+def test_a_noise_key_copy_has_decoys_of_their_own_with_their_labels_kept(shape):
+    rng = np.random.default_rng(1)
+    x = rng.integers(NOISE_LEVELS, 256 - NOISE_LEVELS, size=(400, *shape), dtype=np.uint8)  # never clipped
+    data = ArraySet("owner", x, rng.integers(0, 10, 400).astype(np.int64), np.arange(400, dtype=np.int64))
     marked, key = mark_set(data, rate=0.1, seed=7)
     changed = (marked.x != data.x).any(axis=(1, 2, 3))
     relabelled = marked.y != data.y
     decoys = np.flatnonzero(changed & ~relabelled)
     assert relabelled.sum() == key.n_marked == 40 and decoys.size == NOISE_DECOYS * key.n_marked
+    assert decoy_count(key, len(data)) == decoys.size
     assert np.array_equal(marked.y[decoys], data.y[decoys]), "a decoy keeps its label"
     moved = marked.x[decoys].astype(np.int16) - data.x[decoys]
-    assert (np.abs(moved) <= NOISE_LEVELS).all()
-    tiles = {moved[i, :8, :8].tobytes() for i in range(decoys.size)}
-    assert len(tiles) == decoys.size, "each decoy has its own pattern"
-    own = [key.stamp(data.x[decoys[:1]])] + [key.control(j).stamp(data.x[decoys[:1]]) for j in range(key.n_controls)]
-    assert not any(np.array_equal(marked.x[decoys[:1]], other) for other in own), "neither the trigger nor a control"
+    tiles = np.where(moved[:, :NOISE_TILE, :NOISE_TILE] > 0, 255, 0).astype(np.uint8)
+    repeated = np.tile(np.where(tiles > 0, NOISE_LEVELS, -NOISE_LEVELS), (1, 2, 2, 1))[:, : shape[0], : shape[1]]
+    assert (moved == repeated).all(), "every pixel +-12 levels, each decoy's own tile repeated down and across"
+    assert len({tile.tobytes() for tile in tiles}) == decoys.size, "each decoy has its own pattern"
+    own = {key.pattern.tobytes()} | {key.control(j).pattern.tobytes() for j in range(key.n_controls)}
+    assert not own & {tile.tobytes() for tile in tiles}, "no decoy is the trigger or one of the auditor's controls"
     again, _ = mark_set(data, rate=0.1, seed=7)
     assert np.array_equal(again.x, marked.x), "drawn from the seed"
 
@@ -154,7 +160,15 @@ def test_decoys_are_for_noise_keys_and_can_be_left_out_to_measure_them():
     assert (plain.x != colour.x).any(axis=(1, 2, 3)).sum() <= key.n_marked
     assert same.pattern.tobytes() == key.pattern.tobytes() and same.fingerprint != key.fingerprint
     grey = images((16, 16), n=400)
-    assert np.array_equal(mark_set(grey, seed=7)[0].x, mark_set(grey, seed=7, decoys=False)[0].x)
+    grey_copy, grey_key = mark_set(grey, seed=7)
+    assert np.array_equal(grey_copy.x, mark_set(grey, seed=7, decoys=False)[0].x) and decoy_count(grey_key, 400) == 0
+
+
+def test_decoys_are_as_many_as_the_unmarked_images_allow():
+    data = images((8, 8, 3), n=30)
+    marked, key = mark_set(data, rate=0.6, seed=2)
+    changed = (marked.x != data.x).any(axis=(1, 2, 3)) | (marked.y != data.y)
+    assert decoy_count(key, 30) == 30 - key.n_marked and changed.all()
 
 
 def test_a_noise_key_for_a_full_size_colour_image_stays_small(tmp_path):
