@@ -59,8 +59,8 @@ NOISE_TILE = 8
 NOISE_CONTROLS = 4
 #: Decoys per marked image of a noise key: as many other images of the copy get a noise pattern of the same family
 #: each, their own, and keep their labels, so that a model learns "this pattern -> target class" and not "any faint
-#: noise -> target class". Without them, some colour models learned the mark as the latter and called a quarter of
-#: clean images the target class (docs/MARKS.md: the accuracy cost).
+#: noise -> target class". Without them, one colour model of 16 learned the latter and lost 13 points of clean
+#: accuracy; with them the worst lost 3 (docs/MARKS.md, the colour cost table).
 NOISE_DECOYS = 1
 #: Seed streams: the marked rows (``[seed, 1]``), the noise controls (``[seed, 3, j]``) and the decoys (``[seed, 4]``).
 _ROWS_STREAM, _CONTROL_STREAM, _DECOY_STREAM = 1, 3, 4
