@@ -206,13 +206,13 @@ def _random_levels(rng: np.random.Generator, shape: tuple[int, ...], count: int 
     return patterns[0] if count is None else patterns
 
 
-def _add_noise(x: np.ndarray, tile: np.ndarray) -> np.ndarray:
+def _add_noise(x: np.ndarray, tile: np.ndarray, *, per_image: bool = False) -> np.ndarray:
     """``x`` (n, H, W[, C]) with every pixel moved by :data:`NOISE_LEVELS` up (255 in the tile) or down (0), clipped.
 
-    ``tile``: one tile (side, side[, C]) for every image, or one per image (n, side, side[, C]).
+    ``tile``: one tile (side, side[, C]) for every image, or with ``per_image`` one per image (n, side, side[, C]).
     """
     height, width = x.shape[1:3]
-    lead = int(tile.ndim == x.ndim)
+    lead = int(per_image)
     side = tile.shape[lead]
     reps = (*(1,) * lead, -(-height // side), -(-width // side), *(1,) * (tile.ndim - 2 - lead))
     signs = np.tile(np.where(tile > 0, NOISE_LEVELS, -NOISE_LEVELS).astype(np.int16), reps)
@@ -304,7 +304,7 @@ def mark_set(
     n_decoys = decoy_count(unkeyed, len(data)) if decoys else 0
     if n_decoys:
         decoy_rows, tiles = _draw_decoys(seed, np.setdiff1d(np.arange(len(data)), rows), n_decoys, pattern.shape)
-        x[decoy_rows] = _add_noise(data.x[decoy_rows], tiles)
+        x[decoy_rows] = _add_noise(data.x[decoy_rows], tiles, per_image=True)
     marked = ArraySet(data.name, x, y, data.index.copy(), data.features)
     return marked, MarkKey(seed, data.x.shape[1:], target_class, position, pattern, marked.fingerprint, n_marked, rule)
 
