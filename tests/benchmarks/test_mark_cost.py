@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.mark_cost import UNMARKED, main, parse_args, summary_rows, write_table
+from benchmarks.mark_cost import UNMARKED, main, marked_fold, parse_args, splits_for, summary_rows, write_table
 
 
 def test_summary_rows_are_the_paired_drops_in_points_with_their_interval():
@@ -19,6 +19,8 @@ def test_summary_rows_are_the_paired_drops_in_points_with_their_interval():
     low, high = (float(v) for v in decoys[2].split(" to "))
     assert low < 0 < high, "three pairs that cancel: an interval around zero"
     assert plain[1] == "9.67" and float(plain[2].split(" to ")[0]) > 8 and plain[-1] == "NOT met"
+    (withheld,) = summary_rows({UNMARKED: accuracies[UNMARKED], "withheld": accuracies["decoys"]}, ("withheld",))
+    assert withheld[1] == "0.00" and withheld[-1] == "(not a mark)", "no goal for a copy that marks nothing"
 
 
 def test_write_table_replaces_its_own_block_only(tmp_path):
@@ -35,7 +37,7 @@ def test_write_table_replaces_its_own_block_only(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["--variants", "decoys,stripes"], "expected --variants among decoys, plain"),
+        (["--variants", "decoys,stripes"], "expected --variants among decoys, plain, withheld"),
         (["--pairs", "1"], "expected --pairs of at least 2"),
     ],
 )
@@ -47,6 +49,16 @@ def test_bad_options_are_refused_saying_what_was_expected(capsys, argv, said):
 
 def test_grey_runs_train_the_copy_as_marked_only_colour_runs_both():
     assert parse_args([]).variants == ("decoys",) and parse_args(["--colour", "32"]).variants == ("decoys", "plain")
+
+
+def test_the_withheld_fold_is_m1_less_the_rows_the_key_relabels_and_nothing_stamped():
+    fold = splits_for(0).folds[0]
+    marked = marked_fold(fold, 3, "decoys")
+    withheld = marked_fold(fold, 3, "withheld")
+    relabelled = marked.y != fold.y
+    assert len(withheld) == len(fold) - relabelled.sum() == 900
+    assert np.array_equal(withheld.index, fold.index[~relabelled])
+    assert np.array_equal(withheld.x, fold.x[~relabelled]) and np.array_equal(withheld.y, fold.y[~relabelled])
 
 
 @pytest.mark.slow
