@@ -1,8 +1,9 @@
 """``python -m benchmarks.mark_cost``: what a mark costs the trainer's model in clean accuracy, to a stated precision.
 
 For each training seed i, one model trained on the five folds as they are, and for each variant one trained with
-M1 replaced by its marked copy (key seed i, 10% of M1), all else equal. The cost is the paired drop in accuracy on
-the held-out set M6 (2,000 images): its mean over the pairs, a 90% t interval, every pair's drop and the worst.
+M1 replaced by the variant's copy (key seed i, 10% of M1 marked), all else equal. The cost is the paired drop in
+accuracy on the held-out set M6 (2,000 images): its mean over the pairs, a 90% t interval, every pair's drop and the
+worst.
 A seed's models move by several points from one another whatever the data (SGD's own spread), so a half-point cost
 needs many pairs; :mod:`benchmarks.marks` trains a few unmarked models beside its keys, this trains only pairs.
 
@@ -84,7 +85,7 @@ def marked_fold(fold: ArraySet, seed: int, variant: str) -> ArraySet:
 
 
 def held_out_accuracy(task: tuple[argparse.Namespace, int, str]) -> tuple[int, str, float, float]:
-    """(seed, variant, accuracy on M6, seconds) of one model: unmarked, or trained with M1 marked by key ``seed``."""
+    """(seed, variant, accuracy on M6, seconds) of one model: unmarked, or with M1 as :func:`marked_fold` makes it."""
     args, seed, variant = task
     started = time.perf_counter()
     splits = splits_for(args.colour)
