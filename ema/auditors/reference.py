@@ -379,6 +379,7 @@ class ReferenceAuditor:
                 n_reference=self.nonmember_scores_.size,
                 information=self.information_,
                 information_lower=self.information_lower_,
+                binned_references=(self.member_counts_, self.nonmember_counts_),
             ),
             "evidence": evidence_note(
                 verdict,

@@ -11,6 +11,8 @@ from ema.stats.binned_tests import PermutationTestResult
 from ema.stats.certify import reference_floor
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ema.auditors.reference import ReferenceAuditor
 
 #: Largest retained share a ``not_memorized`` verdict allows (its upper confidence bound).
@@ -155,11 +157,19 @@ def shift_warnings(p_too_forgotten: float, p_class_mix: float, p_fit: float, *, 
     return warnings
 
 
-def reference_advice(n_reference: int, information: float, *, certify_level: float) -> str:
+def reference_advice(
+    n_reference: int,
+    information: float,
+    *,
+    certify_level: float,
+    binned_references: tuple[np.ndarray, np.ndarray] | None = None,
+) -> str:
     """What a larger non-member reference would buy: "a reference of N would lower the floor to m".
 
     The floor z_L / sqrt(n_ref I) (:func:`~ema.stats.certify.reference_floor`) bounds the
-    certifiable margin at any query size; :data:`REFERENCE_ADVICE_FACTOR` times the reference halves it.
+    certifiable margin at any query size; :data:`REFERENCE_ADVICE_FACTOR` times the reference halves
+    it. ``binned_references`` (the auditor's references per bin) make both floors follow the binned
+    likelihood as the audit's own margin does, so the halving is then approximate.
 
     Examples
     --------
@@ -171,9 +181,11 @@ def reference_advice(n_reference: int, information: float, *, certify_level: flo
             f"the score carries no measurable information about the retained share (with {n_reference:,} "
             "non-members): no reference size makes a margin below 1 certifiable"
         )
-    now = reference_floor(n_reference, information, certify_level=certify_level)
     larger = REFERENCE_ADVICE_FACTOR * n_reference
-    then = reference_floor(larger, information, certify_level=certify_level)
+    now, then = (
+        reference_floor(size, information, certify_level=certify_level, binned_references=binned_references)
+        for size in (n_reference, larger)
+    )
     return (
         f"a non-member reference of {larger:,} samples would lower the floor to {then:.3f} (now {now:.3f} with "
         f"{n_reference:,}): no query size certifies a margin below the floor"
@@ -188,9 +200,11 @@ def certify_record(
     n_reference: int,
     information: float,
     information_lower: float,
+    binned_references: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict:
     """``thresholds["certify"]``: the margin as asked and as used, the level, the information behind the
-    certifiable margin (its lower bound; the point estimate beside it), and :func:`reference_advice` from it.
+    certifiable margin (its lower bound; the point estimate beside it), and :func:`reference_advice` from it
+    and the auditor's ``binned_references``.
     """
     return {
         "margin": margin,
@@ -199,7 +213,9 @@ def certify_record(
         "information": information,
         "information_lower": information_lower,
         "margin_from": "information_lower",
-        "advice": reference_advice(n_reference, information_lower, certify_level=certify_level),
+        "advice": reference_advice(
+            n_reference, information_lower, certify_level=certify_level, binned_references=binned_references
+        ),
     }
 
 

@@ -223,17 +223,34 @@ def likelihood_drop_ratio(member_shares: np.ndarray, nonmember_shares: np.ndarra
     return 2.0 * divergence / (margin**2 * chi_square)
 
 
-def reference_floor(n_reference: float, information: float, *, certify_level: float = 0.95) -> float:
+def reference_floor(
+    n_reference: float,
+    information: float,
+    *,
+    certify_level: float = 0.95,
+    binned_references: tuple[np.ndarray, np.ndarray] | None = None,
+) -> float:
     """The certifiable margin that no query size lowers: z_L / sqrt(n_ref I), set by the non-member reference.
 
     :func:`certifiable_margin` with an unbounded query and probability 0.5; ``inf`` when I = 0.
+    With ``binned_references`` (the auditor's references per bin) the floor follows how far the
+    binned likelihood drops out to it, as the auditor's own certifiable margin does: higher where
+    members crowd one bin (the Breast Cancer table), lower where non-members fill bins that members
+    never reach (the image targets).
 
     Examples
     --------
     >>> round(reference_floor(1000, 0.1), 3)
     0.164
     """
-    return certifiable_margin(math.inf, n_reference, information, certify_level=certify_level, probability=0.5)
+    return certifiable_margin(
+        math.inf,
+        n_reference,
+        information,
+        certify_level=certify_level,
+        probability=0.5,
+        binned_references=binned_references,
+    )
 
 
 def plan_certification(

@@ -87,6 +87,26 @@ def test_single_view_audit_has_no_single_view_metrics_and_gives_reference_advice
     assert result.thresholds["certify"]["advice"].startswith("a non-member reference of 4,000 samples would lower")
 
 
+def test_the_advice_follows_the_auditors_binned_likelihood_not_the_quadratic():
+    rng = np.random.default_rng(3)
+    auditor = ReferenceAuditor(n_permutations=200, n_power_resamples=200).calibrate(
+        *make_proba(rng, 1000, MEMBER), *make_proba(rng, 1000, NONMEMBER)
+    )
+    advice = auditor.audit(*make_proba(rng, 50, NONMEMBER)).thresholds["certify"]["advice"]
+    counts = (auditor.member_counts_, auditor.nonmember_counts_)
+    level, n_reference, information = 0.95, auditor.nonmember_scores_.size, auditor.information_lower_
+    assert advice == reference_advice(n_reference, information, certify_level=level, binned_references=counts)
+    assert advice != reference_advice(n_reference, information, certify_level=level)
+
+
+def test_the_floor_rises_where_members_crowd_a_bin_and_falls_where_non_members_fill_member_free_bins():
+    quadratic = reference_floor(1000, 0.05)
+    crowded = (np.array([980.0, 20.0]), np.array([80.0, 920.0]))
+    member_free = (np.array([0.0, 500.0, 500.0]), np.array([100.0, 450.0, 450.0]))
+    assert reference_floor(1000, 0.05, binned_references=crowded) > 1.1 * quadratic
+    assert reference_floor(1000, 0.05, binned_references=member_free) < 0.95 * quadratic
+
+
 def test_reference_advice_says_four_times_the_reference_halves_the_floor():
     advice = reference_advice(1000, 0.05, certify_level=0.95)
     now, then = reference_floor(1000, 0.05), reference_floor(4000, 0.05)
