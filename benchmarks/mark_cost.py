@@ -1,9 +1,9 @@
 """``python -m benchmarks.mark_cost``: what a mark costs the trainer's model in clean accuracy, to a stated precision.
 
 For each training seed i, one model trained on the five folds as they are, and for each variant one trained with
-M1 replaced by the variant's copy (key seed i, 10% of M1 marked), all else equal. The cost is the paired drop in
-accuracy on the held-out set M6 (2,000 images): its mean over the pairs, a 90% t interval, every pair's drop and the
-worst.
+M1 replaced by the variant's copy (made with key seed i, which marks 10% of M1), all else equal. The cost is the
+paired drop in accuracy on the held-out set M6 (2,000 images): its mean over the pairs, a 90% t interval, every
+pair's drop and the worst.
 A seed's models move by several points from one another whatever the data (SGD's own spread), so a half-point cost
 needs many pairs; :mod:`benchmarks.marks` trains a few unmarked models beside its keys, this trains only pairs.
 
@@ -33,9 +33,9 @@ from ema.data.arrays import ArraySet
 from ema.data.marks import mark_set
 from ema.data.splits import Splits
 
-VARIANTS = ("decoys", "plain", "withheld")
 #: The variant that marks nothing: M1 without the rows a key would relabel.
-WITHHELD = VARIANTS[2]
+WITHHELD = "withheld"
+VARIANTS = ("decoys", "plain", WITHHELD)
 #: The unmarked model of a pair.
 UNMARKED = "unmarked"
 GOAL_POINTS = 0.5
@@ -76,7 +76,7 @@ def splits_for(colour: int) -> Splits:
     return make_splits(0) if not colour else bench.colour_splits(make_splits(0), colour)
 
 
-def marked_fold(fold: ArraySet, seed: int, variant: str) -> ArraySet:
+def fold_copy(fold: ArraySet, seed: int, variant: str) -> ArraySet:
     """M1 as ``variant`` has it: marked by key ``seed`` with or without decoys, or less the rows that key relabels."""
     marked, _ = mark_set(fold, rate=0.1, seed=seed, decoys=variant == "decoys")
     if variant != WITHHELD:
@@ -85,12 +85,12 @@ def marked_fold(fold: ArraySet, seed: int, variant: str) -> ArraySet:
 
 
 def held_out_accuracy(task: tuple[argparse.Namespace, int, str]) -> tuple[int, str, float, float]:
-    """(seed, variant, accuracy on M6, seconds) of one model: unmarked, or with M1 as :func:`marked_fold` makes it."""
+    """(seed, variant, accuracy on M6, seconds) of one model: unmarked, or with M1 as :func:`fold_copy` makes it."""
     args, seed, variant = task
     started = time.perf_counter()
     splits = splits_for(args.colour)
     if variant != UNMARKED:
-        splits = splits.with_fold("M1", marked_fold(splits.folds[0], seed, variant))
+        splits = splits.with_fold("M1", fold_copy(splits.folds[0], seed, variant))
     setup = bench.Setup(splits, splits.held_out, bench.ALPHA, bench.MARGIN, args.epochs, args.arch, args.lr_decay)
     model = bench.train(splits, seed, setup)
     return seed, variant, bench.accuracy(model, splits.held_out), time.perf_counter() - started
@@ -146,7 +146,7 @@ def write_table(rows: list[tuple[str, ...]], args: argparse.Namespace, seconds: 
             f"Measured by `{command}` ({seconds / 60:.0f} min, {args.workers} process(es) of one CPU thread).",
             "",
             f"| variant | mean drop, points (goal <= {GOAL_POINTS}) | {LEVEL:.0%} interval | per training seed "
-            "| worst | accuracy marked / unmarked | goal |",
+            "| worst | accuracy with the copy / unmarked | goal |",
             "|---|---|---|---|---|---|---|",
             *(f"| {' | '.join(row)} |" for row in rows),
             f"<!-- /{block} -->",

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 DEFAULT_MARGIN = 0.1
 #: The margin value that certifies at the audit's own certifiable margin.
 AUTO_MARGIN = "auto"
-#: How many times the reference the advice proposes: four times the samples halve the floor.
+#: How many times the reference the advice proposes: four times the samples halve the floor (about, when the
+#: floor follows the binned likelihood).
 REFERENCE_ADVICE_FACTOR = 4
 
 #: What each reported number relies on; copied into ``thresholds["assumptions"]``.
@@ -169,7 +170,8 @@ def reference_advice(
     The floor z_L / sqrt(n_ref I) (:func:`~ema.stats.certify.reference_floor`) bounds the
     certifiable margin at any query size; :data:`REFERENCE_ADVICE_FACTOR` times the reference halves
     it. ``binned_references`` (the auditor's references per bin) make both floors follow the binned
-    likelihood as the audit's own margin does, so the halving is then approximate.
+    likelihood as the audit's own margin does, so the halving is then approximate. A floor of 1 or
+    more is worded as nothing below 1 being certifiable, not as a number.
 
     Examples
     --------
@@ -186,10 +188,20 @@ def reference_advice(
         reference_floor(size, information, certify_level=certify_level, binned_references=binned_references)
         for size in (n_reference, larger)
     )
+    if then >= 1.0:
+        return (
+            f"even a non-member reference of {larger:,} samples (now {n_reference:,}) would leave nothing below 1 "
+            "certifiable: the score carries too little information about the retained share"
+        )
     return (
-        f"a non-member reference of {larger:,} samples would lower the floor to {then:.3f} (now {now:.3f} with "
-        f"{n_reference:,}): no query size certifies a margin below the floor"
+        f"a non-member reference of {larger:,} samples would lower the floor to {then:.3f} (now "
+        f"{_floor_text(now)} with {n_reference:,}): no query size certifies a margin below the floor"
     )
+
+
+def _floor_text(floor: float) -> str:
+    """A floor as the advice words it: its value, or "none below 1" where nothing below 1 is certifiable."""
+    return "none below 1" if floor >= 1.0 else f"{floor:.3f}"
 
 
 def certify_record(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.mark_cost import UNMARKED, main, marked_fold, parse_args, splits_for, summary_rows, write_table
+from benchmarks.mark_cost import UNMARKED, fold_copy, main, parse_args, splits_for, summary_rows, write_table
 
 
 def test_summary_rows_are_the_paired_drops_in_points_with_their_interval():
@@ -53,8 +53,8 @@ def test_grey_runs_train_the_copy_as_marked_only_colour_runs_both():
 
 def test_the_withheld_fold_is_m1_less_the_rows_the_key_relabels_and_nothing_stamped():
     fold = splits_for(0).folds[0]
-    marked = marked_fold(fold, 3, "decoys")
-    withheld = marked_fold(fold, 3, "withheld")
+    marked = fold_copy(fold, 3, "decoys")
+    withheld = fold_copy(fold, 3, "withheld")
     relabelled = marked.y != fold.y
     assert len(withheld) == len(fold) - relabelled.sum() == 900
     assert np.array_equal(withheld.index, fold.index[~relabelled])

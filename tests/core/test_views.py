@@ -94,9 +94,12 @@ def test_the_advice_follows_the_auditors_binned_likelihood_not_the_quadratic():
     )
     advice = auditor.audit(*make_proba(rng, 50, NONMEMBER)).thresholds["certify"]["advice"]
     counts = (auditor.member_counts_, auditor.nonmember_counts_)
-    level, n_reference, information = 0.95, auditor.nonmember_scores_.size, auditor.information_lower_
-    assert advice == reference_advice(n_reference, information, certify_level=level, binned_references=counts)
-    assert advice != reference_advice(n_reference, information, certify_level=level)
+    n_reference, information = auditor.nonmember_scores_.size, auditor.information_lower_
+    binned, quadratic = (
+        reference_floor(n_reference, information, binned_references=references) for references in (counts, None)
+    )
+    assert binned > 1.1 * quadratic, "members crowd the top bins here: the likelihood drops slower than a quadratic"
+    assert f"(now {binned:.3f} with 1,000)" in advice
 
 
 def test_the_floor_rises_where_members_crowd_a_bin_and_falls_where_non_members_fill_member_free_bins():
@@ -116,4 +119,16 @@ def test_reference_advice_says_four_times_the_reference_halves_the_floor():
         "no query size certifies a margin below the floor"
     )
     assert "no reference size" in reference_advice(1000, 0.0, certify_level=0.95)
+
+
+def test_advice_whose_floors_are_above_one_says_nothing_below_one_is_certifiable_not_a_number():
+    crowded = (np.array([980.0, 20.0]), np.array([80.0, 920.0]))
+    assert reference_floor(400, 0.01, binned_references=crowded) > 1
+    advice = reference_advice(100, 0.01, certify_level=0.95, binned_references=crowded)
+    assert advice.startswith("even a non-member reference of 400 samples (now 100) would leave nothing below 1")
+    then = reference_floor(400, 0.03, binned_references=crowded)
+    assert reference_floor(100, 0.03, binned_references=crowded) > 1 > then
+    assert reference_advice(100, 0.03, certify_level=0.95, binned_references=crowded).startswith(
+        f"a non-member reference of 400 samples would lower the floor to {then:.3f} (now none below 1 with 100)"
+    )
     assert reference_floor(1000, 0.1) == pytest.approx(1.6448536 / np.sqrt(100))
