@@ -119,6 +119,7 @@ def test_reference_advice_says_four_times_the_reference_halves_the_floor():
         "no query size certifies a margin below the floor"
     )
     assert "no reference size" in reference_advice(1000, 0.0, certify_level=0.95)
+    assert reference_floor(1000, 0.1) == pytest.approx(1.6448536 / np.sqrt(100))
 
 
 def test_advice_whose_floors_are_above_one_says_nothing_below_one_is_certifiable_not_a_number():
@@ -131,4 +132,3 @@ def test_advice_whose_floors_are_above_one_says_nothing_below_one_is_certifiable
     assert reference_advice(100, 0.03, certify_level=0.95, binned_references=crowded).startswith(
         f"a non-member reference of 400 samples would lower the floor to {then:.3f} (now none below 1 with 100)"
     )
-    assert reference_floor(1000, 0.1) == pytest.approx(1.6448536 / np.sqrt(100))
