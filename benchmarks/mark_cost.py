@@ -58,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--lr-decay", type=float, default=0.0, help="Inverse-time learning-rate decay per step (default 0)."
     )
+    parser.add_argument(
+        "--lr", type=float, default=bench.PAPER_LR, help=f"SGD learning rate (default {bench.PAPER_LR:g})."
+    )
     parser.add_argument("--workers", type=int, default=1, help="Processes training at once, one thread each.")
     parser.add_argument("--out", type=Path, default=bench.DOC, help="The page whose cost block is replaced.")
     args = parser.parse_args(argv)
@@ -91,7 +94,9 @@ def held_out_accuracy(task: tuple[argparse.Namespace, int, str]) -> tuple[int, s
     splits = splits_for(args.colour)
     if variant != UNMARKED:
         splits = splits.with_fold("M1", fold_copy(splits.folds[0], seed, variant))
-    setup = bench.Setup(splits, splits.held_out, bench.ALPHA, bench.MARGIN, args.epochs, args.arch, args.lr_decay)
+    setup = bench.Setup(
+        splits, splits.held_out, bench.ALPHA, bench.MARGIN, args.epochs, args.arch, lr_decay=args.lr_decay, lr=args.lr
+    )
     model = bench.train(splits, seed, setup)
     return seed, variant, bench.accuracy(model, splits.held_out), time.perf_counter() - started
 
@@ -136,6 +141,7 @@ def write_table(rows: list[tuple[str, ...]], args: argparse.Namespace, seconds: 
         f"python -m benchmarks.mark_cost --pairs {args.pairs} --variants {','.join(args.variants)} "
         f"--arch {args.arch} --epochs {args.epochs} --workers {args.workers}"
         + (f" --lr-decay {args.lr_decay:g}" if args.lr_decay else "")
+        + (f" --lr {args.lr:g}" if args.lr != bench.PAPER_LR else "")
         + (f" --colour {args.colour}" if args.colour else "")
     )
     block = "mark-cost" + (f"-colour-{args.colour}" if args.colour else "")

@@ -32,6 +32,7 @@ from ema.data.arrays import ArraySet
 from ema.data.marks import MarkKey, mark_set
 from ema.data.sources.images import resize_set
 from ema.data.splits import Splits
+from ema.training.spec import TrainSpec
 from ema.workflows.mark_audit import audit_key
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "MARKS.md"
@@ -41,6 +42,8 @@ APPROXIMATE_METHODS = ("finetune", "neggrad", "random-labels", "scrub")
 #: The audit's level and the margin a removal is certified at, by default (the issue's).
 ALPHA, MARGIN = 0.1, 0.05
 QUERY_SIZES = (50, 100, 200, 500, 1000)
+#: The paper's learning rate (the recipe's default).
+PAPER_LR = TrainSpec().lr
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Setup:
     epochs: int
     arch: str
     lr_decay: float = 0.0
+    lr: float = PAPER_LR
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -73,6 +77,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=0.0,
         help="Inverse-time learning-rate decay per step (default 0, the paper's; docs/MARKS.md's colour runs: 1e-3).",
+    )
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=PAPER_LR,
+        help=f"SGD learning rate (default {PAPER_LR:g}, the paper's; docs/MARKS.md's colour runs: 0.025).",
     )
     parser.add_argument("--alpha", type=float, default=ALPHA)
     parser.add_argument("--margin", type=float, default=MARGIN)
@@ -115,11 +125,10 @@ def model_inputs(x: np.ndarray) -> np.ndarray:
 
 def train(splits: Splits, seed: int, setup: Setup, *, without_m1: bool = False):
     from ema.training.fit import fit
-    from ema.training.spec import TrainSpec
 
     folds = splits.folds[1:] if without_m1 else splits.folds
     x, y = np.concatenate([f.x for f in folds]), np.concatenate([f.y for f in folds])
-    spec = TrainSpec(arch=setup.arch, epochs=setup.epochs, lr_decay=setup.lr_decay, seed=seed)
+    spec = TrainSpec(arch=setup.arch, epochs=setup.epochs, lr=setup.lr, lr_decay=setup.lr_decay, seed=seed)
     return fit(spec, model_inputs(x), y, progress=False)
 
 
@@ -157,7 +166,7 @@ def measure(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
     """The rows (measure, goal, measured, met) of the Done-when table."""
     splits = make_splits(0) if not args.colour else colour_splits(make_splits(0), args.colour)
     queries = splits.held_out.take(np.arange(args.queries))
-    setup = Setup(splits, queries, args.alpha, args.margin, args.epochs, args.arch, args.lr_decay)
+    setup = Setup(splits, queries, args.alpha, args.margin, args.epochs, args.arch, lr_decay=args.lr_decay, lr=args.lr)
     rows, marked_models = [], []
     detected, accuracies, wrong = [], [], []
     wrong_keys = untrained_keys(splits, 4)
@@ -235,6 +244,7 @@ def write_table(rows: list[tuple[str, str, str]], args: argparse.Namespace, seco
         f"--unlearned {args.unlearned} --queries {args.queries} --epochs {args.epochs} --threads {args.threads}"
         + (f" --arch {args.arch}" if args.arch != "mlp" else "")
         + (f" --lr-decay {args.lr_decay:g}" if args.lr_decay else "")
+        + (f" --lr {args.lr:g}" if args.lr != PAPER_LR else "")
         + (f" --colour {args.colour}" if args.colour else "")
     )
     block = "marks-table" + (f"-colour-{args.colour}" if args.colour else "")

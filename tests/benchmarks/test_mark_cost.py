@@ -26,12 +26,13 @@ def test_summary_rows_are_the_paired_drops_in_points_with_their_interval():
 def test_write_table_replaces_its_own_block_only(tmp_path):
     page = tmp_path / "MARKS.md"
     page.write_text("intro\n<!-- mark-cost-colour-32 -->\nold\n<!-- /mark-cost-colour-32 -->\n<!-- marks-table -->\n")
-    args = parse_args(["--pairs", "3", "--colour", "32", "--arch", "cnn", "--lr-decay", "0.001", "--out", str(page)])
+    argv = ["--pairs", "3", "--colour", "32", "--arch", "cnn", "--lr-decay", "0.001", "--lr", "0.025"]
+    args = parse_args([*argv, "--out", str(page)])
     write_table([("decoys", "0.10", "-1.00 to 1.20", "0.1", "0.9", "90.0% / 90.1%", "met")], args, 90.0)
     text = page.read_text()
     assert "old" not in text and "<!-- marks-table -->" in text and "| decoys | 0.10 |" in text
     assert "`python -m benchmarks.mark_cost --pairs 3 --variants decoys,plain --arch cnn" in text
-    assert "--lr-decay 0.001 --colour 32`" in text
+    assert "--lr-decay 0.001 --lr 0.025 --colour 32`" in text
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.marks import main, parse_args, write_table
+from benchmarks.marks import Setup, main, parse_args, train, write_table
+from ema.data import make_splits
 
 ROWS = [("mark detected", ">= 0.99", "1.000 (2/2)")]
 
@@ -25,7 +26,20 @@ def test_write_table_appends_a_colour_block_the_page_lacks(tmp_path):
     assert "<!-- marks-table-colour-32 -->" in page.read_text() and "--colour 32" in page.read_text()
     write_table(ROWS, parse_args(["--colour", "32", "--arch", "cnn", "--epochs", "10"]), 60.0, page)
     assert page.read_text().count("<!-- marks-table-colour-32 -->") == 1
-    assert "--epochs 10 --threads 1 --arch cnn --colour 32`" in page.read_text()
+    assert "--epochs 10 --threads 1 --arch cnn --colour 32`" in page.read_text(), "the paper's rate is not written"
+    write_table(ROWS, parse_args(["--colour", "32", "--arch", "cnn", "--lr", "0.025"]), 60.0, page)
+    assert "--arch cnn --lr 0.025 --colour 32`" in page.read_text()
+
+
+def test_the_learning_rate_reaches_the_recipe(monkeypatch):
+    seen = {}
+    monkeypatch.setattr("ema.training.fit.fit", lambda spec, *data, **options: seen.setdefault("spec", spec))
+    splits = make_splits(0)
+    args = parse_args(["--lr", "0.025", "--lr-decay", "0.001", "--arch", "cnn"])
+    setup = Setup(splits, splits.held_out, 0.1, 0.05, 2, args.arch, lr_decay=args.lr_decay, lr=args.lr)
+    train(splits, 3, setup)
+    assert (seen["spec"].lr, seen["spec"].lr_decay, seen["spec"].seed) == (0.025, 0.001, 3)
+    assert Setup(splits, splits.held_out, 0.1, 0.05, 2, "mlp").lr == 0.05, "the paper's rate by default"
 
 
 @pytest.mark.slow
