@@ -68,6 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.variants = default if args.variants is None else tuple(v for v in args.variants.split(",") if v)
     if set(args.variants) - set(VARIANTS) or not args.variants:
         parser.error(f"expected --variants among {', '.join(VARIANTS)}, got {args.variants!r}")
+    bench.check_rates(parser, args)
     if args.pairs < 2:
         parser.error(f"expected --pairs of at least 2 (an interval needs two drops), got {args.pairs}")
     return args

@@ -32,6 +32,7 @@ from ema.data.arrays import ArraySet
 from ema.data.marks import MarkKey, mark_set
 from ema.data.sources.images import resize_set
 from ema.data.splits import Splits
+from ema.errors import InputError
 from ema.training.spec import TrainSpec
 from ema.workflows.mark_audit import audit_key
 
@@ -96,7 +97,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=DOC, help="The page whose marked table block is replaced.")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_rates(parser, args)
+    return args
+
+
+def check_rates(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse ``--lr`` and ``--lr-decay`` that no recipe takes, before any model trains (the recipe's own check)."""
+    try:
+        TrainSpec(lr=args.lr, lr_decay=args.lr_decay)
+    except InputError as error:
+        parser.error(str(error))
 
 
 def colour_splits(splits: Splits, side: int) -> Splits:

@@ -40,6 +40,8 @@ def test_write_table_replaces_its_own_block_only(tmp_path):
     [
         (["--variants", "decoys,stripes"], "expected --variants among decoys, plain, withheld"),
         (["--pairs", "1"], "expected --pairs of at least 2"),
+        (["--lr", "0"], "expected lr to be a finite number > 0, got 0"),
+        (["--lr-decay", "nan"], "expected lr_decay to be a finite number"),
     ],
 )
 def test_bad_options_are_refused_saying_what_was_expected(capsys, argv, said):

@@ -31,6 +31,12 @@ def test_write_table_appends_a_colour_block_the_page_lacks(tmp_path):
     assert "--arch cnn --lr 0.025 --colour 32`" in page.read_text()
 
 
+def test_a_rate_no_recipe_takes_is_refused_before_training(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--lr", "-0.1"])
+    assert "expected lr to be a finite number > 0, got -0.1" in capsys.readouterr().err
+
+
 def test_the_learning_rate_reaches_the_recipe(monkeypatch):
     seen = {}
     monkeypatch.setattr("ema.training.fit.fit", lambda spec, *data, **options: seen.setdefault("spec", spec))
