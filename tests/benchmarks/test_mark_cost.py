@@ -33,6 +33,8 @@ def test_write_table_replaces_its_own_block_only(tmp_path):
     assert "old" not in text and "<!-- marks-table -->" in text and "| decoys | 0.10 |" in text
     assert "`python -m benchmarks.mark_cost --pairs 3 --variants decoys,plain --arch cnn" in text
     assert "--lr-decay 0.001 --lr 0.025 --colour 32`" in text
+    write_table([], parse_args(["--colour", "32", "--out", str(page)]), 90.0)
+    assert "--workers 1 --colour 32`" in page.read_text(), "the paper's rate is not written"
 
 
 @pytest.mark.parametrize(
