@@ -27,7 +27,7 @@ from ema_cli.options import (
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
     default=0.9,
     show_default=True,
-    help="Wanted probability of calling a member set memorized.",
+    help="Wanted probability of calling a member set memorized; with --certify, of certifying a removed set.",
 )
 @alpha_option
 @k_option
@@ -44,7 +44,7 @@ from ema_cli.options import (
     is_flag=True,
     help=(
         "Instead: the query and non-member reference sizes that certify --margin (not_memorized) with "
-        "probability 0.9 when the query was removed, from a member reference scored on the target."
+        "probability --power when the query was removed, from a member reference scored on the target."
     ),
 )
 @click.option(
@@ -85,7 +85,7 @@ def power(target_power, certify, margin, certify_level, members_file, max_refere
     elif margin is None:
         raise click.UsageError("--certify needs --margin M, the retained share to certify (e.g. 0.3)")
     else:
-        _certification(margin, certify_level, members_file, max_reference, as_json, **options)
+        _certification(margin, target_power, certify_level, members_file, max_reference, as_json, **options)
 
 
 def _detection(target_power, **options):
@@ -101,14 +101,21 @@ def _detection(target_power, **options):
         )
 
 
-def _certification(margin, certify_level, members_file, max_reference, as_json, *, progress, k, cal_seed, **options):
+def _certification(
+    margin, probability, certify_level, members_file, max_reference, as_json, *, progress, k, cal_seed, **options
+):
     """`ema power --certify`: the plan in words or as JSON (k and the calibration seed play no part)."""
     from dataclasses import asdict
 
     from ema.workflows.power import certification_plan
 
     plan = certification_plan(
-        margin=margin, certify_level=certify_level, members_file=members_file, max_reference=max_reference, **options
+        margin=margin,
+        probability=probability,
+        certify_level=certify_level,
+        members_file=members_file,
+        max_reference=max_reference,
+        **options,
     )
     if as_json:
         finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in asdict(plan).items()}
@@ -123,7 +130,7 @@ def _certification(margin, certify_level, members_file, max_reference, as_json, 
     else:
         click.echo(
             f"margin {plan.margin:g} is unreachable on this target: the smallest reachable margin is "
-            f"{plan.smallest_reachable_margin:.3f} (with a reference of {plan.reference_size} and an unbounded "
-            f"query; planned from the information's lower bound {plan.information_lower:.3g} per sample; "
-            f"estimate {plan.information:.3g})"
+            f"{plan.smallest_reachable_margin:.3f} (with a reference of {plan.reference_size}, an unbounded query "
+            f"and probability {plan.probability:g}; planned from the information's lower bound "
+            f"{plan.information_lower:.3g} per sample; estimate {plan.information:.3g})"
         )

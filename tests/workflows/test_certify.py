@@ -30,6 +30,23 @@ def test_power_certify_json_gives_the_sizes_of_a_reachable_margin(trained):
     assert 0 < plan["information_lower"] < plan["information"]  # planned from the bound, as an audit's margin
 
 
+def test_power_certify_plans_for_the_probability_power_asks(trained):
+    _, outcome = trained
+    plans = {}
+    for wanted in ("0.9", "0.97"):
+        shown = power("--model", outcome.version.uri, "--certify", "--margin", "0.95", "--power", wanted, "--json")
+        assert shown.exit_code == 0, shown.output
+        plans[wanted] = json.loads(shown.output)
+    assert plans["0.97"]["probability"] == 0.97
+    # certifying more often takes at least as many samples, and more in all
+    assert plans["0.97"]["query_size"] >= plans["0.9"]["query_size"]
+    sizes = {wanted: plan["query_size"] + plan["reference_size"] for wanted, plan in plans.items()}
+    assert sizes["0.97"] > sizes["0.9"]
+    refused = power("--model", outcome.version.uri, "--certify", "--margin", "0.95", "--power", "0.3")
+    assert refused.exit_code == 3
+    assert "expected a probability of certifying of at least 0.5, got 0.3" in refused.output
+
+
 def test_power_certify_says_an_unreachable_margin_is_unreachable_and_names_the_smallest(trained):
     _, outcome = trained
     shown = power("--model", outcome.version.uri, "--certify", "--margin", "0.001")
@@ -37,7 +54,7 @@ def test_power_certify_says_an_unreachable_margin_is_unreachable_and_names_the_s
     assert "margin 0.001 is unreachable on this target: the smallest reachable margin is" in shown.output
     as_json = json.loads(power("--model", outcome.version.uri, "--certify", "--margin", "0.001", "--json").output)
     assert as_json["reachable"] is False and as_json["query_size"] is None
-    assert f"{as_json['smallest_reachable_margin']:.3f}" in shown.output
+    assert f"{as_json['smallest_reachable_margin']:.3f}" in shown.output and "and probability 0.9;" in shown.output
 
 
 def test_power_certify_options_need_each_other():
