@@ -11,7 +11,8 @@ Each figure is a whole process, started fresh, timed from ``exec`` to exit:
   plus those the audit needs whatever it does (``scipy.stats`` for the paper's tests, which
   ``sklearn.metrics`` imports too; matplotlib's Agg canvas for the report's figures; MLflow's
   sqlalchemy store, opened), all three and each alone, so that the note says which of them
-  already exceeds the goal.
+  already exceeds the goal. The same audit with ``--no-figures`` (no figure drawn, matplotlib not
+  imported) is timed in the same rounds and recorded beside it, against the same imports.
 
 The commands run as the ``ema`` program does (:func:`ema_cli.cli.run`, which raises the
 collector's thresholds while a command runs and freezes its objects before the interpreter's
@@ -35,6 +36,7 @@ from benchmarks._common import Config, interleaved, progress, row, spread, tempo
 NAME = "cli"
 CLI = [sys.executable, "-c", "from ema_cli.cli import run; run()"]
 IMPORTS = [sys.executable, "-c", "import ema, mlflow, torch"]
+IMPORTS_LABEL = '`python -c "import ema, mlflow, torch"`'
 #: What every audit needs beyond the import line, by part: the paper's tests, the report's canvas, the store (opened).
 FLOOR_PARTS = {
     "scipy.stats": "import scipy.stats",
@@ -62,6 +64,7 @@ FLOORS = {
     **{part: floor_command(part) for part in FLOOR_PARTS},
 }
 AUDIT = ["audit", "--model", "models:/ema-target@target", "--query", "M6", "--no-progress"]
+NO_FIGURES = [*AUDIT, "--no-figures"]
 HELP_GOAL = 0.5
 #: audit / imports at most.
 AUDIT_GOAL = 1.25
@@ -87,37 +90,30 @@ def measure(config: Config) -> list[dict]:
                 "imports": lambda: run(IMPORTS),
                 "help": lambda: run([*CLI, "--help"]),
                 "audit": lambda: run([*CLI, *AUDIT]),
+                "no figures audit": lambda: run([*CLI, *NO_FIGURES]),
                 **{name: (lambda command=command: run(command)) for name, command in FLOORS.items()},
             },
             repeats,
         )
-    imports, help_, audit, floor, program_imports = (
-        statistics.median(times[k]) for k in ("imports", "help", "audit", "floor", "imports as ema runs")
+    imports, help_, audit, no_figures, floor, program_imports = (
+        statistics.median(times[k])
+        for k in ("imports", "help", "audit", "no figures audit", "floor", "imports as ema runs")
     )
-    label = '`python -c "import ema, mlflow, torch"`'
     return [
-        row(
-            NAME,
+        against_imports(
             "ema --help",
-            ours=help_,
-            baseline=imports,
-            unit="s",
-            baseline_label=label,
-            ratio=help_ / imports,
+            help_,
+            imports,
             ratio_label="help / imports",
             goal=f"< {HELP_GOAL:g} s",
             met=help_ < HELP_GOAL,
             repeats=repeats,
             note=f"help {spread(times['help'])}, imports {spread(times['imports'])}",
         ),
-        row(
-            NAME,
+        against_imports(
             "ema audit --query M6 (2,000 images, calibration cached), whole process",
-            ours=audit,
-            baseline=imports,
-            unit="s",
-            baseline_label=label,
-            ratio=audit / imports,
+            audit,
+            imports,
             ratio_label="audit / imports",
             goal=f"<= {AUDIT_GOAL:g}x imports",
             met=audit / imports <= AUDIT_GOAL,
@@ -133,4 +129,38 @@ def measure(config: Config) -> list[dict]:
                 + ", ".join(f"{part} {statistics.median(times[part]) / imports:.2f}x" for part in FLOOR_PARTS)
             ),
         ),
+        against_imports(
+            "ema audit --query M6 --no-figures (the same audit, no figure drawn), whole process",
+            no_figures,
+            imports,
+            ratio_label="audit --no-figures / imports",
+            goal="recorded",
+            met=None,
+            repeats=repeats,
+            note=(
+                f"audit --no-figures {spread(times['no figures audit'])}, imports {spread(times['imports'])}; "
+                f"the default audit in the same rounds {audit:.2f} s, {no_figures / audit:.2f}x of it "
+                f"({audit - no_figures:.2f} s for its figures and matplotlib's import)"
+            ),
+        ),
     ]
+
+
+def against_imports(
+    case: str, seconds: float, imports: float, *, ratio_label: str, goal: str, met: bool | None, repeats: int, note: str
+) -> dict:
+    """A result row for a whole process, timed against the import line in the same rounds."""
+    return row(
+        NAME,
+        case,
+        ours=seconds,
+        baseline=imports,
+        unit="s",
+        baseline_label=IMPORTS_LABEL,
+        ratio=seconds / imports,
+        ratio_label=ratio_label,
+        goal=goal,
+        met=met,
+        repeats=repeats,
+        note=note,
+    )

@@ -226,6 +226,14 @@ from ema_cli.options import (
     is_flag=True,
     help="A warned audit gets the verdict inconclusive and the command exits non-zero.",
 )
+@click.option(
+    "--figures/--no-figures",
+    default=True,
+    show_default=True,
+    help="Draw report.html's figures (score distributions, ROC curves) and log them under figures/. "
+    "--no-figures: the same verdict, numbers and report without them, and a shorter process (matplotlib "
+    "is not imported).",
+)
 @timeout_option(DEFAULT_TIMEOUT)
 @max_params_option
 @click.option(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ema.auditors.attack import AttackStrength
 from ema.auditors.metrics import POWER, PVALUE, PVALUE_KINDS, Metric, metric_kind
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
@@ -43,6 +44,8 @@ VERDICT_WORDS = {
         "The evidence decides neither way: the records may be partly retained, or the query set is too small to tell.",
     ),
 }
+#: Where a figure would be, in an audit run without figures (``ema audit --no-figures``).
+NOT_DRAWN = '<p class="muted">Not drawn: this audit ran without figures (<code>--no-figures</code>).</p>'
 #: Figure file names: safe for artifact paths and URLs.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -73,6 +76,7 @@ def render_audit_report(
     warnings: Sequence[str] | None = None,
     title: str | None = None,
     vocabulary: Mapping[str, Metric] | None = None,
+    draw_figures: bool = True,
 ) -> AuditReport:
     """Render one audit's page and figures.
 
@@ -97,6 +101,8 @@ def render_audit_report(
         Metric key -> what it is (:func:`ema.workflows.methods.metric_vocabulary`): which numbers
         are p-values compared with alpha, checks or power, and what each means. A metric not in
         it is a p-value when named ``p_*``, else listed under its own name.
+    draw_figures : bool, default True
+        False: no figure is drawn (matplotlib is not imported); the page says so where they would be.
 
     Returns
     -------
@@ -109,13 +115,8 @@ def render_audit_report(
     """
     if not results:
         raise InputError("expected at least one audit result to report, got none")
-    figures = {
-        _figure_name(method): _score_figure(method, result, query, references)
-        for method, result in results.items()
-        if result.scores
-    }
     curves = attack_curves(results)
-    figures.update(roc_figure(curves, query))
+    figures = _figures(results, curves, query, references) if draw_figures else {}
     vocabulary = vocabulary or {}
     warned = _warning_items(results, warnings)
     body = "".join(
@@ -127,10 +128,14 @@ def render_audit_report(
             section("All numbers", _numbers(results, vocabulary), anchor="numbers"),
             section(
                 "Score distributions",
-                _distributions(results, figures, query, references),
+                _distributions(results, figures, query, references) if draw_figures else NOT_DRAWN,
                 anchor="distributions",
             ),
-            section("Attack strength", attack_section(curves, figures), anchor="attack"),
+            section(
+                "Attack strength",
+                attack_section(curves, figures) + ("" if draw_figures or not curves else NOT_DRAWN),
+                anchor="attack",
+            ),
             section("Thresholds and flag rate", _thresholds(results), anchor="thresholds"),
             section("Warnings", _warnings(warned), anchor="warnings"),
             section("Assumptions", _assumptions(results), anchor="assumptions"),
@@ -335,6 +340,21 @@ def _distributions(
                 "(an audit on Spark keeps them in its membership table), so they are not drawn.</p>"
             )
     return "".join(parts)
+
+
+def _figures(
+    results: Mapping[str, AuditResult],
+    curves: Mapping[str, AttackStrength],
+    query: str,
+    references: Mapping[str, Mapping[str, np.ndarray]] | None,
+) -> dict[str, bytes]:
+    """Each method's score figure (where its query scores are here) and the ROC figure, by file name."""
+    figures = {
+        _figure_name(method): _score_figure(method, result, query, references)
+        for method, result in results.items()
+        if result.scores
+    }
+    return figures | roc_figure(curves, query)
 
 
 def _figure_name(method: str) -> str:

@@ -133,6 +133,11 @@ class AuditConfig:
         metadata before it is read (:mod:`ema.data.limits`).
     strict
         A warned audit (see ``AuditOutcome.warnings``) gets the verdict ``inconclusive``.
+    figures
+        Draw report.html's figures (each method's score distributions, the ROC curves) and log
+        them under ``figures/``. False leaves them out, and matplotlib unimported: the verdict,
+        the numbers and the rest of the report are the same, and a cached audit's process is
+        about a tenth shorter (benchmarks/RESULTS.md, ``cli``).
     timeout, request_timeout
         Over HTTP: seconds the whole scoring, and one request, may take (wall time). Inside a
         command with a ``--timeout`` (:func:`ema.limits.command_limits`) the scoring gets what is
@@ -185,6 +190,7 @@ class AuditConfig:
     queries: int | None = None
     max_query: int = DEFAULT_MAX_QUERY
     strict: bool = False
+    figures: bool = True
     timeout: float = DEFAULT_TIMEOUT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     http_concurrency: int = 1

@@ -41,6 +41,7 @@ SAME_NAME = (
     "augment",
     "max_query",
     "strict",
+    "figures",
     "label_column",
 )
 #: Evaluator config keys named as `ema audit`'s options -> AuditConfig fields.
@@ -77,6 +78,7 @@ KEY_KINDS = {
     "margin": NUMBER,
     "augment": TEXT,
     "strict": FLAG,
+    "figures": FLAG,
     "recipe": PATH,
     "reference": PATH,
     "members": PATH,
@@ -199,8 +201,8 @@ class EMAEvaluator(AuditEvaluator):
     Evaluator config (``evaluator_config={"ema": {...}}``), every key optional:
     ``method``, ``test``, ``alpha``, ``k``, ``cal_seed``, ``threshold_mode``, ``outputs``,
     ``calibration_name``, ``recipe``, ``reference``, ``members``, ``margin``, ``max_query``, ``strict``,
-    ``calibration_file``, ``label_column`` (of the table files among them), ``input_scale``, ``normalize``, and
-    ``calibration_model`` with ``calibration_members`` and ``calibration_nonmembers``:
+    ``figures``, ``calibration_file``, ``label_column`` (of the table files among them), ``input_scale``,
+    ``normalize``, and ``calibration_model`` with ``calibration_members`` and ``calibration_nonmembers``:
     as the `ema audit` options of the same names (``recipe``, ``reference``, ``members``,
     ``calibration_file`` and the calibration samples are file paths). ``model_uri``: the registered version to
     audit when the loaded model's cannot be told. ``query_file``: where to keep the table

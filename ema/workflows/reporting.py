@@ -84,6 +84,8 @@ def reproduce_command(config: AuditConfig) -> str:
             continue
         if field.name == "strict":
             words.append("--strict")
+        elif field.name == "figures":
+            words.append("--no-figures")
         elif field.name in CLI_FLAGS:
             words += [CLI_FLAGS[field.name], redact_url(str(value))]
         elif field.name == "transform":
@@ -178,13 +180,13 @@ def report_artifacts(
     run_id: str,
     fingerprint: str,
 ) -> dict[str, str | bytes]:
-    """``report.html`` and ``figures/<method>_scores.png`` for the audit run's artifacts.
+    """``report.html`` and its figures (``figures/<method>_scores.png``, ``figures/attack_roc.png``), as artifacts.
 
     ``results`` in the audit's order: the first method's verdict is the run's. ``warnings``:
     every warning of the audit (the gates' and the auditors'). ``fingerprint``: the query's, as
     the run records it. The command pins the model version the alias pointed to, so that it
     audits the same model later. A method whose query scores stayed on Spark's executors gets
-    no figure.
+    no figure; with ``config.figures`` False none is drawn.
     """
     config, target = session.config, session.target
     pinned = dataclasses.replace(config, model_uri=target.model_uri) if target.model_uri else config
@@ -194,9 +196,10 @@ def report_artifacts(
         query=config.query_name,
         lineage=audit_lineage(config, target, n_query, fingerprint, tags, run_id),
         command=reproduce_command(pinned),
-        references=reference_scores(session, results),
+        references=reference_scores(session, results) if config.figures else None,
         warnings=warnings,
         title=f"Audit of {config.query_name} on {target.label}",
+        draw_figures=config.figures,
         vocabulary=metric_vocabulary(),
     )
     figures = {f"{keys.ARTIFACT_FIGURES_DIR}/{name}": png for name, png in report.figures.items()}

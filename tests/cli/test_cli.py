@@ -144,7 +144,8 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--mark-key": "key.json",
         "--queries": "50",
     }
-    result = CliRunner().invoke(main, ["audit", *[v for pair in given.items() for v in pair], "--strict"])
+    words = ["audit", *[v for pair in given.items() for v in pair], "--strict", "--no-figures"]
+    result = CliRunner().invoke(main, words)
     assert "captured" in result.output
     config = seen["config"]
     assert (config.model_uri, config.model_url, config.query, config.method, config.test) == (
@@ -167,7 +168,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "members.npz",
         "cal",
     )
-    assert (config.margin, config.request_timeout, config.strict) == (0.2, 4.0, True)
+    assert (config.margin, config.request_timeout, config.strict, config.figures) == (0.2, 4.0, True, False)
     assert (seen["limits"].timeout, seen["limits"].max_params) == (9.0, 1000)  # the whole command's limits
     assert (config.input_shape, config.output_name) == ((-1, 28, 28), "probabilities")
     assert (config.http_concurrency, config.http_format, config.input_dtype) == (3, "parquet", "uint8")
@@ -178,7 +179,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     assert (config.mark_key, config.queries) == ("key.json", 50)
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
-        "recipe_file", "reference_file", "members_file", "margin", "request_timeout", "strict",
+        "recipe_file", "reference_file", "members_file", "margin", "request_timeout", "strict", "figures",
         "calibration_name", "input_shape", "output_name", "http_concurrency", "http_format", "engine", "spark_master",
         "membership_out", "input_dtype", "max_query", "certify_level", "image_size", "device",
         "label_column", "calibration_file", "augment",

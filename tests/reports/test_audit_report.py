@@ -260,6 +260,24 @@ def test_render_audit_report_says_when_the_0_1pct_point_is_not_resolved():
     assert "(not resolved: 300 non-members)" in page
 
 
+def test_render_audit_report_without_figures_draws_none_and_says_so_where_they_would_be():
+    report = render(results={"ema": _with_attack(make_result(), 2000)}, draw_figures=False)
+    assert report.figures == {}
+    assert "<img" not in report.html and "data:image/png" not in report.html
+    for anchor in ("distributions", "attack"):
+        section = report.html.split(f'id="{anchor}"')[1].split("</section>")[0]
+        assert "Not drawn: this audit ran without figures" in section, anchor
+    attack = report.html.split('id="attack"')[1].split("</section>")[0]
+    assert "ema: confidence (calibration model&#x27;s halves)" in attack  # the numbers stay
+    drawn = render(results={"ema": _with_attack(make_result(), 2000)})
+    assert "Not drawn" not in drawn.html
+    assert _verdict_box(report.html) == _verdict_box(drawn.html)
+
+
+def _verdict_box(page: str) -> str:
+    return page.split('id="verdict"')[1].split("</section>")[0]
+
+
 def test_render_audit_report_without_attack_strength_says_so_and_draws_no_roc():
     report = render()
     assert "attack_roc.png" not in report.figures and "No attack strength was recorded" in report.html

@@ -184,6 +184,7 @@ def test_audit_config_maps_every_evaluator_key_as_ema_audit_names_it():
             "recipe": "recipe.yaml",
             "margin": 0.2,
             "strict": True,
+            "figures": False,
             "input_scale": 255.0,
             "calibration_model": "models:/cal/1",
             "calibration_members": "in.npz",
@@ -196,6 +197,7 @@ def test_audit_config_maps_every_evaluator_key_as_ema_audit_names_it():
         "recipe.yaml",
     )
     assert config.strict and config.margin == 0.2 and config.transform == InputTransform(scale=255.0)
+    assert config.figures is False
     assert config.calibration.model_uri == "models:/cal/1" and config.query_file == "q.npz"
 
 

@@ -60,6 +60,7 @@ def parsed_back(command: str, monkeypatch) -> AuditConfig:
             members_file="members.npz",
             margin=0.2,
             strict=True,
+            figures=False,
             timeout=30.0,
             request_timeout=5.0,
             http_concurrency=3,
