@@ -45,7 +45,10 @@ VERDICT_WORDS = {
     ),
 }
 #: Where a figure would be, in an audit run without figures (``ema audit --no-figures``).
-NOT_DRAWN = '<p class="muted">Not drawn: this audit ran without figures (<code>--no-figures</code>).</p>'
+NOT_DRAWN = (
+    '<p class="muted">Not drawn: this audit ran without figures (<code>ema audit --no-figures</code>, or the '
+    "evaluator's <code>figures=False</code>).</p>"
+)
 #: Figure file names: safe for artifact paths and URLs.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
