@@ -92,6 +92,13 @@ class InputTransform:
     def is_identity(self) -> bool:
         return self == InputTransform()
 
+    def as_options(self) -> list[str]:
+        """The ``ema audit`` options that select it: ``--input-scale S``, and ``--normalize M,S`` when it normalises."""
+        words = ["--input-scale", str(self.scale)]
+        if (self.mean, self.std) != (0.0, 1.0):
+            words += ["--normalize", f"{self.mean},{self.std}"]
+        return words
+
     def apply(self, pixels: np.ndarray) -> np.ndarray:
         pixels = np.asarray(pixels, dtype=np.float32)
         if self.is_identity:

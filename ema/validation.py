@@ -56,6 +56,17 @@ def check_open_unit(name: str, value: object) -> float:
     return float(value)
 
 
+def check_certify_level(value: object) -> float:
+    """``value`` as a float if it is a one-sided level in (0.5, 1).
+
+    The level's upper bound lies z_L standard errors above the estimate; at 0.5 or below it lies at or
+    under the estimate, and certifies nothing.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.5 < float(value) < 1.0:
+        raise InputError(f"expected a certify level in (0.5, 1) (a one-sided level, e.g. 0.95), got {value!r}")
+    return float(value)
+
+
 def check_finite(name: str, value: object, *, minimum: float | None = None, open_minimum: bool = False) -> float:
     """``value`` as a float if it is finite and at least (or, open, above) ``minimum``."""
     number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan

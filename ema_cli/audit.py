@@ -209,7 +209,9 @@ from ema_cli.options import (
         "score's information and lowers the certifiable margin; needs a member reference."
     ),
 )
-@margin_option(DEFAULT_MARGIN, "With --method calibrated (or marks: the trigger's effect)")
+@margin_option(
+    DEFAULT_MARGIN, "With --method calibrated and a member reference (or marks: the trigger's effect)", unset=True
+)
 @mark_key_option(
     "With --method marks: the key file `ema mark` wrote. The trigger is stamped on the query's images, which "
     "should be your own clean images (e.g. --query M6), never the marked file"

@@ -75,7 +75,7 @@ cal_seed_option = click.option(
 )
 certify_level_option = click.option(
     "--certify-level",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=click.FloatRange(0.5, 1, min_open=True, max_open=True),
     default=None,
     help="One-sided level of the retained share's upper bound that certifies not_memorized (default: 1 - alpha / 2).",
 )
@@ -188,17 +188,21 @@ class MarginType(click.ParamType):
         return share
 
 
-def margin_option(default: float | str, use: str) -> Callable:
-    """``--margin``: the retained share ``not_memorized`` must be certified below, or ``auto``; ``use``: where."""
+def margin_option(default: float | str, use: str, *, unset: bool = False) -> Callable:
+    """``--margin``: the retained share ``not_memorized`` must be certified below, or ``auto``; ``use``: where.
+
+    ``unset``: the option's value is None unless given (``default`` is then what the help names), so that
+    a command can refuse it where it would change nothing.
+    """
     return click.option(
         "--margin",
         type=MarginType(),
-        default=default,
-        show_default=True,
+        default=None if unset else default,
+        show_default=not unset,
         help=(
             f"{use}: not_memorized only if the retained share's upper bound is at most this; {AUTO_MARGIN}: the "
             "audit's certifiable_margin (certified with probability 0.85 if the query was removed, from the query "
-            "and reference sizes, fixed before the query is scored)."
+            "and reference sizes, fixed before the query is scored)." + (f" Default: {default}." if unset else "")
         ),
     )
 

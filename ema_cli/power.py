@@ -80,7 +80,10 @@ def power(target_power, certify, margin, certify_level, members_file, max_refere
     if not certify:
         given = [name for name, value in certify_only.items() if value is not None]
         if given:
-            raise click.UsageError(f"{', '.join(given)} need --certify")
+            raise click.UsageError(
+                f"expected {', '.join(given)} with --certify (they plan a certification), got "
+                f"{'it' if len(given) == 1 else 'them'} without --certify"
+            )
         _detection(target_power, **options)
     elif margin is None:
         raise click.UsageError("--certify needs --margin M, the retained share to certify (e.g. 0.3)")
@@ -107,6 +110,7 @@ def _certification(
     """`ema power --certify`: the plan in words or as JSON (k and the calibration seed play no part)."""
     from dataclasses import asdict
 
+    from ema.stats.certify import level_text
     from ema.workflows.power import certification_plan
 
     plan = certification_plan(
@@ -123,7 +127,7 @@ def _certification(
     elif plan.reachable:
         click.echo(
             f"certifying a retained share of at most {plan.margin:g} with probability {plan.probability:g} "
-            f"(one-sided {plan.certify_level:.0%} bound) needs |D_q| >= {plan.query_size} and a non-member "
+            f"(one-sided {level_text(plan.certify_level)} bound) needs |D_q| >= {plan.query_size} and a non-member "
             f"reference of {plan.reference_size} (planned from the information's lower bound "
             f"{plan.information_lower:.3g} per sample; estimate {plan.information:.3g})"
         )

@@ -34,7 +34,8 @@ import numpy as np
 from ema.auditors.base import check_calibrated
 from ema.auditors.calibrated_checks import check_calibration_arrays, check_quantile_levels
 from ema.auditors.calibrated_record import ASSUMPTIONS, audit_record
-from ema.auditors.result import AuditResult
+from ema.auditors.reference_record import DEFAULT_MARGIN
+from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, AuditResult
 from ema.auditors.tail_tests import (
     HypothesisTests,
     QueryTails,
@@ -84,6 +85,9 @@ class CalibratedAuditor:
         (the smallest adjusted one); Holm rejects more individual tests.
     confidence_level : float
         Level of the retained-fraction interval and of the target-only lower bound.
+    margin : float
+        ``not_memorized`` needs H0 "retained" rejected, H0 "removed" not, and the interval's upper
+        end at most ``margin``: rejecting "all of it is retained" alone certifies no removal.
     threshold_mode : {"global", "per-class"}
         One reference cut-off per metric and level, or one per class as well (the tests then
         compare each query sample with reference samples of its own class).
@@ -131,6 +135,7 @@ class CalibratedAuditor:
         alpha: float = 0.1,
         correction: str = "holm",
         confidence_level: float = 0.9,
+        margin: float = DEFAULT_MARGIN,
         threshold_mode: str = "global",
         random_state: int | None = 0,
         n_draws: int = DEFAULT_INTERVAL_DRAWS,
@@ -142,6 +147,7 @@ class CalibratedAuditor:
         self.alpha = alpha
         self.correction = correction
         self.confidence_level = confidence_level
+        self.margin = margin
         self.threshold_mode = threshold_mode
         self.random_state = random_state
         self.n_draws = n_draws
@@ -152,6 +158,7 @@ class CalibratedAuditor:
         check_open_unit("alpha", self.alpha)
         check_choice("correction", self.correction, CORRECTIONS)
         check_open_unit("confidence_level", self.confidence_level)
+        check_open_unit("margin", self.margin)
         check_choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
         if not (isinstance(self.n_draws, (int, np.integer)) and self.n_draws >= 100):
             raise InputError(f"expected n_draws to be an integer >= 100, got {self.n_draws!r}")
@@ -299,6 +306,10 @@ class CalibratedAuditor:
         tests = self._test_hypotheses(tails)
         flags = {m: scores[m] > self.cutoffs_[m][tails.strata, -1] for m in self.signals}
         membership = flags[self.signals[0]].astype(np.int8)
+        retained = self._retained_fraction_metrics(scores, tails)
+        verdict = decide_verdict(tests.p_removed_family, tests.p_retained_family, self.alpha)
+        if verdict == NOT_MEMORIZED and retained["retained_ci_high"] > self.margin:
+            verdict = INCONCLUSIVE
         return AuditResult(
             method=self.method,
             scores=scores,
@@ -307,11 +318,11 @@ class CalibratedAuditor:
             metrics={
                 "p_removed": tests.p_removed_family,
                 "p_retained": tests.p_retained_family,
-                **self._retained_fraction_metrics(scores, tails),
+                **retained,
                 "n_query": float(tails.n),
                 "flag_rate": float(membership.mean()),
             },
-            verdict=decide_verdict(tests.p_removed_family, tests.p_retained_family, self.alpha),
+            verdict=verdict,
             alpha=float(self.alpha),
             thresholds={**self.to_dict(), **audit_record(self.signals, levels, tails, tests)},
         )
@@ -414,6 +425,7 @@ class CalibratedAuditor:
             "alpha": float(self.alpha),
             "correction": self.correction,
             "confidence_level": float(self.confidence_level),
+            "margin": float(self.margin),
             "n_classes": self.n_classes_,
             "n_reference": self.n_reference_,
             "n_members": self.n_members_,

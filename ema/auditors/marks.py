@@ -37,7 +37,7 @@ from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN, default_c
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
 from ema.signals import check_probabilities
-from ema.validation import check_open_unit
+from ema.validation import check_certify_level, check_open_unit
 
 #: Under the null, a moved pair goes to the target class with at most this probability.
 NULL_SHARE = 0.5
@@ -106,7 +106,7 @@ class MarksAuditor:
         if self.margin != AUTO_MARGIN:
             check_open_unit("margin", self.margin)
         if self.certify_level is not None:
-            check_open_unit("certify_level", self.certify_level)
+            check_certify_level(self.certify_level)
 
     def resolved_certify_level(self) -> float:
         """The level of the effect's upper bound: as given, else 1 - alpha / 2."""

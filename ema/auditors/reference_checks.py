@@ -11,7 +11,7 @@ from ema.auditors.views import check_view_probabilities, n_views
 from ema.errors import InputError
 from ema.signals import check_signal_names
 from ema.stats.binned_tests import check_levels
-from ema.validation import check_open_unit
+from ema.validation import check_certify_level, check_open_unit
 
 if TYPE_CHECKING:
     from ema.auditors.reference import ReferenceAuditor
@@ -36,7 +36,7 @@ def check_reference_config(auditor: ReferenceAuditor) -> np.ndarray:
     if auditor.margin != AUTO_MARGIN:
         check_open_unit("margin", auditor.margin)
     if auditor.certify_level is not None:
-        check_open_unit("certify_level", auditor.certify_level)
+        check_certify_level(auditor.certify_level)
     for name in ("n_permutations", "n_power_resamples"):
         value = getattr(auditor, name)
         if not (isinstance(value, (int, np.integer)) and value >= 100):

@@ -20,6 +20,12 @@ ACCURACY_GAP_LIMIT = 0.2
 MIN_SEPARATION = 0.55
 #: Share of non-members flagged at or above this makes flags useless.
 NONMEMBER_FLAG_LIMIT = 0.95
+#: What a target's accuracy far below its own on data like its training data most likely means.
+INPUT_MISMATCH_HINT = (
+    "inputs probably reach the model unlike training (images: try --input-scale or --normalize), or the labels are "
+    "not the model's classes in the order of its outputs (output i is class i; a model fitted on text labels "
+    "orders them alphabetically)"
+)
 
 
 def reference_gate_warnings(
@@ -57,7 +63,7 @@ def reference_gate_warnings(
     if reference_accuracy <= chance + CHANCE_MARGIN:
         warnings.append(
             f"target accuracy on the non-member reference is {reference_accuracy:.3f}, near chance ({chance:.3f}): "
-            "inputs are probably scaled or normalised unlike training (try --input-scale or --normalize)"
+            f"{INPUT_MISMATCH_HINT}"
         )
     elif member_accuracy is not None and member_accuracy - reference_accuracy > ACCURACY_GAP_LIMIT:
         warnings.append(

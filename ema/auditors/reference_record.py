@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.auditors.views import view_score_name
 from ema.stats.binned_tests import PermutationTestResult
-from ema.stats.certify import reference_floor
+from ema.stats.certify import CERTIFY_PROBABILITY, level_text, reference_floor
 
 if TYPE_CHECKING:
     import numpy as np
@@ -122,18 +122,19 @@ def evidence_note(
             )
             return (
                 f"weak evidence: a set the model never saw gets p_removed <= {p_removed:.2g} in {p_removed:.1%} of "
-                f"audits (alpha {alpha:g} calls 1 in {1 / alpha:.0f} removed sets memorized); {interval}, so {least}"
+                f"audits (alpha {alpha:g} calls {level_text(alpha)} of removed sets memorized); {interval}, so {least}"
             )
         return f"strong evidence: p_removed={p_removed:.2g} is below alpha/{WEAK_EVIDENCE_DIVISOR}; {interval}"
+    reach = "none below 1" if certifiable_margin >= 1 else f"{certifiable_margin:.2f}"
+    planned = f"the smallest margin this query size certifies in {level_text(CERTIFY_PROBABILITY)} of removed sets"
     if verdict == NOT_MEMORIZED:
         return (
-            f"certified: at most {margin:.2f} of the set is retained (one-sided {certify_level:.0%} bound "
-            f"{upper_bound:.2f}); this query size certifies down to {certifiable_margin:.2f}"
+            f"certified: at most {margin:.2f} of the set is retained (one-sided {level_text(certify_level)} bound "
+            f"{upper_bound:.2f}); {planned}: {reach}"
         )
-    reach = "none below 1" if certifiable_margin >= 1 else f"{certifiable_margin:.2f}"
     return (
-        f"neither shown: p_removed={p_removed:.2g} > alpha {alpha:g} and the one-sided {certify_level:.0%} bound "
-        f"{upper_bound:.2f} > margin {margin:.2f}; the smallest margin this query size certifies: {reach}"
+        f"neither shown: p_removed={p_removed:.2g} > alpha {alpha:g} and the one-sided {level_text(certify_level)} "
+        f"bound {upper_bound:.2f} > margin {margin:.2f}; {planned}: {reach}"
     )
 
 
@@ -195,7 +196,8 @@ def reference_advice(
         )
     return (
         f"a non-member reference of {larger:,} samples would lower the floor to {then:.3f} (now "
-        f"{_floor_text(now)} with {n_reference:,}): no query size certifies a margin below the floor"
+        f"{_floor_text(now)} with {n_reference:,}): the floor is the margin that even an unbounded query certifies "
+        "in only half of removed sets, so none below it is certifiable"
     )
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ema.data.arrays import ArraySet
 from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
-from ema.data.tables import DEFAULT_LABEL_COLUMN, TABLE_SUFFIXES, read_feature_table
+from ema.data.tables import DEFAULT_LABEL_COLUMN, TABLE_SUFFIXES, check_finite_cells, read_feature_table
 from ema.errors import InputError
 from ema.inputs import IMAGE_CHANNELS
 
@@ -158,6 +158,8 @@ def read_npz(path: Path, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
         raise InputError(f"{path}: expected at least one sample, got an empty set")
     index = arrays.get("index", np.arange(len(arrays["y"]), dtype=np.int64)).astype(np.int64)
     features = tuple(arrays["features"].tolist()) if "features" in arrays else None
+    if arrays["x"].dtype.kind == "f":
+        check_finite_cells(arrays["x"], features, where=str(path))
     return ArraySet(path.stem, arrays["x"], arrays["y"].astype(np.int64), index, features)
 
 
@@ -187,7 +189,8 @@ def _declared_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path)
         shape, _, dtype = NPY_VERSIONS[version](member)
         header_size = member.tell()
     if dtype.hasobject:
-        raise InputError(f"{where}: expected numpy arrays without pickled objects, got dtype {dtype}")
+        hint = " (write the names with .astype(str))" if info.filename == "features.npy" else ""
+        raise InputError(f"{where}: expected numpy arrays without pickled objects, got dtype {dtype}{hint}")
     declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
     stored = info.file_size - header_size
     most = info.compress_size * (MAX_DEFLATE_RATIO if info.compress_type == zipfile.ZIP_DEFLATED else 1)

@@ -21,8 +21,10 @@ AUDIT_BYTES_PER_IMAGE = 4_000
 DEFAULT_MAX_QUERY = 1_000_000
 
 
-def check_set_size(n_images: int, *, limit: int, where: str) -> None:
+def check_set_size(n_images: int, *, limit: int, where: str, unit: str = "images") -> None:
     """Refuse a set of ``n_images`` (as its header or metadata declares) above ``limit``, in one line.
+
+    ``unit`` names what is counted (``rows`` for a table).
 
     Raises
     ------
@@ -32,7 +34,7 @@ def check_set_size(n_images: int, *, limit: int, where: str) -> None:
     if n_images > limit:
         needed = n_images * AUDIT_BYTES_PER_IMAGE / 1e9
         raise InputError(
-            f"{where}: expected at most {limit:,} images, got {n_images:,} (an audit of them needs about "
+            f"{where}: expected at most {limit:,} {unit}, got {n_images:,} (an audit of them needs about "
             f"{needed:.1f} GB beyond the process's own); pass --max-query {n_images} (evaluator config: "
             "max_query) if this machine holds that"
         )

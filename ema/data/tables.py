@@ -24,6 +24,8 @@ DEFAULT_LABEL_COLUMN = "label"
 INDEX_COLUMN = "index"
 #: File suffixes read as feature tables.
 TABLE_SUFFIXES = (".csv", ".parquet")
+#: Rows per chunk when a CSV over the size limit is counted.
+CSV_COUNT_CHUNK = 100_000
 
 
 def read_feature_table(
@@ -69,15 +71,17 @@ def _read_frame(path: Path, max_images: int) -> pd.DataFrame:
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            check_set_size(pq.ParquetFile(path).metadata.num_rows, limit=max_images, where=str(path))
+            check_set_size(pq.ParquetFile(path).metadata.num_rows, limit=max_images, where=str(path), unit="rows")
             return pd.read_parquet(path)
         frame = pd.read_csv(path, nrows=max_images + 1)
+        if len(frame) > max_images:  # over the limit: count every row (one column at a time) to say how many
+            rows = sum(len(chunk) for chunk in pd.read_csv(path, usecols=[0], chunksize=CSV_COUNT_CHUNK))
+            check_set_size(rows, limit=max_images, where=str(path), unit="rows")
     except InputError:
         raise
     except Exception as exc:  # pandas and pyarrow raise many kinds for a damaged or foreign file
         message = " ".join(str(exc).split())[:300] or type(exc).__name__
         raise InputError(f"could not read {path} as a {path.suffix[1:]} table: {message}") from exc
-    check_set_size(len(frame), limit=max_images, where=str(path))
     return frame
 
 
@@ -96,14 +100,23 @@ def feature_matrix(features: pd.DataFrame, *, where: str) -> np.ndarray:
             "encode them as numbers first"
         )
     values = features.to_numpy(dtype=np.float64 if (features.dtypes.map(lambda t: t.kind) == "f").any() else None)
+    check_finite_cells(values, tuple(map(str, features.columns)), where=where)
+    return values
+
+
+def check_finite_cells(values: np.ndarray, columns: tuple[str, ...] | None, *, where: str) -> None:
+    """Refuse a table whose features hold a missing (NaN) or infinite value, naming the first one's column and row.
+
+    ``columns`` names the features (None: they are named by position). Rows count from 0, as the data's.
+    """
     missing = ~np.isfinite(values.astype(np.float64, copy=False))
     if missing.any():
         rows, cols = np.nonzero(missing)
+        column = repr(columns[cols[0]]) if columns is not None else f"number {int(cols[0])}"
         raise InputError(
             f"{where}: expected a finite number in every feature cell, got {int(missing.sum())} missing or "
-            f"infinite (first in column {features.columns[cols[0]]!r}, row {int(rows[0])})"
+            f"infinite (first in column {column}, data row {int(rows[0])}, counted from 0); nothing is filled in"
         )
-    return values
 
 
 def _whole_numbers(column: pd.Series, name: str, where: str) -> np.ndarray:

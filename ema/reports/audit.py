@@ -31,6 +31,7 @@ from ema.reports.page import (
     section,
     table,
 )
+from ema.stats.certify import level_text
 
 #: The verdict in plain words: a heading and one sentence a reader without statistics can file.
 VERDICT_WORDS = {
@@ -211,7 +212,7 @@ def _certification_section(results: Mapping[str, AuditResult]) -> str:
             f"({esc(number(result.metrics.get('information_lower', math.nan)))} per sample; estimate "
             f"{esc(number(result.metrics.get('information', math.nan)))}) before the query was scored.</p>"
             f"<p>Margin used: <b>{esc(number(used))}</b>{' (auto: the certifiable margin)' if asked == 'auto' else ''}"
-            f"; upper bound on the retained share (one-sided {level:.0%}): "
+            f"; upper bound on the retained share (one-sided {level_text(level)}): "
             f"<b>{esc(number(result.metrics.get('retained_upper_bound', math.nan)))}</b>.</p>"
             f"<p>{esc(_augment_words(result))}</p>"
             + (f"<p>Reference: {esc(certify['advice'])}.</p>" if certify.get("advice") else "")

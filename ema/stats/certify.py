@@ -20,7 +20,7 @@ from scipy import optimize, stats
 
 from ema.errors import InputError
 from ema.stats.information import jeffreys_shares
-from ema.validation import check_open_unit, check_positive_int
+from ema.validation import check_certify_level, check_open_unit, check_positive_int
 
 #: Probability of certifying a removed query at the certifiable margin (issue 26).
 CERTIFY_PROBABILITY = 0.85
@@ -68,10 +68,21 @@ class CertifyPlan:
     probability: float
 
 
+def level_text(level: float) -> str:
+    """A level or rate as a percentage with the digits it has, as reports and messages write it.
+
+    Examples
+    --------
+    >>> level_text(0.95), level_text(0.975), level_text(0.999)
+    ('95%', '97.5%', '99.9%')
+    """
+    return f"{100.0 * level:.6g}%"
+
+
 def _check_margin_inputs(information: float, certify_level: float, probability: float) -> None:
     if not (isinstance(information, (int, float, np.floating)) and math.isfinite(information) and information >= 0):
         raise InputError(f"expected the information to be a finite number >= 0, got {information!r}")
-    check_open_unit("certify_level", certify_level)
+    check_certify_level(certify_level)
     check_open_unit("probability", probability)
     if probability < 0.5:
         raise InputError(f"expected a probability of certifying of at least 0.5, got {probability!r}")
@@ -273,9 +284,10 @@ def plan_certification(
     information : float
         Fisher information per sample about pi at pi = 0 (an estimate's point value).
     n_reference : int
-        The reference size the auditor has now: kept when it suffices.
+        The reference size the auditor has now: kept when it suffices (and ``max_reference`` allows it).
     max_reference : int, optional
-        The most reference samples the data allow (default: ``n_reference``).
+        The most reference samples the data allow (default: ``n_reference``); below ``n_reference``, the
+        plan keeps to it (a smaller reference than today's).
     information_lower : float, optional
         The information to plan with: an estimate's lower bound, as the audit's certifiable margin
         uses it, so that what the plan promises is what an audit then certifies (default:
@@ -301,7 +313,6 @@ def plan_certification(
     _check_margin_inputs(planned, certify_level, probability)
     check_positive_int("n_reference", n_reference)
     limit = check_positive_int("max_reference", max_reference) if max_reference is not None else n_reference
-    limit = max(limit, n_reference)
     common = {"margin": float(margin), "information": float(information), "information_lower": float(planned)}
     common |= {"certify_level": float(certify_level), "probability": float(probability)}
     options = {"certify_level": certify_level, "probability": probability, "binned_references": binned_references}

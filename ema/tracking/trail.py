@@ -20,10 +20,12 @@ from collections.abc import Mapping, Sequence
 LEGACY_NUMBERS = ("rho_ema", "rho_ema_ks", "p_removed")
 #: The calibrated auditor's retained share and its interval, shown as one column ``retained``: ``0.12 [0.05, 0.30]``.
 RETAINED = ("retained_fraction", "retained_ci_low", "retained_ci_high")
-#: The options every row shows, in order: input scaling, calibration source and route, references, margin, strict.
+#: The options every row shows, in order: input scaling, calibration source and route, references, the margin a
+#: method certified with, strict.
 OPTIONS = ("input", "calibration", "route", "members", "nonmembers", "margin", "strict")
-#: Options a row shows only where some audit of the table set them.
-OPTIONS_WHERE_SET = ("label_column", "calibration_file", "image_size", "augment")
+#: Options a row shows only where some audit of the table set them (``level``: the one-sided level a method
+#: certified its margin at).
+OPTIONS_WHERE_SET = ("level", "label_column", "calibration_file", "image_size", "augment")
 
 
 def trail_record(

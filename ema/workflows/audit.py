@@ -56,19 +56,20 @@ def audit(
 ) -> AuditOutcome:
     """Query the target through its oracle, run the configured auditors, and log their metrics and verdict.
 
-    Every check runs inside the audit run, so bad input leaves a FAILED run and no
-    artifacts; artifacts are logged last, after every number is computed. A registered
-    target's version is tagged with the audit afterwards (its audit history), unless
-    ``tag_version`` is False (a grid records itself on the version once, for all its cells).
+    The options are checked before the run starts: a refused option leaves no run. Every check of
+    the model and the data runs inside the audit run, so bad input there leaves a FAILED run (named,
+    with its params, once the target is found) and no artifacts; artifacts are logged last, after
+    every number is computed. A registered target's version is tagged with the audit afterwards
+    (its audit history), unless ``tag_version`` is False (a grid records itself on the version
+    once, for all its cells).
     ``oracle`` replaces the target's own (a grid scores every cell through one).
     ``config.engine`` names the row of the engine table (:mod:`ema.workflows.engines`) that
     scores the query: in this process, or on Spark; the run's metrics, tags and verdict are the same.
     ``config.device`` is resolved before the run starts: a device this machine lacks leaves no run.
     """
-    config = config.resolved_device()
+    config = config.resolved_device().validate()
     tags = {keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_ENGINE: config.engine}
     with start_run(f"audit {config.method}", tags=tags) as run:
-        config.validate()
         score = engine_row(config.engine).score
         with collect_foreign_entries() as foreign, score(config, oracle, progress) as scored:
             session, results, tags = scored.session, scored.results, dict(scored.tags)
@@ -79,7 +80,7 @@ def audit(
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
             _log_results(config, results, tags, scored, expected)
-            options = trail_options(config, session, tags)
+            options = trail_options(config, session, tags, results)
             report = report_artifacts(session, results, tags, warnings, run.info.run_id, scored.fingerprint)
             log_artifacts_atomically(
                 {
@@ -147,10 +148,20 @@ def expected_verdict(config: AuditConfig, target: Target, data: ArraySet | None)
 
 
 def merged_metrics(results: dict[str, AuditResult]) -> dict[str, float]:
-    """All methods' metrics in one dict; on a shared key (flag_rate, n_query) the first method wins."""
+    """All methods' finite metrics in one dict.
+
+    A key several methods share (flag_rate, n_query) holds the first method's value; a later method's
+    other value is kept as ``<key>.<method>`` (``flag_rate.calibrated``), as its verdict code is.
+    """
     merged: dict[str, float] = {}
-    for result in results.values():
-        merged.update({k: v for k, v in result.metrics.items() if k not in merged and np.isfinite(v)})
+    for method, result in results.items():
+        for key, value in result.metrics.items():
+            if not np.isfinite(value):
+                continue
+            if key not in merged:
+                merged[key] = value
+            elif value != merged[key]:
+                merged[f"{key}.{method}"] = value
     return merged
 
 

@@ -27,6 +27,7 @@ from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.training.devices import CPU, describe_device, resolve_device
 from ema.validation import (
+    check_certify_level,
     check_choice,
     check_finite,
     check_model_name,
@@ -36,7 +37,7 @@ from ema.validation import (
 )
 from ema.workflows.calibrate import fit_thresholds
 from ema.workflows.engines import ENGINE_IN_PROCESS, check_engine
-from ema.workflows.methods import METHODS, check_engine_runs, method_plan
+from ema.workflows.methods import METHODS, certifies_margin, check_engine_runs, method_plan, methods_certifying
 from ema.workflows.target import Target
 
 #: Clean images a marks audit queries by default (each twice: clean and stamped).
@@ -120,9 +121,12 @@ class AuditConfig:
         oracle queries). Images only, with a member reference; ``"none"`` (default): one view.
     margin, certify_level
         The calibrated auditor says ``not_memorized`` only when the retained share's one-sided
-        upper confidence bound at ``certify_level`` (None: 1 - alpha / 2) is at most ``margin``;
+        upper confidence bound at ``certify_level`` (None: 1 - alpha / 2) is at most ``margin``
+        (None: :data:`~ema.auditors.reference_record.DEFAULT_MARGIN`);
         ``margin="auto"``: at the audit's own certifiable margin (the smallest it certifies with
         probability 0.85 for a removed query of this size, known before the query is scored).
+        Given to a method that certifies no margin (:func:`~ema.workflows.methods.certifies_margin`),
+        either is refused: it would change nothing.
     mark_key, queries
         ``--method marks``: the owner's key file (:mod:`ema.data.marks`; read inside the run, never
         logged), and the most query images audited, the first ones of the query (default
@@ -184,7 +188,7 @@ class AuditConfig:
     reference_file: str | None = None
     members_file: str | None = None
     augment: str = AUGMENT_NONE
-    margin: float | str = DEFAULT_MARGIN
+    margin: float | str | None = None
     certify_level: float | None = None
     mark_key: str | None = None
     queries: int | None = None
@@ -210,6 +214,11 @@ class AuditConfig:
         return (
             Path(self.query_file).name if self.query_file is not None else self.query_table.rstrip("/").split("/")[-1]
         )
+
+    @property
+    def resolved_margin(self) -> float | str:
+        """The margin ``not_memorized`` is certified below: as given, else the default."""
+        return DEFAULT_MARGIN if self.margin is None else self.margin
 
     @property
     def resolved_certify_level(self) -> float:
@@ -255,15 +264,33 @@ class AuditConfig:
                 f"expected --augment {self.augment} with a method that runs the calibrated auditor "
                 f"({', '.join(running)}), got --method {self.method}"
             )
-        if self.margin != AUTO_MARGIN:
-            check_open_unit("margin", self.margin)
-        if self.certify_level is not None:
-            check_open_unit("certify level", self.certify_level)
+        self._check_certify_options()
         self._check_marks()
         check_positive_int("max query", self.max_query)
         check_positive_int("HTTP concurrency", self.http_concurrency)
         check_choice("HTTP format", self.http_format, HTTP_FORMATS)
         return self
+
+    @property
+    def certify_options(self) -> dict[str, object]:
+        """``--margin`` and ``--certify-level`` as given (option -> value), those left at their defaults out."""
+        given = {"--margin": self.margin, "--certify-level": self.certify_level}
+        return {flag: value for flag, value in given.items() if value is not None}
+
+    def _check_certify_options(self) -> None:
+        """``--margin`` and ``--certify-level`` in range, and only with a method whose verdict they change."""
+        given = self.certify_options
+        if given and not certifies_margin(self.method):
+            options = " ".join(f"{flag} {value}" for flag, value in given.items())
+            raise InputError(
+                f"expected {' and '.join(given)} with a method that certifies a margin "
+                f"({', '.join(methods_certifying())}), got {options} with --method {self.method}: it would change "
+                "nothing"
+            )
+        if self.margin not in (None, AUTO_MARGIN):
+            check_open_unit("margin", self.margin)
+        if self.certify_level is not None:
+            check_certify_level(self.certify_level)
 
     def _check_marks(self) -> None:
         """``--mark-key`` exactly when the method runs the marks auditor; ``--queries`` only then."""
@@ -306,8 +333,9 @@ class AuditConfig:
             keys.PARAM_INPUT_SHAPE: ",".join(map(str, self.input_shape)) if self.input_shape else "",
             keys.PARAM_INPUT_DTYPE: self.input_dtype or "",
             keys.PARAM_AUGMENT: self.augment,
-            keys.PARAM_MARGIN: self.margin,
-            keys.PARAM_CERTIFY_LEVEL: self.resolved_certify_level,
+            # a method that certifies no margin logs them empty: it used neither
+            keys.PARAM_MARGIN: self.resolved_margin if certifies_margin(self.method) else "",
+            keys.PARAM_CERTIFY_LEVEL: self.resolved_certify_level if certifies_margin(self.method) else "",
             keys.PARAM_STRICT: self.strict,
             keys.PARAM_ENGINE: self.engine,
             keys.PARAM_LABEL_COLUMN: self.label_column,

@@ -13,7 +13,7 @@ import numpy as np
 
 from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
-from ema.auditors.reference_gates import ACCURACY_GAP_LIMIT, reference_gate_warnings
+from ema.auditors.reference_gates import ACCURACY_GAP_LIMIT, INPUT_MISMATCH_HINT, reference_gate_warnings
 from ema.auditors.result import AuditResult
 from ema.tracking import keys
 from ema.tracking.runs import run_metrics
@@ -37,8 +37,7 @@ def audit_warnings(session: AuditSession, results: dict[str, AuditResult]) -> li
     if held_out is not None and held_out - reference_accuracy > ACCURACY_GAP_LIMIT:
         warnings.append(
             f"target accuracy on the non-member reference ({reference_accuracy:.3f}) is far below its recorded "
-            f"held-out accuracy ({held_out:.3f}): inputs are probably scaled or normalised unlike training "
-            "(try --input-scale or --normalize)"
+            f"held-out accuracy ({held_out:.3f}): {INPUT_MISMATCH_HINT}"
         )
     suggestion = scaling_suggestion(session.oracle, session.nonmembers.data, proba)
     if suggestion is not None:

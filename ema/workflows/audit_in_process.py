@@ -18,7 +18,7 @@ from ema.data.arrays import ArraySet, check_like
 from ema.limits import seconds_left
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
-from ema.tracking.runs import log_dataset
+from ema.tracking.runs import log_batch, log_dataset
 from ema.workflows.audit_config import AuditConfig
 from ema.workflows.audit_session import AuditSession, Scored, audit_target, log_audit_params
 from ema.workflows.methods import check_access, method_plan, method_spec
@@ -28,6 +28,7 @@ from ema.workflows.methods import check_access, method_plan, method_spec
 def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
     """Find the target, log the run's params, read and record the query data, score it here and audit it."""
     target = audit_target(config)
+    log_audit_params(config, target)  # before the query is read: a refused query's run is found by its model
     data = target.query_set(
         query=config.query,
         query_file=config.query_file,
@@ -37,7 +38,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
     )
     if config.query_limit is not None:
         data = data.take(np.arange(min(config.query_limit, len(data))))
-    log_audit_params(config, target, **{keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
+    log_batch(params={keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(
         outputs=config.outputs,

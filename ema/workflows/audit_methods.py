@@ -20,6 +20,7 @@ from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.marks import MarksAuditor
 from ema.auditors.reference import ReferenceAuditor
+from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.limits import DEFAULT_MAX_QUERY
@@ -92,15 +93,17 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
     if session.members is not None:
         member_proba, nonmember_proba, query_proba, tags = _reference_inputs(session, predictions)
         auditor = ReferenceAuditor(
-            alpha=config.alpha, margin=config.margin, certify_level=config.certify_level
+            alpha=config.alpha, margin=config.resolved_margin, certify_level=config.certify_level
         ).calibrate(member_proba, session.members.data.y, nonmember_proba, session.nonmembers.data.y)
         tags.update({**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_MEMBER_REFERENCE})
         return auditor.audit(query_proba, labels), tags
+    check_transfer_options(config)
     auditor, tags = fit_calibrated(
         session.target,
         session.oracle,
         session.calibration_plan,
         alpha=config.alpha,
+        margin=config.resolved_margin,
         threshold_mode=config.threshold_mode,
         reference_file=config.reference_file,
         max_images=config.max_query,
@@ -109,6 +112,29 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
     )
     tags.update({**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
     return auditor.audit(predictions.proba, labels), tags
+
+
+def check_transfer_options(config: AuditConfig) -> None:
+    """Refuse ``--margin auto`` and ``--certify-level`` on the transfer route, which has no use for them.
+
+    Without a member reference the calibrated auditor's interval comes from the calibration model's
+    behaviour at its own level, and it states no certifiable margin: ``not_memorized`` there needs
+    the interval's upper end at most a numeric ``--margin``.
+
+    Raises
+    ------
+    InputError
+        Naming the option given and the fix (a member reference).
+    """
+    given = {flag: value for flag, value in config.certify_options.items() if flag != "--margin"}
+    if config.margin == AUTO_MARGIN:
+        given["--margin"] = AUTO_MARGIN
+    if given:
+        raise InputError(
+            f"expected a numeric --margin and no --certify-level on the calibrated auditor's transfer route (no "
+            f"member reference: it states no certifiable margin), got {' '.join(f'{k} {v}' for k, v in given.items())}"
+            "; give --members FILE (samples the model was trained on) to certify at a level or at --margin auto"
+        )
 
 
 def _reference_inputs(
@@ -141,7 +167,7 @@ def run_marks(session: AuditSession, predictions: Predictions) -> tuple[AuditRes
         n_classes = predictions.proba.shape[1]
     config = session.config
     auditor = MarksAuditor(
-        key.target_class, alpha=config.alpha, margin=config.margin, certify_level=config.certify_level
+        key.target_class, alpha=config.alpha, margin=config.resolved_margin, certify_level=config.certify_level
     ).calibrate(predictions.with_classes(n_classes).proba)
 
     def predict_classes(x: np.ndarray) -> np.ndarray:
@@ -180,6 +206,7 @@ def fit_calibrated(
     plan: CalibrationPlan,
     *,
     alpha: float = 0.1,
+    margin: float = DEFAULT_MARGIN,
     threshold_mode: str = "global",
     reference_file: str | None = None,
     max_images: int = DEFAULT_MAX_QUERY,
@@ -190,12 +217,13 @@ def fit_calibrated(
 
     ``reference_file`` is read only when it holds at most ``max_images`` images (a table's labels
     in ``label_column``); without one, the target's clean calibration set is the reference.
+    ``margin``: the most the retained share's interval may reach for ``not_memorized``.
     """
     reference = nonmember_reference(target, reference_file, max_images=max_images, label_column=label_column).data
     outcome = ensure_plan(plan, progress=progress)
     calibration_model = helper_oracle(outcome.entry, target)
     members, nonmembers = plan.halves()
-    auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha).calibrate(
+    auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha, margin=margin).calibrate(
         oracle.predict_proba(reference),
         reference.y,
         calibration_model.predict_proba(members),

@@ -78,6 +78,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
     """
     spark_engine = _spark_engine()
     target = audit_target(config)  # config.validate refused --model-url with --engine spark
+    log_audit_params(config, target)
     oracle = oracle or target.oracle(outputs=config.outputs)
     if not isinstance(oracle, PyfuncOracle):
         raise InputError(f"expected a pyfunc model for --engine spark, got {type(oracle).__name__}")
@@ -85,7 +86,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         out_uri = config.membership_out or str(Path(scratch) / keys.ARTIFACT_MEMBERSHIP_PARQUET)
         with spark_engine.spark_session(config.spark_master) as spark:
             table = spark_engine.read_query(spark, config.query_table, label_column=config.label_column)
-            log_audit_params(config, target, **{keys.PARAM_SPARK_MASTER: spark.sparkContext.master})
+            log_batch(params={keys.PARAM_SPARK_MASTER: spark.sparkContext.master})
             session = AuditSession(config, target, None, oracle, progress)
             reference = session.nonmember_predictions
             auditor, tags = ema_auditor(session, reference.access)

@@ -10,6 +10,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ema.auditors.reference_record import AUTO_MARGIN
+from ema.auditors.result import AuditResult
 from ema.data.shifts import AUGMENT_NONE
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.inputs import InputTransform
@@ -24,25 +26,49 @@ if TYPE_CHECKING:
     from ema.workflows.audit import AuditOutcome
 
 
-def trail_options(config: AuditConfig, session: AuditSession, tags: Mapping[str, str]) -> dict[str, object]:
+def trail_options(
+    config: AuditConfig, session: AuditSession, tags: Mapping[str, str], results: Mapping[str, AuditResult]
+) -> dict[str, object]:
     """The options that change a verdict, as the audit resolved them (None where unset or not used).
 
     ``tags`` are the run's: the calibration source and route and the references appear there
-    only when a method of the audit used them.
+    only when a method of the audit used them. The margin and the certify level are those a method
+    of the audit certified with (``results``): a margin of ``auto`` is shown with the value it took.
     """
+    certified = certified_with(results)
+    margin, level = certified if certified is not None else (None, None)
     return {
         "input": describe_transform(session.target.transform),
         "calibration": tags.get(keys.TAG_CALIBRATION_SOURCE),
         "route": tags.get(keys.TAG_CALIBRATED_ROUTE),
         "members": tags.get(keys.TAG_MEMBER_REFERENCE),
         "nonmembers": tags.get(keys.TAG_NONMEMBER_REFERENCE),
-        "margin": config.margin,
+        "margin": f"{AUTO_MARGIN} {margin:.3g}" if margin is not None and config.margin == AUTO_MARGIN else margin,
+        "level": level,
         "strict": config.strict,
         "label_column": config.label_column if config.label_column != DEFAULT_LABEL_COLUMN else None,
         "calibration_file": config.calibration_file,
         "image_size": config.image_size,
         "augment": config.augment if config.augment != AUGMENT_NONE else None,
     }
+
+
+def certified_with(results: Mapping[str, AuditResult]) -> tuple[float, float] | None:
+    """The margin and one-sided level the first certifying method of an audit used; None when none certified.
+
+    The calibrated auditor records them in ``thresholds["certify"]``; on its transfer route, the margin
+    and the two-sided level of the interval whose upper end it compares with it; the marks auditor its
+    margin as the metric ``mark_margin``.
+    """
+    for result in results.values():
+        thresholds = result.thresholds
+        if "certify" in thresholds:
+            return float(thresholds["certify"]["margin_used"]), float(thresholds["certify"]["certify_level"])
+        if "mark_margin" in result.metrics:
+            return float(result.metrics["mark_margin"]), float(thresholds["certify_level"])
+        if "margin" in thresholds and "confidence_level" in thresholds:
+            return float(thresholds["margin"]), (1.0 + float(thresholds["confidence_level"])) / 2.0
+    return None
 
 
 def describe_transform(transform: InputTransform) -> str:

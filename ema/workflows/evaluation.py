@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ema.auditors.reference_record import AUTO_MARGIN
 from ema.data.arrays import ArraySet
 from ema.data.files import holds_set, write_set
 from ema.errors import InputError
@@ -38,6 +39,7 @@ SAME_NAME = (
     "outputs",
     "calibration_name",
     "margin",
+    "certify_level",
     "augment",
     "max_query",
     "strict",
@@ -55,6 +57,7 @@ RENAMED = {
 CALIBRATION_KEYS = ("calibration_model", "calibration_members", "calibration_nonmembers")
 #: The kinds of value a key takes, as messages name them.
 TEXT, NUMBER, INTEGER, FLAG, PATH = "a string", "a number", "an integer", "True or False", "a file path (str)"
+MARGIN = f"a number or {AUTO_MARGIN!r}"
 #: What each kind of value is, as a check (a bool is not a number: ``alpha=True`` is a mistake).
 KINDS = {
     TEXT: lambda value: isinstance(value, str),
@@ -62,6 +65,7 @@ KINDS = {
     INTEGER: lambda value: isinstance(value, numbers.Integral) and not isinstance(value, bool),
     FLAG: lambda value: isinstance(value, (bool, np.bool_)),
     PATH: lambda value: isinstance(value, (str, os.PathLike)),
+    MARGIN: lambda value: value == AUTO_MARGIN or (isinstance(value, numbers.Real) and not isinstance(value, bool)),
 }
 #: Every evaluator config key (those above, and the ones read here: input representation, where to keep the
 #: query file, progress bars) with the kind of value it takes; None means the key's default.
@@ -75,7 +79,8 @@ KEY_KINDS = {
     "threshold_mode": TEXT,
     "outputs": TEXT,
     "calibration_name": TEXT,
-    "margin": NUMBER,
+    "margin": MARGIN,
+    "certify_level": NUMBER,
     "augment": TEXT,
     "strict": FLAG,
     "figures": FLAG,

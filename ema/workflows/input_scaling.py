@@ -39,12 +39,13 @@ def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -
     """A warning naming the scaling option under which the target does clearly better on ``reference``; None if none.
 
     Asked only when the oracle uses the default scaling (pixels in [0, 1]) on a model that
-    takes floats. ``proba`` are the target's probabilities on ``reference`` under that scaling;
-    the first :data:`TRIAL_IMAGES` images are scored again under each alternative, and one is
-    named when its accuracy beats the default's on those same images by :data:`MIN_GAIN`. When the
-    default's accuracy is above ``1 - MIN_GAIN``, none can, and nothing is scored again.
+    takes floats, and never of a table (its features are not pixels). ``proba`` are the target's
+    probabilities on ``reference`` under that scaling; the first :data:`TRIAL_IMAGES` images are
+    scored again under each alternative, and one is named when its accuracy beats the default's on
+    those same images by :data:`MIN_GAIN`. When the default's accuracy is above ``1 - MIN_GAIN``,
+    none can, and nothing is scored again.
     """
-    if not oracle.transform.is_identity or oracle.input_spec.takes_integers:
+    if not oracle.transform.is_identity or oracle.input_spec.takes_integers or reference.kind == "table":
         return None
     images, labels = reference.x[:TRIAL_IMAGES], reference.y[:TRIAL_IMAGES]
     accuracy = float((proba[:TRIAL_IMAGES].argmax(axis=1) == labels).mean())

@@ -48,6 +48,9 @@ class MethodSpec:
     trail : tuple of str
         The keys of the numbers an audit's record on the model version keeps for it, beside its
         verdict (``ema compare --model --query`` shows them); default: its headline number.
+    certifies : bool
+        Its ``not_memorized`` certifies a bound below ``--margin`` at ``--certify-level``; a method that does
+        not is refused those options, which would change nothing.
     """
 
     name: str
@@ -58,6 +61,7 @@ class MethodSpec:
     engines: tuple[str, ...] = (ENGINE_IN_PROCESS,)
     metrics: tuple[Metric, ...] = field(default=())
     trail: tuple[str, ...] = ()
+    certifies: bool = False
 
     @property
     def plan(self) -> tuple[str, ...]:

@@ -83,7 +83,8 @@ _BUILT_IN: tuple[Method, ...] = (
             Metric(
                 keys.METRIC_RHO_EMA,
                 PVALUE,
-                "p-value of EMA's one-sample t-test of the membership vector M against all ones (rho_EMA)",
+                "p-value of EMA's two-sample t-test (pooled variance) of the membership vector M against an all-ones "
+                "vector (rho_EMA)",
             ),
             Metric(keys.METRIC_RHO_EMA_KS, PVALUE, "p-value of EMA's Kolmogorov-Smirnov test of M against all ones"),
             FLAG_RATE,
@@ -118,6 +119,7 @@ _BUILT_IN: tuple[Method, ...] = (
         help="tests removed and retained, may say inconclusive",
         auditors=(ReferenceAuditor, CalibratedAuditor),
         runner=_deferred("run_calibrated"),
+        certifies=True,
         trail=("p_removed", "p_retained", "retained_fraction", "retained_ci_low", "retained_ci_high"),
         metrics=(
             Metric("p_removed", PVALUE, "p-value of the hypothesis 'the query set was removed' (small: it was not)"),
@@ -199,6 +201,7 @@ _BUILT_IN: tuple[Method, ...] = (
         auditors=(MarksAuditor,),
         runner=_deferred("run_marks"),
         needs_probabilities=False,
+        certifies=True,
         trail=("p_mark", "mark_effect", "mark_effect_upper_bound"),
         metrics=(
             Metric(
@@ -362,6 +365,16 @@ def check_engine_runs(name: str, engine: str) -> None:
             f"--engine {engine} runs --method {on_engine} only, got {name!r}: its auditors need the query's "
             f"predictions in this process; audit it with --engine {ENGINE_IN_PROCESS}"
         )
+
+
+def certifies_margin(name: str) -> bool:
+    """Whether ``--method name`` runs a method whose ``not_memorized`` certifies a bound below ``--margin``."""
+    return any(method_spec(part).certifies for part in method_plan(name))
+
+
+def methods_certifying() -> tuple[str, ...]:
+    """The ``--method`` names that take ``--margin`` and ``--certify-level``, in table order."""
+    return tuple(name for name in _TABLE if certifies_margin(name))
 
 
 def methods_running(single: str) -> tuple[str, ...]:

@@ -133,7 +133,7 @@ def nonmember_reference(
         data = target.read_set(reference_file, max_images=max_images, label_column=label_column)
         return Reference(data, f"file {reference_file}: {len(data)} samples")
     if target.calibration_data is None and (unused := target.splits().reference) is not None:
-        data = target.resized(unused)
+        data = target.prepared(unused)
         return Reference(data, f"unused images of {target.data} (no split holds them): {len(data)} samples")
     data = target.calibration_set()
     return Reference(data, f"{target.describe_calibration()}: {len(data)} samples")

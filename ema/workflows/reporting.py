@@ -89,9 +89,7 @@ def reproduce_command(config: AuditConfig) -> str:
         elif field.name in CLI_FLAGS:
             words += [CLI_FLAGS[field.name], redact_url(str(value))]
         elif field.name == "transform":
-            words += ["--input-scale", str(value.scale)]
-            if (value.mean, value.std) != (0.0, 1.0):
-                words += ["--normalize", f"{value.mean},{value.std}"]
+            words += value.as_options()
         elif field.name == "input_shape":
             words += ["--input-shape", ",".join(map(str, value[1:]))]
         elif field.name == "calibration":

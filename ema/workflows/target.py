@@ -92,10 +92,22 @@ class Target:
         self, path: str, *, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN
     ) -> ArraySet:
         """A set file given for this audit (query, reference, members), its images resized to ``image_size`` if set."""
-        return self.resized(read_set(path, max_images=max_images, label_column=label_column))
+        return self.prepared(read_set(path, max_images=max_images, label_column=label_column))
 
-    def resized(self, data: ArraySet) -> ArraySet:
-        """``data`` with its images resized to ``image_size`` (``--image-size``); as it is without one."""
+    def prepared(self, data: ArraySet) -> ArraySet:
+        """``data`` with its images resized to ``image_size`` (``--image-size``); as it is without one.
+
+        Raises
+        ------
+        InputError
+            If ``data`` is a table and the audit scales or normalises its inputs (``--input-scale``,
+            ``--normalize``, which act on pixels) or resizes them.
+        """
+        if data.kind == "table" and not self.transform.is_identity:
+            raise InputError(
+                f"{data.name}: expected no --input-scale or --normalize with a {data.describe()} (they scale pixels), "
+                f"got {' '.join(self.transform.as_options())}; give the features as the model was trained on them"
+            )
         return data if self.image_size is None else resize_set(data, self.image_size)
 
     def require_recipe(self) -> Recipe | CloneRecipe:
@@ -129,7 +141,7 @@ class Target:
 
     def calibration_set(self) -> ArraySet:
         """The clean calibration set: ``--calibration-file`` when given, else the splits' calibration set."""
-        return self.calibration_data if self.calibration_data is not None else self.resized(self.splits().calibration)
+        return self.calibration_data if self.calibration_data is not None else self.prepared(self.splits().calibration)
 
     def describe_calibration(self) -> str:
         """Where the calibration set comes from, in words, for tags."""
@@ -155,10 +167,10 @@ class Target:
         if sum(v is not None for v in given.values()) != 1:
             raise InputError(f"expected exactly one of a query name, a query file or a query table, got {given}")
         if query_table is not None:
-            return self.resized(read_table(query_table, max_images=max_images, label_column=label_column))
+            return self.prepared(read_table(query_table, max_images=max_images, label_column=label_column))
         if query_file is not None:
             return self.read_set(query_file, max_images=max_images, label_column=label_column)
-        return self.resized(self.splits().query(query))
+        return self.prepared(self.splits().query(query))
 
     def oracle(
         self,

@@ -12,6 +12,7 @@ import pytest
 
 from ema.auditors import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, VERDICTS, CalibratedAuditor
 from ema.auditors.calibrated import ASSUMPTIONS, decide_verdict
+from ema.auditors.reference_record import DEFAULT_MARGIN
 from ema.errors import InputError
 from ema.stats import QuerySizeResult
 
@@ -100,9 +101,35 @@ def test_calibrated_auditor_large_member_sets_called_memorized(simulation):
     assert np.mean(verdicts[("members", 1000)] == MEMORIZED) >= 0.9
 
 
-def test_calibrated_auditor_large_nonmember_sets_called_not_memorized(simulation):
-    verdicts, _, _ = simulation
-    assert np.mean(verdicts[("nonmembers", 1000)] == NOT_MEMORIZED) >= 0.8
+@pytest.fixture(scope="module")
+def removed_audits():
+    """Non-member sets of 1,000 audited at the default margin and at 0.3: verdicts, interval ends, p_retained."""
+    rng = np.random.default_rng(2022)
+    rows = []
+    for _ in range(30):
+        auditor = calibrated_auditor(rng, alpha=ALPHA, n_draws=400)
+        query = make_proba(rng, 1000, NONMEMBER_LAW)
+        result = auditor.audit(*query)
+        auditor.margin = 0.3
+        rows.append(
+            (
+                result.verdict,
+                auditor.audit(*query).verdict,
+                result.metrics["retained_ci_high"],
+                result.metrics["p_retained"],
+            )
+        )
+    default, loose, high, p_retained = map(np.array, zip(*rows, strict=True))
+    return default, loose, high.astype(float), p_retained.astype(float)
+
+
+def test_calibrated_auditor_large_nonmember_sets_reject_retained_but_certify_only_below_the_margin(removed_audits):
+    default, loose, high, p_retained = removed_audits
+    assert np.mean(p_retained <= ALPHA) >= 0.8  # "all of it retained" is rejected...
+    assert np.all(high[default == NOT_MEMORIZED] <= DEFAULT_MARGIN)  # ...but not_memorized needs the bound
+    assert np.all(default[(p_retained <= ALPHA) & (high > DEFAULT_MARGIN)] == INCONCLUSIVE)
+    assert np.mean(default == NOT_MEMORIZED) < 0.5 <= np.mean(high > DEFAULT_MARGIN)
+    assert np.mean(loose == NOT_MEMORIZED) >= 0.8  # a margin these intervals reach is certified
 
 
 def test_calibrated_auditor_half_mixture_interval_covers_half(simulation):
@@ -196,11 +223,11 @@ def test_calibrated_auditor_bonferroni_never_rejects_more_than_holm():
 
 def test_calibrated_auditor_per_class_mode():
     rng = np.random.default_rng(3)
-    auditor = calibrated_auditor(rng, threshold_mode="per-class")
+    auditor = calibrated_auditor(rng, threshold_mode="per-class", margin=0.5)
     assert auditor.cutoffs_["confidence"].shape == (N_CLASSES, 5)
     assert auditor.audit(*make_proba(rng, 1000, MEMBER_LAW)).verdict == MEMORIZED
     result = auditor.audit(*make_proba(rng, 1000, NONMEMBER_LAW))
-    assert result.verdict == NOT_MEMORIZED
+    assert result.verdict == NOT_MEMORIZED and result.metrics["retained_ci_high"] <= 0.5
     assert np.asarray(result.thresholds["signals"]["confidence"]["cutoffs"]).shape == (N_CLASSES, 5)
 
 

@@ -11,6 +11,7 @@ from scipy import optimize, special
 from ema.auditors import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, CalibratedAuditor
 from ema.auditors.reference import ReferenceAuditor, decide_reference_verdict
 from ema.auditors.reference_gates import reference_gate_warnings
+from ema.auditors.reference_record import evidence_note
 from ema.errors import InputError
 from ema.stats.binned_tests import class_mix_pvalue, removal_test, retention_test
 from ema.stats.certify import certifiable_margin
@@ -402,8 +403,39 @@ def test_audit_evidence_of_each_verdict(strong, weak):
     assert members.thresholds["evidence"].startswith("strong evidence: p_removed=")
     margin = removed.metrics["certifiable_margin"]
     assert removed.thresholds["evidence"].startswith("certified: at most 0.10 of the set is retained (one-sided 95%")
-    assert removed.thresholds["evidence"].endswith(f"certifies down to {margin:.2f}")
+    assert removed.thresholds["evidence"].endswith(f"certifies in 85% of removed sets: {margin:.2f}")
     assert small.thresholds["evidence"].startswith("neither shown: p_removed=")
+
+
+@pytest.mark.parametrize(("level", "written"), [(0.975, "97.5%"), (0.999, "99.9%")])
+def test_evidence_writes_the_certify_level_with_its_digits(level, written):
+    note = evidence_note(
+        NOT_MEMORIZED,
+        p_removed=0.5,
+        alpha=0.1,
+        retained_low=0.0,
+        retained_high=0.2,
+        upper_bound=0.05,
+        margin=0.1,
+        certifiable_margin=0.3,
+        certify_level=level,
+    )
+    assert f"(one-sided {written} bound 0.05)" in note
+
+
+def test_weak_evidence_states_alpha_as_a_share_of_removed_sets():
+    note = evidence_note(
+        MEMORIZED,
+        p_removed=0.5,
+        alpha=0.9,
+        retained_low=0.0,
+        retained_high=0.4,
+        upper_bound=0.4,
+        margin=0.1,
+        certifiable_margin=0.3,
+        certify_level=0.95,
+    )
+    assert "(alpha 0.9 calls 90% of removed sets memorized)" in note
 
 
 def test_audit_states_its_certifiable_margin_from_the_information_lower_bound_and_the_bins(strong):

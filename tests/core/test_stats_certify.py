@@ -271,7 +271,9 @@ def test_plan_certification_keeps_a_reference_that_suffices_and_grows_one_that_d
         (lambda: certifiable_margin(200, 1000, -0.1), "information to be a finite number >= 0"),
         (lambda: certifiable_margin(0, 1000, 0.1), "positive sizes"),
         (lambda: certifiable_margin(200, 1000, 0.1, probability=0.3), "at least 0.5"),
-        (lambda: certifiable_margin(200, 1000, 0.1, certify_level=1.0), "certify_level"),
+        (lambda: certifiable_margin(200, 1000, 0.1, certify_level=1.0), r"certify level in \(0.5, 1\)"),
+        (lambda: certifiable_margin(200, 1000, 0.1, certify_level=0.5), r"certify level in \(0.5, 1\)"),
+        (lambda: plan_certification(0.3, 0.1, n_reference=1000, certify_level=0.2), r"certify level in \(0.5, 1\)"),
         (lambda: plan_certification(1.5, 0.1, n_reference=1000), "margin"),
         (lambda: cross_fitted_information(np.ones(3), np.ones(100), LEVELS), "at least 2 samples per fold"),
         (

@@ -48,7 +48,7 @@ def test_the_label_column_is_named_by_the_caller_and_an_index_column_kept(tmp_pa
     ("change", "match"),
     [
         (lambda f: f.assign(site=["a"] * 6), r"numbers in every feature column, got other values in 'site'"),
-        (lambda f: f.assign(age=[np.nan, *X[1:, 0]]), "got 1 missing or infinite .*column 'age', row 0"),
+        (lambda f: f.assign(age=[np.nan, *X[1:, 0]]), "got 1 missing or infinite .*column 'age', data row 0"),
         (lambda f: f.assign(label=Y + 0.5), "whole numbers in column 'label', got fractional"),
         (lambda f: f.iloc[:0], "at least one row"),
     ],
@@ -65,6 +65,23 @@ def test_a_table_of_more_rows_than_allowed_is_refused(tmp_path):
     table_frame().to_parquet(tmp_path / "q.parquet")
     with pytest.raises(InputError, match="--max-query"):
         read_set(tmp_path / "q.parquet", max_images=5)
+
+
+@pytest.mark.parametrize("limit", [2, 4])
+def test_a_csv_over_the_limit_is_refused_with_its_true_row_count(tmp_path, limit):
+    table_frame().to_csv(tmp_path / "q.csv", index=False)
+    with pytest.raises(InputError, match=rf"expected at most {limit} rows, got 6 .*pass --max-query 6 "):
+        read_set(tmp_path / "q.csv", max_images=limit)
+    assert len(read_set(tmp_path / "q.csv", max_images=6)) == 6
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_an_npz_table_with_a_missing_or_infinite_cell_is_refused_as_a_csv_is(tmp_path, bad):
+    x = X.astype(np.float64)
+    x[3, 1] = bad
+    np.savez(tmp_path / "q.npz", x=x, y=Y, features=np.array(["age", "dose", "weight"]))
+    with pytest.raises(InputError, match=r"q.npz: expected a finite number .*column 'dose', data row 3"):
+        read_set(tmp_path / "q.npz")
 
 
 def test_a_damaged_parquet_file_is_refused(tmp_path):

@@ -59,7 +59,9 @@ def test_power_certify_says_an_unreachable_margin_is_unreachable_and_names_the_s
 
 def test_power_certify_options_need_each_other():
     assert "--certify needs --margin M" in power("--certify").output
-    assert "--margin, --json need --certify" in power("--margin", "0.3", "--json").output
+    assert "expected --margin, --json with --certify" in power("--margin", "0.3", "--json").output
+    assert "got it without --certify" in power("--json").output
+    assert "not in the range 0.5<x<1" in power("--certify", "--margin", "0.3", "--certify-level", "0.5").output
 
 
 def test_audit_at_margin_auto_certifies_at_its_certifiable_margin_and_records_the_level(trained):

@@ -254,10 +254,19 @@ def test_audit_calibrated_without_known_members_falls_back_to_transfer(trained):
     MlflowClient().set_model_version_tag(version.name, version.version, keys.TAG_ROLE, "unknown")
     try:
         result = audit(AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated"), progress=False)
+        with pytest.raises(InputError, match=r"transfer route .* got --margin auto; give --members FILE"):
+            audit(
+                AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated", margin="auto"),
+                progress=False,
+            )
     finally:
         MlflowClient().set_model_version_tag(version.name, version.version, keys.TAG_ROLE, "target")
     tags = run_of(result.run_id).data.tags
     assert tags[keys.TAG_CALIBRATED_ROUTE] == ROUTE_TRANSFER and tags[keys.TAG_MEMBER_REFERENCE] == "none known"
+    # not_memorized on this route too needs the retained share's interval to end at or below the margin
+    assert result.primary.thresholds["margin"] == 0.1
+    if result.primary.verdict == "not_memorized":
+        assert result.primary.metrics["retained_ci_high"] <= 0.1
     diagnostics = result.primary.thresholds["diagnostics"]
     if not diagnostics["transfer_trusted"]:
         assert result.primary.verdict == "inconclusive"

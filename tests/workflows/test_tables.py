@@ -154,6 +154,29 @@ def test_audit_table_refuses_augment_shifts_in_one_line_and_leaves_a_failed_run(
     assert failed_runs() == before + 1
 
 
+@pytest.mark.parametrize("options", [("--input-scale", "255"), ("--normalize", "0.5,0.2")])
+def test_audit_table_refuses_pixel_scaling_in_one_line(tabular, options):
+    model_uri, folder = tabular
+    before = failed_runs()
+    result = audit_cli(model_uri, folder / "members.csv", folder / "calibration.csv", *options)
+    assert result.exit_code == 3, result.output
+    assert "expected no --input-scale or --normalize with a table of 30 features (they scale pixels)" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert failed_runs() == before + 1
+
+
+def test_audit_table_with_labels_in_another_order_is_warned_about_labels_not_pixels(tabular, tmp_path):
+    model_uri, folder = tabular
+    for name in ("members", "calibration"):
+        table = pd.read_csv(folder / f"{name}.csv")
+        table[LABEL] = 1 - table[LABEL]  # the classes named in the other order than the model's outputs
+        table.to_csv(tmp_path / f"{name}.csv", index=False)
+    result = audit_cli(model_uri, tmp_path / "members.csv", tmp_path / "calibration.csv")
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning: target accuracy")]
+    assert warnings and "not the model's classes in the order of its outputs" in warnings[0], result.output
+    assert "pixels in [0, 1]" not in result.output  # no pixel-scaling probe on a table
+
+
 def test_audit_query_extra_columns_are_ignored_and_listed(tabular, tmp_path, caplog):
     model_uri, folder = tabular
     extra = pd.read_csv(folder / "members.csv")
