@@ -110,8 +110,7 @@ def _certification(
     """`ema power --certify`: the plan in words or as JSON (k and the calibration seed play no part)."""
     from dataclasses import asdict
 
-    from ema.stats.certify import level_text
-    from ema.workflows.power import certification_plan
+    from ema.workflows.power import certification_plan, level_text
 
     plan = certification_plan(
         margin=margin,

@@ -48,15 +48,16 @@ def audit_target(config: AuditConfig) -> Target:
     return dataclasses.replace(target, calibration_data=calibration)
 
 
-def log_audit_params(config: AuditConfig, target: Target) -> None:
-    """The audit run's name and params: the options and the target as resolved.
+def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> None:
+    """The audit run's name and params: the options, the target as resolved, and ``extra`` (an engine's own).
 
-    Logged as soon as the target is found, before any data is read, so that an audit refused on its
-    data is still named and listed among its model's audits (``ema history --all``).
+    The built-in engines log them as soon as the target is found, before any data is read, so that
+    an audit refused on its data is still named and listed among its model's audits
+    (``ema history --all``).
     """
     log_batch(
         tags={keys.TAG_RUN_NAME: audit_run_name(config.query_name, config.method, target.label)},
-        params=config.params(target),
+        params={**config.params(target), **extra},
     )
 
 

@@ -13,7 +13,7 @@ from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.stats import QuerySizeResult
-from ema.stats.certify import PLAN_PROBABILITY, CertifyPlan, plan_certification
+from ema.stats.certify import PLAN_PROBABILITY, CertifyPlan, level_text, plan_certification
 from ema.tracking import keys
 from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
 from ema.validation import check_open_unit
@@ -144,3 +144,5 @@ def certification_plan(
             }
         )
     return plan
+
+__all__ = ["certification_plan", "level_text", "query_size_for_power"]

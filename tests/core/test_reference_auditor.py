@@ -407,35 +407,20 @@ def test_audit_evidence_of_each_verdict(strong, weak):
     assert small.thresholds["evidence"].startswith("neither shown: p_removed=")
 
 
+def note_of(verdict: str, **numbers: float) -> str:
+    """The evidence sentence of ``verdict`` for a removed-looking query, ``numbers`` replacing the defaults."""
+    defaults = {"p_removed": 0.5, "alpha": 0.1, "retained_low": 0.0, "retained_high": 0.4, "upper_bound": 0.05}
+    defaults |= {"margin": 0.1, "certifiable_margin": 0.3, "certify_level": 0.95}
+    return evidence_note(verdict, **(defaults | numbers))
+
+
 @pytest.mark.parametrize(("level", "written"), [(0.975, "97.5%"), (0.999, "99.9%")])
 def test_evidence_writes_the_certify_level_with_its_digits(level, written):
-    note = evidence_note(
-        NOT_MEMORIZED,
-        p_removed=0.5,
-        alpha=0.1,
-        retained_low=0.0,
-        retained_high=0.2,
-        upper_bound=0.05,
-        margin=0.1,
-        certifiable_margin=0.3,
-        certify_level=level,
-    )
-    assert f"(one-sided {written} bound 0.05)" in note
+    assert f"(one-sided {written} bound 0.05)" in note_of(NOT_MEMORIZED, certify_level=level)
 
 
 def test_weak_evidence_states_alpha_as_a_share_of_removed_sets():
-    note = evidence_note(
-        MEMORIZED,
-        p_removed=0.5,
-        alpha=0.9,
-        retained_low=0.0,
-        retained_high=0.4,
-        upper_bound=0.4,
-        margin=0.1,
-        certifiable_margin=0.3,
-        certify_level=0.95,
-    )
-    assert "(alpha 0.9 calls 90% of removed sets memorized)" in note
+    assert "(alpha 0.9 calls 90% of removed sets memorized)" in note_of(MEMORIZED, alpha=0.9)
 
 
 def test_audit_states_its_certifiable_margin_from_the_information_lower_bound_and_the_bins(strong):

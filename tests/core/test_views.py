@@ -116,7 +116,8 @@ def test_reference_advice_says_four_times_the_reference_halves_the_floor():
     assert then == pytest.approx(now / 2)
     assert advice == (
         f"a non-member reference of 4,000 samples would lower the floor to {then:.3f} (now {now:.3f} with 1,000): "
-        "no query size certifies a margin below the floor"
+        "the floor is the margin that even an unbounded query certifies in only half of removed sets, so none "
+        "below it is certifiable"
     )
     assert "no reference size" in reference_advice(1000, 0.0, certify_level=0.95)
     assert reference_floor(1000, 0.1) == pytest.approx(1.6448536 / np.sqrt(100))

@@ -70,7 +70,7 @@ from ema.training.unlearn_spec import UnlearnSpec
 from ema.validation import short_hash
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.grid_targets import ensure_target
-from ema.workflows.methods import method_spec
+from ema.workflows.methods import certifies_margin, method_spec
 from ema.workflows.references import member_reference, nonmember_reference
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.unlearn import UnlearnConfig, unlearn_cached
@@ -256,7 +256,15 @@ def _audit_version(config: UnlearningGridConfig, entry: Version, oracle, progres
     rows = []
     for role, query in zip(SET_ROLES, (config.forget, config.retained, config.held_out), strict=True):
         outcomes = {
-            method: _audit(config, entry, oracle, progress, query, method, margin=config.margin)
+            method: _audit(
+                config,
+                entry,
+                oracle,
+                progress,
+                query,
+                method,
+                **({"margin": config.margin} if certifies_margin(method) else {}),
+            )
             for method in AUDIT_METHODS
         }
         rows += [
