@@ -21,10 +21,11 @@ def history(model_name, query, verdict, include_all):
     """List the finished audits of a model across runs and versions, newest first."""
     import pandas as pd
 
-    from ema.workflows.history import audit_history
+    from ema.workflows.history import audit_history, registered_model
 
     table = audit_history(model_name, query=query, verdict=verdict, include_all=include_all)
     if table.empty:
+        registered_model(model_name)  # no audits and no such model: a typo, said as one
         click.echo(f"no audits of {model_name!r} found")
         return
     with pd.option_context("display.width", 200, "display.max_columns", None):

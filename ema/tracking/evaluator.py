@@ -44,8 +44,6 @@ GLUE_KEYS = ("model_uri",)
 MAX_QUERY_KEY = "max_query"
 #: Tags of the audit run that say what kind of run it is and who ran it: not copied to the evaluation run.
 OWN_TAGS = (keys.TAG_RUN_KIND, keys.TAG_PID, keys.TAG_HOST)
-#: Set on the evaluation run: the id of the audit run nested under it.
-TAG_AUDIT_RUN = "ema.audit_run"
 #: The audit's artifacts the EvaluationResult lists (the report is also copied onto the evaluation run).
 RESULT_ARTIFACTS = {
     keys.ARTIFACT_REPORT: TextEvaluationArtifact,
@@ -174,7 +172,7 @@ def mirror_audit_run(audit_run: str, run_id: str) -> dict[str, float]:
         run_id,
         metrics=[Metric(key, value, now, 0) for key, value in audit.metrics.items()],
         params=[Param(key, value) for key, value in audit.params.items() if key not in own],
-        tags=[RunTag(key, value) for key, value in {**tags, TAG_AUDIT_RUN: audit_run}.items()],
+        tags=[RunTag(key, value) for key, value in {**tags, keys.TAG_AUDIT_RUN: audit_run}.items()],
     )
     with tempfile.TemporaryDirectory() as tmp:
         report = mlflow.artifacts.download_artifacts(run_id=audit_run, artifact_path=keys.ARTIFACT_REPORT, dst_path=tmp)

@@ -70,7 +70,13 @@ def audit_history(
 
 
 def is_audit(tags: dict[str, str]) -> bool:
-    """An audit run: tagged so, or (runs logged before the tag existed) carrying a verdict."""
+    """An audit run: tagged so, or (runs logged before the tag existed) carrying a verdict.
+
+    An evaluation run that mirrors the audit nested under it (tag ``ema.audit_run``) is not one:
+    the audit is listed once, as itself.
+    """
+    if keys.TAG_AUDIT_RUN in tags:
+        return False
     default = keys.RUN_KIND_AUDIT if keys.TAG_VERDICT in tags else ""
     return tags.get(keys.TAG_RUN_KIND, default) == keys.RUN_KIND_AUDIT
 
@@ -88,15 +94,20 @@ def is_stale(status: str, tags: dict[str, str]) -> bool:
     return False
 
 
+#: Characters of an MLflow run id; ``ema compare`` heads its columns with the first 8.
+RUN_ID_LENGTH = 32
+
+
 def compare_runs(run_ids: list[str]) -> pd.DataFrame:
-    """Params, metrics and the verdict of runs side by side: one column per run."""
+    """Params, metrics and the verdict of runs side by side: one column per run, headed by its id's first 8."""
     client = MlflowClient()
     columns = {}
     for run_id in run_ids:
         try:
             run = client.get_run(run_id)
         except MlflowException as exc:
-            raise InputError(f"run {run_id!r} does not exist in this tracking store") from exc
+            whole = "" if len(run_id) >= RUN_ID_LENGTH else f" (give the whole id: {RUN_ID_LENGTH} characters)"
+            raise InputError(f"run {run_id!r} does not exist in this tracking store{whole}") from exc
         values = {f"param {k}": v for k, v in run.data.params.items()}
         values.update({f"metric {k}": v for k, v in run.data.metrics.items()})
         values.update(

@@ -54,6 +54,8 @@ TAG_DATASET_CONTEXT = "mlflow.data.context"
 TAG_VERDICT = "verdict"
 #: What a run is (``audit`` for audit runs), and which process on which host runs it.
 TAG_RUN_KIND = "ema.run_kind"
+#: Set on an ``mlflow.models.evaluate`` run: the id of the audit run nested under it, whose results it mirrors.
+TAG_AUDIT_RUN = "ema.audit_run"
 RUN_KIND_AUDIT = "audit"
 TAG_PID = "ema.pid"
 TAG_HOST = "ema.host"

@@ -8,7 +8,7 @@ from functools import partial
 
 import mlflow
 import mlflow.pyfunc
-from mlflow.entities.model_registry import ModelVersion
+from mlflow.entities.model_registry import ModelVersion, RegisteredModel
 from mlflow.exceptions import MlflowException
 from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
@@ -17,6 +17,7 @@ from ema.errors import InputError
 from ema.model_package import FLAVOR_PYTORCH, FLAVOR_SKLEARN, ModelPackage
 from ema.tracking import keys
 from ema.tracking.runs import no_notebook_probe
+from ema.tracking.search import quoted
 from ema.tracking.store import retry_set
 
 MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
@@ -61,16 +62,31 @@ def resolve_version(model_uri: str) -> RegisteredVersion:
         return RegisteredVersion.from_entity(client.get_model_version(name, version))
     except MlflowException as exc:
         failure = exc
-    try:  # only now, to say what went wrong: one registry query on the way that works
-        registered = client.get_registered_model(name)
+    registered = registered_model(name)  # only now, to say what went wrong: no query on the way that works
+    if alias:
+        raise InputError(
+            f"registered model {name!r} has no alias {alias!r}; known aliases: {sorted(registered.aliases)}"
+        ) from failure
+    versions = sorted(int(v.version) for v in client.search_model_versions(f"name = {quoted('model name', name)}"))
+    raise InputError(f"registered model {name!r} has no version {version}; known versions: {versions}") from failure
+
+
+def registered_model(name: str) -> RegisteredModel:
+    """The registered model ``name``.
+
+    Raises
+    ------
+    InputError
+        If there is none, naming the registered models there are.
+    """
+    client = MlflowClient()
+    try:
+        return client.get_registered_model(name)
     except MlflowException as exc:
         known = sorted(m.name for m in client.search_registered_models())
         raise InputError(
             f"registered model {name!r} does not exist in {mlflow.get_tracking_uri()}; known: {known}"
         ) from exc
-    what = f"alias {alias!r}" if alias else f"version {version}"
-    known = sorted(registered.aliases) if alias else "see `mlflow ui`"
-    raise InputError(f"registered model {name!r} has no {what}; known aliases: {known}") from failure
 
 
 def log_and_register(package: ModelPackage, *, name: str, alias: str | None, tags: dict[str, str]) -> RegisteredVersion:

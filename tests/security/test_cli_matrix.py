@@ -51,6 +51,9 @@ CASES = {
     "request timeout nan": ([*AUDIT, "--request-timeout", "nan"], "expected request timeout to be a finite number"),
     "no query": (["audit", "--no-progress"], "exactly one of --query NAME, --query-file FILE or --query-table URI"),
     "history name with a quote": (["history", "--model", "it's"], "without single quotes"),
+    "history of no such model": (["history", "--model", "no-such"], "registered model 'no-such' does not exist"),
+    "compare a run id's prefix": (["compare", "0123abcd"], r"'0123abcd' does not exist .*whole id: 32 characters"),
+    "no such version": ([*AUDIT, "--model", "models:/ema-target/99"], r"has no version 99; known versions: \[1"),
 }
 
 

@@ -63,10 +63,19 @@ def assert_all_succeeded(results: list[tuple[int, str, str]]) -> None:
         assert "Traceback" not in err, err
 
 
-def test_four_commands_at_once_on_a_fresh_folder_all_succeed_and_a_fifth_after(tmp_path):
+def assert_all_found_no_such_model(results: list[tuple[int, str, str]]) -> None:
+    """Every command opened the store and said it holds no model ``none`` (exit 3); none failed on the store."""
+    for code, out, err in results:
+        assert code == 3 and "registered model 'none' does not exist" in err, (
+            f"exit {code}\nstdout: {out}\nstderr: {err}"
+        )
+        assert "Traceback" not in err, err
+
+
+def test_four_commands_at_once_on_a_fresh_folder_all_answer_and_a_fifth_after(tmp_path):
     """Three commands at once used to leave a half-migrated store (`table _alembic_tmp_tags already exists`)."""
-    assert_all_succeeded(ema_processes([["history", "--model", "none"]] * 4, tmp_path))
-    assert_all_succeeded(ema_processes([["history", "--model", "none"]], tmp_path))
+    assert_all_found_no_such_model(ema_processes([["history", "--model", "none"]] * 4, tmp_path))
+    assert_all_found_no_such_model(ema_processes([["history", "--model", "none"]], tmp_path))
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert [e.name for e in client.search_experiments()].count(keys.DEFAULT_EXPERIMENT) == 1
 

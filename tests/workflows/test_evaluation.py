@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from ema.data.files import write_set
 from ema.data.presets import load_splits
 from ema.tracking import keys
-from ema.tracking.evaluator import TAG_AUDIT_RUN
+from ema.tracking.history import audit_history
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.evaluation import EMAEvaluator
 
@@ -73,9 +73,11 @@ def test_evaluate_with_the_ema_evaluator_logs_the_audit_on_the_run(trained, ema_
     assert keys.ARTIFACT_REPORT in artifact_paths(client, result.run_id)
     assert run.data.tags[keys.TAG_VERDICT] in ("memorized", "not_memorized")
     assert run.data.params[keys.PARAM_MODEL_URI] == "models:/ema-target/1"
-    assert keys.TAG_RUN_KIND not in run.data.tags  # the evaluation run is not listed as an audit by `ema history`
+    assert keys.TAG_RUN_KIND not in run.data.tags
 
-    child = client.get_run(run.data.tags[TAG_AUDIT_RUN])
+    child = client.get_run(run.data.tags[keys.TAG_AUDIT_RUN])
+    listed = list(audit_history("ema-target", include_all=True)["run_id"])
+    assert child.info.run_id in listed and result.run_id not in listed  # `ema history` lists the audit once
     assert child.data.tags[keys.TAG_PARENT_RUN] == result.run_id
     assert child.data.tags[keys.TAG_RUN_KIND] == keys.RUN_KIND_AUDIT
     assert result.metrics["verdict_code"] == {"memorized": 1.0, "not_memorized": 0.0}[run.data.tags[keys.TAG_VERDICT]]
@@ -92,7 +94,7 @@ def test_evaluate_with_the_ema_evaluator_logs_the_audit_on_the_run(trained, ema_
 def test_the_ema_evaluator_runs_the_same_audit_as_ema_audit(trained, ema_evaluator, query, tmp_path):
     result = evaluate(pixel_frame(query))
     client = MlflowClient()
-    through_mlflow = client.get_run(client.get_run(result.run_id).data.tags[TAG_AUDIT_RUN])
+    through_mlflow = client.get_run(client.get_run(result.run_id).data.tags[keys.TAG_AUDIT_RUN])
     query_file = write_set(query, tmp_path / "dataset.npz")
     direct = client.get_run(
         audit(
@@ -127,7 +129,7 @@ def test_the_ema_evaluator_keeps_the_query_file_when_asked(trained, ema_evaluato
 def test_the_ema_evaluator_records_a_named_datasets_name(trained, ema_evaluator, query):
     named = mlflow.data.from_pandas(pixel_frame(query), targets="label", name="forget-request-17")
     result = evaluate(named)
-    child = MlflowClient().get_run(MlflowClient().get_run(result.run_id).data.tags[TAG_AUDIT_RUN])
+    child = MlflowClient().get_run(MlflowClient().get_run(result.run_id).data.tags[keys.TAG_AUDIT_RUN])
     assert child.data.params[keys.PARAM_QUERY] == "forget-request-17"
     assert child.info.run_name.startswith("forget-requ… · ema · ")
 
