@@ -113,10 +113,15 @@ def _wrong_size(where: str, shape: tuple[int, int, int], sizes: list[int]) -> In
     )
 
 
-def to_arrow(data: ArraySet) -> pa.Table:
-    """One set as a query table in memory: images with their shape, or a table's feature columns."""
+def to_arrow(data: ArraySet, label_column: str = DEFAULT_LABEL_COLUMN) -> pa.Table:
+    """One set as a query table in memory: images with their shape, or a table's feature columns.
+
+    A table's labels go in ``label_column``, so that the audit reads it with the ``--label-column``
+    its other files take; images' labels are always in ``label``.
+    """
     ids = {"label": pa.array(data.y), "index": pa.array(data.index)}
     if data.kind == "table":
+        ids = {label_column: ids["label"], "index": ids["index"]}
         features = {name: pa.array(data.x[:, i]) for i, name in enumerate(data.features)}
         reserved = [name for name in data.features if name in QUERY_COLUMNS]
         if reserved:
@@ -136,12 +141,12 @@ def to_arrow(data: ArraySet) -> pa.Table:
     return pa.table({**ids, "pixels": pixels, **sizes})
 
 
-def write_table(chunks: Iterable[ArraySet], out_dir: Path) -> Path:
+def write_table(chunks: Iterable[ArraySet], out_dir: Path, *, label_column: str = DEFAULT_LABEL_COLUMN) -> Path:
     """Write sets, one after another, as one query table ``out_dir/part-00000.parquet``; returns ``out_dir``.
 
     Chunks are written as they come, so a table larger than memory can be written from a
     generator; all must be of one kind and shape (or feature columns). The file appears whole
-    or not at all.
+    or not at all. A table of features keeps its labels in ``label_column``.
 
     Raises
     ------
@@ -161,7 +166,7 @@ def write_table(chunks: Iterable[ArraySet], out_dir: Path) -> Path:
                     f"{chunk.name}: expected every chunk of a query table to be like the first ({first.describe()}), "
                     f"got {chunk.describe()}"
                 )
-            table = to_arrow(chunk)
+            table = to_arrow(chunk, label_column)
             writer = writer or pq.ParquetWriter(partial, table.schema)
             writer.write_table(table, row_group_size=ROWS_PER_GROUP)
         if writer is None:

@@ -121,10 +121,18 @@ def check_finite_cells(values: np.ndarray, columns: tuple[str, ...] | None, *, w
 
 def _whole_numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
     values = column.to_numpy()
-    if not pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column) or column.isna().any():
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise InputError(
+            f"{where}: expected whole numbers in column {name!r}, got {int(missing.sum())} missing (first at data "
+            f"row {int(np.argmax(missing))}, counted from 0)"
+        )
+    if not pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
+        odd = column[pd.to_numeric(column, errors="coerce").isna()]  # the first value that is no number
+        shown = odd.iloc[0] if len(odd) else column.iloc[0]
         raise InputError(
             f"{where}: expected whole numbers in column {name!r}, got {column.dtype} values such as "
-            f"{column.iloc[0]!r}; encode classes as 0..k-1"
+            f"{str(shown)!r}; encode classes as 0..k-1"
         )
     if values.dtype.kind == "f" and not np.array_equal(values, np.rint(values)):
         raise InputError(f"{where}: expected whole numbers in column {name!r}, got fractional values")

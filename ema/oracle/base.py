@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -113,6 +113,8 @@ class Oracle:
             return data.x
         x, extra = align_columns(data.x, data.features, self.input_spec, where=data.name)
         log_left_out(data.name, extra)
+        if self.input_spec.columns is None and data.features is not None:
+            log_by_position(data.name, data.features)
         return x
 
     def _scored_batches(self, pixels: np.ndarray, starts: range) -> Iterator[np.ndarray]:
@@ -126,6 +128,17 @@ class Oracle:
     def predict_proba(self, pixels: np.ndarray | ArraySet) -> np.ndarray:
         """Class probabilities (one-hot for a label-only model)."""
         return self.predict(pixels).proba
+
+
+def log_by_position(where: str, features: Sequence[str]) -> None:
+    """Log (a warning) that a table's named columns go to a model whose signature names none: by position."""
+    logging.getLogger(__name__).warning(
+        "%s: the model's signature names no columns, so the table's %d columns are sent in the file's order (%s): "
+        "they must be in the order the model was trained on",
+        where,
+        len(features),
+        ", ".join(features[:4]) + (", ..." if len(features) > 4 else ""),
+    )
 
 
 def log_left_out(where: str, extra: list[str]) -> None:

@@ -198,10 +198,15 @@ def one_line(exc: BaseException) -> str:
 
 
 def schema_reason(exc: BaseException) -> str:
-    """MLflow's reason for refusing inputs, whole and on one line, without the data and schema it quotes first."""
+    """MLflow's reason for refusing inputs, whole and on one line, without the data and schema it quotes first.
+
+    The reason follows the last ``' with schema '...'. Error: `` of the message, however deep MLflow
+    nested it (its scoring server wraps it in "Failed to predict data '...'. Error: ").
+    """
     text = " ".join(str(exc).split())
-    start = text.find(SCHEMA_REASON, text.find("' with schema '"))
-    if text.startswith("Failed to enforce schema") and start >= 0:
+    schema = text.rfind("' with schema '")
+    start = text.find(SCHEMA_REASON, schema) if schema >= 0 else -1
+    if start >= 0:
         text = text[start + len(SCHEMA_REASON) :]
     return one_line(Exception(text))
 

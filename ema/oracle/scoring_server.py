@@ -32,6 +32,8 @@ MAX_REPLY_BYTES_PER_IMAGE = 1 << 16
 REPLY_BYTES_ALLOWANCE = 1 << 20
 #: ``request_format``: Parquet, falling back to JSON for good when the server does not take Parquet (HTTP 415).
 AUTO_FORMAT = "auto"
+#: Statuses by which a server refuses the query itself (its shape, type or columns): unchanged, it fails again.
+INPUT_REFUSED = (400, 422)
 #: What ``request_format`` accepts.
 HTTP_FORMATS = (AUTO_FORMAT, *REQUEST_FORMATS)
 
@@ -241,7 +243,7 @@ class HttpOracle(Oracle):
         if status >= 500:
             raise _RetryableFailure(f"HTTP {status}: {text[:300]}", timed_out=False)
         if not 200 <= status < 300:
-            error = _UnsupportedFormat if status == 415 else ModelAccessError
+            error = {415: _UnsupportedFormat, **dict.fromkeys(INPUT_REFUSED, InputError)}.get(status, ModelAccessError)
             falls_back = error is _UnsupportedFormat and self.request_format == AUTO_FORMAT  # JSON follows at once
             sent_parquet = content_type == CONTENT_TYPES["parquet"]
             hint = "; it was sent as Parquet: --http-format json sends JSON" if sent_parquet and not falls_back else ""

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ema.errors import InputError
+from ema.oracle.pyfunc import schema_reason
 
 #: Reply shapes accepted from a scoring server, as MLflow's scoring server writes them.
 REPLY_SHAPES = (
@@ -143,9 +144,9 @@ def _records_to_columns(records: list[dict], source: str) -> dict:
 
 
 def server_message(text: str) -> str:
-    """The server's error message, on one line."""
+    """The server's error message on one line: MLflow's reason, without the data and schema it quotes first."""
     try:
         message = str(json.loads(text).get("message", text))
     except (ValueError, AttributeError, RecursionError):
         message = text
-    return " ".join(message.split())[:500]
+    return schema_reason(Exception(message))

@@ -56,5 +56,5 @@ def export_query(
         arrays = read_set(query_file, max_images=max_query, label_column=label_column)
     else:
         arrays = load_splits(data, seed, root, image).query(query)
-    write_table([arrays], out_dir)
+    write_table([arrays], out_dir, label_column=label_column)
     return arrays

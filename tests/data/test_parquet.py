@@ -146,6 +146,14 @@ def test_a_table_of_features_without_its_label_column_is_refused(tmp_path):
         read_table(tmp_path / "t", label_column="diagnosis")
 
 
+def test_a_table_of_features_keeps_the_label_column_it_was_read_with(tmp_path):
+    data = feature_set()
+    write_table([data], tmp_path / "t", label_column="diagnosis")
+    back = read_table(tmp_path / "t", label_column="diagnosis")  # the --label-column of the user's other files
+    np.testing.assert_array_equal(back.y, data.y)
+    assert back.features == data.features
+
+
 def test_write_table_refuses_a_feature_named_as_a_query_column(tmp_path):
     data = feature_set()
     renamed = ArraySet("f", data.x, data.y, data.index, ("pixels", "n"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +14,7 @@ from ema.inputs import InputSpec, InputTransform, parse_input_shape
 from ema.oracle import Oracle, numeric_outputs, parse_reply
 from ema.oracle.model_info import input_spec_from
 from ema.oracle.pyfunc import schema_reason
+from ema.oracle.wire_format import server_message
 from ema.workflows.input_scaling import scaling_suggestion
 
 IMAGES = np.random.default_rng(0).integers(0, 256, (6, 28, 28), dtype=np.uint8)
@@ -131,6 +134,16 @@ def test_schema_reason_is_mlflows_whole_reason_on_one_line():
     assert schema_reason(exc) == "dtype of input float32 does not match expected dtype float64"
 
 
+def test_a_scoring_servers_nested_schema_message_gives_its_reason_not_the_data():
+    data = "[[" + " ".join(["1.374e+01"] * 400) + "]]"
+    message = (
+        f"Failed to predict data '{data}'. Error: Failed to enforce schema of data '{data}' with schema "
+        "'['mean_radius': double (required)]'. Error: Model is missing inputs ['mean_radius']."
+    )
+    assert server_message(json.dumps({"message": message})) == "Model is missing inputs ['mean_radius']."
+    assert server_message("plain text\nover lines") == "plain text over lines"
+
+
 class ScaledModel(Oracle):
     """Knows every label when pixels come as 0-255 (as if trained on them), ``unscaled_accuracy`` of them otherwise."""
 
@@ -197,3 +210,24 @@ def test_input_dtype_overrides_what_an_http_endpoint_without_a_registry_entry_is
     assert (spec.shape, spec.dtype) == ((-1, 28, 28), "uint8")
     images = np.full((2, 28, 28), 200, np.uint8)
     np.testing.assert_array_equal(target.oracle().prepare(images), images)  # pixel values, not 0/1 floats
+
+
+class ColumnBlindModel(Oracle):
+    """A table model whose signature names no columns (a tensor, or none): it takes columns by position."""
+
+    def _predict_batch(self, inputs):
+        return np.eye(2)[(np.asarray(inputs)[:, 0] > 0).astype(int)]
+
+
+@pytest.mark.parametrize(("spec", "warned"), [(InputSpec((-1, 3)), True), (InputSpec(columns=("a", "b", "c")), False)])
+def test_a_table_sent_by_position_is_warned_about_once_per_set(caplog, spec, warned):
+    from ema.data.arrays import ArraySet
+
+    table = ArraySet("patients", np.ones((4, 3)), np.zeros(4, np.int64), np.arange(4), ("a", "b", "c"))
+    with caplog.at_level("WARNING", logger="ema.oracle.base"):
+        ColumnBlindModel(outputs="probabilities", input_spec=spec).predict(table)
+    by_position = [r.getMessage() for r in caplog.records if "sent in the file's order" in r.getMessage()]
+    assert by_position == (
+        ["patients: the model's signature names no columns, so the table's 3 columns are sent in the file's order "
+         "(a, b, c): they must be in the order the model was trained on"] if warned else []
+    )  # fmt: skip

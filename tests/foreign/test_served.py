@@ -58,5 +58,5 @@ def test_served_model_without_input_shape_gets_the_servers_reason_on_one_line(se
     from ema_cli.cli import main
 
     result = CliRunner().invoke(main, ["audit", "--model-url", url, "--recipe", recipe, "--query", "M6"])
-    assert result.exit_code == 4  # the server refused: a ModelAccessError
+    assert result.exit_code == 3  # the server refused the input (HTTP 400): an InputError, not a retry
     assert "HTTP 400" in result.output and len(result.output.strip().splitlines()) == 1

@@ -161,7 +161,7 @@ def test_http_oracle_refuses_a_reply_too_large_for_the_batch(server, monkeypatch
 
 def test_http_oracle_shows_a_4xx_message_on_one_line(server):
     url, _ = server(lambda handler, n: handler.reply(json.dumps({"message": "bad\nshape"}), status=400))
-    with pytest.raises(EMAError, match=r"refused the query \(HTTP 400\): bad shape$"):
+    with pytest.raises(InputError, match=r"refused the query \(HTTP 400\): bad shape$"):
         HttpOracle(url).predict(IMAGES)
 
 
