@@ -145,4 +145,5 @@ def certification_plan(
         )
     return plan
 
+
 __all__ = ["certification_plan", "level_text", "query_size_for_power"]
