@@ -6,12 +6,13 @@ import logging
 import platform
 from importlib import metadata
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
 import pandas as pd
 from packaging.requirements import InvalidRequirement, Requirement
 
-from ema.errors import MissingDependencyError, ModelAccessError, pip_command
+from ema.errors import InputError, MissingDependencyError, ModelAccessError, pip_command
 from ema.oracle.base import Oracle
 from ema.oracle.model_info import input_spec_from
 
@@ -41,6 +42,8 @@ class PyfuncOracle(Oracle):
         import mlflow.pyfunc
         from mlflow.exceptions import MlflowException
 
+        if not urlparse(model_uri).scheme and not Path(model_uri).exists():
+            raise InputError(f"expected a model directory (an MLmodel file inside) at {model_uri}, found nothing there")
         try:
             local_path = mlflow.artifacts.download_artifacts(model_uri)
             self._model = load_on_device(model_uri, local_path, device)
@@ -93,7 +96,7 @@ class PyfuncOracle(Oracle):
             if strided:
                 return self._retry_in_c_order(inputs, exc)
             raise ModelAccessError(
-                f"model {self.model_uri!r} failed on a batch of {len(inputs)} images of shape {inputs.shape[1:]}: "
+                f"model {self.model_uri!r} failed on a batch of {len(inputs)} inputs of shape {inputs.shape[1:]}: "
                 f"{type(exc).__name__}: {first_line(exc)}"
             ) from exc
 

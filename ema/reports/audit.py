@@ -380,7 +380,7 @@ def _thresholds(results: Mapping[str, AuditResult]) -> str:
             )
         mode = result.thresholds.get("mode", "")
         parts.append(
-            f"<h3>{esc(method)}</h3><p>Threshold mode: {esc(mode or 'n/a')}; flag rate (share of M = 1): "
+            f"<h3>{esc(method)}</h3><p>{f'Threshold mode: {esc(mode)}; ' if mode else ''}flag rate (share of M = 1): "
             f"<b>{esc(number(result.flag_rate))}</b> of {result.n_query} samples.</p>"
             + table(("flag", "threshold", "flag rate"), rows, numeric=(2,))
             + "<details><summary>All thresholds, as logged in calibration.json</summary>"

@@ -106,9 +106,15 @@ def test_http_oracle_against_a_closed_port_raises_model_access_error():
     assert isinstance(info.value, RETRYABLE) and not isinstance(info.value, InputError)
 
 
-def test_pyfunc_oracle_of_a_model_that_is_not_there_raises_model_access_error(tmp_path):
-    with pytest.raises(ModelAccessError, match=r"could not load model '.*nothing'"):
+def test_pyfunc_oracle_of_a_local_path_with_nothing_there_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match=r"expected a model directory .* at .*nothing, found nothing there"):
         PyfuncOracle(str(tmp_path / "nothing"))
+
+
+def test_pyfunc_oracle_of_a_folder_that_holds_no_model_raises_model_access_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelAccessError, match=r"could not load model '.*empty'"):
+        PyfuncOracle(str(tmp_path / "empty"))
 
 
 def test_pyfunc_oracle_without_the_flavors_runtime_raises_missing_dependency_with_the_pip_command(

@@ -78,5 +78,5 @@ def test_pyfunc_oracle_reports_a_model_failing_on_both_layouts_in_one_line(tmp_p
     with pytest.raises(ModelAccessError) as excinfo:
         PyfuncOracle(saved(tmp_path, AlwaysFails())).predict_proba(IMAGES)
     assert excinfo.match(
-        r"^model '.*' failed on a batch of 10 images of shape \(3, 8, 8\): RuntimeError: weights file missing$"
+        r"^model '.*' failed on a batch of 10 inputs of shape \(3, 8, 8\): RuntimeError: weights file missing$"
     )

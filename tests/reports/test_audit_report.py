@@ -52,6 +52,7 @@ def render(**overrides) -> AuditReport:
 def test_render_audit_report_states_the_verdict_in_words_with_alpha():
     page = render().html
     assert "Verdict: Not memorized" in page and "alpha = 0.1" in page and "not_memorized" in page
+    assert "Threshold mode: global; flag rate" in page
 
 
 def test_render_audit_report_lists_the_pvalues():
@@ -209,6 +210,7 @@ def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_a
     assert f"How strong the evidence is</b> (reference): {result.thresholds['evidence']}" in certify
     # first after the verdict box, before every other section
     assert report.html.index('id="verdict"') < report.html.index('id="certify"') < report.html.index('id="pvalues"')
+    assert "Threshold mode" not in report.html  # it has none; EMA's reports state theirs
 
 
 def test_render_audit_report_reads_kinds_and_meanings_from_the_vocabulary_it_is_given():

@@ -58,7 +58,7 @@ def images(behaviour: int, n: int = 3) -> np.ndarray:
         (
             1,
             EMAError,
-            r"model '.*' failed on a batch of 3 images of shape \(1, 28, 28\): RuntimeError: weights file missing$",
+            r"model '.*' failed on a batch of 3 inputs of shape \(1, 28, 28\): RuntimeError: weights file missing$",
         ),
         (2, InputError, r"expected model '.*' to return numbers .*got strings \(dtype <U3, shape \(3,\)\), e.g.*'cat'"),
         (3, InputError, r"expected model '.*' to return numbers .*got Python objects \(dtype object, shape \(3,\)\)"),
