@@ -210,7 +210,9 @@ from ema_cli.options import (
     ),
 )
 @margin_option(
-    DEFAULT_MARGIN, "With --method calibrated and a member reference (or marks: the trigger's effect)", unset=True
+    DEFAULT_MARGIN,
+    "With --method calibrated (auto: with a member reference) or marks (the trigger's effect)",
+    unset=True,
 )
 @mark_key_option(
     "With --method marks: the key file `ema mark` wrote. The trigger is stamped on the query's images, which "
