@@ -220,7 +220,7 @@ class ColumnBlindModel(Oracle):
 
 
 @pytest.mark.parametrize(("spec", "warned"), [(InputSpec((-1, 3)), True), (InputSpec(columns=("a", "b", "c")), False)])
-def test_a_table_sent_by_position_is_warned_about_once_per_set(caplog, spec, warned):
+def test_a_table_sent_by_position_is_warned_about_with_its_columns(caplog, spec, warned):
     from ema.data.arrays import ArraySet
 
     table = ArraySet("patients", np.ones((4, 3)), np.zeros(4, np.int64), np.arange(4), ("a", "b", "c"))
