@@ -3,6 +3,7 @@
 import click
 
 from ema.workflows.options import (
+    AUC_METRIC,
     AUGMENT_NONE,
     AUGMENTATIONS,
     CALIBRATION_MODEL_NAME,
@@ -22,6 +23,7 @@ from ema.workflows.options import (
     OUTPUT_KINDS,
     THRESHOLD_MODES,
     engine_help,
+    is_attack_metric,
     method_help,
 )
 from ema_cli.options import (
@@ -311,8 +313,12 @@ def audit(
     outcome = audit_workflow(config, progress=progress)
     click.echo(f"{outcome.query}: |D_q|={outcome.primary.n_query} ({outcome.access}; run {outcome.run_id})")
     for method, result in outcome.results.items():
-        numbers = " ".join(f"{k} {v:.4g}" for k, v in result.metrics.items() if k != METRIC_N_QUERY)
-        click.echo(f"  {method}: {numbers} -> {result.verdict}")
+        headline = {k: v for k, v in result.metrics.items() if k != METRIC_N_QUERY and not is_attack_metric(k)}
+        click.echo(f"  {method}: {' '.join(f'{k} {v:.4g}' for k, v in headline.items())} -> {result.verdict}")
+        aucs = {k.partition(".")[2]: v for k, v in result.metrics.items() if k.startswith(f"{AUC_METRIC}.")}
+        if aucs:
+            strength = ", ".join(f"{signal} {auc:.3g}" for signal, auc in aucs.items())
+            click.echo(f"  {method}: attack AUC where membership is known: {strength}")
         if "evidence" in result.thresholds:
             click.echo(f"  {method}: {result.thresholds['evidence']}")
     for warning in outcome.warnings:

@@ -5,11 +5,16 @@ import click
 from ema.workflows.options import VERDICTS
 from ema_cli.options import workflow_command
 
+#: What the tables show where a run logged no value (a calibrated audit has no rho_EMA).
+MISSING = "-"
+
 
 @click.command("history")
 @click.option("--model", "model_name", required=True, help="Registered model name.")
 @click.option("--query", help="Only audits of this query set.")
-@click.option("--verdict", type=click.Choice(VERDICTS), help="Only audits with this verdict.")
+@click.option(
+    "--verdict", type=click.Choice(VERDICTS), help="Only audits whose verdict (their first method's) is this."
+)
 @click.option(
     "--all",
     "include_all",
@@ -29,7 +34,7 @@ def history(model_name, query, verdict, include_all):
         click.echo(f"no audits of {model_name!r} found")
         return
     with pd.option_context("display.width", 200, "display.max_columns", None):
-        click.echo(table.to_string(index=False))
+        click.echo(table.to_string(index=False, na_rep=MISSING))
 
 
 @click.command("compare")
@@ -47,7 +52,11 @@ def compare(run_ids, model_name, query):
 
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 60):
         if run_ids:
-            click.echo(compare_runs(list(run_ids)).to_string())
+            click.echo(compare_runs(list(run_ids)).to_string(na_rep=MISSING))
             return
         trail = version_trail(model_name, query=query)
-        click.echo(trail.to_string(index=False) if len(trail) else f"no audits of {query!r} on {model_name!r} found")
+        click.echo(
+            trail.to_string(index=False, na_rep=MISSING)
+            if len(trail)
+            else f"no audits of {query!r} on {model_name!r} found"
+        )

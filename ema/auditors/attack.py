@@ -14,9 +14,11 @@ import numpy as np
 
 from ema.errors import InputError
 
+#: The ROC AUC's metric name (``mia_auc.<signal>``).
+AUC_METRIC = "mia_auc"
 #: What each attack-strength metric is, by the name it is logged under (``<name>.<signal>``).
 ATTACK_METRICS = {
-    "mia_auc": "ROC AUC of the {signal} score separating {where}'s members from its non-members (0.5: chance)",
+    AUC_METRIC: "ROC AUC of the {signal} score separating {where}'s members from its non-members (0.5: chance)",
     "tpr_at_fpr_1pct": "share of {where}'s members the {signal} score finds at 1% false positives",
     "tpr_at_fpr_0_1pct": "share of {where}'s members the {signal} score finds at 0.1% false positives "
     "(not resolved below 1,000 non-members)",
@@ -30,6 +32,11 @@ RESOLVED_NONMEMBERS = 1000
 CURVE_POINTS = 200
 #: The smallest FPR the kept curve resolves (a guard for curves of millions of non-members).
 SMALLEST_FPR_KEPT = 1e-6
+
+
+def is_attack_metric(name: str) -> bool:
+    """Whether the logged metric ``name`` (``mia_auc.confidence``) is one of :data:`ATTACK_METRICS`."""
+    return name.partition(".")[0] in ATTACK_METRICS
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,7 @@ class AttackStrength:
     def metrics(self) -> dict[str, float]:
         """The headline numbers by metric name (without a signal suffix)."""
         return {
-            "mia_auc": self.auc,
+            AUC_METRIC: self.auc,
             "tpr_at_fpr_1pct": self.tpr_at_fpr_1pct,
             "tpr_at_fpr_0_1pct": self.tpr_at_fpr_0_1pct,
             "mia_n_nonmembers": float(self.n_nonmembers),

@@ -112,27 +112,47 @@ def check_set(x: np.ndarray, y: np.ndarray, index: np.ndarray, *, where: str) ->
             )
 
 
-def check_like(data: ArraySet, query: ArraySet, *, role: str) -> None:
-    """Refuse ``data`` (the ``role``, e.g. a calibration file) unless its inputs are of ``query``'s kind and shape,
-    and, for tables, have its feature names in its order.
+def in_query_layout(data: ArraySet, query: ArraySet, *, role: str) -> ArraySet:
+    """``data`` (the ``role``, e.g. a calibration file) laid out as ``query`` is: refused unless its inputs are of
+    ``query``'s kind and shape; a table with the query's columns in another order is returned in the query's order.
 
     Raises
     ------
     InputError
         Naming both kinds, and for tables the columns that differ.
     """
+    if (
+        data.kind == query.kind == "table"
+        and data.features != query.features
+        and set(data.features) == set(query.features)
+    ):
+        order = [data.features.index(name) for name in query.features]
+        data = ArraySet(data.name, data.x[:, order], data.y, data.index, query.features)
     if data.kind == query.kind and data.x.shape[1:] == query.x.shape[1:] and data.features == query.features:
-        return
+        return data
     detail = ""
     if data.kind == query.kind == "table" and data.features != query.features:
         missing = [name for name in query.features if name not in data.features]
         extra = [name for name in data.features if name not in query.features]
-        detail = (
-            f" (missing {listed_names(missing) or 'none'}; extra {listed_names(extra) or 'none'})"
-            if missing or extra
-            else " (the same columns in another order)"
-        )
+        detail = f" (missing {listed_names(missing) or 'none'}; extra {listed_names(extra) or 'none'})"
     raise InputError(
         f"{role} {data.name}: expected inputs like the query's ({query.describe()}), got {data.describe()}{detail}; "
-        f"give a {role} with the query's columns, in its order"
+        f"give a {role} with the query's columns"
     )
+
+
+def check_has_classes(data: ArraySet, n_classes: int, *, role: str) -> None:
+    """Refuse ``data`` (the ``role``, e.g. a calibration file) unless it has samples of each of ``n_classes``
+    classes (those the model outputs): a model trained on it must learn every class the target predicts.
+
+    Raises
+    ------
+    InputError
+        Naming the classes it lacks.
+    """
+    missing = np.setdiff1d(np.arange(n_classes), data.y)
+    if missing.size:
+        raise InputError(
+            f"{role} {data.name}: expected samples of each of the model's {n_classes} classes (0..{n_classes - 1}), "
+            f"got none of class {listed_names(missing.tolist())}; give a {role} with every class"
+        )

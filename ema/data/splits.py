@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ema.data.arrays import ArraySet, check_like
+from ema.data.arrays import ArraySet, in_query_layout
 from ema.data.embedded import load_digits_28, load_mnist_embedded
 from ema.errors import InputError
 from ema.validation import check_choice
@@ -148,7 +148,7 @@ class Splits:
             If ``name`` is not a fold, or ``data``'s inputs are not of the folds' kind and shape.
         """
         check_choice("fold", name, MEMBER_NAMES)
-        check_like(data, self.folds[0], role=f"fold {name} file")
+        data = in_query_layout(data, self.folds[0], role=f"fold {name} file")
         position = MEMBER_NAMES.index(name)
         replaced = ArraySet(name, data.x, data.y, data.index, data.features)
         return dataclasses.replace(self, folds=(*self.folds[:position], replaced, *self.folds[position + 1 :]))

@@ -47,6 +47,7 @@ def read_feature_table(
 def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_LABEL_COLUMN, where: str) -> ArraySet:
     """A table read whole as a labelled set: labels from ``label_column``, positions from ``index`` if present
     (else 0..n-1), every other column a feature (see :func:`read_feature_table` for what is refused)."""
+    check_distinct_columns(list(frame.columns), where=where)
     if label_column not in frame.columns:
         raise InputError(
             f"{where}: expected a label column {label_column!r} (name it with --label-column), got columns "
@@ -73,6 +74,7 @@ def _read_frame(path: Path, max_images: int) -> pd.DataFrame:
 
             check_set_size(pq.ParquetFile(path).metadata.num_rows, limit=max_images, where=str(path), unit="rows")
             return pd.read_parquet(path)
+        check_distinct_columns(pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist(), where=str(path))
         frame = pd.read_csv(path, nrows=max_images + 1)
         if len(frame) > max_images:  # over the limit: count every row (one column at a time) to say how many
             rows = sum(len(chunk) for chunk in pd.read_csv(path, usecols=[0], chunksize=CSV_COUNT_CHUNK))
@@ -83,6 +85,13 @@ def _read_frame(path: Path, max_images: int) -> pd.DataFrame:
         message = " ".join(str(exc).split())[:300] or type(exc).__name__
         raise InputError(f"could not read {path} as a {path.suffix[1:]} table: {message}") from exc
     return frame
+
+
+def check_distinct_columns(names: list[object], *, where: str) -> None:
+    """Refuse a table whose header names a column twice (pandas would rename the second ``name.1``)."""
+    repeated = sorted({str(name) for name in names if names.count(name) > 1})
+    if repeated:
+        raise InputError(f"{where}: expected distinct column names, got {listed_names(repeated)} more than once")
 
 
 def feature_matrix(features: pd.DataFrame, *, where: str) -> np.ndarray:

@@ -59,9 +59,13 @@ class Oracle:
             )
         self.outputs, self.batch_size, self.transform = outputs, batch_size, transform
         self.input_spec, self.output_name = spec, output_name
+        self._warned_orders: set[tuple[str, ...]] = set()  # column orders already warned about (once each)
 
     #: How errors name the model.
     source = "the model"
+    #: Whether a table's column order is the model owner's to keep (warned about when the signature names no
+    #: columns); False for the auditor's own helper models, trained on the query's layout.
+    owner_column_order = True
 
     def _predict_batch(self, inputs: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -113,7 +117,8 @@ class Oracle:
             return data.x
         x, extra = align_columns(data.x, data.features, self.input_spec, where=data.name)
         log_left_out(data.name, extra)
-        if self.input_spec.columns is None and data.features is not None:
+        if self.owner_column_order and self.input_spec.columns is None and data.features not in self._warned_orders:
+            self._warned_orders.add(data.features)
             log_by_position(data.name, data.features)
         return x
 

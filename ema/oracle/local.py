@@ -16,6 +16,8 @@ class LocalOracle(Oracle):
     float32 pixels in [0, 1] of shape (n, 1, H, W).
     """
 
+    owner_column_order = False
+
     def __init__(self, classifier: object, *, source: str, **options) -> None:
         super().__init__(outputs="probabilities", **options)
         self.classifier, self.source = classifier, source

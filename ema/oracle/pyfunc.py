@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import warnings
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import urlparse
@@ -20,6 +21,8 @@ from ema.oracle.model_info import input_spec_from
 MAX_MESSAGE = 1000
 #: Where MLflow's schema-enforcement message ("... with schema '...'. Error: REASON") starts its reason.
 SCHEMA_REASON = "'. Error: "
+#: The start of scikit-learn's warning for columns sent by position (:func:`~ema.oracle.base.log_by_position` says it).
+SKLEARN_BY_POSITION = "X does not have valid feature names"
 #: The ``model_config`` key where MLflow's pytorch flavor and our torch models take their device, and the CPU's name.
 DEVICE_KEY, CPU = "device", "cpu"
 
@@ -87,7 +90,9 @@ class PyfuncOracle(Oracle):
         if strided and self._c_order_only:
             return self._predict_batch(np.ascontiguousarray(inputs))
         try:
-            return self._model.predict(inputs)
+            with warnings.catch_warnings():  # scikit-learn's warning for a table sent by position: logged as ours
+                warnings.filterwarnings("ignore", message=SKLEARN_BY_POSITION, category=UserWarning)
+                return self._model.predict(inputs)
         except MlflowException as exc:
             raise ModelAccessError(
                 f"model {self.model_uri!r} refused the query ({self.input_spec.describe()}): {schema_reason(exc)}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import socket
 
@@ -58,15 +59,27 @@ def audit_history(
             "version": run.data.params.get(keys.PARAM_MODEL_VERSION, ""),
             "query": run.data.params.get(keys.PARAM_QUERY, ""),
             "method": run.data.params.get(keys.PARAM_METHOD, ""),
-            "rho_ema": run.data.metrics.get(keys.METRIC_RHO_EMA),
-            "rho_ema_ks": run.data.metrics.get(keys.METRIC_RHO_EMA_KS),
-            "verdict": run.data.tags.get(keys.TAG_VERDICT, ""),
+            "rho_ema": run.data.metrics.get(keys.METRIC_RHO_EMA, math.nan),
+            "rho_ema_ks": run.data.metrics.get(keys.METRIC_RHO_EMA_KS, math.nan),
+            "verdict": verdicts_text(run.data.tags, run.data.params.get(keys.PARAM_METHOD, "")),
             "status": STALE if is_stale(run.info.status, run.data.tags) else run.info.status,
         }
         for run in runs
         if is_audit(run.data.tags)
     ]
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+
+
+def verdicts_text(tags: dict[str, str], method: str) -> str:
+    """The run's verdict (its first method's), then, for a combination, each other method's in brackets:
+    ``memorized (calibrated inconclusive)``.
+    """
+    others = [
+        f"{name} {tags[f'{keys.TAG_VERDICT}.{name}']}"
+        for name in method.split("+")[1:]
+        if f"{keys.TAG_VERDICT}.{name}" in tags
+    ]
+    return tags.get(keys.TAG_VERDICT, "") + (f" ({', '.join(others)})" if others else "")
 
 
 def is_audit(tags: dict[str, str]) -> bool:

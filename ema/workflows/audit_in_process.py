@@ -7,6 +7,7 @@ A row of the engine table (:mod:`ema.workflows.engines`); it takes every option 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ema.auditors.result import AuditResult
-from ema.data.arrays import ArraySet, check_like
+from ema.data.arrays import ArraySet, check_has_classes, in_query_layout
 from ema.limits import seconds_left
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
@@ -52,7 +53,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
     session.check_augment()
     predictions = session.oracle.predict(data)  # refuses a query the model's signature does not take, first
     if target.calibration_data is not None:
-        check_like(target.calibration_data, data, role="calibration file")
+        session = with_calibration_file(session, predictions)
     results, tags = run_methods(session, predictions)
     yield Scored(
         session,
@@ -63,6 +64,15 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         data.fingerprint,
         {keys.ARTIFACT_MEMBERSHIP: membership_table(data, results)},
     )
+
+
+def with_calibration_file(session: AuditSession, predictions: Predictions) -> AuditSession:
+    """``session`` with its target's calibration file in the query's layout, refused before any calibration model is
+    trained (and registered) when it lacks one of the classes the model output on the query.
+    """
+    calibration = in_query_layout(session.target.calibration_data, session.data, role="calibration file")
+    check_has_classes(calibration, predictions.proba.shape[1], role="calibration file")
+    return dataclasses.replace(session, target=dataclasses.replace(session.target, calibration_data=calibration))
 
 
 def run_methods(session: AuditSession, predictions: Predictions) -> tuple[dict[str, AuditResult], dict[str, str]]:

@@ -5,6 +5,7 @@ named in the imports and re-exported here unchanged. Nothing here imports mlflow
 so that ``--help`` and option errors answer without them (``tests/cli/test_cli_imports.py``).
 """
 
+from ema.auditors.attack import AUC_METRIC, is_attack_metric
 from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN
 from ema.auditors.result import VERDICTS
 from ema.data.catalog import SOURCE_NAMES
@@ -50,6 +51,7 @@ DEFAULT_TARGET_URI = f"models:/{TARGET_MODEL_NAME}@{TARGET_ALIAS}"
 
 __all__ = [
     "ARCHITECTURES",
+    "AUC_METRIC",
     "AUDIT_BYTES_PER_IMAGE",
     "AUGMENTATIONS",
     "AUGMENT_NONE",
@@ -96,6 +98,7 @@ __all__ = [
     "command_limits",
     "configure",
     "engine_help",
+    "is_attack_metric",
     "method_help",
     "parse_device",
     "redact_url",

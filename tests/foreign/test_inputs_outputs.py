@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 
 import numpy as np
 import pandas as pd
@@ -231,3 +232,44 @@ def test_a_table_sent_by_position_is_warned_about_with_its_columns(caplog, spec,
         ["patients: the model's signature names no columns, so the table's 3 columns are sent in the file's order "
          "(a, b, c): they must be in the order the model was trained on"] if warned else []
     )  # fmt: skip
+
+
+def test_a_column_order_is_warned_about_once_per_model_and_never_for_the_auditors_own_helpers(caplog):
+    """The target scores the query and both references (one column order): one warning. A helper model the
+    auditor trained on the query's layout (a ``LocalOracle``) has no owner's order to keep: none."""
+    from ema.data.arrays import ArraySet
+    from ema.oracle.local import LocalOracle
+
+    def table(name, columns):
+        return ArraySet(name, np.ones((4, 3)), np.zeros(4, np.int64), np.arange(4), columns)
+
+    target = ColumnBlindModel(outputs="probabilities", input_spec=InputSpec((-1, 3)))
+    helper = LocalOracle(types.SimpleNamespace(predict_proba=lambda x: np.full((len(x), 2), 0.5)), source="helper")
+    with caplog.at_level("WARNING", logger="ema.oracle.base"):
+        for name in ("query", "members", "non-members"):
+            target.predict(table(name, ("a", "b", "c")))
+            helper.predict(table(name, ("a", "b", "c")))
+        target.predict(table("reordered", ("c", "b", "a")))
+    warned = [r.getMessage().split(":")[0] for r in caplog.records if "sent in the file's order" in r.getMessage()]
+    assert warned == ["query", "reordered"]
+
+
+def test_scikit_learns_own_warning_for_columns_by_position_is_not_repeated_to_the_user(tmp_path, caplog):
+    """A model fitted on named columns and logged without a signature: our warning says it, scikit-learn's does not."""
+    import warnings
+
+    import mlflow.sklearn
+    from sklearn.linear_model import LogisticRegression
+
+    from ema.data.arrays import ArraySet
+    from ema.oracle.pyfunc import PyfuncOracle
+
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    y = (x[:, 0] > 0).astype(np.int64)
+    model = LogisticRegression().fit(pd.DataFrame(x, columns=["a", "b", "c"]), y)
+    mlflow.sklearn.save_model(model, tmp_path / "model", pyfunc_predict_fn="predict_proba")
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING", logger="ema.oracle.base"):
+        warnings.simplefilter("always")
+        PyfuncOracle(str(tmp_path / "model")).predict(ArraySet("rows", x, y, np.arange(40), ("a", "b", "c")))
+    assert [str(w.message) for w in caught if "feature names" in str(w.message)] == []
+    assert any("sent in the file's order" in r.getMessage() for r in caplog.records)

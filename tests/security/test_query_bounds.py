@@ -151,7 +151,7 @@ def test_max_query_is_the_default_limit_of_every_reader():
 
 def test_a_query_table_is_refused_from_its_metadata_row_count(tmp_path):
     table = write_table([load_splits().query("M1")], tmp_path / "table")
-    with pytest.raises(InputError, match=r"table: expected at most 10 images, got 1,000 .*--max-query 1000"):
+    with pytest.raises(InputError, match=r"table: expected at most 10 rows, got 1,000 .*--max-query 1000"):
         read_table(table, max_images=10)
     assert len(read_table(table, max_images=1000)) == 1000
 

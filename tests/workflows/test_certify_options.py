@@ -101,6 +101,27 @@ def test_runs_and_trail_record_the_margin_and_level_a_method_certified_with(trai
     assert compared.exit_code == 0 and f"auto {used:.3g}" in compared.output and "0.99" in compared.output
 
 
+def test_audit_prints_headline_numbers_and_history_every_methods_verdict(trained):
+    """The audit's lines keep the attack-strength metrics to one line of AUCs; ``ema history`` shows a combination's
+    second verdict beside the first and ``-`` for a number a method does not log (a calibrated audit's rho_EMA)."""
+    _, outcome = trained
+    uri, name = outcome.version.uri, outcome.version.name
+    both = ema("audit", "--model", uri, "--query", "M6", "--method", "ema+calibrated", "--no-figures", "--no-progress")
+    assert both.exit_code == 0, both.output
+    verdict_line = next(line for line in both.output.splitlines() if line.startswith("  ema: rho_ema"))
+    assert "mia_auc" not in verdict_line and "tpr_at_fpr" not in verdict_line
+    auc_line = next(line for line in both.output.splitlines() if "attack AUC" in line)
+    assert auc_line.startswith("  ema: attack AUC where membership is known: correctness ")
+    run_id = both.output.split("run ")[1].split(")")[0]
+    verdicts = {m: MlflowClient().get_run(run_id).data.tags[f"verdict.{m}"] for m in ("ema", "calibrated")}
+    alone = audit(AuditConfig(model_uri=uri, query="M6", method="calibrated", figures=False), progress=False)
+    listed = ema("history", "--model", name, "--query", "M6")
+    assert listed.exit_code == 0, listed.output
+    rows = {line.split()[2]: line.split() for line in listed.output.splitlines()[1:]}
+    assert " ".join(rows[run_id][8:-1]) == f"{verdicts['ema']} (calibrated {verdicts['calibrated']})"
+    assert rows[alone.run_id][6:8] == ["-", "-"] and rows[alone.run_id][-2] == alone.primary.verdict
+
+
 def test_power_plans_within_a_reference_smaller_than_today(trained):
     _, outcome = trained
     shown = ema(

@@ -201,6 +201,41 @@ def test_audit_calibration_file_unlike_the_query_is_refused(tabular, tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_audit_calibration_file_with_the_querys_columns_in_another_order_is_read_by_name(tabular, tmp_path):
+    model_uri, folder = tabular
+    calibration = pd.read_csv(folder / "calibration.csv")
+    calibration[list(reversed(calibration.columns))].to_csv(tmp_path / "reversed.csv", index=False)
+    ordered = audit_file(model_uri, folder / "members.csv", folder / "calibration.csv")
+    reordered = audit_file(model_uri, folder / "members.csv", tmp_path / "reversed.csv")
+    assert reordered.primary.metrics == ordered.primary.metrics
+    tags = mlflow.get_run(reordered.run_id).data.tags
+    assert tags["ema.calibration_version"] == mlflow.get_run(ordered.run_id).data.tags["ema.calibration_version"]
+
+
+def test_audit_calibration_file_missing_a_class_is_refused_before_a_calibration_model_is_registered(tabular, tmp_path):
+    model_uri, folder = tabular
+    calibration = pd.read_csv(folder / "calibration.csv")
+    calibration[calibration[LABEL] == 0].to_csv(tmp_path / "benign_only.csv", index=False)
+    versions = len(mlflow.MlflowClient().search_model_versions("name = 'ema-calibration'"))
+    result = audit_cli(model_uri, folder / "members.csv", tmp_path / "benign_only.csv")
+    assert result.exit_code == 3, result.output
+    assert result.output.strip() == (
+        "Error: calibration file benign_only: expected samples of each of the model's 2 classes (0..1), got none "
+        "of class 1; give a calibration file with every class"
+    )
+    assert len(mlflow.MlflowClient().search_model_versions("name = 'ema-calibration'")) == versions
+
+
+def test_audit_csv_naming_a_column_twice_is_refused_by_that_name(tabular, tmp_path):
+    model_uri, folder = tabular
+    (tmp_path / "twice.csv").write_text(
+        (folder / "members.csv").read_text().replace("mean texture,", "mean radius,", 1)
+    )
+    result = audit_cli(model_uri, tmp_path / "twice.csv", folder / "calibration.csv")
+    assert result.exit_code == 3, result.output
+    assert f"{tmp_path / 'twice.csv'}: expected distinct column names, got 'mean radius' more than once" in result.output
+
+
 def test_train_data_file_registers_a_table_target_with_lineage(tabular, tmp_path):
     """`ema train --data-file F.csv --label-column y --recipe R`: a DataFrame signature, members from lineage."""
     from ema.data.embedded import load_breast_cancer_table
