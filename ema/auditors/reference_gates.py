@@ -111,3 +111,35 @@ def reference_diagnostics(
         "balanced_accuracy": float(select_threshold(members, nonmembers).balanced_accuracy),
         "nonmember_flag_rate": float(nonmember_counts[weights > 0].sum() / nonmembers.size),
     }
+
+
+#: The accuracy another reading of the outputs as classes must add before the audit says the labels are out of order.
+LABEL_ORDER_GAIN = 0.2
+
+
+def label_order_warning(proba: np.ndarray, labels: np.ndarray) -> str | None:
+    """A warning when the target's outputs match ``labels`` far better read as the classes in another order; else None.
+
+    A model fitted on text labels orders its outputs alphabetically, which need not be the
+    order of the files' whole-number labels; every verdict on it is then about a model that
+    looks wrong on every sample. The best order is the assignment of outputs to classes with
+    the most agreements on the reference (the Hungarian method).
+    """
+    n_classes = proba.shape[1]
+    if labels.max(initial=0) >= n_classes:
+        return None
+    from scipy.optimize import linear_sum_assignment
+
+    agreements = np.bincount(labels * n_classes + proba.argmax(axis=1), minlength=n_classes**2)
+    agreements = agreements.reshape(n_classes, n_classes)  # row: the label, column: the output
+    classes, outputs = linear_sum_assignment(agreements, maximize=True)
+    best, given = agreements[classes, outputs].sum() / labels.size, np.trace(agreements) / labels.size
+    if best - given < LABEL_ORDER_GAIN:
+        return None
+    moved = ", ".join(f"output {o} as class {c}" for c, o in zip(classes, outputs, strict=True) if c != o)
+    return (
+        f"the target's outputs match the non-member reference's labels far better in another order (accuracy "
+        f"{best:.3f} reading {moved}, against {given:.3f} as given): the labels are probably not the model's classes "
+        "in the order of its outputs (a model fitted on text labels orders them alphabetically); write the files' "
+        "labels in the model's order"
+    )

@@ -200,9 +200,7 @@ def read_table(
     if not path.exists():
         raise InputError(f"expected a query table (a Parquet file or folder) at {path}, found nothing there")
     try:
-        check_set_size(
-            ds.dataset(path, format="parquet").count_rows(), limit=max_images, where=str(path), unit="rows"
-        )
+        check_set_size(ds.dataset(path, format="parquet").count_rows(), limit=max_images, where=str(path), unit="rows")
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise unreadable_table(str(path), str(exc).splitlines()[0]) from exc

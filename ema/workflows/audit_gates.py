@@ -2,9 +2,10 @@
 
 They come from the target's behaviour on the references, scored through the same oracle: an
 accuracy near chance or far below what was recorded when the target was trained (inputs scaled
-or normalised unlike training), signals that barely separate members from non-members, flags
-that fire on nearly every non-member (EMA can then only say ``memorized``), and a calibration
-model that generalises unlike the target. The auditors' own warnings are added after them.
+or normalised unlike training), outputs that match the labels far better in another class
+order, signals that barely separate members from non-members, flags that fire on nearly every
+non-member (EMA can then only say ``memorized``), and a calibration model that generalises
+unlike the target. The auditors' own warnings are added after them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ import numpy as np
 
 from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
-from ema.auditors.reference_gates import ACCURACY_GAP_LIMIT, INPUT_MISMATCH_HINT, reference_gate_warnings
+from ema.auditors.reference_gates import (
+    ACCURACY_GAP_LIMIT,
+    INPUT_MISMATCH_HINT,
+    label_order_warning,
+    reference_gate_warnings,
+)
 from ema.auditors.result import AuditResult
 from ema.tracking import keys
 from ema.tracking.runs import run_metrics
@@ -39,9 +45,12 @@ def audit_warnings(session: AuditSession, results: dict[str, AuditResult]) -> li
             f"target accuracy on the non-member reference ({reference_accuracy:.3f}) is far below its recorded "
             f"held-out accuracy ({held_out:.3f}): {INPUT_MISMATCH_HINT}"
         )
-    suggestion = scaling_suggestion(session.oracle, session.nonmembers.data, proba)
-    if suggestion is not None:
-        warnings.append(suggestion)
+    for suggestion in (
+        label_order_warning(proba, labels),
+        scaling_suggestion(session.oracle, session.nonmembers.data, proba),
+    ):
+        if suggestion is not None:
+            warnings.append(suggestion)
     warnings += _transfer_warnings(results)
     for result in results.values():
         warnings += list(result.thresholds.get("warnings", []))

@@ -10,7 +10,7 @@ from scipy import optimize, special
 
 from ema.auditors import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, CalibratedAuditor
 from ema.auditors.reference import ReferenceAuditor, decide_reference_verdict
-from ema.auditors.reference_gates import reference_gate_warnings
+from ema.auditors.reference_gates import label_order_warning, reference_gate_warnings
 from ema.auditors.reference_record import evidence_note
 from ema.errors import InputError
 from ema.stats.binned_tests import class_mix_pvalue, removal_test, retention_test
@@ -251,6 +251,20 @@ def test_calibrate_chance_level_reference_warns():
 def test_reference_gate_warnings_each_gate(kwargs, expected):
     warnings = reference_gate_warnings(n_classes=N_CLASSES, **kwargs)
     assert len(warnings) == 1 and expected in warnings[0]
+
+
+@pytest.mark.parametrize("agreement", [1.0, 0.6])
+def test_label_order_warning_names_the_outputs_read_as_other_classes_and_only_then(agreement):
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, 2000)
+    predicted = np.where(rng.random(2000) < agreement, labels, rng.integers(0, 4, 2000))
+    proba = np.eye(4)[predicted]
+    assert label_order_warning(proba, labels) is None
+    warning = label_order_warning(proba[:, [2, 1, 3, 0]], labels)  # output 0 is class 2, 2 is 3, 3 is 0
+    assert "reading output 3 as class 0, output 0 as class 2, output 2 as class 3" in warning
+    assert f"(accuracy {(predicted == labels).mean():.3f} " in warning
+    assert label_order_warning(np.full((2000, 4), 0.25), labels) is None  # chance in every order: nothing to say
+    assert label_order_warning(np.eye(2)[labels % 2], labels) is None  # labels beyond the outputs: not an order
 
 
 def test_reference_gate_warnings_none_when_healthy():
