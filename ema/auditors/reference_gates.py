@@ -113,6 +113,32 @@ def reference_diagnostics(
     }
 
 
+#: The one-sided binomial p-value under which a query's accuracy is too low for non-members (with the accuracy gap).
+QUERY_GATE_P = 0.001
+
+
+def query_accuracy_warning(correct: int, n_query: int, reference_accuracy: float) -> str | None:
+    """A warning when the target classifies the query far worse than the non-member reference; else None.
+
+    Members score at least as well as non-members and a removed set as well as them, so a query
+    far below both (by more than :data:`ACCURACY_GAP_LIMIT`, and with a one-sided binomial
+    p-value under :data:`QUERY_GATE_P` against the reference's accuracy) reaches the model unlike
+    the references: pixels saved in another range, other preprocessing, or another domain. Every
+    method then reads it as unlike members, and would call the model's own training data removed.
+    """
+    accuracy = correct / n_query
+    if reference_accuracy - accuracy <= ACCURACY_GAP_LIMIT:
+        return None
+    if stats.binomtest(correct, n_query, reference_accuracy, alternative="less").pvalue >= QUERY_GATE_P:
+        return None
+    return (
+        f"target accuracy on the query ({accuracy:.3f}) is far below its accuracy on the non-member reference "
+        f"({reference_accuracy:.3f}): the query reaches the model unlike the references (pixels saved in another "
+        "range, other preprocessing, or another domain), so the verdicts compare it with data it does not resemble; "
+        "if it should be the model's own data, check how the query file was made"
+    )
+
+
 #: The accuracy another reading of the outputs as classes must add before the audit says the labels are out of order.
 LABEL_ORDER_GAIN = 0.2
 

@@ -21,6 +21,16 @@ MODEL_INPUT_SHAPE = (-1, 1, *IMAGE_SHAPE)
 FINGERPRINT_LENGTH = 16
 
 
+def class_count(labels: np.ndarray) -> int:
+    """The classes a network trained on ``labels`` outputs: ``0 .. max label``, at least two.
+
+    A two-class X-ray set trains a two-output network, not one of the digits' ten: the
+    audit's chance level and a calibration model's outputs follow the target's classes
+    (:func:`ema.training.fit.fit`; a calibration model is cached under its count).
+    """
+    return max(2, int(labels.max()) + 1)
+
+
 def fingerprint(*arrays: np.ndarray) -> str:
     """A short content hash of arrays (their dtype, shape and bytes), stable across runs."""
     digest = hashlib.sha256()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import urlparse
@@ -23,6 +26,8 @@ MAX_MESSAGE = 1000
 SCHEMA_REASON = "'. Error: "
 #: The start of scikit-learn's warning for columns sent by position (:func:`~ema.oracle.base.log_by_position` says it).
 SKLEARN_BY_POSITION = "X does not have valid feature names"
+#: torch's error for a tensor pickled on a GPU and loaded where there is none (see :func:`torch_load_onto`).
+CUDA_PICKLE = "Attempting to deserialize object on a CUDA device"
 #: The ``model_config`` key where MLflow's pytorch flavor and our torch models take their device, and the CPU's name.
 DEVICE_KEY, CPU = "device", "cpu"
 
@@ -55,7 +60,7 @@ class PyfuncOracle(Oracle):
                 f"could not load model {model_uri!r}: it needs {exc.name}, which is not installed: "
                 f"{pip_command(exc.name)}"
             ) from exc
-        except (MlflowException, OSError) as exc:
+        except (MlflowException, OSError, RuntimeError) as exc:
             raise ModelAccessError(f"could not load model {model_uri!r}: {one_line(exc)}") from exc
         python = self._model.metadata.flavors.get("python_function", {}).get("python_version")
         warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt", python)
@@ -131,6 +136,16 @@ def load_on_device(model_uri: str, local_path: str, device: str | None) -> objec
     config = device_config(local_path, device)
     try:
         return mlflow.pyfunc.load_model(local_path, suppress_warnings=True, model_config=config)
+    except RuntimeError as exc:
+        if CUDA_PICKLE not in str(exc):
+            raise
+        logging.getLogger(__name__).info(
+            "model %r was pickled on a GPU, and there is none here: its tensors are loaded onto %s",
+            model_uri,
+            device or CPU,
+        )
+        with torch_load_onto(device or CPU):
+            return mlflow.pyfunc.load_model(local_path, suppress_warnings=True, model_config=config)
     except MlflowException as exc:
         if config is None or device == CPU:
             raise
@@ -138,6 +153,24 @@ def load_on_device(model_uri: str, local_path: str, device: str | None) -> objec
             "model %r could not be loaded on %s (%s); scoring it on the CPU", model_uri, device, one_line(exc)
         )
         return mlflow.pyfunc.load_model(local_path, suppress_warnings=True, model_config={DEVICE_KEY: CPU})
+
+
+@contextmanager
+def torch_load_onto(device: str) -> Iterator[None]:
+    """Within the block, ``torch.load`` maps every tensor onto ``device`` (where no ``map_location`` is given).
+
+    MLflow's pytorch flavor unpickles a model's tensors onto the devices they were saved from
+    and takes no ``map_location``; a model pickled on a GPU then fails to load on a machine
+    without one, although it scores on the CPU.
+    """
+    import torch
+
+    load = torch.load
+    torch.load = functools.partial(load, map_location=device)
+    try:
+        yield
+    finally:
+        torch.load = load
 
 
 def device_config(local_path: str, device: str | None) -> dict | None:

@@ -46,8 +46,17 @@ class SklearnCloneRecipe:
             "input": transform_dict(self.transform),
         }
 
-    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, device: str = "cpu") -> Classifier:
-        """Train a clone of the template on flattened pixels; on the CPU, as scikit-learn trains (``device`` unused)."""
+    def fit(
+        self,
+        pixels: np.ndarray,
+        labels: np.ndarray,
+        *,
+        progress: bool = True,
+        device: str = "cpu",
+        n_classes: int | None = None,
+    ) -> Classifier:
+        """Train a clone of the template on flattened pixels; on the CPU, as scikit-learn trains (``device`` unused;
+        ``n_classes`` too: the clone has a column per class it was fitted on)."""
         from sklearn.base import clone
 
         estimator = clone(self.template)
@@ -92,8 +101,17 @@ class TorchCloneRecipe:
             "input": transform_dict(self.transform),
         }
 
-    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, device: str = "cpu") -> Classifier:
-        """Train a re-initialised copy of the template on ``device``."""
+    def fit(
+        self,
+        pixels: np.ndarray,
+        labels: np.ndarray,
+        *,
+        progress: bool = True,
+        device: str = "cpu",
+        n_classes: int | None = None,
+    ) -> Classifier:
+        """Train a re-initialised copy of the template on ``device`` (its outputs are the template's: ``n_classes``
+        unused)."""
         from ema.training.torch_clone import fit_clone
 
         return fit_clone(self, pixels, labels, progress=progress, device=device)

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ema.data.arrays import class_count
 from ema.errors import EMAError
 from ema.limits import check_deadline
 from ema.training.architectures import ProbabilityModel, check_input_shape
@@ -40,9 +41,10 @@ def fit(
     progress: bool = True,
     desc: str = "train",
     device: str = "cpu",
+    n_classes: int | None = None,
 ) -> ProbabilityModel:
     """Train algorithm A = ``spec`` on ``pixels`` (float32, (n, C, H, W) images or an (n, d) table) and ``labels``,
-    on ``device``.
+    on ``device``, with ``n_classes`` outputs (None: one per class of ``labels``, :func:`class_count`).
 
     The network is built for the shape of ``pixels``' samples, which the model keeps
     (``input_shape``). The weights are drawn on the CPU under the recipe's seed whatever the
@@ -52,7 +54,7 @@ def fit(
     -------
     ProbabilityModel
         In eval mode, on ``device`` (a resolved device, :func:`ema.training.devices.resolve_device`);
-        its forward returns probabilities of shape (n, 10).
+        its forward returns probabilities of shape (n, n_classes).
 
     Raises
     ------
@@ -64,7 +66,7 @@ def fit(
     input_shape = check_input_shape(spec.arch, tuple(pixels.shape[1:]))
     check_size(torch_size(spec, len(labels), input_shape))
     torch.manual_seed(spec.seed)
-    model = ProbabilityModel(spec, input_shape=input_shape).to(device)
+    model = ProbabilityModel(spec, n_classes or class_count(labels), input_shape).to(device)
     model.network.train()
     loss_fn = nn.CrossEntropyLoss(reduction="sum")
     train_network(model.network, spec, pixels, labels, loss_fn, progress=progress, desc=desc)

@@ -88,8 +88,17 @@ class TorchRecipe:
     def to_dict(self) -> dict:
         return {"framework": self.framework, **self.spec.to_dict(), "input": transform_dict(self.transform)}
 
-    def fit(self, pixels: np.ndarray, labels: np.ndarray, *, progress: bool = True, device: str = "cpu") -> Classifier:
-        """Train the architecture on ``pixels`` (scaled by the transform) and ``labels``, on ``device``."""
+    def fit(
+        self,
+        pixels: np.ndarray,
+        labels: np.ndarray,
+        *,
+        progress: bool = True,
+        device: str = "cpu",
+        n_classes: int | None = None,
+    ) -> Classifier:
+        """Train the architecture on ``pixels`` (scaled by the transform) and ``labels``, on ``device``, with
+        ``n_classes`` outputs (None: one per class of ``labels``, :func:`~ema.data.arrays.class_count`)."""
         from ema.training.fit import TorchClassifier, fit
 
         return TorchClassifier(
@@ -100,6 +109,7 @@ class TorchRecipe:
                 progress=progress,
                 desc="train calibration",
                 device=device,
+                n_classes=n_classes,
             ),
             self.transform,
         )
@@ -168,6 +178,7 @@ class SklearnRecipe:
         progress: bool = True,
         columns: tuple[str, ...] | None = None,
         device: str = "cpu",
+        n_classes: int | None = None,
     ) -> Classifier:
         """Train the estimator on flattened pixels (or a table), within the command's limits (:mod:`ema.limits`).
 
@@ -175,7 +186,8 @@ class SklearnRecipe:
         them, as a user fits one, so that it takes a DataFrame with those names (a target
         registered with a column signature).
 
-        scikit-learn trains on the CPU: ``device`` is taken, as every recipe takes it, and not used.
+        scikit-learn trains on the CPU: ``device`` is taken, as every recipe takes it, and not used;
+        ``n_classes`` too (the estimator has a column per class it was fitted on).
 
         Raises
         ------

@@ -74,7 +74,7 @@ def audit(
         with collect_foreign_entries() as foreign, score(config, oracle, progress) as scored:
             session, results, tags = scored.session, scored.results, dict(scored.tags)
             expected = expected_verdict(config, session.target, session.data)
-            warnings = audit_warnings(session, results) + foreign
+            warnings = audit_warnings(session, results, scored.query_correct) + foreign
             if config.strict and warnings:
                 results = _inconclusive(results, method_plan(config.method)[0])
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"

@@ -2,10 +2,11 @@
 
 They come from the target's behaviour on the references, scored through the same oracle: an
 accuracy near chance or far below what was recorded when the target was trained (inputs scaled
-or normalised unlike training), outputs that match the labels far better in another class
-order, signals that barely separate members from non-members, flags that fire on nearly every
-non-member (EMA can then only say ``memorized``), and a calibration model that generalises
-unlike the target. The auditors' own warnings are added after them.
+or normalised unlike training), a query classified far worse than the non-member reference (it
+reaches the model unlike the references), outputs that match the labels far better in another
+class order, signals that barely separate members from non-members, flags that fire on nearly
+every non-member (EMA can then only say ``memorized``), and a calibration model that
+generalises unlike the target. The auditors' own warnings are added after them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ema.auditors.reference_gates import (
     ACCURACY_GAP_LIMIT,
     INPUT_MISMATCH_HINT,
     label_order_warning,
+    query_accuracy_warning,
     reference_gate_warnings,
 )
 from ema.auditors.result import AuditResult
@@ -27,8 +29,14 @@ from ema.workflows.audit_session import AuditSession
 from ema.workflows.input_scaling import scaling_suggestion
 
 
-def audit_warnings(session: AuditSession, results: dict[str, AuditResult]) -> list[str]:
-    """Every warning of the audit, the gates' first, each once, in a stable order."""
+def audit_warnings(
+    session: AuditSession, results: dict[str, AuditResult], query_correct: int | None = None
+) -> list[str]:
+    """Every warning of the audit, the gates' first, each once, in a stable order.
+
+    ``query_correct``: how many query samples the target classified right (None: the query
+    gate does not run, as on Spark, where the query's predictions stay in the executors).
+    """
     proba, labels = session.nonmember_proba, session.nonmembers.data.y
     reference_accuracy = float((proba.argmax(axis=1) == labels).mean())
     recorded = _recorded_accuracies(session)
@@ -46,6 +54,7 @@ def audit_warnings(session: AuditSession, results: dict[str, AuditResult]) -> li
             f"held-out accuracy ({held_out:.3f}): {INPUT_MISMATCH_HINT}"
         )
     for suggestion in (
+        None if query_correct is None else query_accuracy_warning(query_correct, len(session.data), reference_accuracy),
         label_order_warning(proba, labels),
         scaling_suggestion(session.oracle, session.nonmembers.data, proba),
     ):

@@ -63,6 +63,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         predictions.detected,
         data.fingerprint,
         {keys.ARTIFACT_MEMBERSHIP: membership_table(data, results)},
+        int((predictions.proba.argmax(axis=1) == data.y).sum()),
     )
 
 

@@ -244,6 +244,10 @@ class Scored:
     membership : dict
         The per-sample table as artifacts: ``membership.csv``, a ``membership.parquet`` folder,
         or nothing when it was written elsewhere.
+    query_correct : int, optional
+        How many query samples the target classified right (the query gate,
+        :func:`~ema.auditors.reference_gates.query_accuracy_warning`); None where the query's
+        predictions never come to this process (Spark).
     """
 
     session: AuditSession
@@ -253,3 +257,4 @@ class Scored:
     detected: str
     fingerprint: str
     membership: dict[str, object]
+    query_correct: int | None = None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ema.auditors.ema import EMAAuditor
-from ema.data.arrays import ArraySet
+from ema.data.arrays import ArraySet, class_count
 from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality
 from ema.signals import SIGNALS
 from ema.tracking import keys
@@ -79,11 +79,17 @@ def calibration_halves(calibration: ArraySet, seed: int) -> tuple[ArraySet, Arra
 def calibration_cache_key(
     recipe: Recipe | CloneRecipe, calibration: ArraySet, k: int, cal_seed: int, corruption: str = DEFAULT_CORRUPTION
 ) -> str:
-    """Same recipe, same clean calibration data, same quality k, seed and corruption: same calibration model."""
+    """Same recipe, same clean calibration data, same quality k, seed and corruption: same calibration model.
+
+    The class count (the calibration model's outputs) is part of the key although the data
+    fixes it: models cached before it followed the data (ten outputs whatever the classes) are
+    not found under it.
+    """
     return short_hash(
         {
             "recipe": recipe.to_dict(),
             "data": calibration.fingerprint,
+            "classes": class_count(calibration.y),
             "k": k,
             "cal_seed": cal_seed,
             "corruption": corruption,
@@ -182,7 +188,11 @@ class CalibrationPlan:
         set_tags({keys.TAG_CACHE: cache})
         members, nonmembers = self.halves()
         classifier = self.target.require_recipe().fit(
-            members.model_inputs(), members.y, progress=progress, device=self.target.device
+            members.model_inputs(),
+            members.y,
+            progress=progress,
+            device=self.target.device,
+            n_classes=class_count(self.clean.y),  # every class of the calibration set, whatever its half holds
         )
         thresholds = fit_thresholds(classifier, members, nonmembers).to_dict()
         log_metrics(

@@ -10,7 +10,7 @@ from scipy import optimize, special
 
 from ema.auditors import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, CalibratedAuditor
 from ema.auditors.reference import ReferenceAuditor, decide_reference_verdict
-from ema.auditors.reference_gates import label_order_warning, reference_gate_warnings
+from ema.auditors.reference_gates import label_order_warning, query_accuracy_warning, reference_gate_warnings
 from ema.auditors.reference_record import evidence_note
 from ema.errors import InputError
 from ema.stats.binned_tests import class_mix_pvalue, removal_test, retention_test
@@ -265,6 +265,25 @@ def test_label_order_warning_names_the_outputs_read_as_other_classes_and_only_th
     assert f"(accuracy {(predicted == labels).mean():.3f} " in warning
     assert label_order_warning(np.full((2000, 4), 0.25), labels) is None  # chance in every order: nothing to say
     assert label_order_warning(np.eye(2)[labels % 2], labels) is None  # labels beyond the outputs: not an order
+
+
+@pytest.mark.parametrize(
+    ("correct", "n_query", "reference", "warned"),
+    [
+        (29, 100, 0.96, True),
+        (3, 5, 0.85, False),
+        (75, 100, 0.95, False),
+        (700, 1000, 0.95, True),
+        (980, 1000, 0.5, False),
+    ],
+)
+def test_query_accuracy_warning_needs_a_large_and_unlikely_gap_below_the_reference(correct, n_query, reference, warned):
+    """Far below (more than 0.2) and unlikely for non-members (binomial p < 0.001): 3 of 5 at 0.85 is 0.25 below
+    but likely (p 0.16); 75 of 100 at 0.95 is only 0.2 below; a query above the reference is members' behaviour."""
+    warning = query_accuracy_warning(correct, n_query, reference)
+    assert (warning is not None) == warned
+    if warned:
+        assert warning.startswith(f"target accuracy on the query ({correct / n_query:.3f}) is far below its accuracy")
 
 
 def test_reference_gate_warnings_none_when_healthy():

@@ -25,6 +25,14 @@ def tiny():
     return rng.random((64, 1, 28, 28), dtype=np.float32), rng.integers(0, 10, 64)
 
 
+@pytest.mark.parametrize(("labels", "n_classes", "outputs"), [([0, 1], None, 2), ([0, 0], None, 2), ([0, 3], None, 4),
+                                                             ([0, 1], 5, 5)])  # fmt: skip
+def test_fit_gives_a_network_an_output_per_class_of_its_labels_or_as_many_as_asked(tiny, labels, n_classes, outputs):
+    pixels = tiny[0][:8]
+    model = fit(TrainSpec(epochs=1), pixels, np.resize(labels, 8), progress=False, n_classes=n_classes)
+    assert model.n_classes == outputs and predict_proba(model, pixels).shape == (8, outputs)
+
+
 def test_fit_is_deterministic_under_seed(tiny):
     pixels, labels = tiny
     first = predict_proba(fit(TrainSpec(epochs=2, seed=3), pixels, labels, progress=False), pixels)

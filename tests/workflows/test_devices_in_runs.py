@@ -121,6 +121,29 @@ def test_a_model_that_cannot_move_to_the_device_scores_on_the_cpu_with_a_warning
     assert probabilities.shape == (5, 10)
 
 
+@pytest.mark.parametrize("device", [None, "cpu"])
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with a GPU loads a GPU-pickled model as it is")
+def test_a_model_pickled_on_a_gpu_loads_and_scores_where_there_is_none(tmp_path, caplog, monkeypatch, device):
+    """MLflow's pytorch flavor unpickles tensors onto the device they were saved from; a GPU-trained model's
+    pickle names ``cuda:0``, written here by tagging the CPU's storages as a GPU's (what ``torch.save`` records)."""
+    import torch.serialization
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10), torch.nn.Softmax(dim=1)).eval()
+    images = load_mnist_embedded().x[:5]
+    expected = module(torch.as_tensor(images, dtype=torch.float32).div(255).reshape(5, 1, 28, 28)).detach().numpy()
+    with monkeypatch.context() as patched:
+        patched.setattr(torch.serialization, "location_tag", lambda storage: "cuda:0")
+        mlflow.pytorch.save_model(module, tmp_path / "gpu", serialization_format="pickle", pip_requirements=["torch"])
+    with pytest.raises(RuntimeError, match="Attempting to deserialize object on a CUDA device"):
+        mlflow.pyfunc.load_model(str(tmp_path / "gpu"))  # as MLflow loads it
+    with caplog.at_level(logging.INFO, logger="ema.oracle.pyfunc"):
+        oracle = PyfuncOracle(str(tmp_path / "gpu"), device=device)
+    assert "was pickled on a GPU, and there is none here: its tensors are loaded onto cpu" in caplog.text
+    np.testing.assert_allclose(oracle.predict_proba(images), expected, rtol=1e-5)
+    assert torch.load.__name__ == "load"  # the patch ends with the load
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: trains and audits a model on the GPU")
 def test_train_audit_and_unlearn_on_cuda(store):

@@ -292,6 +292,22 @@ def test_a_reference_the_target_fails_on_is_warned_about_and_strict_makes_it_inc
     assert tags[keys.TAG_VERDICT] == "inconclusive" and keys.TAG_STRICT in tags
 
 
+def test_members_saved_as_0_1_pixels_are_warned_about_not_called_removed_silently(trained, tmp_path):
+    """A user's slip: [0, 1] floats saved with ``astype(uint8)`` leave pixels of 0 or 1. The target fails on its own
+    training images, every method reads them as unlike members, and the query gate says why."""
+    from ema.data.files import write_set
+    from ema.data.presets import DEFAULT_DATA, load_splits
+
+    _, outcome = trained
+    members = load_splits(DEFAULT_DATA, 0).query("M1")
+    slipped = write_set(dataclasses.replace(members, x=(members.x / 255).astype(np.uint8)), tmp_path / "M1-01.npz")
+    result = audit(AuditConfig(model_uri=outcome.version.uri, query_file=str(slipped)), progress=False)
+    gate = [w for w in result.warnings if w.startswith("target accuracy on the query (")]
+    assert gate and "far below its accuracy on the non-member reference" in gate[0], result.warnings
+    plain = audit(AuditConfig(model_uri=outcome.version.uri, query="M1"), progress=False)
+    assert not any(w.startswith("target accuracy on the query") for w in plain.warnings)
+
+
 def test_power_reports_a_query_size(trained):
     from ema.workflows.power import query_size_for_power
 
