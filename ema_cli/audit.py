@@ -168,7 +168,8 @@ from ema_cli.options import (
     help=(
         "Your own data from the target's domain, disjoint from its training data (.npz, .csv or .parquet, of the "
         "query's kind and columns): the calibration model trains on half of it, thresholds are picked on the other "
-        "half, and it is the default --reference. Default: the calibration set of the target's data (--data)."
+        "half, and it is the default --reference. Default: the calibration split of the data the target was trained "
+        "on (its registered data source)."
     ),
 )
 @click.option("--calibration-model", help="An already-trained calibration model URI (instead of training one).")

@@ -5,6 +5,9 @@ Inputs come from its signature, else its input example, as an :class:`InputSpec`
 
 from __future__ import annotations
 
+from pathlib import Path
+from urllib.parse import urlparse
+
 import numpy as np
 import pandas as pd
 
@@ -65,10 +68,23 @@ def _column_spec(columns: tuple[str, ...], dtypes: tuple[str, ...]) -> InputSpec
     return InputSpec(dtype=str(np.result_type(*dtypes)), columns=columns, column_dtypes=dtypes)
 
 
+def check_model_path(model_uri: str) -> None:
+    """Refuse a local model path (no URI scheme) with nothing there: the user's typo, not a model to wait for.
+
+    Raises
+    ------
+    InputError
+        Naming the path.
+    """
+    if not urlparse(model_uri).scheme and not Path(model_uri).exists():
+        raise InputError(f"expected a model directory (an MLmodel file inside) at {model_uri}, found nothing there")
+
+
 def _model_info(model_uri: str):
     from mlflow.exceptions import MlflowException
     from mlflow.models import get_model_info
 
+    check_model_path(model_uri)
     try:
         return get_model_info(model_uri)
     except (MlflowException, OSError) as exc:

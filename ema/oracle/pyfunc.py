@@ -10,15 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 import pandas as pd
 from packaging.requirements import InvalidRequirement, Requirement
 
-from ema.errors import InputError, MissingDependencyError, ModelAccessError, pip_command
+from ema.errors import MissingDependencyError, ModelAccessError, pip_command
 from ema.oracle.base import Oracle
-from ema.oracle.model_info import input_spec_from
+from ema.oracle.model_info import check_model_path, input_spec_from
 
 #: Longest model message kept in an error (MLflow's schema errors quote the data; the reason comes last).
 MAX_MESSAGE = 1000
@@ -50,8 +49,7 @@ class PyfuncOracle(Oracle):
         import mlflow.pyfunc
         from mlflow.exceptions import MlflowException
 
-        if not urlparse(model_uri).scheme and not Path(model_uri).exists():
-            raise InputError(f"expected a model directory (an MLmodel file inside) at {model_uri}, found nothing there")
+        check_model_path(model_uri)
         try:
             local_path = mlflow.artifacts.download_artifacts(model_uri)
             self._model = load_on_device(model_uri, local_path, device)

@@ -144,18 +144,25 @@ def version_trail(model_name: str, *, query: str) -> pd.DataFrame:
     Read from the versions' trail tags (``ema.audit.<query>.<time>.<run>``), which each audit
     adds and none overwrites: which version was audited when, by which methods, with what
     results and options (:mod:`ema.tracking.trail`; older records, EMA's only, read as one row).
+    ``query`` is a named set (``M1``), a query file's tag name (``file-<fingerprint>``) or the
+    file's name as ``ema history`` shows it (``patients.csv``).
     """
     client = MlflowClient()
     prefix = f"{keys.TAG_AUDIT_PREFIX}{query}."
     versions = client.search_model_versions(f"name = {quoted('model name', model_name)}")
     if not versions:
         raise InputError(f"registered model {model_name!r} has no versions in this tracking store")
-    rows = [
-        {"version": int(version.version), **row}
+    records = [
+        (int(version.version), key, json.loads(value))
         for version in versions
         for key, value in (version.tags or {}).items()
-        if key.startswith(prefix)
-        for row in trail_rows(json.loads(value))
+        if key.startswith(keys.TAG_AUDIT_PREFIX)
+    ]
+    rows = [
+        {"version": number, **row}
+        for number, key, record in records
+        if key.startswith(prefix) or record.get("query") == query
+        for row in trail_rows(record)
     ]
     return trail_table(rows)
 

@@ -131,6 +131,8 @@ PARAM_GRID_SIZES = "grid_sizes"
 PARAM_WORKERS = "workers"
 PARAM_ARCH = "arch"
 PARAM_EPOCHS = "epochs"
+#: A grid's target's epochs as trained (``epochs`` is the option as given: 0 for the paper's).
+PARAM_TARGET_EPOCHS = "target_epochs"
 PARAM_TARGET_URI = "target_uri"
 PARAM_SIZES = "sizes"
 PARAM_N_DRAWS = "n_draws"

@@ -23,6 +23,8 @@ RETAINED = ("retained_fraction", "retained_ci_low", "retained_ci_high")
 #: The options every row shows, in order: input scaling, calibration source and route, references, the margin a
 #: method certified with, strict.
 OPTIONS = ("input", "calibration", "route", "members", "nonmembers", "margin", "strict")
+#: The record's key naming the method that certified with its ``margin`` and ``level`` (None: no method did).
+CERTIFIED_BY = "certified_by"
 #: Options a row shows only where some audit of the table set them (``level``: the one-sided level a method
 #: certified its margin at).
 OPTIONS_WHERE_SET = ("level", "label_column", "calibration_file", "image_size", "augment")
@@ -100,7 +102,18 @@ def trail_rows(record: Mapping[str, object]) -> list[dict[str, object]]:
         "run_method": record.get("run_method", record.get("method")),
     }
     options = record.get("options") or {}
-    return [{**common, **given, "options": options, "run_id": record.get("run_id")} for given in results]
+    return [
+        {**common, **given, "options": method_options(options, given.get("method")), "run_id": record.get("run_id")}
+        for given in results
+    ]
+
+
+def method_options(options: Mapping[str, object], method: object) -> Mapping[str, object]:
+    """A record's options as they apply to one of its methods: the margin and level only on the row of the method
+    that certified with them (:data:`CERTIFIED_BY`; a record from before it was kept shows them on every row)."""
+    if options.get(CERTIFIED_BY, method) == method:
+        return options
+    return {**options, "margin": None, "level": None}
 
 
 def retained_interval(row: Mapping[str, object]) -> str:

@@ -17,7 +17,7 @@ from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.inputs import InputTransform
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, set_version_tags
-from ema.tracking.trail import answer, trail_record
+from ema.tracking.trail import CERTIFIED_BY, answer, trail_record
 from ema.workflows.audit_config import AuditConfig
 from ema.workflows.audit_session import AuditSession
 from ema.workflows.methods import method_spec
@@ -36,7 +36,7 @@ def trail_options(
     of the audit certified with (``results``): a margin of ``auto`` is shown with the value it took.
     """
     certified = certified_with(results)
-    margin, level = certified if certified is not None else (None, None)
+    method, margin, level = certified if certified is not None else (None, None, None)
     return {
         "input": describe_transform(session.target.transform),
         "calibration": tags.get(keys.TAG_CALIBRATION_SOURCE),
@@ -45,6 +45,7 @@ def trail_options(
         "nonmembers": tags.get(keys.TAG_NONMEMBER_REFERENCE),
         "margin": f"{AUTO_MARGIN} {margin:.3g}" if margin is not None and config.margin == AUTO_MARGIN else margin,
         "level": level,
+        CERTIFIED_BY: method,
         "strict": config.strict,
         "label_column": config.label_column if config.label_column != DEFAULT_LABEL_COLUMN else None,
         "calibration_file": config.calibration_file,
@@ -53,21 +54,21 @@ def trail_options(
     }
 
 
-def certified_with(results: Mapping[str, AuditResult]) -> tuple[float, float] | None:
-    """The margin and one-sided level the first certifying method of an audit used; None when none certified.
+def certified_with(results: Mapping[str, AuditResult]) -> tuple[str, float, float] | None:
+    """The first certifying method of an audit, and the margin and one-sided level it used; None when none certified.
 
     The calibrated auditor records them in ``thresholds["certify"]``; on its transfer route, the margin
     and the two-sided level of the interval whose upper end it compares with it; the marks auditor its
     margin as the metric ``mark_margin``.
     """
-    for result in results.values():
+    for method, result in results.items():
         thresholds = result.thresholds
         if "certify" in thresholds:
-            return float(thresholds["certify"]["margin_used"]), float(thresholds["certify"]["certify_level"])
+            return method, float(thresholds["certify"]["margin_used"]), float(thresholds["certify"]["certify_level"])
         if "mark_margin" in result.metrics:
-            return float(result.metrics["mark_margin"]), float(thresholds["certify_level"])
+            return method, float(result.metrics["mark_margin"]), float(thresholds["certify_level"])
         if "margin" in thresholds and "confidence_level" in thresholds:
-            return float(thresholds["margin"]), (1.0 + float(thresholds["confidence_level"])) / 2.0
+            return method, float(thresholds["margin"]), (1.0 + float(thresholds["confidence_level"])) / 2.0
     return None
 
 

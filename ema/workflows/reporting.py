@@ -62,6 +62,8 @@ CLI_FLAGS = {
     "calibration_file": "--calibration-file",
     "image_size": "--image-size",
     "device": "--device",
+    "mark_key": "--mark-key",
+    "queries": "--queries",
 }
 #: Always written, even at their defaults: what was audited, on what, how (``ema audit``'s default device,
 #: ``auto``, is not the library's, ``cpu``).

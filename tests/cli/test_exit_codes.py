@@ -74,3 +74,12 @@ def test_help_lists_every_exit_code_with_its_kind():
     lines = result.output.split("Exit codes:\n", 1)[1].splitlines()
     assert [int(line.split()[0]) for line in lines] == sorted([0, USAGE_ERROR, *(c for c, _ in EXIT_CODES.values())])
     assert all(f"({name})" in result.output for name in EXIT_CODES)
+
+
+def test_an_audit_of_a_local_model_path_with_nothing_there_exits_as_an_input_error(store, tmp_path):
+    """The path is read for its signature before the model is loaded: that read says the same as the loader."""
+    result = CliRunner().invoke(main, ["audit", "--model", str(tmp_path / "typo"), "--query", "M1", "--no-progress"])
+    assert result.exit_code == 3, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: expected a model directory (an MLmodel file inside) at {tmp_path / 'typo'}, found nothing there"
+    )

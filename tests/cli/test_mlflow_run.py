@@ -53,3 +53,20 @@ def test_mlflow_run_train_then_audit(store, tmp_path):
     assert str(unlearned.version) == "2" and unlearned.tags["ema.unlearned_from"] == "1"
     assert unlearned.tags["ema.unlearn.method"] == "finetune" and unlearned.tags["ema.forget"] == "M2"
     assert json.loads(unlearned.tags["ema.unlearn.spec"])["epochs"] == 1
+
+
+@pytest.mark.slow
+def test_mlflow_run_grid_with_its_default_epochs_logs_them_as_given_and_as_trained(store, tmp_path):
+    """MLflow logs the entry point's ``epochs`` (0: the paper's) before the grid runs; the grid logs the same value
+    and the epochs it trained (50) under their own key, instead of failing on a changed param."""
+    mlflow_cli = Path(sys.executable).with_name("mlflow")
+    env = {**os.environ, "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}"}
+    args = ["run", str(REPO), "-e", "grid", "-P", "k=100", "-P", "queries=M1", "--env-manager", "local"]
+    done = subprocess.run(
+        [str(mlflow_cli), *args, "--experiment-name", "ema"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    client = MlflowClient()
+    runs = client.search_runs([client.get_experiment_by_name("ema").experiment_id])
+    (parent,) = [r for r in runs if r.data.params.get("grid") == "benchmark" and "mlflow.parentRunId" not in r.data.tags]
+    assert parent.data.params["epochs"] == "0" and parent.data.params["target_epochs"] == "50"

@@ -71,6 +71,15 @@ def test_trail_rows_give_one_row_per_method_and_read_old_records():
     assert (old["rho_ema"], old["rho_ema_ks"]) == (0.5, 0.4) and "flag_rate" not in old and old["options"] == {}
 
 
+def test_trail_rows_show_the_margin_and_level_only_on_the_row_of_the_method_that_certified_with_them():
+    record = combined_record()
+    record["options"] = {**OPTIONS, "level": 0.95, "certified_by": "calibrated"}
+    ema_row, calibrated_row = trail_rows(record)
+    assert (ema_row["options"]["margin"], ema_row["options"]["level"]) == (None, None)
+    assert (calibrated_row["options"]["margin"], calibrated_row["options"]["level"]) == (0.1, 0.95)
+    assert ema_row["options"]["input"] == calibrated_row["options"]["input"] == "x255"  # run-wide options on both
+
+
 def test_trail_table_lines_up_methods_numbers_and_options():
     rows = [{"version": 2, **row} for row in trail_rows(combined_record())] + [{"version": 1, **trail_rows(LEGACY)[0]}]
     table = trail_table(rows)

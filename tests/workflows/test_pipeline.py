@@ -334,6 +334,21 @@ def test_audit_trail_keeps_every_audit_and_compare_lines_up_versions(trained):
     assert refused.exit_code != 0 and "give either RUN_ID... or both --model NAME and --query Q" in refused.output
 
 
+def test_compare_finds_a_query_file_by_the_name_history_shows(trained, tmp_path):
+    from ema.data.files import write_set
+    from ema.data.presets import DEFAULT_DATA, load_splits
+
+    _, outcome = trained
+    query = write_set(load_splits(DEFAULT_DATA, 0).held_out, tmp_path / "held out.npz")
+    run_id = audit(AuditConfig(model_uri=outcome.version.uri, query_file=str(query)), progress=False).run_id
+    listed = CliRunner().invoke(main, ["history", "--model", outcome.version.name])
+    assert run_id in listed.output and "held out.npz" in listed.output
+    by_name = version_trail(outcome.version.name, query="held out.npz")
+    assert run_id in set(by_name["run_id"])
+    shown = CliRunner().invoke(main, ["compare", "--model", outcome.version.name, "--query", "held out.npz"])
+    assert shown.exit_code == 0 and run_id in shown.output, shown.output
+
+
 @pytest.mark.slow  # an ema+calibrated audit trains a calibration model: about 80 s on two idle cores
 def test_an_ema_calibrated_audit_leaves_both_verdicts_in_metrics_trail_and_compare(trained):
     _, outcome = trained

@@ -72,8 +72,11 @@ def parsed_back(command: str, monkeypatch) -> AuditConfig:
             device="cuda:1",
         ),
         AuditConfig(model_uri="runs:/abc/model", query="S", transform=InputTransform(scale=255.0)),
+        AuditConfig(
+            model_uri="models:/ema-target/1", query="M6", method="marks", mark_key="M1-key.json", queries=50, margin=0.05
+        ),
     ],
-    ids=["defaults", "every-option", "scale-only"],
+    ids=["defaults", "every-option", "scale-only", "marks"],
 )
 def test_reproduce_command_parses_back_to_the_same_config(config, monkeypatch):
     command = reproduce_command(config)

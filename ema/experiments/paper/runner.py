@@ -220,7 +220,8 @@ def _grid_target(config: GridConfig, progress: bool) -> Target:
                 keys.PARAM_DATA: data,
                 keys.PARAM_DATA_SEED: config.data_seed,
                 keys.PARAM_ARCH: recipe.arch,
-                keys.PARAM_EPOCHS: recipe.epochs,
+                keys.PARAM_EPOCHS: config.epochs or 0,  # as given (0: the paper's), as `mlflow run -e grid` logs it
+                keys.PARAM_TARGET_EPOCHS: recipe.epochs,
             }
         )
         version, _ = ensure_target(
