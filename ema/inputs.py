@@ -239,10 +239,30 @@ def _fit_shape(chw: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray:
     if int(np.prod(shape[1:])) != values:
         raise InputError(
             f"expected images that fit the model's declared input shape {shape}, got images of shape "
-            f"{_stored_shape(chw)} ({values} values); give the model's shape with --input-shape, or resize the "
-            "images with --image-size"
+            f"{_stored_shape(chw)} ({values} values); {_shape_advice(chw.shape[1:], tuple(shape[1:]))}"
         )
     return chw.reshape(len(chw), *shape[1:])
+
+
+def _shape_advice(chw: tuple[int, ...], declared: tuple[int, ...]) -> str:
+    """What to change when images do not fit a declared shape: their channels, their size, or the shape itself.
+
+    A declared image shape is (C, H, W) or (H, W, C) with 1-4 channels; images of another
+    channel count need converting by the user (the audit scores the inputs it is given).
+    """
+    channels, *size = chw
+    for wanted, side in ((declared[0], declared[1:]), (declared[-1], declared[:-1])):
+        if len(declared) == 3 and 1 <= wanted <= 4 and wanted != channels:
+            how = {
+                (1, 3): "a grey image repeated: np.repeat(x[..., None], 3, axis=-1)",
+                (3, 1): "colour made grey: x.mean(axis=-1).round().astype(np.uint8)",
+            }.get((channels, wanted), "converted as the model was trained")
+            resize = f", {side[0]}x{side[1]} (--image-size)" if tuple(side) != tuple(size) else ""
+            return (
+                f"the model takes {wanted}-channel images and these have {channels}: write the query, calibration "
+                f"and reference files with {wanted} channel{'s' if wanted > 1 else ''} ({how}){resize}"
+            )
+    return "give the model's shape with --input-shape, or resize the images with --image-size"
 
 
 def _stored_shape(chw: np.ndarray) -> tuple[int, ...]:

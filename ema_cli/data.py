@@ -61,7 +61,8 @@ def splits(out_dir, data_name, root, image, data_seed):
     """Write each split (train folds, calibration, M6, S) as .npz with arrays x, y, index."""
     try:
         for path, arrays in export_splits(out_dir, data_name, data_seed, root, image).items():
-            click.echo(f"{path}  {len(arrays)} images, fingerprint {arrays.fingerprint}")
+            unit = "rows" if arrays.kind == "table" else "images"
+            click.echo(f"{path}  {len(arrays)} {unit}, fingerprint {arrays.fingerprint}")
     except (EMAError, OSError) as exc:
         raise one_line_error(exc) from exc
 

@@ -70,7 +70,8 @@ def reference_gate_warnings(
             f"target accuracy on the non-member reference ({reference_accuracy:.3f}) is far below its accuracy on "
             f"members ({member_accuracy:.3f}): the reference may come from another domain or preprocessing"
         )
-    separations = [s for s in (balanced_accuracy, auc) if s is not None]
+    # rounded: a balanced accuracy of 11/20 computes as 0.5499999999999999, which would read "0.550 < 0.55"
+    separations = [round(s, 9) for s in (balanced_accuracy, auc) if s is not None]
     if separations and max(separations) < MIN_SEPARATION:
         shown = ", ".join(
             f"{name} {value:.3f}" for name, value in (("balanced accuracy", balanced_accuracy), ("AUC", auc)) if value

@@ -24,6 +24,13 @@ def test_data_splits_writes_every_split(tmp_path):
     with np.load(tmp_path / "M6.npz", allow_pickle=False) as data:
         assert data["x"].shape == (2000, 28, 28) and data["x"].dtype == np.uint8
         assert data["y"].dtype == np.int64 and data["index"].dtype == np.int64
+    assert f"{tmp_path / 'M6.npz'}  2000 images, fingerprint " in result.output
+
+
+def test_data_splits_of_a_table_counts_rows(tmp_path):
+    result = invoke("data", "splits", "--data", "breast-cancer", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert f"{tmp_path / 'M1.npz'}  63 rows, fingerprint " in result.output and " images" not in result.output
 
 
 def test_data_export_writes_a_query_table_of_the_split(tmp_path):

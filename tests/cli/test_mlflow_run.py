@@ -68,5 +68,7 @@ def test_mlflow_run_grid_with_its_default_epochs_logs_them_as_given_and_as_train
     assert done.returncode == 0, done.stderr[-2000:]
     client = MlflowClient()
     runs = client.search_runs([client.get_experiment_by_name("ema").experiment_id])
-    (parent,) = [r for r in runs if r.data.params.get("grid") == "benchmark" and "mlflow.parentRunId" not in r.data.tags]
+    (parent,) = [
+        run for run in runs if run.data.params.get("grid") == "benchmark" and "mlflow.parentRunId" not in run.data.tags
+    ]
     assert parent.data.params["epochs"] == "0" and parent.data.params["target_epochs"] == "50"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -109,3 +111,17 @@ def test_array_sets_name_unnamed_table_columns_and_fingerprint_the_names():
     assert ArraySet("t", x, y, index, ("a", "b", "c")).fingerprint != plain.fingerprint
     with pytest.raises(InputError, match="expected 3 distinct feature names, got 2"):
         ArraySet("t", x, y, index, ("a", "b"))
+
+
+@pytest.mark.parametrize(
+    ("images", "declared", "advice"),
+    [
+        (np.zeros((2, 32, 32), np.uint8), (-1, 3, 32, 32), "takes 3-channel images and these have 1"),
+        (np.zeros((2, 28, 28), np.uint8), (-1, 32, 32, 3), "3, axis=-1)), 32x32 (--image-size)"),
+        (np.zeros((2, 32, 32, 3), np.uint8), (-1, 1, 32, 32), "1 channel (colour made grey"),
+        (np.zeros((2, 28, 28), np.uint8), (-1, 1, 32, 32), "resize the images with --image-size"),
+    ],
+)
+def test_images_that_do_not_fit_a_declared_shape_are_told_what_differs(images, declared, advice):
+    with pytest.raises(InputError, match=re.escape(advice)):
+        prepare_inputs(images, InputTransform(), InputSpec(declared))

@@ -253,6 +253,13 @@ def test_reference_gate_warnings_each_gate(kwargs, expected):
     assert len(warnings) == 1 and expected in warnings[0]
 
 
+def test_a_separation_that_is_the_limit_but_for_float_error_is_not_warned_about():
+    assert (
+        reference_gate_warnings(n_classes=N_CLASSES, reference_accuracy=0.9, balanced_accuracy=0.5499999999999999) == []
+    )
+    assert reference_gate_warnings(n_classes=N_CLASSES, reference_accuracy=0.9, balanced_accuracy=0.549) != []
+
+
 @pytest.mark.parametrize("agreement", [1.0, 0.6])
 def test_label_order_warning_names_the_outputs_read_as_other_classes_and_only_then(agreement):
     rng = np.random.default_rng(0)

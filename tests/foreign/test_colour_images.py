@@ -104,6 +104,19 @@ def test_rgb_32x32_members_memorized_held_out_not(colour_files):
     assert (member, held_out) == ("memorized", "not_memorized"), member_output + held_out_output
 
 
+def test_grey_images_for_a_colour_model_are_refused_naming_the_channels_not_the_size(colour_files, tmp_path):
+    grey = noise_set("grey", 9)
+    grey = ArraySet("grey", grey.x.mean(axis=-1).round().astype(np.uint8), grey.y, grey.index)  # 32x32, one channel
+    path = str(write_set(grey, tmp_path / "grey.npz"))
+    refused = CliRunner().invoke(main, ["audit", *audit_options(colour_files, "held_out")[:-1], path, "--no-progress"])
+    assert refused.exit_code == 3
+    assert refused.output.strip().splitlines()[-1] == (
+        "Error: expected images that fit the model's declared input shape (-1, 3, 32, 32), got images of shape "
+        "(32, 32) (1024 values); the model takes 3-channel images and these have 1: write the query, calibration "
+        "and reference files with 3 channels (a grey image repeated: np.repeat(x[..., None], 3, axis=-1))"
+    )
+
+
 def test_rgb_images_of_another_size_are_refused_in_one_line_and_resized_when_asked(colour_files, tmp_path):
     big = noise_set("big", 9)
     big = ArraySet("big", np.repeat(np.repeat(big.x, 2, axis=1), 2, axis=2), big.y, big.index)  # 64x64x3

@@ -73,7 +73,12 @@ def parsed_back(command: str, monkeypatch) -> AuditConfig:
         ),
         AuditConfig(model_uri="runs:/abc/model", query="S", transform=InputTransform(scale=255.0)),
         AuditConfig(
-            model_uri="models:/ema-target/1", query="M6", method="marks", mark_key="M1-key.json", queries=50, margin=0.05
+            model_uri="models:/ema-target/1",
+            query="M6",
+            method="marks",
+            mark_key="M1-key.json",
+            queries=50,
+            margin=0.05,
         ),
     ],
     ids=["defaults", "every-option", "scale-only", "marks"],
