@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import platform
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -159,10 +160,10 @@ def torch_load_onto(device: str) -> Iterator[None]:
 
     MLflow's pytorch flavor unpickles a model's tensors onto the devices they were saved from
     and takes no ``map_location``; a model pickled on a GPU then fails to load on a machine
-    without one, although it scores on the CPU.
+    without one, although it scores on the CPU. Called only after that flavor failed so, with
+    torch imported by it: the oracle layer itself never imports torch.
     """
-    import torch
-
+    torch = sys.modules["torch"]
     load = torch.load
     torch.load = functools.partial(load, map_location=device)
     try:

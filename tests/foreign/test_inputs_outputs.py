@@ -61,7 +61,7 @@ def test_prepare_builds_a_dataframe_of_the_signatures_columns():
 
 
 def test_prepare_refuses_a_shape_that_does_not_fit_with_the_fix():
-    with pytest.raises(InputError, match=r"declared input shape \(-1, 3, 32, 32\).*--input-shape"):
+    with pytest.raises(InputError, match=r"declared input shape \(-1, 3, 32, 32\).*3-channel.*--image-size"):
         Echo(input_spec=InputSpec((-1, 3, 32, 32))).predict(IMAGES)
 
 
