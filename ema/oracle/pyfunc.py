@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from packaging.requirements import InvalidRequirement, Requirement
 
-from ema.errors import MissingDependencyError, ModelAccessError, pip_command
+from ema.errors import InputError, MissingDependencyError, ModelAccessError, pip_command
 from ema.oracle.base import Oracle
 from ema.oracle.model_info import check_model_path, input_spec_from
 
@@ -28,6 +28,9 @@ SCHEMA_REASON = "'. Error: "
 SKLEARN_BY_POSITION = "X does not have valid feature names"
 #: torch's error for a tensor pickled on a GPU and loaded where there is none (see :func:`torch_load_onto`).
 CUDA_PICKLE = "Attempting to deserialize object on a CUDA device"
+#: torch's errors for a model whose own code moves to a GPU on a machine without one: the same every time (exit 3,
+#: not a retryable model failure).
+NO_GPU_ERRORS = ("Found no NVIDIA driver", "Torch not compiled with CUDA enabled", "No CUDA GPUs are available")
 #: The ``model_config`` key where MLflow's pytorch flavor and our torch models take their device, and the CPU's name.
 DEVICE_KEY, CPU = "device", "cpu"
 
@@ -104,6 +107,12 @@ class PyfuncOracle(Oracle):
         except Exception as exc:  # the model's own code: whatever it raises is the model's failure, not ours
             if strided:
                 return self._retry_in_c_order(inputs, exc)
+            if any(message in str(exc) for message in NO_GPU_ERRORS):
+                raise InputError(
+                    f"expected a model that scores on this machine's CPU, got {self.model_uri!r}, whose code needs a "
+                    f"CUDA GPU ({first_line(exc)}): audit it on a machine with one (--device cuda), or against a "
+                    "scoring server on such a machine (--model-url)"
+                ) from exc
             raise ModelAccessError(
                 f"model {self.model_uri!r} failed on a batch of {len(inputs)} inputs of shape {inputs.shape[1:]}: "
                 f"{type(exc).__name__}: {first_line(exc)}"

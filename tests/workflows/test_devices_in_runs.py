@@ -144,6 +144,24 @@ def test_a_model_pickled_on_a_gpu_loads_and_scores_where_there_is_none(tmp_path,
     assert torch.load.__name__ == "load"  # the patch ends with the load
 
 
+class MovesToCuda(mlflow.pyfunc.PythonModel):
+    """A model whose author hard-coded their GPU: its predict moves the inputs to CUDA."""
+
+    def predict(self, context, model_input, params=None):
+        return torch.as_tensor(np.asarray(model_input, dtype=np.float32)).to("cuda").softmax(dim=1).cpu().numpy()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with a GPU scores such a model")
+def test_a_model_whose_code_needs_a_gpu_is_refused_as_input_not_retried(tmp_path):
+    from ema.errors import RETRYABLE, InputError
+
+    mlflow.pyfunc.save_model(tmp_path / "gpu-code", python_model=MovesToCuda(), pip_requirements=["torch"])
+    oracle = PyfuncOracle(str(tmp_path / "gpu-code"), input_spec=None)
+    with pytest.raises(InputError, match=r"whose code needs a CUDA GPU \(") as info:
+        oracle.predict_proba(load_mnist_embedded().x[:4])
+    assert not isinstance(info.value, RETRYABLE) and "--model-url" in str(info.value)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: trains and audits a model on the GPU")
 def test_train_audit_and_unlearn_on_cuda(store):
