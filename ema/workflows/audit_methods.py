@@ -65,10 +65,12 @@ def run_ema(session: AuditSession, predictions: Predictions) -> tuple[AuditResul
 
 def run_ks_ratio(session: AuditSession, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
     """Liu & Tsaftaris: compare the target with models trained on the query set and on the calibration set."""
-    calibration_set = session.calibration_plan.corrupted()
-    query_model, query_cached = cached_model(session.target, "query-model", session.data, progress=session.progress)
+    calibration_set, n_classes = session.calibration_plan.corrupted(), predictions.proba.shape[1]
+    query_model, query_cached = cached_model(
+        session.target, "query-model", session.data, n_classes=n_classes, progress=session.progress
+    )
     calset_model, calset_cached = cached_model(
-        session.target, "calset-model", calibration_set, progress=session.progress
+        session.target, "calset-model", calibration_set, n_classes=n_classes, progress=session.progress
     )
     auditor = KSRatioAuditor().calibrate(
         query_model.predict_proba(session.data), calset_model.predict_proba(session.data)

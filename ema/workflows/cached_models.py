@@ -24,12 +24,19 @@ from ema.workflows.target import Target
 ROLE_MODEL_NAMES = {"query-model": "ema-query-model", "calset-model": "ema-calset-model"}
 
 
-def model_cache_key(target: Target, role: str, data: ArraySet) -> str:
-    return short_hash({"recipe": target.require_recipe().to_dict(), "role": role, "data": data.fingerprint})
+def model_cache_key(target: Target, role: str, data: ArraySet, n_classes: int) -> str:
+    return short_hash(
+        {"recipe": target.require_recipe().to_dict(), "role": role, "data": data.fingerprint, "classes": n_classes}
+    )
 
 
-def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = True) -> tuple[Oracle, bool]:
+def cached_model(
+    target: Target, role: str, data: ArraySet, *, n_classes: int, progress: bool = True
+) -> tuple[Oracle, bool]:
     """A model trained on ``data`` with the target's recipe, as an oracle; trained only on a cache miss.
+
+    ``n_classes``: the target's outputs, which a torch network trained here gets too, whatever
+    classes ``data`` holds (a small query set may lack some); the KS ratio compares their outputs.
 
     Processes that miss the same model at once train it once, the others wait and reuse it.
     The version is registered without an alias: these models are found by their cache key,
@@ -38,12 +45,12 @@ def cached_model(target: Target, role: str, data: ArraySet, *, progress: bool = 
     Returns the oracle and whether the registry already held the model.
     """
     name = ROLE_MODEL_NAMES[role]
-    cache_key = model_cache_key(target, role, data)
+    cache_key = model_cache_key(target, role, data, n_classes)
 
     def build() -> TrustedEntry:
         with start_run(f"train {role} {data.name} for {target.label}"):
             classifier = target.require_recipe().fit(
-                data.model_inputs(), data.y, progress=progress, device=target.device
+                data.model_inputs(), data.y, progress=progress, device=target.device, n_classes=n_classes
             )
             with package_trained(classifier, data.x) as package:
                 version = log_and_register(

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from ema.data.arrays import ArraySet
+import numpy as np
+
+from ema.data.arrays import ArraySet, class_count
 from ema.errors import InputError
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe
 from ema.training.recipes import Classifier, SklearnRecipe, TorchRecipe
@@ -90,7 +92,11 @@ def run_method(
     if spec.is_exact:
         recipe = _retrain_recipe(recipe, spec)
         started = time.monotonic()
-        classifier = recipe.fit(retain.model_inputs(), retain.y, progress=progress, device=target.device)
+        # every class of the target's training data: a forget set of a whole class leaves an output for it
+        n_classes = class_count(np.concatenate([retain.y, forget.y]))
+        classifier = recipe.fit(
+            retain.model_inputs(), retain.y, progress=progress, device=target.device, n_classes=n_classes
+        )
         return classifier, time.monotonic() - started
     from ema.training.fit import TorchClassifier  # torch: only when a model is changed
     from ema.training.packaging import load_torch_model

@@ -84,14 +84,14 @@ def audit_target(
         "calibrated": reference_auditor(target, oracle, alpha=config.alpha),
         "transfer": fit_calibrated(target, oracle, plan, alpha=config.alpha, progress=progress)[0],
     }
-    calset_model, _ = cached_model(target, "calset-model", plan.corrupted(), progress=progress)
-
     n_classes = pools.proba["members"].shape[1]
+    calset_model, _ = cached_model(target, "calset-model", plan.corrupted(), n_classes=n_classes, progress=progress)
 
     def fit_query_model(images):
         """f_Dq, trained with the target's recipe on the drawn query set, scored on it over the target's classes."""
         inputs = images.model_inputs()
-        return proba_over_classes(target.require_recipe().fit(inputs, images.y, progress=False), inputs, n_classes)
+        model = target.require_recipe().fit(inputs, images.y, progress=False, n_classes=n_classes)
+        return proba_over_classes(model, inputs, n_classes)
 
     config = dataclasses.replace(config, kinds=studied_kinds(config.kinds, pools.sets))
     draws = audit_draws(pools, auditors, (fit_query_model, calset_model.predict_proba), config, progress=progress)

@@ -117,12 +117,20 @@ def draw_figures(auditor: CellAuditor) -> dict[str, bytes]:
     }
     if grid.has_ks_ratio and None in sizes:
         data = auditor.splits.query(member)
-        query_model, _ = cached_model(auditor.target, "query-model", data, progress=auditor.progress)
-        target_proba, query_proba = auditor.oracle.predict_proba(data.x), query_model.predict_proba(data.x)
+        target_proba = auditor.oracle.predict_proba(data.x)
+        n_classes = target_proba.shape[1]
+        query_model, _ = cached_model(
+            auditor.target, "query-model", data, n_classes=n_classes, progress=auditor.progress
+        )
+        query_proba = query_model.predict_proba(data.x)
         panels = []
         for k in _panel_ks(tuple(ks)):
             calset_model, _ = cached_model(
-                auditor.target, "calset-model", auditor.calibration_set(k), progress=auditor.progress
+                auditor.target,
+                "calset-model",
+                auditor.calibration_set(k),
+                n_classes=n_classes,
+                progress=auditor.progress,
             )
             panels.append(figures.KSPanel(k, target_proba, calset_model.predict_proba(data.x), query_proba, data.y))
         label = labels.get(member, member)
