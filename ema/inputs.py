@@ -251,8 +251,9 @@ def _shape_advice(chw: tuple[int, ...], declared: tuple[int, ...]) -> str:
     channel count need converting by the user (the audit scores the inputs it is given).
     """
     channels, *size = chw
-    for wanted, side in ((declared[0], declared[1:]), (declared[-1], declared[:-1])):
-        if len(declared) == 3 and 1 <= wanted <= 4 and wanted != channels:
+    layouts = ((declared[0], declared[1:]), (declared[-1], declared[:-1])) if len(declared) == 3 else ()
+    for wanted, side in layouts:
+        if 1 <= wanted <= 4 and wanted != channels:
             how = {
                 (1, 3): "a grey image repeated: np.repeat(x[..., None], 3, axis=-1)",
                 (3, 1): "colour made grey: x.mean(axis=-1).round().astype(np.uint8)",
