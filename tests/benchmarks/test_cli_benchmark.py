@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
-from benchmarks.cli import FLOORS, as_ema_runs
+from benchmarks.cli import FLOORS, NO_BYTECODE, as_ema_runs, user_environment
 from ema_cli.cli import GC_THRESHOLDS
 
 
@@ -20,3 +21,10 @@ def test_the_whole_floor_imports_and_opens_a_store(tmp_path):
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     subprocess.run(FLOORS["floor"], check=True, capture_output=True, cwd=tmp_path, env=env)
     assert (tmp_path / "mlflow.db").stat().st_size > 0
+
+
+def test_timed_processes_may_write_bytecode_even_where_this_machine_forbids_it(monkeypatch):
+    monkeypatch.setenv(NO_BYTECODE, "1")
+    probe = [sys.executable, "-c", "import sys; print(sys.flags.dont_write_bytecode)"]
+    shown = subprocess.run(probe, check=True, capture_output=True, text=True, env=user_environment()).stdout
+    assert shown.strip() == "0"
