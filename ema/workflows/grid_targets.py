@@ -11,9 +11,10 @@ from pathlib import Path
 
 from ema.data.presets import load_splits
 from ema.tracking import keys
-from ema.tracking.helper_cache import find_entry, record_entry
-from ema.tracking.registry import RegisteredVersion, set_version_tags
+from ema.tracking.helper_cache import TrustedEntry, find_entry, record_entry
+from ema.tracking.registry import set_version_tags
 from ema.tracking.single_flight import single_flight
+from ema.training.helper_loading import load_helper
 from ema.training.recipes import TorchRecipe
 from ema.training.spec import TrainSpec
 from ema.validation import short_hash
@@ -25,10 +26,12 @@ GRID_TARGET_NAME = "ema-grid-target"
 
 def ensure_target(
     recipe: TrainSpec, *, data: str, data_seed: int, data_root: str | None, progress: bool
-) -> tuple[RegisteredVersion, bool]:
-    """The grid target for (recipe, data): the cached registered version, or a newly trained one.
+) -> tuple[TrustedEntry, bool]:
+    """The grid target for (recipe, data): the cached entry, or a newly trained one; and whether it was cached.
 
     Grids started at once with the same recipe and data train it once; the others wait and reuse it.
+    A cached entry is used only when its weights load into the recipe's network: the grid scores
+    them rebuilt so (:attr:`ema.workflows.target.Target.own_files`), never the files' own code.
     """
     splits = load_splits(data, data_seed, data_root)
     cache_key = short_hash(
@@ -41,16 +44,15 @@ def ensure_target(
         }
     )
 
-    def build() -> RegisteredVersion:
+    def build() -> TrustedEntry:
         trained = train_target(
             recipe, data=data, data_seed=data_seed, data_root=data_root, model_name=GRID_TARGET_NAME, progress=progress
         )
         set_version_tags(trained.version, {keys.TAG_CACHE_KEY: cache_key})
-        return record_entry(trained.version, cache_key).version
+        return record_entry(trained.version, cache_key)
 
-    def find() -> RegisteredVersion | None:
-        entry = find_entry(GRID_TARGET_NAME, cache_key)
-        return entry.version if entry is not None else None
+    def find() -> TrustedEntry | None:
+        return find_entry(GRID_TARGET_NAME, cache_key, read=lambda entry: load_helper(TorchRecipe(recipe), entry.path))
 
-    version, built = single_flight(GRID_TARGET_NAME, cache_key, find=find, build=build)
-    return version, not built
+    entry, built = single_flight(GRID_TARGET_NAME, cache_key, find=find, build=build)
+    return entry, not built

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set
@@ -16,13 +17,14 @@ from ema.data.splits import Splits
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, parse_input_shape
-from ema.oracle import HttpOracle, Oracle, PyfuncOracle
+from ema.oracle import HttpOracle, LocalOracle, Oracle, PyfuncOracle
 from ema.oracle.model_info import declared_input_spec, load_native_model, model_flavors
 from ema.oracle.scoring_server import AUTO_FORMAT
 from ema.tracking import keys
 from ema.tracking.registry import MODELS_URI, RegisteredVersion, resolve_version
 from ema.training.clones import CloneRecipe, SklearnCloneRecipe, TorchCloneRecipe
 from ema.training.devices import CPU
+from ema.training.helper_loading import load_helper
 from ema.training.recipes import Recipe, TorchRecipe, load_recipe, recipe_from_json
 from ema.training.spec import TrainSpec
 from ema.validation import redact_url
@@ -68,6 +70,11 @@ class Target:
     device : str
         Where torch trains the calibration and helper models and scores a model loaded in this
         process: a resolved device, ``cpu`` or ``cuda:N`` (:func:`ema.training.devices.resolve_device`).
+    own_files : Path or None
+        The checked files of a model the auditor made itself (a grid target, a cached unlearned
+        version: :class:`~ema.tracking.helper_cache.TrustedEntry`): it is then scored as its
+        weights rebuilt with ``recipe`` (:func:`~ema.training.helper_loading.load_helper`), so that
+        nothing a store writer could have put beside them runs.
     """
 
     model_uri: str | None
@@ -87,6 +94,7 @@ class Target:
     data_folds: tuple[tuple[str, str], ...] = ()
     calibration_data: ArraySet | None = None
     device: str = CPU
+    own_files: Path | None = None
 
     def read_set(
         self, path: str, *, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN
@@ -183,7 +191,7 @@ class Target:
         http_concurrency: int = 1,
         http_format: str = "auto",
     ) -> Oracle:
-        """Black-box access: HTTP when a URL is given, else the pyfunc loaded in-process.
+        """Black-box access: HTTP when a URL is given, the auditor's own weights, else the pyfunc loaded in-process.
 
         Inputs follow the model's signature (over HTTP, the registered model's, when ``--model``
         names one), with ``input_shape`` and ``input_dtype`` overriding its shape and type.
@@ -192,9 +200,11 @@ class Target:
         ``auto`` sends Parquet when the registered model's signature declares its inputs (a
         tensor of fixed shape, or columns: the server then shapes them), JSON otherwise.
         """
-        options = {"outputs": outputs, "transform": self.transform, "output_name": output_name}
-        if batch_size:
-            options["batch_size"] = batch_size
+        sizes = {"batch_size": batch_size} if batch_size else {}
+        if self.own_files is not None:  # the recipe's classifier applies its own input transform
+            classifier = load_helper(self.require_recipe(), self.own_files, device=self.device)
+            return LocalOracle(classifier, source=f"the auditor's own model {self.model_uri!r}", **sizes)
+        options = {"outputs": outputs, "transform": self.transform, "output_name": output_name, **sizes}
         if self.model_url is not None:
             declared = declared_input_spec(self.model_uri) if self.model_uri is not None else None
             spec = with_declared(declared, self.input_shape, self.input_dtype)
@@ -242,6 +252,7 @@ def resolve_target(
     input_dtype: str | None = None,
     image_size: int | None = None,
     device: str = CPU,
+    own_files: Path | None = None,
 ) -> Target:
     """Find the model's registry entry and how to train its calibration model.
 
@@ -251,7 +262,8 @@ def resolve_target(
     :func:`own_architecture`); a torch recipe without ``arch`` gives the clone its training
     settings. Over HTTP (``model_url``) nothing is loaded: a recipe stays the route.
     ``transform`` overrides the recipe's input representation. Only ``--model`` is looked up
-    in the registry. ``device`` is a resolved device (see :class:`Target`).
+    in the registry. ``device`` is a resolved device and ``own_files`` the checked files of a
+    model the auditor made itself (see :class:`Target`).
     """
     if model_uri is None and model_url is None:
         raise InputError("expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither")
@@ -293,6 +305,7 @@ def resolve_target(
             )
         ),
         device=device,
+        own_files=own_files,
     )
 
 

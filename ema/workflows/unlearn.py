@@ -35,6 +35,7 @@ from ema.tracking.runs import log_artifacts_atomically, log_batch, log_dataset, 
 from ema.tracking.single_flight import single_flight
 from ema.training.clones import package_trained
 from ema.training.devices import CPU, describe_device, resolve_device
+from ema.training.helper_loading import load_helper
 from ema.training.recipes import Classifier, SklearnRecipe, TorchRecipe, recipe_to_json
 from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UnlearnSpec
 from ema.validation import check_alias, check_finite, check_positive_int, short_hash
@@ -108,13 +109,18 @@ class UnlearnConfig:
 
 @dataclass(frozen=True)
 class UnlearnOutcome:
-    """The unlearn run, the version it registered and the one it came from, and what the run measured."""
+    """The unlearn run, the version it registered and the one it came from, and what the run measured.
+
+    ``files``: the version's files as the auditor's own run recorded them (checked), which an audit
+    scores as weights rebuilt with the source's recipe (:attr:`ema.workflows.target.Target.own_files`).
+    """
 
     run_id: str
     version: RegisteredVersion
     source: RegisteredVersion
     spec: UnlearnSpec
     metrics: dict[str, float]
+    files: Path
 
 
 def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
@@ -176,8 +182,8 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
                     keys.TAG_CACHE_KEY: cache_key,
                 },
             )
-        record_entry(version, cache_key)
-    return UnlearnOutcome(run.info.run_id, version, target.version, spec, metrics)
+        entry = record_entry(version, cache_key)
+    return UnlearnOutcome(run.info.run_id, version, target.version, spec, metrics, entry.path)
 
 
 #: What an unlearn run measures, logged as its metrics (and, formatted, as the new version's tags).
@@ -226,13 +232,15 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
     name = target.version.name
 
     def find() -> UnlearnOutcome | None:
-        entry = find_entry(name, cache_key)
+        # used only if its weights load into the source's architecture: an audit scores them so, never its code
+        entry = find_entry(name, cache_key, read=lambda entry: load_helper(target.require_recipe(), entry.path))
         version = entry.version if entry is not None else None
         metrics = run_metrics(version.run_id) if version is not None and version.run_id else {}
         if version is None or not set(UNLEARN_METRICS) <= set(metrics):
             return None
         stored = UnlearnSpec(**json.loads(version.tags[keys.TAG_UNLEARN_SPEC]))
-        return UnlearnOutcome(version.run_id, version, target.version, stored, {k: metrics[k] for k in UNLEARN_METRICS})
+        found = {k: metrics[k] for k in UNLEARN_METRICS}
+        return UnlearnOutcome(version.run_id, version, target.version, stored, found, entry.path)
 
     outcome, built = single_flight(name, cache_key, find=find, build=lambda: unlearn(config, progress=progress))
     return outcome, not built

@@ -86,12 +86,9 @@ def test_a_planted_helper_with_a_forged_run_record_is_still_not_run(audited, tmp
     _, version, first = audited
     canary = tmp_path / "canary"
     name = keys.CALIBRATION_MODEL_NAME
-    claimed = json.loads(MlflowClient().get_run(recorded(name).run_id).data.tags[TAG_HELPER])
+    real = recorded(name)
     number = plant(name, canary)
-    planted = MlflowClient().get_model_version(name, number)
-    files = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{name}/{number}", dst_path=str(tmp_path / "f"))
-    forged = {**claimed, "version": number, "digest": files_digest(Path(files))}
-    MlflowClient().set_tag(planted.run_id, TAG_HELPER, json.dumps(forged))
+    forge_record(name, number, real, tmp_path)
     again = audit(AuditConfig(model_uri=version.uri, query="M1", method="both"), progress=False)
     assert not canary.exists()
     assert numbers(again) == numbers(first)
@@ -145,4 +142,76 @@ def test_a_planted_unlearned_version_with_copied_tags_and_metrics_is_not_reused(
         again, reused = unlearn_cached(config, progress=False)
     assert reused and again.version.version == first.version.version
     assert [w for w in foreign if f"models:/{version.name}/{planted.version}" in w]
+    assert not canary.exists()
+
+
+def forge_record(name: str, number: str, claimed_from, tmp_path: Path) -> None:
+    """Give a planted version's run the auditor's run tag with its own files' digest, as a store writer can."""
+    claimed = json.loads(MlflowClient().get_run(claimed_from.run_id).data.tags[TAG_HELPER])
+    planted = MlflowClient().get_model_version(name, number)
+    files = mlflow.artifacts.download_artifacts(artifact_uri=f"models:/{name}/{number}", dst_path=str(tmp_path / "f"))
+    forged = {**claimed, "version": number, "digest": files_digest(Path(files))}
+    MlflowClient().set_tag(planted.run_id, TAG_HELPER, json.dumps(forged))
+
+
+def test_a_forged_grid_target_with_a_forged_run_record_runs_nothing(audited, tmp_path):
+    """Grid targets are found like helpers, and scored as weights in the recipe's network, never as a pyfunc."""
+    from ema.oracle import LocalOracle
+    from ema.workflows.grid_targets import GRID_TARGET_NAME, ensure_target
+    from ema.workflows.target import resolve_target
+
+    spec = TrainSpec(epochs=1)
+    options = {"data": "mnist-embedded", "data_seed": 0, "data_root": None, "progress": False}
+    real, cached = ensure_target(spec, **options)
+    assert not cached
+    canary = tmp_path / "canary"
+    with mlflow.start_run():
+        info = mlflow.pyfunc.log_model(name="model", python_model=CanaryModel(str(canary)))
+    canary.unlink()
+    tags = MlflowClient().get_model_version(GRID_TARGET_NAME, real.version.version).tags
+    planted = mlflow.register_model(info.model_uri, GRID_TARGET_NAME, tags=tags)
+    forge_record(GRID_TARGET_NAME, str(planted.version), real.version, tmp_path)
+    with collect_foreign_entries() as foreign:
+        again, cached = ensure_target(spec, **options)
+    assert cached and again.version.version == real.version.version
+    assert [w for w in foreign if f"models:/{GRID_TARGET_NAME}/{planted.version}" in w]
+    target = resolve_target(again.version.uri, own_files=again.path)
+    oracle = target.oracle()
+    assert isinstance(oracle, LocalOracle)
+    images = target.splits().query("M1").x[:50]
+    pyfunc = resolve_target(again.version.uri).oracle()  # the real version's own pyfunc: the same numbers
+    np.testing.assert_allclose(oracle.predict_proba(images), pyfunc.predict_proba(images), atol=1e-6)
+    assert not canary.exists()
+
+
+def test_a_planted_unlearned_version_with_a_forged_run_record_is_not_reused_nor_run(audited, tmp_path):
+    from ema.experiments.unlearning.runner import Version, audited_target
+    from ema.oracle import LocalOracle
+    from ema.training.unlearn_spec import UnlearnSpec
+    from ema.workflows.target import resolve_target
+    from ema.workflows.unlearn import UnlearnConfig, unlearn_cached
+
+    _, version, _ = audited
+    spec = UnlearnSpec(method="finetune", epochs=1)
+    config = UnlearnConfig(model_uri=version.uri, forget="M5", spec=spec, alias=None)
+    first, _ = unlearn_cached(config, progress=False)
+    canary = tmp_path / "canary"
+    with mlflow.start_run():
+        mlflow.log_metrics(MlflowClient().get_run(first.run_id).data.metrics)
+        info = mlflow.pyfunc.log_model(name="model", python_model=CanaryModel(str(canary)))
+    canary.unlink()
+    tags = MlflowClient().get_model_version(version.name, first.version.version).tags
+    planted = mlflow.register_model(info.model_uri, version.name, tags=tags)
+    forge_record(version.name, str(planted.version), first.version, tmp_path)
+    with collect_foreign_entries() as foreign:
+        again, reused = unlearn_cached(config, progress=False)
+    assert reused and again.version.version == first.version.version
+    assert [w for w in foreign if f"models:/{version.name}/{planted.version}" in w]
+    target = resolve_target(version.uri)
+    row = audited_target(target, Version("finetune", None, again.version, again.metrics, again.files))
+    assert isinstance(row.oracle(), LocalOracle) and row.version == again.version
+    images = target.splits().query("M5").x[:50]
+    np.testing.assert_allclose(
+        row.oracle().predict_proba(images), resolve_target(again.version.uri).oracle().predict_proba(images), atol=1e-6
+    )
     assert not canary.exists()

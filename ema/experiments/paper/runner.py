@@ -220,6 +220,7 @@ def run_grid(config: GridConfig, *, progress: bool = True) -> GridOutcome:
 def _grid_target(config: GridConfig, progress: bool) -> Target:
     """The target the cells audit: the given registered model, or the grid's recipe trained (or cached)."""
     grid, model_uri, data = config.grid, config.model_uri, config.data
+    own_files = None  # a given model is the user's choice, run as its flavor loads it
     if model_uri is None:
         data = data or grid.default_data
         recipe = dataclasses.replace(grid.recipe, epochs=config.epochs) if config.epochs else grid.recipe
@@ -232,11 +233,11 @@ def _grid_target(config: GridConfig, progress: bool) -> Target:
                 keys.PARAM_TARGET_EPOCHS: recipe.epochs,
             }
         )
-        version, _ = ensure_target(
+        entry, _ = ensure_target(
             recipe, data=data, data_seed=config.data_seed, data_root=config.data_root, progress=progress
         )
-        model_uri = version.uri
-    target = resolve_target(model_uri)
+        model_uri, own_files = entry.version.uri, entry.path
+    target = resolve_target(model_uri, own_files=own_files)
     if data is not None and data != target.data:
         raise InputError(
             f"expected --data {target.data} (the data {target.model_uri} was trained on) or none, got {data!r}"

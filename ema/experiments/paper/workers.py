@@ -34,6 +34,7 @@ def audit_all(auditor: CellAuditor, cells: list[Cell], progress: bool) -> dict[C
     plan = WorkerPlan(
         config=auditor.config,
         model_uri=auditor.target.model_uri,
+        own_files=auditor.target.own_files,
         folder=str(auditor.folder),
         tracking_uri=tracking_uri(),
         parent=active_parent(),
@@ -75,6 +76,9 @@ def worker_order(cells: list[Cell]) -> list[Cell]:
 class WorkerPlan:
     """What a worker process needs to audit cells: the grid, its target, the parent run, torch's thread count.
 
+    ``own_files``: the checked files of a target the grid trained itself (:attr:`Target.own_files
+    <ema.workflows.target.Target.own_files>`), scored as its weights in the workers too.
+
     The workers use the parent's thread count, not a share of the cores: torch's numbers depend
     on it, and the cells must equal a serial run's. Give each worker fewer threads by starting
     the command with fewer (``OMP_NUM_THREADS``), which a serial run then needs too.
@@ -86,6 +90,7 @@ class WorkerPlan:
     tracking_uri: str
     parent: RemoteParent
     threads: int
+    own_files: Path | None = None
 
 
 #: The worker process's auditor, built once by :func:`_start_worker` (None in the parent).
@@ -97,7 +102,7 @@ def _start_worker(plan: WorkerPlan) -> None:
     global _worker_auditor
     use_threads(plan.threads)
     join_parent(plan.tracking_uri, plan.parent)
-    target = resolve_target(plan.model_uri)
+    target = resolve_target(plan.model_uri, own_files=plan.own_files)
     _worker_auditor = CellAuditor(
         plan.config, target, target.oracle(), target.splits(), folder=Path(plan.folder), progress=False
     )

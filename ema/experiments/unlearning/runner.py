@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -110,12 +111,28 @@ class UnlearningOutcome:
 
 @dataclass(frozen=True)
 class Version:
-    """One audited model: the target (method ``BEFORE``) or an unlearned version, with its unlearn run's numbers."""
+    """One audited model: the target (method ``BEFORE``) or an unlearned version, with its unlearn run's numbers.
+
+    ``files``: an unlearned version's files as the auditor's own run recorded them (None for the target).
+    """
 
     method: str
     seed: int | None
     version: RegisteredVersion
     metrics: dict[str, float]
+    files: Path | None = None
+
+
+def audited_target(target: Target, version: Version) -> Target:
+    """The model a row audits: the target, or an unlearned version scored as its weights in the target's recipe.
+
+    An unlearned version keeps its source's architecture and data, so it is rebuilt from its checked
+    files with the source's recipe: nothing a store writer could have put beside them runs, whatever
+    its flavor (:attr:`ema.workflows.target.Target.own_files`).
+    """
+    if version.files is None:
+        return target
+    return dataclasses.replace(target, model_uri=version.version.uri, version=version.version, own_files=version.files)
 
 
 def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) -> UnlearningOutcome:
@@ -140,10 +157,10 @@ def run_unlearning_grid(config: UnlearningGridConfig, *, progress: bool = True) 
                 progress=False,
             )
             n_reused += reused
-            versions.append(Version(method, seed, outcome.version, outcome.metrics))
+            versions.append(Version(method, seed, outcome.version, outcome.metrics, outcome.files))
         audits, traces, redraws = [], [], []
         for entry in tqdm(versions, desc="audit", unit="version", disable=not progress):
-            version_target = resolve_target(entry.version.uri)
+            version_target = audited_target(target, entry)
             oracle = version_target.oracle()
             audits += _audit_version(config, entry, oracle, progress)
             if config.mark_key is not None:
@@ -193,16 +210,15 @@ def _grid_target(config: UnlearningGridConfig, progress: bool) -> Target:
     The trace sweep's sizes are checked against the forget set before anything is trained.
     """
     model_uri = config.model_uri
+    own_files = None  # a given model is the user's choice, run as its flavor loads it
     if model_uri is None:
         recipe = dataclasses.replace(BENCHMARK_RECIPE, epochs=config.epochs or BENCHMARK_RECIPE.epochs)
         data, data_seed = config.data or DEFAULT_DATA, config.data_seed or 0
         log_params({keys.PARAM_DATA: data, keys.PARAM_DATA_SEED: data_seed, keys.PARAM_EPOCHS: recipe.epochs})
         _check_sizes(config, load_splits(data, data_seed, config.data_root), data)
-        version, _ = ensure_target(
-            recipe, data=data, data_seed=data_seed, data_root=config.data_root, progress=progress
-        )
-        model_uri = version.uri
-    target = resolve_target(model_uri)
+        entry, _ = ensure_target(recipe, data=data, data_seed=data_seed, data_root=config.data_root, progress=progress)
+        model_uri, own_files = entry.version.uri, entry.path
+    target = resolve_target(model_uri, own_files=own_files)
     if target.version is None:
         raise InputError(f"expected a registered target models:/NAME@ALIAS or models:/NAME/VERSION, got {model_uri!r}")
     _check_sizes(config, target.splits(), target.label)
