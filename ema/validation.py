@@ -21,10 +21,10 @@ T = TypeVar("T")
 REDACTED = "***"
 #: The user information of a URL (``scheme://USERINFO@host``), up to its last ``@`` before the path.
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s]*)@")
-#: A query parameter whose name says it carries a secret (``?api_key=...``, ``&X-Amz-Signature=...``).
+#: Words in a query parameter's name that say it carries a secret (``?api_key=...``, ``&X-Amz-Signature=...``).
+SECRET_NAME = re.compile(r"token|key|secret|passw|pwd|sig|credential|auth", re.IGNORECASE)
 _SECRET_PARAMETER = re.compile(
-    r"(?P<name>[?&;][^=&#\s]*(?:token|key|secret|passw|pwd|sig|credential|auth)[^=&#\s]*)=(?P<value>[^&#\s]*)",
-    re.IGNORECASE,
+    rf"(?P<name>[?&;][^=&#\s]*(?:{SECRET_NAME.pattern})[^=&#\s]*)=(?P<value>[^&#\s]*)", re.IGNORECASE
 )
 #: Hex digits kept of a SHA-256 digest: short enough for a tag, long enough not to collide.
 SHORT_HASH_LENGTH = 16

@@ -15,6 +15,8 @@ from ema.validation import check_choice
 OUTPUT_KINDS = ("auto", "probabilities", "logits", "labels")
 ACCESS_PROBABILITIES = "probabilities"
 ACCESS_LABEL_ONLY = "label-only"
+#: The most classes a label-only model may name (its labels are one-hot encoded: an absurd label would be huge).
+MAX_LABEL_CLASSES = 10_000
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,18 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto") -> Predictions:
             outputs, "declared labels" if kind == "labels" else "one integer per sample: labels"
         )
     outputs = outputs.astype(np.float64)
+    if outputs.ndim == 1 or (outputs.ndim == 2 and outputs.shape[1] == 1):
+        values = outputs.reshape(-1)
+        example = next(iter(values[values != np.rint(values)]), values[0])
+        looks = (
+            "one class's probability only? return every class's (predict_proba)"
+            if np.isfinite(values).all() and values.min() >= 0 and values.max() <= 1
+            else "a regressor's outputs? the audit needs a classifier"
+        )
+        raise InputError(
+            "expected class probabilities of shape (n_samples, n_classes) or one integer label per sample, got one "
+            f"number per sample (shape {outputs.shape}, such as {example:.6g}): {looks}"
+        )
     if outputs.ndim != 2:
         raise InputError(f"expected model outputs of shape (n_samples, n_classes), got shape {outputs.shape}")
     if kind == "logits":
@@ -101,11 +115,20 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto") -> Predictions:
 def _labels_to_predictions(outputs: np.ndarray, detected: str) -> Predictions:
     """One-hot rows over the classes seen so far; :meth:`Predictions.with_classes` widens them to the calibration's."""
     labels = outputs.reshape(len(outputs), -1)
-    if labels.shape[1] != 1 or not np.array_equal(labels, np.rint(labels)):
+    if labels.shape[1] != 1:
         raise InputError(f"expected one integer label per sample, got outputs of shape {outputs.shape}")
+    if not np.array_equal(labels, np.rint(labels)) or np.abs(labels).max() >= 2**62:
+        fractional = labels[labels != np.rint(labels)]
+        example = f" such as {fractional[0]:.6g}" if fractional.size else ""
+        raise InputError(
+            f"expected one integer class label per sample, got non-integer values{example} (a regressor, or "
+            "scores, not a classifier's labels)"
+        )
     labels = labels[:, 0].astype(np.int64)
-    if labels.min() < 0:
-        raise InputError(f"expected non-negative class labels, got values from {labels.min()} to {labels.max()}")
+    if labels.min() < 0 or labels.max() >= MAX_LABEL_CLASSES:
+        raise InputError(
+            f"expected class labels in 0..{MAX_LABEL_CLASSES - 1}, got values from {labels.min()} to {labels.max()}"
+        )
     return Predictions(np.eye(int(labels.max()) + 1)[labels], ACCESS_LABEL_ONLY, detected)
 
 
@@ -135,7 +158,7 @@ def numeric_outputs(raw: object, source: str = "the model", output_name: str | N
         raw = _stack_class_maps(raw)
     try:
         outputs = np.asarray(raw)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise InputError(
             f"expected {source} to return numbers (probabilities, logits or labels), got {_describe_outputs(raw)} "
             f"that do not form an array: {' '.join(str(exc).split())[:200]}"
@@ -146,7 +169,7 @@ def numeric_outputs(raw: object, source: str = "the model", output_name: str | N
     if outputs.dtype == object and outputs.ndim > 0:
         try:
             converted = outputs.astype(np.float64)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):
             converted = None
         if converted is not None and all(_is_number(v) for v in outputs.reshape(-1)[:1000]):
             return converted

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from urllib.parse import SplitResult, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ from ema.oracle.base import Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
 from ema.oracle.wire_format import CONTENT_TYPES, REQUEST_FORMATS, encode_request, parse_reply, server_message
-from ema.validation import check_choice, check_finite, check_positive_int, redact_url
+from ema.validation import REDACTED, SECRET_NAME, check_choice, check_finite, check_positive_int, redact_url
 
 #: Seconds one scoring through a server (one ``predict`` call: every batch, retry and wait) may take by default.
 DEFAULT_TIMEOUT = 600.0
@@ -36,6 +36,8 @@ AUTO_FORMAT = "auto"
 INPUT_REFUSED = (400, 422)
 #: What ``request_format`` accepts.
 HTTP_FORMATS = (AUTO_FORMAT, *REQUEST_FORMATS)
+#: Credentials shorter than this are not hidden inside a server's messages (every occurrence of two letters would be).
+MIN_SECRET_LENGTH = 4
 
 
 class ScoringTimeout(ModelAccessError):
@@ -126,6 +128,7 @@ class HttpOracle(Oracle):
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._address = (parts.scheme, parts.hostname, port)
         self._headers = _credential_headers(parts)
+        self._secrets = _secrets(parts, self._headers)
         self._local = threading.local()
         self._connections: list[TimedConnection] = []
         self._deadline = math.inf
@@ -239,7 +242,7 @@ class HttpOracle(Oracle):
                 f"scoring server {self.url} sent a reply larger than {most} bytes for a batch of {n_images} "
                 "images; expected probabilities, logits or labels"
             )
-        text = reply.decode("utf-8", errors="replace")
+        text = self._scrubbed(reply.decode("utf-8", errors="replace"))
         if status >= 500:
             raise _RetryableFailure(f"HTTP {status}: {text[:300]}", timed_out=False)
         if not 200 <= status < 300:
@@ -249,6 +252,12 @@ class HttpOracle(Oracle):
             hint = "; it was sent as Parquet: --http-format json sends JSON" if sent_parquet and not falls_back else ""
             raise error(f"scoring server {self.url} refused the query (HTTP {status}): {server_message(text)}{hint}")
         return reply
+
+    def _scrubbed(self, text: str) -> str:
+        """A server's reply with the URL's credentials hidden: a server may quote the request's authorization."""
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return redact_url(text)
 
     def _overall_timeout(self, problem: str = "") -> ScoringTimeout:
         return ScoringTimeout(
@@ -283,6 +292,13 @@ def _credential_headers(parts: SplitResult) -> dict[str, str]:
         return {}
     pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
     return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode("ascii")}
+
+
+def _secrets(parts: SplitResult, headers: dict[str, str]) -> tuple[str, ...]:
+    """What of the URL must never be shown: its password, the Basic token made of it, token parameters' values."""
+    tokens = [value for name, value in parse_qsl(parts.query) if SECRET_NAME.search(name)]
+    credentials = [unquote(parts.password or ""), headers.get("Authorization", "").removeprefix("Basic ")]
+    return tuple(sorted({s for s in [*credentials, *tokens] if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True))
 
 
 def _check_limits(*, timeout: float, request_timeout: float, retries: int, backoff: float) -> None:

@@ -138,6 +138,15 @@ REFUSED = {
         r"got booleans \(shape \(3, 2\)\), which are neither",
     ),
     "records of booleans": (json.dumps({"predictions": [{"0": True}, {"0": False}, {"0": True}]}), r"got booleans"),
+    "integers too large for a float": (
+        json.dumps({"predictions": [[10**400, 0]] * 3}),
+        r"to return numbers .*got Python objects",
+    ),
+    "an absurd class label": (json.dumps({"predictions": [10**6] * 3}), r"expected class labels in 0\.\.9999, got"),
+    "one number per sample": (
+        json.dumps({"predictions": [12.5, 3.25, 7.0]}),
+        r"got one number per sample \(shape \(3,\), such as 12\.5\): a regressor's outputs",
+    ),
 }
 
 
@@ -145,7 +154,7 @@ REFUSED = {
 def test_http_oracle_refuses_bad_reply_with_one_line(server, name):
     body, match = REFUSED[name]
     url, httpd = server(lambda handler, n: handler.reply(body))
-    with pytest.raises(InputError) as excinfo:
+    with pytest.raises(InputError, match=match) as excinfo:
         HttpOracle(url, retries=0).predict(IMAGES)
     assert "\n" not in str(excinfo.value)
     assert excinfo.match(match)
@@ -163,6 +172,19 @@ def test_http_oracle_shows_a_4xx_message_on_one_line(server):
     url, _ = server(lambda handler, n: handler.reply(json.dumps({"message": "bad\nshape"}), status=400))
     with pytest.raises(InputError, match=r"refused the query \(HTTP 400\): bad shape$"):
         HttpOracle(url).predict(IMAGES)
+
+
+def test_http_oracle_hides_the_urls_credentials_a_server_quotes_back(server):
+    def quote_authorization(handler, n):
+        handler.reply(json.dumps({"message": f"denied: {handler.headers['Authorization']}"}), status=401)
+
+    url, _ = server(quote_authorization)
+    secret_url = url.replace("http://", "http://alice:S3cretPW@") + "?api_key=tok-123456"
+    with pytest.raises(Exception) as raised:
+        HttpOracle(secret_url, retries=0).predict(IMAGES)
+    message = str(raised.value)
+    assert "denied: Basic ***" in message
+    assert not any(secret in message for secret in ("S3cretPW", "tok-123456", "YWxpY2U6UzNjcmV0UFc="))
 
 
 def test_parse_reply_keeps_record_column_order():
