@@ -10,9 +10,11 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pandas as pd
+import yaml
 
-from ema.errors import InputError, ModelAccessError
+from ema.errors import EMAError, InputError, ModelAccessError
 from ema.inputs import INPUT_DTYPES, InputSpec
+from ema.validation import redact_url
 
 
 def input_spec_from(schema: object, example: object = None) -> InputSpec | None:
@@ -68,27 +70,61 @@ def _column_spec(columns: tuple[str, ...], dtypes: tuple[str, ...]) -> InputSpec
     return InputSpec(dtype=str(np.result_type(*dtypes)), columns=columns, column_dtypes=dtypes)
 
 
+#: Schemes of a scoring server's URL, which ``--model-url`` takes, not ``--model``.
+URL_SCHEMES = ("http", "https")
+#: MLflow's error codes for a model that is not there: the same URI fails the same way again.
+MISSING_CODES = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
+
+
 def check_model_path(model_uri: str) -> None:
-    """Refuse a local model path (no URI scheme) with nothing there: the user's typo, not a model to wait for.
+    """Refuse a local model path (no URI scheme) with nothing there, and a server's URL: the user's slips.
 
     Raises
     ------
     InputError
-        Naming the path.
+        Naming the path, or saying that a URL goes to ``--model-url``.
     """
-    if not urlparse(model_uri).scheme and not Path(model_uri).exists():
+    scheme = urlparse(model_uri).scheme.lower()
+    if scheme in URL_SCHEMES:
+        raise InputError(
+            f"expected a model URI (models:/NAME@ALIAS, runs:/ID/PATH or a model directory), got the URL "
+            f"{redact_url(model_uri)}: a scoring server's URL goes to --model-url"
+        )
+    if not scheme and not Path(model_uri).exists():
         raise InputError(f"expected a model directory (an MLmodel file inside) at {model_uri}, found nothing there")
 
 
-def _model_info(model_uri: str):
+def model_read_error(model_uri: str, exc: Exception, doing: str = "read") -> EMAError:
+    """The one-line error for a model that could not be read or loaded, by whether trying again can help.
+
+    A model that is not there (MLflow's "does not exist", a folder without ``MLmodel``) or whose
+    files are malformed (YAML, JSON, text that is not UTF-8, fields of the wrong kind) fails the
+    same way every time: an :class:`~ema.errors.InputError` (exit 3). Anything else (a store or
+    an artifact repository that cannot be reached, credentials it refuses) is a
+    :class:`~ema.errors.ModelAccessError` (exit 4, retried by callers that retry).
+    """
     from mlflow.exceptions import MlflowException
+
+    text = (
+        f"could not {doing} model {redact_url(model_uri)!r}: {type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+    )
+    if isinstance(exc, MlflowException):
+        return InputError(text) if exc.error_code in MISSING_CODES else ModelAccessError(text)
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
+        return InputError(text)
+    if isinstance(exc, (yaml.YAMLError, ValueError, TypeError, AttributeError, KeyError)):
+        return InputError(f"{text} (its MLmodel file is not one MLflow wrote)")
+    return ModelAccessError(text)
+
+
+def _model_info(model_uri: str):
     from mlflow.models import get_model_info
 
     check_model_path(model_uri)
     try:
         return get_model_info(model_uri)
-    except (MlflowException, OSError) as exc:
-        raise ModelAccessError(f"could not read model {model_uri!r}: {' '.join(str(exc).split())[:500]}") from exc
+    except Exception as exc:  # reading metadata runs no model code: every failure is the files' or the store's
+        raise model_read_error(model_uri, exc) from exc
 
 
 def model_flavors(model_uri: str) -> tuple[str, ...]:
@@ -119,6 +155,4 @@ def load_native_model(model_uri: str, flavor: str) -> object:
     try:
         return flavor_module.load_model(model_uri)
     except (MlflowException, OSError) as exc:
-        raise ModelAccessError(
-            f"could not load the {flavor} model {model_uri!r}: {' '.join(str(exc).split())[:500]}"
-        ) from exc
+        raise model_read_error(model_uri, exc, f"load the {flavor}") from exc

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
 from ema.errors import InputError, MissingDependencyError, ModelAccessError, pip_command
 from ema.oracle.base import Oracle
-from ema.oracle.model_info import check_model_path, input_spec_from
+from ema.oracle.model_info import check_model_path, input_spec_from, model_read_error
 
 #: Longest model message kept in an error (MLflow's schema errors quote the data; the reason comes last).
 MAX_MESSAGE = 1000
@@ -62,8 +63,8 @@ class PyfuncOracle(Oracle):
                 f"could not load model {model_uri!r}: it needs {exc.name}, which is not installed: "
                 f"{pip_command(exc.name)}"
             ) from exc
-        except (MlflowException, OSError, RuntimeError) as exc:
-            raise ModelAccessError(f"could not load model {model_uri!r}: {one_line(exc)}") from exc
+        except (MlflowException, OSError, RuntimeError, yaml.YAMLError, ValueError, TypeError) as exc:
+            raise model_read_error(model_uri, exc, "load") from exc
         python = self._model.metadata.flavors.get("python_function", {}).get("python_version")
         warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt", python)
         self.model_uri = model_uri

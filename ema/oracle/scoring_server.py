@@ -275,8 +275,13 @@ class HttpOracle(Oracle):
 
 def _check_url(url: object) -> tuple[SplitResult, int | None]:
     """The parts and port of a scoring server's http(s) URL; messages show it without its secrets."""
-    parts = urlsplit(url) if isinstance(url, str) else None
     shown = redact_url(url) if isinstance(url, str) else url
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+    except ValueError as exc:  # an unclosed [IPv6 address
+        raise InputError(
+            f"expected an http(s):// URL of a scoring server's /invocations, got {shown!r}: {exc}"
+        ) from exc
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"expected an http(s):// URL of a scoring server's /invocations, got {shown!r}")
     try:

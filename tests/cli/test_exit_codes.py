@@ -83,3 +83,42 @@ def test_an_audit_of_a_local_model_path_with_nothing_there_exits_as_an_input_err
     assert result.output.strip().splitlines()[-1] == (
         f"Error: expected a model directory (an MLmodel file inside) at {tmp_path / 'typo'}, found nothing there"
     )
+
+
+MALFORMED_MLMODELS = {
+    "not UTF-8": b"\xc3\x28 flavors",
+    "a YAML list": b"- 1\n",
+    "a signature that is not JSON": b"flavors:\n  python_function: {}\nsignature:\n  inputs: 'not json ['\n",
+    "a python tag": b"flavors:\n  python_function:\n    env: !!python/object/apply:os.system ['true']\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED_MLMODELS))
+def test_an_audit_of_a_model_whose_mlmodel_is_malformed_exits_as_an_input_error(store, tmp_path, kind):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "MLmodel").write_bytes(MALFORMED_MLMODELS[kind])
+    result = CliRunner().invoke(main, ["audit", "--model", str(folder), "--query", "M1", "--no-progress"])
+    assert result.exit_code == 3, result.output
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: could not read model '{folder}': ")
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("runs:/0123456789abcdef/model", "Run with id=0123456789abcdef not found"),
+        ("models:/m-doesnotexist", "Logged model with ID 'm-doesnotexist' not found"),
+        ("http://127.0.0.1:9/invocations", "a scoring server's URL goes to --model-url"),
+    ],
+)
+def test_an_audit_of_a_model_uri_that_names_nothing_exits_as_an_input_error(store, uri, message):
+    """It fails the same way every time: not exit 4, which tells a caller to try again."""
+    result = CliRunner().invoke(main, ["audit", "--model", uri, "--query", "M1", "--no-progress"])
+    assert result.exit_code == 3, result.output
+    assert message in result.output.strip().splitlines()[-1]
+
+
+def test_an_audit_of_a_folder_without_mlmodel_exits_as_an_input_error(store, tmp_path):
+    result = CliRunner().invoke(main, ["audit", "--model", str(tmp_path), "--query", "M1", "--no-progress"])
+    assert result.exit_code == 3, result.output
+    assert "No such artifact: 'MLmodel'" in result.output

@@ -300,7 +300,9 @@ def test_http_oracle_refuses_bad_limits(options, match):
         HttpOracle("http://127.0.0.1:1/invocations", **options)
 
 
-@pytest.mark.parametrize("url", ["ftp://x/invocations", "http:///invocations", "http://127.0.0.1:99999/x", "x"])
+@pytest.mark.parametrize(
+    "url", ["ftp://x/invocations", "http:///invocations", "http://127.0.0.1:99999/x", "x", "http://[::1/invocations"]
+)
 def test_http_oracle_refuses_bad_urls(url):
     with pytest.raises(InputError, match=r"expected an http\(s\):// URL"):
         HttpOracle(url)
