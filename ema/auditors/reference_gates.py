@@ -12,7 +12,7 @@ from scipy import stats
 
 from ema.thresholds import select_threshold
 
-#: Reference accuracy at most chance (1 / n_classes) plus this is "near chance".
+#: Reference accuracy at most chance (the commonest class's share, at least 1 / n_classes) plus this is "near chance".
 CHANCE_MARGIN = 0.1
 #: Member-reference accuracy minus non-member-reference accuracy beyond this is "far below".
 ACCURACY_GAP_LIMIT = 0.2
@@ -28,9 +28,20 @@ INPUT_MISMATCH_HINT = (
 )
 
 
+def chance_accuracy(labels: np.ndarray, n_classes: int | None = None) -> float:
+    """The accuracy of always answering the commonest class of ``labels`` (at least 1 / ``n_classes``).
+
+    On imbalanced data a model that predicts one class only is right this often: a uniform
+    1 / n_classes would call it better than chance.
+    """
+    commonest = float(np.bincount(np.asarray(labels, dtype=np.int64)).max() / len(labels)) if len(labels) else 0.0
+    return max(commonest, 1.0 / n_classes if n_classes else 0.0)
+
+
 def reference_gate_warnings(
-    *,
     n_classes: int,
+    reference_labels: np.ndarray,
+    *,
     reference_accuracy: float,
     member_accuracy: float | None = None,
     balanced_accuracy: float | None = None,
@@ -43,6 +54,8 @@ def reference_gate_warnings(
     ----------
     n_classes : int
         Classes of the target.
+    reference_labels : ndarray of shape (n,)
+        The non-member reference's labels: chance is answering their commonest class.
     reference_accuracy : float
         The target's accuracy on the non-member reference.
     member_accuracy : float, optional
@@ -59,11 +72,12 @@ def reference_gate_warnings(
         Empty when nothing is wrong.
     """
     warnings: list[str] = []
-    chance = 1.0 / n_classes
+    chance = chance_accuracy(reference_labels, n_classes)
     if reference_accuracy <= chance + CHANCE_MARGIN:
+        where = "below" if reference_accuracy < chance - CHANCE_MARGIN else "near"
         warnings.append(
-            f"target accuracy on the non-member reference is {reference_accuracy:.3f}, near chance ({chance:.3f}): "
-            f"{INPUT_MISMATCH_HINT}"
+            f"target accuracy on the non-member reference is {reference_accuracy:.3f}, {where} chance ({chance:.3f}, "
+            f"always answering its commonest class): {INPUT_MISMATCH_HINT}"
         )
     elif member_accuracy is not None and member_accuracy - reference_accuracy > ACCURACY_GAP_LIMIT:
         warnings.append(

@@ -18,6 +18,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
 from ema.errors import InputError, MissingDependencyError, ModelAccessError, pip_command
+from ema.inputs import InputSpec
 from ema.oracle.base import Oracle
 from ema.oracle.model_info import check_model_path, input_spec_from, model_read_error
 
@@ -70,8 +71,23 @@ class PyfuncOracle(Oracle):
         self.model_uri = model_uri
         self.source = f"model {model_uri!r}"
         if options.get("input_spec") is None:
-            options["input_spec"] = input_spec_from(self._model.metadata.get_input_schema(), self._input_example())
+            declared = input_spec_from(self._model.metadata.get_input_schema(), self._input_example())
+            options["input_spec"] = declared or self._fitted_columns()
         super().__init__(**options)
+
+    def _fitted_columns(self) -> InputSpec | None:
+        """The columns a scikit-learn model was fitted on (``feature_names_in_``), for a model that declares no inputs.
+
+        Without them a table would reach the model by position, and a query whose columns come in
+        another order would be scored as other features, silently (by name, they are put in order).
+        """
+        try:
+            names = getattr(self._model.get_raw_model(), "feature_names_in_", None)
+        except NotImplementedError:  # a flavor without a raw model to ask
+            return None
+        if names is None or not all(isinstance(name, str) for name in names):
+            return None
+        return InputSpec(dtype="float64", columns=tuple(names))
 
     def _input_example(self) -> object:
         """The logged input example, read only for a model without a signature."""

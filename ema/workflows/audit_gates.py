@@ -41,7 +41,8 @@ def audit_warnings(
     reference_accuracy = float((proba.argmax(axis=1) == labels).mean())
     recorded = _recorded_accuracies(session)
     warnings = reference_gate_warnings(
-        n_classes=proba.shape[1],
+        proba.shape[1],
+        labels,
         reference_accuracy=reference_accuracy,
         member_accuracy=_member_accuracy(session, recorded),
         balanced_accuracy=_ema_balanced_accuracy(results),

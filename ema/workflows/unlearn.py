@@ -20,8 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from ema.auditors.reference_gates import chance_accuracy
 from ema.data.arrays import ArraySet
 from ema.data.files import read_set, write_set
 from ema.data.limits import DEFAULT_MAX_QUERY
@@ -64,7 +63,8 @@ class UnlearnConfig:
         The retained data, for a model whose training data is not recorded.
     min_retain_accuracy : float, optional
         The accuracy on the retained data below which the result is refused and nothing is
-        registered; None: chance (:func:`chance_accuracy`) plus :data:`DEFAULT_RETAIN_MARGIN`.
+        registered; None: chance (:func:`~ema.auditors.reference_gates.chance_accuracy`) plus
+        :data:`DEFAULT_RETAIN_MARGIN`.
     max_query : int
         The most images the forget and ``retain_file`` sets (and a logged training set) may hold,
         checked from their headers before they are read.
@@ -268,18 +268,13 @@ def accuracy(classifier: Classifier, data: ArraySet) -> float:
     return float((classifier.predict_proba(data.model_inputs()).argmax(1) == data.y).mean())
 
 
-def chance_accuracy(data: ArraySet) -> float:
-    """The accuracy of always answering ``data``'s commonest class (1 / n_classes on balanced data)."""
-    return float(np.bincount(data.y).max() / len(data))
-
-
 def _check_retained(accuracy: float, retain: ArraySet, spec: UnlearnSpec, floor: float | None) -> None:
     """Refuse, before anything is registered, a result that lost the data it was meant to keep.
 
     ``floor`` None: chance accuracy on the retained data plus :data:`DEFAULT_RETAIN_MARGIN`.
     """
     if floor is None:
-        chance = chance_accuracy(retain)
+        chance = chance_accuracy(retain.y)
         floor, why = chance + DEFAULT_RETAIN_MARGIN, f"chance {chance:.3f} + {DEFAULT_RETAIN_MARGIN}"
     else:
         why = "--min-retain-accuracy"

@@ -18,6 +18,8 @@ from ema.stats.certify import certifiable_margin
 from ema.stats.mixture import mixture_profile_loglik, resampled_power, retained_fraction
 
 N_CLASSES = 10
+#: Labels of a reference with every class equally common: chance is 1 / N_CLASSES.
+BALANCED = np.repeat(np.arange(N_CLASSES), 10)
 ALPHA = 0.1
 #: Monte Carlo slack over alpha for rates measured on N_DRAWS draws (3 standard errors at 0.1).
 MC_SLACK = 0.12
@@ -242,22 +244,32 @@ def test_calibrate_chance_level_reference_warns():
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
-        ({"reference_accuracy": 0.148}, "near chance (0.100)"),
+        ({"reference_accuracy": 0.148}, "near chance (0.100, always answering its commonest class)"),
         ({"reference_accuracy": 0.6, "member_accuracy": 0.98}, "far below its accuracy on members"),
         ({"reference_accuracy": 0.9, "balanced_accuracy": 0.53, "auc": 0.54}, "barely separate"),
         ({"reference_accuracy": 0.9, "nonmember_flag_rate": 0.97}, "flagged at a rate of 0.970 >= 0.95"),
     ],
 )
 def test_reference_gate_warnings_each_gate(kwargs, expected):
-    warnings = reference_gate_warnings(n_classes=N_CLASSES, **kwargs)
+    warnings = reference_gate_warnings(N_CLASSES, BALANCED, **kwargs)
     assert len(warnings) == 1 and expected in warnings[0]
+
+
+def test_chance_is_answering_the_references_commonest_class_on_imbalanced_data():
+    """A model that answers one class only is 0.635 right on a 63.5% class: near chance, not 0.135 above it."""
+    labels = np.array([1] * 127 + [0] * 73)
+    (warning,) = reference_gate_warnings(2, labels, reference_accuracy=0.635)
+    assert "0.635, near chance (0.635, always answering its commonest class)" in warning
+    assert reference_gate_warnings(2, labels, reference_accuracy=0.9) == []
+    (below,) = reference_gate_warnings(2, labels, reference_accuracy=0.03)
+    assert "0.030, below chance (0.635" in below
 
 
 def test_a_separation_that_is_the_limit_but_for_float_error_is_not_warned_about():
     assert (
-        reference_gate_warnings(n_classes=N_CLASSES, reference_accuracy=0.9, balanced_accuracy=0.5499999999999999) == []
+        reference_gate_warnings(N_CLASSES, BALANCED, reference_accuracy=0.9, balanced_accuracy=0.5499999999999999) == []
     )
-    assert reference_gate_warnings(n_classes=N_CLASSES, reference_accuracy=0.9, balanced_accuracy=0.549) != []
+    assert reference_gate_warnings(N_CLASSES, BALANCED, reference_accuracy=0.9, balanced_accuracy=0.549) != []
 
 
 @pytest.mark.parametrize("agreement", [1.0, 0.6])
@@ -296,7 +308,8 @@ def test_query_accuracy_warning_needs_a_large_and_unlikely_gap_below_the_referen
 def test_reference_gate_warnings_none_when_healthy():
     assert (
         reference_gate_warnings(
-            n_classes=N_CLASSES,
+            N_CLASSES,
+            BALANCED,
             reference_accuracy=0.93,
             member_accuracy=0.98,
             balanced_accuracy=0.6,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import types
 
+import mlflow.pyfunc
 import numpy as np
 import pandas as pd
 import pytest
@@ -213,6 +214,16 @@ def test_input_dtype_overrides_what_an_http_endpoint_without_a_registry_entry_is
     np.testing.assert_array_equal(target.oracle().prepare(images), images)  # pixel values, not 0/1 floats
 
 
+class Wrapped(mlflow.pyfunc.PythonModel):
+    """A scikit-learn model behind a pyfunc of its own: MLflow cannot hand back the estimator."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def predict(self, context, model_input, params=None):
+        return self.model.predict_proba(np.asarray(model_input))
+
+
 class ColumnBlindModel(Oracle):
     """A table model whose signature names no columns (a tensor, or none): it takes columns by position."""
 
@@ -254,8 +265,9 @@ def test_a_column_order_is_warned_about_once_per_model_and_never_for_the_auditor
     assert warned == ["query", "reordered"]
 
 
-def test_scikit_learns_own_warning_for_columns_by_position_is_not_repeated_to_the_user(tmp_path, caplog):
-    """A model fitted on named columns and logged without a signature: our warning says it, scikit-learn's does not."""
+def test_a_model_fitted_on_named_columns_without_a_signature_gets_them_by_name(tmp_path, caplog):
+    """Its ``feature_names_in_`` say the columns: a file with them in another order scores the same, with neither
+    our by-position warning nor scikit-learn's (it scored such a file as other features, silently)."""
     import warnings
 
     import mlflow.sklearn
@@ -268,6 +280,31 @@ def test_scikit_learns_own_warning_for_columns_by_position_is_not_repeated_to_th
     y = (x[:, 0] > 0).astype(np.int64)
     model = LogisticRegression().fit(pd.DataFrame(x, columns=["a", "b", "c"]), y)
     mlflow.sklearn.save_model(model, tmp_path / "model", pyfunc_predict_fn="predict_proba")
+    oracle = PyfuncOracle(str(tmp_path / "model"))
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING", logger="ema.oracle.base"):
+        warnings.simplefilter("always")
+        in_order = oracle.predict_proba(ArraySet("rows", x, y, np.arange(40), ("a", "b", "c")))
+        reversed_columns = oracle.predict_proba(ArraySet("rows", x[:, ::-1], y, np.arange(40), ("c", "b", "a")))
+    np.testing.assert_allclose(reversed_columns, in_order)
+    np.testing.assert_allclose(in_order, model.predict_proba(pd.DataFrame(x, columns=["a", "b", "c"])))
+    assert [str(w.message) for w in caught if "feature names" in str(w.message)] == []
+    assert not any("sent in the file's order" in r.getMessage() for r in caplog.records)
+
+
+def test_scikit_learns_own_warning_for_columns_by_position_is_not_repeated_to_the_user(tmp_path, caplog):
+    """A model fitted on named columns, wrapped so that its names cannot be read: our warning says it, not sklearn's."""
+    import warnings
+
+    import mlflow.pyfunc
+    from sklearn.linear_model import LogisticRegression
+
+    from ema.data.arrays import ArraySet
+    from ema.oracle.pyfunc import PyfuncOracle
+
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    y = (x[:, 0] > 0).astype(np.int64)
+    model = LogisticRegression().fit(pd.DataFrame(x, columns=["a", "b", "c"]), y)
+    mlflow.pyfunc.save_model(tmp_path / "model", python_model=Wrapped(model))
     with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING", logger="ema.oracle.base"):
         warnings.simplefilter("always")
         PyfuncOracle(str(tmp_path / "model")).predict(ArraySet("rows", x, y, np.arange(40), ("a", "b", "c")))
