@@ -124,7 +124,8 @@ def check_set(x: np.ndarray, y: np.ndarray, index: np.ndarray, *, where: str) ->
 
 def in_query_layout(data: ArraySet, query: ArraySet, *, role: str) -> ArraySet:
     """``data`` (the ``role``, e.g. a calibration file) laid out as ``query`` is: refused unless its inputs are of
-    ``query``'s kind and shape; a table with the query's columns in another order is returned in the query's order.
+    ``query``'s kind and shape; a table holding the query's columns (in another order, or with others the query
+    does not have, such as an ID) is returned with the query's columns in the query's order.
 
     Raises
     ------
@@ -134,7 +135,7 @@ def in_query_layout(data: ArraySet, query: ArraySet, *, role: str) -> ArraySet:
     if (
         data.kind == query.kind == "table"
         and data.features != query.features
-        and set(data.features) == set(query.features)
+        and set(data.features) >= set(query.features)
     ):
         order = [data.features.index(name) for name in query.features]
         data = ArraySet(data.name, data.x[:, order], data.y, data.index, query.features)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet, check_has_classes, in_query_layout
+from ema.inputs import InputSpec, align_columns
 from ema.limits import seconds_left
 from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
@@ -52,6 +53,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
     session = AuditSession(config, target, data, oracle, progress)
     session.check_augment()
     predictions = session.oracle.predict(data)  # refuses a query the model's signature does not take, first
+    session = dataclasses.replace(session, data=in_model_columns(data, session.oracle.input_spec))
     if target.calibration_data is not None:
         session = with_calibration_file(session, predictions)
     results, tags = run_methods(session, predictions)
@@ -65,6 +67,19 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         {keys.ARTIFACT_MEMBERSHIP: membership_table(data, results)},
         int((predictions.proba.argmax(axis=1) == data.y).sum()),
     )
+
+
+def in_model_columns(data: ArraySet, spec: InputSpec) -> ArraySet:
+    """A table with only the columns the model's signature names, in its order; anything else as it is.
+
+    The columns it leaves out (an ID, a ward) were logged when the query was scored. Every file laid
+    out like the query (calibration, members, non-members) then needs only the model's columns,
+    and the calibration clone trains on the features the target takes, not on the file's others.
+    """
+    if data.kind != "table" or spec.columns is None:
+        return data
+    x, _ = align_columns(data.x, data.features, spec, where=data.name)
+    return ArraySet(data.name, x, data.y, data.index, tuple(spec.columns))
 
 
 def with_calibration_file(session: AuditSession, predictions: Predictions) -> AuditSession:

@@ -117,6 +117,7 @@ class AuditSession:
         return nonmember_reference(
             self.target,
             self.config.reference_file,
+            query=self.data,
             max_images=self.config.max_query,
             label_column=self.config.label_column,
         )

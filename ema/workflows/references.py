@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ema.data.arrays import ArraySet
+from ema.data.arrays import ArraySet, in_query_layout
 from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.tables import DEFAULT_LABEL_COLUMN
-from ema.errors import EMAError
+from ema.errors import EMAError, InputError
 from ema.tracking import keys
 from ema.tracking.registry import resolve_version
 from ema.tracking.runs import MissingArtifact, download_artifact, training_dataset_files
@@ -75,14 +75,18 @@ def member_reference(
     ``max_images`` images; a table file's labels are in ``label_column``.
     """
     if members_file:
-        known = Reference(
-            target.read_set(members_file, max_images=max_images, label_column=label_column), f"file {members_file}"
-        )
+        data = target.read_set(members_file, max_images=max_images, label_column=label_column)
+        known = Reference(in_query_layout(data, query, role="members file") if query else data, f"file {members_file}")
     else:
         known = training_data(target, max_images=max_images)
     if known is None:
         return None
     members = without_query(known.data, query) if query is not None else known.data
+    if len(members) == 0 and members_file:
+        raise InputError(
+            f"members file {members_file}: expected training samples besides the query's, got only the query's own "
+            f"{len(known.data)}: a member reference must be other members (give none to audit without one)"
+        )
     if len(members) == 0:
         return None
     left_out = "the query's own left out" if query is not None else "the query (a Spark table) not left out"
@@ -122,16 +126,28 @@ def nonmember_reference(
     target: Target,
     reference_file: str | None = None,
     *,
+    query: ArraySet | None = None,
     max_images: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
 ) -> Reference:
     """Samples the target never saw: ``--reference FILE`` (of at most ``max_images``), else the splits' own
     non-member reference where the preset keeps one (Fashion-MNIST's unused images), else its clean calibration
     set (``--calibration-file`` when given).
+
+    A file is laid out as ``query`` is and, like the member reference, leaves the query's own samples
+    out: a query compared with itself would look like the non-members it is part of.
     """
     if reference_file is not None:
         data = target.read_set(reference_file, max_images=max_images, label_column=label_column)
-        return Reference(data, f"file {reference_file}: {len(data)} samples")
+        if query is None:
+            return Reference(data, f"file {reference_file}: {len(data)} samples")
+        kept = without_query(in_query_layout(data, query, role="reference file"), query)
+        if len(kept) == 0:
+            raise InputError(
+                f"reference file {reference_file}: expected samples besides the query's, got only the query's own "
+                f"{len(data)}"
+            )
+        return Reference(kept, f"file {reference_file}: {len(kept)} samples, the query's own left out")
     if target.calibration_data is None and (unused := target.splits().reference) is not None:
         data = target.prepared(unused)
         return Reference(data, f"unused images of {target.data} (no split holds them): {len(data)} samples")

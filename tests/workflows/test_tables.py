@@ -197,6 +197,63 @@ def test_audit_query_extra_columns_are_ignored_and_listed(tabular, tmp_path, cap
     assert "left out: patient_id" in caplog.text
 
 
+def test_a_query_column_the_model_does_not_take_is_needed_nowhere_else_and_trains_no_clone(tabular, tmp_path):
+    """An ID in the query only, and a column in the calibration file only (here a copy of the label): the audit
+    runs on the model's 30 columns, with the calibration model of the plain files (a clone trained on the extra
+    column as a feature would have been another model)."""
+    model_uri, folder = tabular
+    query = pd.read_csv(folder / "members.csv")
+    query.insert(0, "patient_id", np.arange(len(query)))
+    query.to_csv(tmp_path / "members.csv", index=False)
+    calibration = pd.read_csv(folder / "calibration.csv")
+    calibration["followup"] = calibration[LABEL]
+    calibration.to_csv(tmp_path / "calibration.csv", index=False)
+    plain = audit_file(model_uri, folder / "members.csv", folder / "calibration.csv")
+    extra = audit_file(model_uri, tmp_path / "members.csv", tmp_path / "calibration.csv")
+    assert extra.primary.metrics == plain.primary.metrics
+    tags = [mlflow.get_run(outcome.run_id).data.tags for outcome in (plain, extra)]
+    assert tags[0]["ema.calibration_version"] == tags[1]["ema.calibration_version"]
+
+
+def test_member_and_nonmember_files_leave_the_querys_own_rows_out_whatever_their_column_order(tabular, tmp_path):
+    model_uri, folder = tabular
+    splits = load_splits("breast-cancer", 0)
+    members = pd.concat([frame(splits.query("M1")), frame(splits.query("M2"))])
+    members[list(reversed(members.columns))].to_csv(tmp_path / "members.csv", index=False)
+    reference = pd.concat([pd.read_csv(folder / "calibration.csv"), frame(splits.query("M1"))])
+    reference.insert(0, "patient_id", np.arange(len(reference)))
+    reference.to_csv(tmp_path / "reference.csv", index=False)
+    outcome = audit_file(
+        model_uri,
+        folder / "members.csv",
+        folder / "calibration.csv",
+        method="calibrated",
+        members_file=str(tmp_path / "members.csv"),
+        reference_file=str(tmp_path / "reference.csv"),
+    )
+    tags = mlflow.get_run(outcome.run_id).data.tags
+    n_m2, n_calibration = len(splits.query("M2")), len(splits.calibration)
+    assert tags["ema.member_reference"].endswith(f": {n_m2} samples, the query's own left out")
+    assert tags["ema.nonmember_reference"].endswith(f": {n_calibration} samples, the query's own left out")
+
+
+def test_a_members_file_holding_only_the_querys_own_rows_is_refused(tabular):
+    model_uri, folder = tabular
+    result = audit_cli(
+        model_uri, folder / "members.csv", folder / "calibration.csv", "--members", str(folder / "members.csv")
+    )
+    assert result.exit_code == 3
+    assert (
+        result.output.strip()
+        .splitlines()[-1]
+        .endswith(
+            "expected training samples besides the query's, got only the query's own "
+            f"{len(load_splits('breast-cancer', 0).query('M1'))}: a member reference must be other members (give none to "
+            "audit without one)"
+        )
+    )
+
+
 def test_audit_calibration_file_unlike_the_query_is_refused(tabular, tmp_path):
     model_uri, folder = tabular
     pd.read_csv(folder / "calibration.csv").drop(columns=["worst area"]).to_csv(tmp_path / "cal.csv", index=False)
