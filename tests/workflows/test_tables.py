@@ -239,17 +239,15 @@ def test_member_and_nonmember_files_leave_the_querys_own_rows_out_whatever_their
 
 def test_a_members_file_holding_only_the_querys_own_rows_is_refused(tabular):
     model_uri, folder = tabular
-    result = audit_cli(
-        model_uri, folder / "members.csv", folder / "calibration.csv", "--members", str(folder / "members.csv")
-    )
+    query = folder / "members.csv"
+    result = audit_cli(model_uri, query, folder / "calibration.csv", "--members", str(query))
+    n_query = len(load_splits("breast-cancer", 0).query("M1"))
     assert result.exit_code == 3
     assert (
         result.output.strip()
         .splitlines()[-1]
         .endswith(
-            "expected training samples besides the query's, got only the query's own "
-            f"{len(load_splits('breast-cancer', 0).query('M1'))}: a member reference must be other members (give none to "
-            "audit without one)"
+            f"got only the query's own {n_query}: a member reference must be other members (give none to audit without one)"
         )
     )
 
