@@ -188,9 +188,25 @@ def prepare_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) ->
     if spec.columns is not None:
         frame = pd.DataFrame(inputs, columns=list(spec.columns))
         if spec.column_dtypes is not None:
+            _check_whole_columns(inputs, spec)
             frame = frame.astype(dict(zip(spec.columns, spec.column_dtypes, strict=True)))
         return frame
     return inputs
+
+
+def _check_whole_columns(values: np.ndarray, spec: InputSpec) -> None:
+    """Refuse fractional values in a column the signature declares integer: the cast would cut them off silently."""
+    integer = np.flatnonzero([np.dtype(dtype).kind in "iu" for dtype in spec.column_dtypes])
+    if values.dtype.kind != "f" or integer.size == 0:
+        return
+    fractional = values[:, integer] != np.rint(values[:, integer])
+    if fractional.any():
+        row, column = np.argwhere(fractional)[0]
+        name, dtype = spec.columns[integer[column]], spec.column_dtypes[integer[column]]
+        raise InputError(
+            f"expected whole numbers in column {name!r} (the model's signature declares {dtype}), got "
+            f"values such as {values[row, integer[column]]:g}: give the values the model was trained on"
+        )
 
 
 def _table_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> np.ndarray:

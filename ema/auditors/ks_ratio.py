@@ -11,6 +11,7 @@ removed, the target is no closer to f_Dq than a model that never saw D_q: rho_KS
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -35,9 +36,13 @@ def ks_statistic(first_proba: np.ndarray, second_proba: np.ndarray) -> float:
 
 
 def _ks_ratio(ks_target: float, ks_calibration: float) -> float:
-    """rho_KS, or inf or nan with a warning when KS(f_Dcal, f_Dq) is 0 (see the Notes of :class:`KSRatioAuditor`)."""
+    """rho_KS, or inf or nan with a warning when KS(f_Dcal, f_Dq) is 0 (see the Notes of :class:`KSRatioAuditor`).
+
+    Two statistics equal but for float rounding (9/200 computed as 0.044999999999999984 and as
+    0.04500000000000004) give exactly 1: the verdict's cut-off at 1 must not turn on the last bit.
+    """
     if ks_calibration > 0:
-        return ks_target / ks_calibration
+        return 1.0 if math.isclose(ks_target, ks_calibration, rel_tol=1e-9) else ks_target / ks_calibration
     if ks_target > 0:
         warnings.warn(
             "KS(f_Dcal, f_Dq) = 0: the calibration and query models agree on D_q; rho_KS is reported as inf",

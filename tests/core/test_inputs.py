@@ -86,6 +86,14 @@ def test_a_table_of_fractions_is_refused_for_a_model_of_whole_numbers():
         prepare_inputs(np.array([[0.5, 1.0]]), IDENTITY, InputSpec((-1, 2), "int64"))
 
 
+def test_a_fraction_in_a_column_the_signature_declares_integer_is_refused_not_cut_off():
+    spec = InputSpec(dtype="float64", columns=("bmi", "age"), column_dtypes=("float64", "int64"))
+    assert prepare_inputs(np.array([[22.5, 45.0]]), IDENTITY, spec)["age"].tolist() == [45]
+    with pytest.raises(InputError, match=r"whole numbers in column 'age' \(the model's signature declares int64\), "
+                       r"got values such as 45.6"):  # fmt: skip
+        prepare_inputs(np.array([[22.5, 45.0], [1.5, 45.6]]), IDENTITY, spec)
+
+
 def test_a_table_of_another_width_is_refused():
     with pytest.raises(InputError, match=r"expected 3 features for the model's declared inputs .* got a table of 2"):
         prepare_inputs(np.zeros((2, 2)), IDENTITY, InputSpec((-1, 3), "float64"))

@@ -113,3 +113,12 @@ def test_ks_ratio_audit_validates_labels():
 def test_ks_ratio_rejects_bad_threshold(threshold):
     with pytest.raises(InputError, match="expected a finite threshold > 0"):
         KSRatioAuditor(threshold=threshold).calibrate(QUERY_MODEL, CALIBRATION_MODEL)
+
+
+def test_equal_statistics_but_for_float_rounding_give_a_ratio_of_exactly_one():
+    """9/200 reached by two computations: the ratio must not read 0.9999999999999988 and flip the verdict."""
+    from ema.auditors.ks_ratio import _ks_ratio
+
+    assert 0.044999999999999984 / 0.04500000000000004 < 1
+    assert _ks_ratio(0.044999999999999984, 0.04500000000000004) == 1.0
+    assert _ks_ratio(0.044, 0.045) < 1
