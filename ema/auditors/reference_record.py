@@ -132,6 +132,11 @@ def evidence_note(
             f"certified: at most {margin:.2f} of the set is retained (one-sided {level_text(certify_level)} bound "
             f"{upper_bound:.2f}); {planned}: {reach}"
         )
+    if margin >= 1:  # --margin auto where this size certifies nothing: no bound could be "above" it
+        return (
+            f"neither shown: p_removed={p_removed:.2g} > alpha {alpha:g}, and no share below 1 can be certified at "
+            f"this query size (one-sided {level_text(certify_level)} bound {upper_bound:.2f}); {planned}: {reach}"
+        )
     return (
         f"neither shown: p_removed={p_removed:.2g} > alpha {alpha:g} and the one-sided {level_text(certify_level)} "
         f"bound {upper_bound:.2f} > margin {margin:.2f}; {planned}: {reach}"

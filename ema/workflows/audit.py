@@ -76,8 +76,8 @@ def audit(
             expected = expected_verdict(config, session.target, session.data)
             warnings = audit_warnings(session, results, scored.query_correct) + foreign
             if config.strict and warnings:
-                results = _inconclusive(results, method_plan(config.method)[0])
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
+                results = _inconclusive(results, method_plan(config.method)[0], tags[keys.TAG_STRICT])
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
             _log_results(config, results, tags, scored, expected)
             options = trail_options(config, session, tags, results)
@@ -131,9 +131,18 @@ def verdict_codes(results: dict[str, AuditResult], primary: str) -> dict[str, fl
     }
 
 
-def _inconclusive(results: dict[str, AuditResult], method: str) -> dict[str, AuditResult]:
-    """``results`` with the verdict of ``method`` set to inconclusive (``--strict`` on a warned audit)."""
-    return {**results, method: dataclasses.replace(results[method], verdict=INCONCLUSIVE)}
+def _inconclusive(results: dict[str, AuditResult], method: str, why: str) -> dict[str, AuditResult]:
+    """``results`` with the verdict of ``method`` set to inconclusive (``--strict`` on a warned audit, ``why``).
+
+    Its evidence sentence says so first: "certified: ..." under an inconclusive verdict would read
+    as a certificate.
+    """
+    result = results[method]
+    thresholds = result.thresholds
+    if "evidence" in thresholds:
+        evidence = f"inconclusive under --strict ({why}); without --strict: {thresholds['evidence']}"
+        thresholds = {**thresholds, "evidence": evidence}
+    return {**results, method: dataclasses.replace(result, verdict=INCONCLUSIVE, thresholds=thresholds)}
 
 
 def expected_verdict(config: AuditConfig, target: Target, data: ArraySet | None) -> str | None:

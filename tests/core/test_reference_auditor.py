@@ -472,6 +472,13 @@ def test_evidence_writes_the_certify_level_with_its_digits(level, written):
     assert f"(one-sided {written} bound 0.05)" in note_of(NOT_MEMORIZED, certify_level=level)
 
 
+def test_evidence_at_a_margin_of_one_says_nothing_is_certifiable_not_that_a_bound_exceeds_it():
+    """``--margin auto`` where this size certifies nothing uses margin 1: "bound 0.74 > margin 1.00" was false."""
+    note = note_of(INCONCLUSIVE, margin=1.0, upper_bound=0.74, certifiable_margin=1.0)
+    assert "no share below 1 can be certified at this query size (one-sided 95% bound 0.74)" in note
+    assert "> margin" not in note and note.endswith(": none below 1")
+
+
 def test_weak_evidence_states_alpha_as_a_share_of_removed_sets():
     assert "(alpha 0.9 calls 90% of removed sets memorized)" in note_of(MEMORIZED, alpha=0.9)
 

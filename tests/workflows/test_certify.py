@@ -77,3 +77,15 @@ def test_audit_at_margin_auto_certifies_at_its_certifiable_margin_and_records_th
     assert result.primary.thresholds["certify"]["margin_used"] == certifiable
     # other-domain digits: the bound lies far below the margin, so auto certifies them
     assert result.primary.verdict == "not_memorized"
+
+
+def test_strict_turns_a_warned_certificate_inconclusive_and_its_evidence_says_so_first(trained):
+    """Other-domain digits are certified removed with warnings; under --strict the evidence must not read
+    "certified: ..." beneath an inconclusive verdict (the report and the command line both show it)."""
+    _, outcome = trained
+    config = AuditConfig(model_uri=outcome.version.uri, query="S", method="calibrated", margin="auto", strict=True)
+    result = audit(config, progress=False)
+    evidence = result.primary.thresholds["evidence"]
+    assert result.primary.verdict == "inconclusive" and result.warnings
+    assert evidence.startswith(f"inconclusive under --strict ({len(result.warnings)} warning(s): the verdict is ")
+    assert "; without --strict: certified: at most " in evidence
