@@ -97,7 +97,7 @@ def reference_gate_warnings(
     if nonmember_flag_rate is not None and nonmember_flag_rate >= NONMEMBER_FLAG_LIMIT:
         warnings.append(
             f"non-members are flagged at a rate of {nonmember_flag_rate:.3f} >= {NONMEMBER_FLAG_LIMIT}: the flags "
-            "cannot tell members from non-members (EMA can then only say memorized)"
+            "cannot tell members from non-members, so EMA's verdict, either way, is no evidence of membership"
         )
     return warnings
 

@@ -5,7 +5,7 @@ accuracy near chance or far below what was recorded when the target was trained 
 or normalised unlike training), a query classified far worse than the non-member reference (it
 reaches the model unlike the references), outputs that match the labels far better in another
 class order, signals that barely separate members from non-members, flags that fire on nearly
-every non-member (EMA can then only say ``memorized``), and a calibration model that
+every non-member (EMA's verdict is then no evidence either way), and a calibration model that
 generalises unlike the target. The auditors' own warnings are added after them.
 """
 
