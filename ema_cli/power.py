@@ -57,7 +57,10 @@ from ema_cli.options import (
     "--members",
     "members_file",
     type=click.Path(dir_okay=False),
-    help="With --certify: .npz of samples the target was trained on (default: a workbench target's training data).",
+    help=(
+        "A set file of samples the target was trained on (default: a workbench target's training data); the plan is "
+        "then the member-reference auditor's, as `ema audit --method calibrated` runs it."
+    ),
 )
 @click.option(
     "--max-reference",
@@ -75,7 +78,7 @@ def power(target_power, certify, margin, certify_level, members_file, max_refere
 
     With --certify: the |D_q| and reference size at which it certifies --margin for a removed set.
     """
-    certify_only = {"--margin": margin, "--certify-level": certify_level, "--members": members_file}
+    certify_only = {"--margin": margin, "--certify-level": certify_level}
     certify_only |= {"--max-reference": max_reference, "--json": as_json or None}
     if not certify:
         given = [name for name, value in certify_only.items() if value is not None]
@@ -84,7 +87,7 @@ def power(target_power, certify, margin, certify_level, members_file, max_refere
                 f"expected {', '.join(given)} with --certify (they plan a certification), got "
                 f"{'it' if len(given) == 1 else 'them'} without --certify"
             )
-        _detection(target_power, **options)
+        _detection(target_power, members_file=members_file, **options)
     elif margin is None:
         raise click.UsageError("--certify needs --margin M, the retained share to certify (e.g. 0.3)")
     else:
@@ -98,9 +101,14 @@ def _detection(target_power, **options):
     if result.n_required is None:
         click.echo(f"no |D_q| up to the search limit reaches power {target_power} (reached {result.power:.3f})")
     else:
+        test = (
+            "the member-reference auditor's test, as an audit states it in power_retained"
+            if math.isnan(result.level)
+            else f"transfer route, no members known: test at the reference's {result.level:.0%} quantile"
+        )
         click.echo(
             f"|D_q| >= {result.n_required} separates members from non-members at alpha {result.alpha} "
-            f"with power {result.power:.3f} (test at the reference's {result.level:.0%} quantile)"
+            f"with power {result.power:.3f} ({test})"
         )
 
 

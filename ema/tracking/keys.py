@@ -72,6 +72,8 @@ TAG_MEMBER_REFERENCE = "ema.member_reference"
 TAG_NONMEMBER_REFERENCE = "ema.nonmember_reference"
 #: The calibrated auditor's route: the member reference scored on the target, or transfer from f_cal.
 TAG_CALIBRATED_ROUTE = "ema.calibrated_route"
+#: Which auditor `ema power` planned a detection for: the member reference, or transfer (none known).
+TAG_POWER_ROUTE = "ema.power_route"
 #: What ``--augment shifts`` cost: the oracle queries of the calibrated auditor, with and without the views.
 TAG_AUGMENT_COST = "ema.augment_cost"
 #: JSON list of the audit's warnings (``[]`` when none).

@@ -1,8 +1,10 @@
 """How large a query set the calibrated auditor needs, given the measured reference and member behaviour.
 
-Two questions: how many samples to *detect* a member set (:func:`query_size_for_power`, the
-transfer route's tail tests), and how many to *certify* that at most a margin of a removed set
-is retained (:func:`certification_plan`, the member-reference auditor's interval).
+Two questions: how many samples to *detect* a member set (:func:`query_size_for_power`: the
+member-reference auditor's own power where members are known, as ``ema audit --method
+calibrated`` then runs it, else the transfer route's tail tests), and how many to *certify* that
+at most a margin of a removed set is retained (:func:`certification_plan`, the member-reference
+auditor's interval).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from ema.workflows.calibrate import CalibrationPlan
 from ema.workflows.references import member_reference, nonmember_reference
 from ema.workflows.target import resolve_target
 
+#: The largest query size :func:`reference_query_size` searches.
+MAX_PLANNED_QUERY = 100_000
+
 
 def query_size_for_power(
     model_uri: str,
@@ -32,29 +37,49 @@ def query_size_for_power(
     cal_seed: int = 0,
     recipe_file: str | None = None,
     reference_file: str | None = None,
+    members_file: str | None = None,
     max_query: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
     progress: bool = True,
 ) -> QuerySizeResult:
-    """Calibrate the calibrated auditor for the target and solve for the query size; logged as a run."""
+    """Calibrate the auditor an audit of the target would run and solve for the query size; logged as a run.
+
+    With a member reference known (``members_file``, else the target's recorded training data) that
+    is the member-reference auditor, whose resampled ``power_retained`` the size reaches; else the
+    transfer route's calibrated auditor and its tail tests (tag ``ema.power_route``).
+    """
     with start_run(f"power {model_uri}"):
         check_open_unit("power", power)
         check_open_unit("alpha", alpha)
         check_quality(k)
         target = resolve_target(model_uri, recipe_file=recipe_file)
-        plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
         oracle = target.oracle(outputs="probabilities")
-        auditor, tags = fit_calibrated(
-            target,
-            oracle,
-            plan,
-            alpha=alpha,
-            reference_file=reference_file,
-            max_images=max_query,
-            label_column=label_column,
-            progress=progress,
-        )
-        result = auditor.required_query_size(power=power)
+        members = member_reference(target, None, members_file, max_images=max_query, label_column=label_column)
+        if members is not None:
+            nonmembers = nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column)
+            auditor = ReferenceAuditor(alpha=alpha, power=power).calibrate(
+                oracle.predict_proba(members.data),
+                members.data.y,
+                oracle.predict_proba(nonmembers.data),
+                nonmembers.data.y,
+            )
+            result, tags = (
+                reference_query_size(auditor),
+                {keys.TAG_POWER_ROUTE: f"member reference ({members.description})"},
+            )
+        else:
+            plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
+            auditor, tags = fit_calibrated(
+                target,
+                oracle,
+                plan,
+                alpha=alpha,
+                reference_file=reference_file,
+                max_images=max_query,
+                label_column=label_column,
+                progress=progress,
+            )
+            result, tags[keys.TAG_POWER_ROUTE] = auditor.required_query_size(power=power), "transfer (no members known)"
         log_params(
             {
                 keys.PARAM_POWER: power,
@@ -67,6 +92,40 @@ def query_size_for_power(
         set_tags(tags)
         log_metrics({keys.METRIC_N_REQUIRED: float(result.n_required or -1), keys.METRIC_POWER_REACHED: result.power})
     return result
+
+
+def reference_query_size(auditor: ReferenceAuditor, *, max_n: int = MAX_PLANNED_QUERY) -> QuerySizeResult:
+    """The smallest |D_q| whose resampled ``power_retained`` reaches the auditor's ``power`` (bisection, seeded).
+
+    The resampled power grows with the size, but for its sampling noise: the size found is where it
+    first reaches the power on the way up, which an audit of that size then states.
+    """
+
+    def reached(n: int) -> bool:
+        return auditor.detection_power(n).power_retained >= auditor.power
+
+    low, high = 0, 1
+    while not reached(high):
+        if high >= max_n:
+            return _size_result(auditor, None, max_n)
+        low, high = high, min(2 * high, max_n)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if reached(middle) else (middle, high)
+    return _size_result(auditor, high, high)
+
+
+def _size_result(auditor: ReferenceAuditor, n_required: int | None, n: int) -> QuerySizeResult:
+    reached = auditor.detection_power(n).power_retained
+    return QuerySizeResult(
+        n_required=n_required,
+        power=reached,
+        target_power=auditor.power,
+        alpha=auditor.alpha,
+        n_tests=1,
+        level=float("nan"),  # no tail test: the auditor's permutation test of its likelihood ratio
+        signal_index=0,
+    )
 
 
 def certification_plan(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
@@ -308,13 +310,39 @@ def test_members_saved_as_0_1_pixels_are_warned_about_not_called_removed_silentl
     assert not any(w.startswith("target accuracy on the query") for w in plain.warnings)
 
 
-def test_power_reports_a_query_size(trained):
+def test_power_plans_the_size_at_which_an_audit_of_the_same_auditor_states_the_power(trained, tmp_path):
+    """Members known: the plan is the member-reference auditor's, the one `ema audit --method calibrated` runs, so an
+    audit of the planned size states power_retained >= 0.9 and one of a size below it does not (before, the
+    transfer route's tail tests planned 18 where the audit stated 0.78)."""
+    from ema.data.files import write_set
+    from ema.data.presets import DEFAULT_DATA, load_splits
     from ema.workflows.power import query_size_for_power
 
     _, outcome = trained
     result = query_size_for_power(outcome.version.uri, progress=False)
-    assert result.n_required is not None and result.n_required >= 1
-    assert result.power >= 0.9
+    n = result.n_required
+    assert n is not None and result.power >= 0.9 and math.isnan(result.level)
+    route = MlflowClient().search_runs([mlflow.get_experiment_by_name("ema").experiment_id], max_results=1)[0]
+    assert route.data.tags[keys.TAG_POWER_ROUTE].startswith("member reference (training data of ")
+    members = load_splits(DEFAULT_DATA, 0).query("M1")
+    stated = {}
+    for size in (n - 1, n):
+        query = write_set(members.take(np.arange(size)), tmp_path / f"m1_{size}.npz")
+        config = AuditConfig(model_uri=outcome.version.uri, query_file=str(query), method="calibrated")
+        stated[size] = audit(config, progress=False).primary.metrics["power_retained"]
+    assert stated[n - 1] < 0.9 <= stated[n] + 0.05, stated  # the audit leaves the query out of its members
+
+
+def test_power_without_members_known_plans_the_transfer_routes_tail_tests(trained, tmp_path):
+    from ema.workflows.power import query_size_for_power
+
+    _, outcome = trained
+    model = tmp_path / "copy"
+    mlflow.artifacts.download_artifacts(artifact_uri=outcome.version.uri, dst_path=str(model))
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"framework": "torch", "arch": "mlp", "hidden": [16], "epochs": 1}))
+    result = query_size_for_power(str(model), recipe_file=str(recipe), progress=False)
+    assert result.n_required is not None and 0 < result.level < 1
 
 
 def test_audit_trail_keeps_every_audit_and_compare_lines_up_versions(trained):
