@@ -128,6 +128,14 @@ def check_finite_cells(values: np.ndarray, columns: tuple[str, ...] | None, *, w
         )
 
 
+def _sorted_codes(column: pd.Series, most: int = 6) -> str:
+    """How the classes of a column of text would be numbered in sorted order, as scikit-learn orders ``classes_``."""
+    classes = sorted(column.astype(str).unique())
+    codes = ", ".join(f"{label!r} = {code}" for code, label in enumerate(classes[:most]))
+    more = f" and {len(classes) - most} more" if len(classes) > most else ""
+    return f"a scikit-learn model fitted on these labels sorts them: {codes}{more}"
+
+
 def _whole_numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
     values = column.to_numpy()
     missing = column.isna().to_numpy()
@@ -141,7 +149,7 @@ def _whole_numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
         shown = odd.iloc[0] if len(odd) else column.iloc[0]
         raise InputError(
             f"{where}: expected whole numbers in column {name!r}, got {column.dtype} values such as "
-            f"{str(shown)!r}; encode classes as 0..k-1"
+            f"{str(shown)!r}; encode classes as 0..k-1 in the order of the model's outputs ({_sorted_codes(column)})"
         )
     if values.dtype.kind == "f" and not np.array_equal(values, np.rint(values)):
         raise InputError(f"{where}: expected whole numbers in column {name!r}, got fractional values")

@@ -28,6 +28,9 @@ MAX_MESSAGE = 1000
 SCHEMA_REASON = "'. Error: "
 #: The start of scikit-learn's warning for columns sent by position (:func:`~ema.oracle.base.log_by_position` says it).
 SKLEARN_BY_POSITION = "X does not have valid feature names"
+#: What a model's own code raises on inputs unlike those it takes (scikit-learn's feature count, a shape, a
+#: column): the same inputs fail the same way again, an input error (exit 3), not one to retry.
+INPUT_FAILURES = (ValueError, TypeError, KeyError, IndexError)
 #: torch's error for a tensor pickled on a GPU and loaded where there is none (see :func:`torch_load_onto`).
 CUDA_PICKLE = "Attempting to deserialize object on a CUDA device"
 #: torch's errors for a model whose own code moves to a GPU on a machine without one: the same every time (exit 3,
@@ -117,8 +120,8 @@ class PyfuncOracle(Oracle):
             with warnings.catch_warnings():  # scikit-learn's warning for a table sent by position: logged as ours
                 warnings.filterwarnings("ignore", message=SKLEARN_BY_POSITION, category=UserWarning)
                 return self._model.predict(inputs)
-        except MlflowException as exc:
-            raise ModelAccessError(
+        except MlflowException as exc:  # its signature's schema refused the inputs: they fail the same way again
+            raise InputError(
                 f"model {self.model_uri!r} refused the query ({self.input_spec.describe()}): {schema_reason(exc)}"
             ) from exc
         except Exception as exc:  # the model's own code: whatever it raises is the model's failure, not ours
@@ -130,7 +133,9 @@ class PyfuncOracle(Oracle):
                     f"CUDA GPU ({first_line(exc)}): audit it on a machine with one (--device cuda), or against a "
                     "scoring server on such a machine (--model-url)"
                 ) from exc
-            raise ModelAccessError(
+            # the inputs' kind of failure (a feature count, a shape, a column) repeats; anything else may not
+            error = InputError if isinstance(exc, INPUT_FAILURES) else ModelAccessError
+            raise error(
                 f"model {self.model_uri!r} failed on a batch of {len(inputs)} inputs of shape {inputs.shape[1:]}: "
                 f"{type(exc).__name__}: {first_line(exc)}"
             ) from exc

@@ -52,9 +52,14 @@ def test_the_label_column_is_named_by_the_caller_and_an_index_column_kept(tmp_pa
         (lambda f: f.assign(label=Y + 0.5), "whole numbers in column 'label', got fractional"),
         (lambda f: f.assign(label=[0, 1, 0, np.nan, 1, 0]), "'label', got 1 missing \\(first at data row 3,"),
         (lambda f: f.assign(label=[0, 1, "benign", 1, 1, 0]), "'label', got .* values such as 'benign'"),
+        (
+            lambda f: f.assign(label=["malignant", "benign"] * 3),
+            "in the order of the model's outputs \\(a scikit-learn model fitted on these labels sorts them: 'benign' "
+            "= 0, 'malignant' = 1\\)",
+        ),
         (lambda f: f.iloc[:0], "at least one row"),
     ],
-    ids=["text", "missing", "fractional-labels", "missing-label", "text-label", "empty"],
+    ids=["text", "missing", "fractional-labels", "missing-label", "text-label", "text-labels", "empty"],
 )
 def test_bad_tables_are_refused_in_one_line(tmp_path, change, match):
     change(table_frame()).to_csv(tmp_path / "q.csv", index=False)

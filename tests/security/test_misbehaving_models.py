@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from mlflow.pyfunc.scoring_server import predictions_to_json
 
-from ema.errors import EMAError, InputError
+from ema.errors import InputError, ModelAccessError
 from ema.oracle import PyfuncOracle, numeric_outputs, parse_reply
 
 PROBA = np.array([[0.25, 0.75], [0.5, 0.5], [1.0, 0.0]])
@@ -38,6 +38,7 @@ class Misbehaving(mlflow.pyfunc.PythonModel):
             10: lambda: np.arange(n) % 2 == 0,
             11: lambda: np.eye(2, dtype=bool)[np.arange(n) % 2],
             12: lambda: pd.DataFrame({"is_cat": np.arange(n) % 2 == 0}),
+            13: lambda: (_ for _ in ()).throw(ValueError("X has 32 features, but StandardScaler is expecting 30")),
         }[behaviour]()
 
 
@@ -57,8 +58,13 @@ def images(behaviour: int, n: int = 3) -> np.ndarray:
     [
         (
             1,
-            EMAError,
+            ModelAccessError,
             r"model '.*' failed on a batch of 3 inputs of shape \(1, 28, 28\): RuntimeError: weights file missing$",
+        ),
+        (  # refused inputs fail the same way again: exit 3, not the retryable 4
+            13,
+            InputError,
+            r"failed on a batch of 3 inputs .*: ValueError: X has 32 features, but StandardScaler is expecting 30$",
         ),
         (2, InputError, r"expected model '.*' to return numbers .*got strings \(dtype <U3, shape \(3,\)\), e.g.*'cat'"),
         (3, InputError, r"expected model '.*' to return numbers .*got Python objects \(dtype object, shape \(3,\)\)"),
