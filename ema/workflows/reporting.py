@@ -109,6 +109,13 @@ def reproduce_command(config: AuditConfig) -> str:
     return f"{line}  # not an ema audit option: {', '.join(unset)}" if unset else line
 
 
+def _corruption(config: AuditConfig, target: Target) -> str:
+    """The calibration's corruption as it acts: a table's rows get noise only, whatever the protocol's name."""
+    if target.calibration_data is not None and target.calibration_data.kind == "table":
+        return f"noise ({config.corruption}; a table has no rotation)"
+    return config.corruption
+
+
 def audit_lineage(
     config: AuditConfig, target: Target, n_query: int, fingerprint: str, tags: dict[str, str], run_id: str
 ) -> dict[str, object]:
@@ -126,7 +133,10 @@ def audit_lineage(
         "Run that trained the model": version.run_id if version else None,
         "Training data": version_tags.get(keys.TAG_DATA_SOURCE),
         "Training data fingerprint": version_tags.get(keys.TAG_DATA_FINGERPRINT),
-        "Splits (named queries, calibration set)": f"{target.data}, data seed {target.data_seed}",
+        # a query file calibrated on the auditor's own file uses no split: naming the default one would mislead
+        "Splits (named queries, calibration set)": f"{target.data}, data seed {target.data_seed}"
+        if config.query is not None or target.calibration_data is None
+        else None,
         "Query set": f"{config.query_name} ({n_query} samples)",
         "Query fingerprint": fingerprint,
         "Engine": config.engine,
@@ -135,7 +145,7 @@ def audit_lineage(
         "Calibration cache": tags.get(keys.TAG_CACHE),
         "Calibration plan": None
         if supplied
-        else f"k={config.k}, cal_seed={config.cal_seed}, corruption={config.corruption}",
+        else f"k={config.k}, cal_seed={config.cal_seed}, corruption={_corruption(config, target)}",
         "Member reference": tags.get(keys.TAG_MEMBER_REFERENCE),
         "Non-member reference": tags.get(keys.TAG_NONMEMBER_REFERENCE) or tags.get(keys.TAG_REFERENCE),
         "Strict mode": tags.get(keys.TAG_STRICT),

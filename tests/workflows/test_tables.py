@@ -248,6 +248,19 @@ def test_a_members_file_holding_only_the_querys_own_rows_is_refused(tabular):
                          "audit without one)")  # fmt: skip
 
 
+def test_the_report_of_a_file_audit_names_no_split_and_a_tables_noise_only(tabular):
+    """A query file calibrated on the auditor's file uses no split: the report named the default images' one."""
+    from pathlib import Path
+
+    from mlflow.tracking import MlflowClient
+
+    model_uri, folder = tabular
+    outcome = audit_file(model_uri, folder / "held_out.csv", folder / "calibration.csv")
+    page = Path(MlflowClient().download_artifacts(outcome.run_id, keys.ARTIFACT_REPORT)).read_text()
+    assert "Splits (named queries" not in page and "mnist" not in page
+    assert "corruption=noise (noise+rotation; a table has no rotation)" in page
+
+
 def test_audit_calibration_file_unlike_the_query_is_refused(tabular, tmp_path):
     model_uri, folder = tabular
     pd.read_csv(folder / "calibration.csv").drop(columns=["worst area"]).to_csv(tmp_path / "cal.csv", index=False)
