@@ -276,14 +276,14 @@ def _check_retained(accuracy: float, retain: ArraySet, spec: UnlearnSpec, floor:
     if floor is None:
         chance = chance_accuracy(retain.y)
         floor, why = chance + DEFAULT_RETAIN_MARGIN, f"chance {chance:.3f} + {DEFAULT_RETAIN_MARGIN}"
-    else:
-        why = "--min-retain-accuracy"
+        advice = "the model lost what it learned; lower --lr or --epochs, or pass --min-retain-accuracy to accept it"
+    else:  # the user's own floor: the model may well have kept what it learned
+        why, advice = "--min-retain-accuracy", "lower --min-retain-accuracy to accept it"
     if accuracy < floor:
         settings = f" (lr {spec.lr:g}, epochs {spec.epochs})" if spec.lr is not None else ""
         raise EMAError(
             f"expected an accuracy on the retained data of at least {floor:.3f} ({why}), got {accuracy:.3f} after "
-            f"{spec.method}{settings}: the model lost what it learned, so nothing was registered; lower --lr or "
-            "--epochs, or pass --min-retain-accuracy to accept it"
+            f"{spec.method}{settings}: nothing was registered; {advice}"
         )
 
 

@@ -169,9 +169,14 @@ def test_unlearning_that_destroys_the_model_registers_nothing(target):
         r"Error: expected an accuracy on the retained data of at least 0\.3\d+ \(chance 0\.1\d+ \+ 0\.25\)", line
     )
     assert "after neggrad (lr 1e+06, epochs 1)" in line and "nothing was registered" in line
+    assert line.endswith("the model lost what it learned; lower --lr or --epochs, or pass --min-retain-accuracy to "
+                         "accept it")  # fmt: skip
     assert len(client.search_model_versions(f"name = '{version.name}'")) == before
     assert keys.UNLEARNED_ALIAS not in client.get_registered_model(version.name).aliases
     assert runs_by_status() == {"FAILED": failed + 1, "RUNNING": 0}
     accepted = CliRunner().invoke(main, [*command, "--epochs", "1", "--no-progress", "--min-retain-accuracy", "0"])
     assert accepted.exit_code == 0, accepted.output
     assert keys.UNLEARNED_ALIAS in client.get_registered_model(version.name).aliases
+    own_floor = CliRunner().invoke(main, [*command, "--epochs", "1", "--no-progress", "--min-retain-accuracy", "1"])
+    assert own_floor.exit_code == 1  # a floor the user set: no talk of a model that lost what it learned
+    assert own_floor.output.strip().endswith("nothing was registered; lower --min-retain-accuracy to accept it")
