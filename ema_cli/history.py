@@ -34,7 +34,7 @@ def history(model_name, query, verdict, include_all):
         click.echo(f"no audits of {model_name!r} found")
         return
     with pd.option_context("display.width", 200, "display.max_columns", None):
-        click.echo(table.to_string(index=False, na_rep=MISSING))
+        click.echo(shown(table, index=False))
 
 
 @click.command("compare")
@@ -52,11 +52,15 @@ def compare(run_ids, model_name, query):
 
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 60):
         if run_ids:
-            click.echo(compare_runs(list(run_ids)).to_string(na_rep=MISSING))
+            click.echo(shown(compare_runs(list(run_ids))))
             return
         trail = version_trail(model_name, query=query)
-        click.echo(
-            trail.to_string(index=False, na_rep=MISSING)
-            if len(trail)
-            else f"no audits of {query!r} on {model_name!r} found"
-        )
+        click.echo(shown(trail, index=False) if len(trail) else f"no audits of {query!r} on {model_name!r} found")
+
+
+def shown(table, *, index: bool = True) -> str:
+    """``table`` as text, every missing value written as :data:`MISSING`: a float column's NaN and a text column's None
+    (which ``na_rep`` leaves as ``None``); numbers keep their own formatting."""
+    text = table.select_dtypes(include="object").columns
+    filled = table.assign(**{c: table[c].where(table[c].notna(), MISSING) for c in text})
+    return filled.to_string(na_rep=MISSING, index=index)

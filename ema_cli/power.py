@@ -141,7 +141,7 @@ def _certification(
     else:
         click.echo(
             f"margin {plan.margin:g} is unreachable on this target: the smallest reachable margin is "
-            f"{plan.smallest_reachable_margin:.3f} (with a reference of {plan.reference_size}, an unbounded query "
+            f"{plan.smallest_reachable_margin:.3g} (with a reference of {plan.reference_size}, an unbounded query "
             f"and probability {plan.probability:g}; planned from the information's lower bound "
             f"{plan.information_lower:.3g} per sample; estimate {plan.information:.3g})"
         )

@@ -260,3 +260,15 @@ def test_audit_margin_takes_a_share_or_auto_and_refuses_anything_else():
     refused = CliRunner().invoke(main, ["audit", "--query", "M1", "--margin", "most"])
     assert refused.exit_code == 2 and "expected a retained share in (0, 1) or 'auto', got 'most'" in refused.output
     assert CliRunner().invoke(main, ["audit", "--query", "M1", "--margin", "1.5"]).exit_code == 2
+
+
+def test_history_and_compare_write_every_missing_value_alike_and_numbers_as_numbers():
+    """A margin no method certified with is None in a text column, a metric a method does not log NaN: both '-'."""
+    import pandas as pd
+
+    from ema_cli.history import MISSING, shown
+
+    table = pd.DataFrame({"method": ["ema", "calibrated"], "margin": [None, "0.3"], "rho": [2.3e-17, float("nan")]})
+    lines = shown(table, index=False).splitlines()
+    assert lines[1].split() == ["ema", MISSING, "2.300000e-17"]
+    assert lines[2].split() == ["calibrated", "0.3", MISSING]
