@@ -126,8 +126,9 @@ _BUILT_IN: tuple[Method, ...] = (
             Metric("p_retained", PVALUE, "p-value of the hypothesis 'the query set is retained' (small: it is not)"),
             Metric(
                 "p_too_forgotten",
-                PVALUE,
-                "p-value of 'the query is no less member-like than never-seen data' (small: over-forgotten)",
+                CHECK,
+                "shift check: 'the query is no less member-like than never-seen data' (small: over-forgotten; warns at "
+                "its own level)",
             ),
             Metric("retained_fraction", ESTIMATE, "estimated share of the query set the model still carries"),
             Metric("retained_ci_low", ESTIMATE, "lower end of the retained share's confidence interval"),

@@ -231,3 +231,10 @@ def test_trail_numbers_default_to_the_headline_and_keep_the_calibrated_interval(
     assert toy_spec().trail_numbers == ("p_flagged",)
     assert method_spec("ema").trail_numbers == ("rho_ema", "rho_ema_ks")
     assert {"p_removed", "retained_ci_low", "retained_ci_high"} <= set(method_spec("calibrated").trail_numbers)
+
+
+def test_the_calibrated_auditors_shift_checks_are_checks_not_pvalues_compared_with_alpha():
+    """They warn at their own level (0.01): the report marked p_too_forgotten 0.0499 "<= 0.1 (over-forgotten)"."""
+    vocabulary = metric_vocabulary()
+    assert {vocabulary[k].kind for k in ("p_too_forgotten", "p_class_mix", "p_mixture_fit")} == {CHECK}
+    assert vocabulary["p_removed"].kind == PVALUE
