@@ -245,6 +245,11 @@ class HttpOracle(Oracle):
         text = self._scrubbed(reply.decode("utf-8", errors="replace"))
         if status >= 500:
             raise _RetryableFailure(f"HTTP {status}: {text[:300]}", timed_out=False)
+        if 300 <= status < 400:  # not followed: a redirect may lead anywhere, with the query and credentials
+            raise InputError(
+                f"scoring server {self.url} redirected the query (HTTP {status}), which is not followed: give the "
+                "URL of the server's own /invocations"
+            )
         if not 200 <= status < 300:
             error = {415: _UnsupportedFormat, **dict.fromkeys(INPUT_REFUSED, InputError)}.get(status, ModelAccessError)
             falls_back = error is _UnsupportedFormat and self.request_format == AUTO_FORMAT  # JSON follows at once

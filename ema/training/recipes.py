@@ -328,7 +328,9 @@ def load_recipe(path: str | Path) -> Recipe:
         return recipe_from_dict(NAMED_RECIPES[str(path)])
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"recipe file {path} does not exist (named recipes: {', '.join(NAMED_RECIPES)})")
+        # a pipe (<(...)) exists but has no size to bound it by before reading
+        found = "is not a regular file (a pipe or a folder)" if path.exists() else "does not exist"
+        raise InputError(f"recipe file {path} {found} (named recipes: {', '.join(NAMED_RECIPES)})")
     size = path.stat().st_size
     if size > MAX_RECIPE_BYTES:
         raise InputError(f"{path}: expected a recipe file of at most {MAX_RECIPE_BYTES} bytes, got {size} bytes")

@@ -187,6 +187,19 @@ def test_http_oracle_hides_the_urls_credentials_a_server_quotes_back(server):
     assert not any(secret in message for secret in ("S3cretPW", "tok-123456", "YWxpY2U6UzNjcmV0UFc="))
 
 
+def test_http_oracle_refuses_a_redirect_in_one_line_without_following_it(server):
+    def redirect(handler, n):
+        handler.send_response(307)
+        handler.send_header("Location", "http://198.51.100.1/invocations")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    url, httpd = server(redirect)
+    with pytest.raises(InputError, match=r"redirected the query \(HTTP 307\), which is not followed"):
+        HttpOracle(url, retries=2).predict(IMAGES)
+    assert httpd.calls == 1  # an input error: not retried
+
+
 def test_parse_reply_keeps_record_column_order():
     assert numeric_outputs(parse_reply(b'{"predictions": [{"b": 1, "a": 2}]}')).tolist() == [[1, 2]]
 

@@ -134,6 +134,17 @@ def test_recipe_refuses_unknown_framework_and_fields(tmp_path):
         load_recipe(tmp_path / "r.json")
 
 
+def test_a_recipe_path_that_is_no_regular_file_is_named_so(tmp_path):
+    """A shell's <(...) gives a pipe that exists: "does not exist" sent users looking for a typo."""
+    import os
+
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(InputError, match=r"recipe file .*pipe is not a regular file \(a pipe or a folder\)"):
+        load_recipe(tmp_path / "pipe")
+    with pytest.raises(InputError, match=r"recipe file .*missing.json does not exist"):
+        load_recipe(tmp_path / "missing.json")
+
+
 def test_resnet18_has_a_one_channel_stem_and_keeps_28x28_resolution():
     import torch
 
