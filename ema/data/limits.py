@@ -35,6 +35,6 @@ def check_set_size(n_images: int, *, limit: int, where: str, unit: str = "images
         needed = n_images * AUDIT_BYTES_PER_IMAGE / 1e9
         raise InputError(
             f"{where}: expected at most {limit:,} {unit}, got {n_images:,} (an audit of them needs about "
-            f"{needed:.1f} GB beyond the process's own); pass --max-query {n_images} (evaluator config: "
+            f"{needed:.2g} GB beyond the process's own); pass --max-query {n_images} (evaluator config: "
             "max_query) if this machine holds that"
         )
