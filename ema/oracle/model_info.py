@@ -113,7 +113,8 @@ def model_read_error(model_uri: str, exc: Exception, doing: str = "read") -> EMA
     if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
         return InputError(text)
     if isinstance(exc, (yaml.YAMLError, ValueError, TypeError, AttributeError, KeyError)):
-        return InputError(f"{text} (its MLmodel file is not one MLflow wrote)")
+        # reading metadata runs no model code, so the file is at fault; loading runs the model's own
+        return InputError(f"{text} (its MLmodel file is not one MLflow wrote)" if doing == "read" else text)
     return ModelAccessError(text)
 
 
