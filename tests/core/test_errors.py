@@ -111,10 +111,12 @@ def test_pyfunc_oracle_of_a_local_path_with_nothing_there_is_an_input_error(tmp_
         PyfuncOracle(str(tmp_path / "nothing"))
 
 
-def test_pyfunc_oracle_of_a_folder_that_holds_no_model_raises_model_access_error(tmp_path):
+def test_pyfunc_oracle_of_a_folder_that_holds_no_model_raises_an_input_error(tmp_path):
+    """It fails the same way every time: exit 3, not the retryable ModelAccessError's 4."""
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ModelAccessError, match=r"could not load model '.*empty'"):
+    with pytest.raises(InputError, match=r"could not load model '.*empty'") as raised:
         PyfuncOracle(str(tmp_path / "empty"))
+    assert not isinstance(raised.value, ModelAccessError)
 
 
 def test_pyfunc_oracle_without_the_flavors_runtime_raises_missing_dependency_with_the_pip_command(
