@@ -56,12 +56,16 @@ def recorded(name: str):
     return max((v for v in versions if TAG_HELPER in client.get_run(v.run_id).data.tags), key=lambda v: int(v.version))
 
 
-def plant(name: str, canary: Path) -> str:
-    """Register a canary pyfunc under ``name`` with every tag of the real helper's version; its number."""
+def plant(name: str, canary: Path, like=None) -> str:
+    """Register a canary pyfunc under ``name`` with every tag of version ``like`` (default: the real helper's) and
+    the metrics of its run; its number."""
+    like = like or recorded(name)
     with mlflow.start_run():
+        mlflow.log_metrics(MlflowClient().get_run(like.run_id).data.metrics)
         info = mlflow.pyfunc.log_model(name="model", python_model=CanaryModel(str(canary)))
     canary.unlink()  # MLflow loads a python_model once while logging it: the canary works
-    return str(mlflow.register_model(info.model_uri, name, tags=dict(recorded(name).tags)).version)
+    tags = MlflowClient().get_model_version(name, like.version).tags
+    return str(mlflow.register_model(info.model_uri, name, tags=tags).version)
 
 
 def numbers(outcome) -> dict:
@@ -132,16 +136,11 @@ def test_a_planted_unlearned_version_with_copied_tags_and_metrics_is_not_reused(
     )
     first, _ = unlearn_cached(config, progress=False)
     canary = tmp_path / "canary"
-    with mlflow.start_run():
-        mlflow.log_metrics(MlflowClient().get_run(first.run_id).data.metrics)
-        info = mlflow.pyfunc.log_model(name="model", python_model=CanaryModel(str(canary)))
-    canary.unlink()
-    tags = MlflowClient().get_model_version(version.name, first.version.version).tags
-    planted = mlflow.register_model(info.model_uri, version.name, tags=tags)
+    planted = plant(version.name, canary, like=first.version)
     with collect_foreign_entries() as foreign:
         again, reused = unlearn_cached(config, progress=False)
     assert reused and again.version.version == first.version.version
-    assert [w for w in foreign if f"models:/{version.name}/{planted.version}" in w]
+    assert [w for w in foreign if f"models:/{version.name}/{planted}" in w]
     assert not canary.exists()
 
 
@@ -165,16 +164,12 @@ def test_a_forged_grid_target_with_a_forged_run_record_runs_nothing(audited, tmp
     real, cached = ensure_target(spec, **options)
     assert not cached
     canary = tmp_path / "canary"
-    with mlflow.start_run():
-        info = mlflow.pyfunc.log_model(name="model", python_model=CanaryModel(str(canary)))
-    canary.unlink()
-    tags = MlflowClient().get_model_version(GRID_TARGET_NAME, real.version.version).tags
-    planted = mlflow.register_model(info.model_uri, GRID_TARGET_NAME, tags=tags)
-    forge_record(GRID_TARGET_NAME, str(planted.version), real.version, tmp_path)
+    planted = plant(GRID_TARGET_NAME, canary, like=real.version)
+    forge_record(GRID_TARGET_NAME, planted, real.version, tmp_path)
     with collect_foreign_entries() as foreign:
         again, cached = ensure_target(spec, **options)
     assert cached and again.version.version == real.version.version
-    assert [w for w in foreign if f"models:/{GRID_TARGET_NAME}/{planted.version}" in w]
+    assert [w for w in foreign if f"models:/{GRID_TARGET_NAME}/{planted}" in w]
     target = resolve_target(again.version.uri, own_files=again.path)
     oracle = target.oracle()
     assert isinstance(oracle, LocalOracle)
@@ -196,17 +191,12 @@ def test_a_planted_unlearned_version_with_a_forged_run_record_is_not_reused_nor_
     config = UnlearnConfig(model_uri=version.uri, forget="M5", spec=spec, alias=None)
     first, _ = unlearn_cached(config, progress=False)
     canary = tmp_path / "canary"
-    with mlflow.start_run():
-        mlflow.log_metrics(MlflowClient().get_run(first.run_id).data.metrics)
-        info = mlflow.pyfunc.log_model(name="model", python_model=CanaryModel(str(canary)))
-    canary.unlink()
-    tags = MlflowClient().get_model_version(version.name, first.version.version).tags
-    planted = mlflow.register_model(info.model_uri, version.name, tags=tags)
-    forge_record(version.name, str(planted.version), first.version, tmp_path)
+    planted = plant(version.name, canary, like=first.version)
+    forge_record(version.name, planted, first.version, tmp_path)
     with collect_foreign_entries() as foreign:
         again, reused = unlearn_cached(config, progress=False)
     assert reused and again.version.version == first.version.version
-    assert [w for w in foreign if f"models:/{version.name}/{planted.version}" in w]
+    assert [w for w in foreign if f"models:/{version.name}/{planted}" in w]
     target = resolve_target(version.uri)
     row = audited_target(target, Version("finetune", None, again.version, again.metrics, again.files))
     assert isinstance(row.oracle(), LocalOracle) and row.version == again.version
