@@ -61,6 +61,6 @@ def compare(run_ids, model_name, query):
 def shown(table, *, index: bool = True) -> str:
     """``table`` as text, every missing value written as :data:`MISSING`: a float column's NaN and a text column's None
     (which ``na_rep`` leaves as ``None``); numbers keep their own formatting."""
-    text = table.select_dtypes(include="object").columns
+    text = table.select_dtypes(include=["object", "str"]).columns
     filled = table.assign(**{c: table[c].where(table[c].notna(), MISSING) for c in text})
     return filled.to_string(na_rep=MISSING, index=index)
