@@ -116,7 +116,7 @@ def required_query_size(
         metric, level = np.unravel_index(int(np.argmax(table)), table.shape)
         return float(table[metric, level]), int(metric), int(level)
 
-    n_required = _smallest_size(lambda n: best(n)[0] >= power, max_n)
+    n_required = smallest_size(lambda n: best(n)[0] >= power, max_n)
     achieved, metric, level = best(max_n if n_required is None else n_required)
     return QuerySizeResult(
         n_required=n_required,
@@ -162,7 +162,7 @@ def _check_power_arguments(
     return member_rates, levels, n_tests
 
 
-def _smallest_size(reaches: Callable[[int], bool], max_n: int) -> int | None:
+def smallest_size(reaches: Callable[[int], bool], max_n: int) -> int | None:
     """Smallest n in 1..max_n where ``reaches(n)``, by doubling then bisection (None if not even at max_n).
 
     Bisection assumes ``reaches`` turns true for good; for the saw-toothed power it returns a

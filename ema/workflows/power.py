@@ -16,6 +16,7 @@ from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.stats import QuerySizeResult
 from ema.stats.certify import PLAN_PROBABILITY, CertifyPlan, level_text, plan_certification
+from ema.stats.power import smallest_size
 from ema.tracking import keys
 from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
 from ema.validation import check_open_unit
@@ -95,31 +96,12 @@ def query_size_for_power(
 
 
 def reference_query_size(auditor: ReferenceAuditor, *, max_n: int = MAX_PLANNED_QUERY) -> QuerySizeResult:
-    """The smallest |D_q| whose resampled ``power_retained`` reaches the auditor's ``power`` (bisection, seeded).
-
-    The resampled power grows with the size, but for its sampling noise: the size found is where it
-    first reaches the power on the way up, which an audit of that size then states.
-    """
-
-    def reached(n: int) -> bool:
-        return auditor.detection_power(n).power_retained >= auditor.power
-
-    low, high = 0, 1
-    while not reached(high):
-        if high >= max_n:
-            return _size_result(auditor, None, max_n)
-        low, high = high, min(2 * high, max_n)
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if reached(middle) else (middle, high)
-    return _size_result(auditor, high, high)
-
-
-def _size_result(auditor: ReferenceAuditor, n_required: int | None, n: int) -> QuerySizeResult:
-    reached = auditor.detection_power(n).power_retained
+    """The smallest |D_q| whose resampled ``power_retained`` reaches the auditor's ``power`` (seeded), which an
+    audit of that size then states (:func:`~ema.stats.power.smallest_size`)."""
+    n_required = smallest_size(lambda n: auditor.detection_power(n).power_retained >= auditor.power, max_n)
     return QuerySizeResult(
         n_required=n_required,
-        power=reached,
+        power=auditor.detection_power(n_required or max_n).power_retained,  # cached per size
         target_power=auditor.power,
         alpha=auditor.alpha,
         n_tests=1,
