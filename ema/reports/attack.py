@@ -11,10 +11,12 @@ from collections.abc import Mapping
 
 from ema.auditors.attack import RESOLVED_NONMEMBERS, AttackStrength
 from ema.auditors.result import AuditResult
+from ema.reports import svg
+from ema.reports.figures import roc_curves
 from ema.reports.page import image, number, table
 
 #: The ROC figure's file name, under ``figures/``.
-ROC_FIGURE = "attack_roc.png"
+ROC_FIGURE = "attack_roc.svg"
 
 
 def attack_curves(results: Mapping[str, AuditResult]) -> dict[str, AttackStrength]:
@@ -32,13 +34,11 @@ def attack_curves(results: Mapping[str, AuditResult]) -> dict[str, AttackStrengt
 
 
 def roc_figure(curves: Mapping[str, AttackStrength], query: str) -> dict[str, bytes]:
-    """``{ROC_FIGURE: png}`` when there is a curve to draw, else nothing."""
+    """``{ROC_FIGURE: svg}`` when there is a curve to draw, else nothing."""
     if not curves:
         return {}
-    from ema.reports import figures  # matplotlib: imported when a report is drawn, not when the CLI starts
-
     drawn = {label: (attack.fpr, attack.tpr) for label, attack in curves.items()}
-    return {ROC_FIGURE: figures.roc_curves(drawn, title=f"attack strength where membership is known ({query})")}
+    return {ROC_FIGURE: roc_curves(drawn, title=f"attack strength where membership is known ({query})")}
 
 
 def attack_section(curves: Mapping[str, AttackStrength], figures: Mapping[str, bytes]) -> str:
@@ -72,6 +72,11 @@ def attack_section(curves: Mapping[str, AttackStrength], figures: Mapping[str, b
     ]
     if ROC_FIGURE in figures:
         parts.append(
-            image(figures[ROC_FIGURE], alt="ROC curves, log-scale false-positive rate", caption=f"figures/{ROC_FIGURE}")
+            image(
+                figures[ROC_FIGURE],
+                alt="ROC curves, log-scale false-positive rate",
+                caption=f"figures/{ROC_FIGURE}",
+                mime=svg.MIME,
+            )
         )
     return "".join(parts)

@@ -20,7 +20,9 @@ from ema.auditors.attack import AttackStrength
 from ema.auditors.metrics import POWER, PVALUE, PVALUE_KINDS, Metric, metric_kind
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
+from ema.reports import svg
 from ema.reports.attack import attack_curves, attack_section, roc_figure
+from ema.reports.figures import score_distributions
 from ema.reports.page import (
     bullet_list,
     esc,
@@ -63,7 +65,7 @@ class AuditReport:
     html : str
         The standalone page, figures inline.
     figures : dict of str to bytes
-        The same figures as PNG files: file name -> bytes.
+        The same figures as SVG files: file name -> bytes.
     """
 
     html: str
@@ -106,7 +108,7 @@ def render_audit_report(
         are p-values compared with alpha, checks or power, and what each means. A metric not in
         it is a p-value when named ``p_*``, else listed under its own name.
     draw_figures : bool, default True
-        False: no figure is drawn (matplotlib is not imported); the page says so where they would be.
+        False: no figure is drawn; the page says so where they would be.
 
     Returns
     -------
@@ -301,14 +303,12 @@ def _single_threshold(result: AuditResult, signal: str) -> float | None:
 def _score_figure(
     method: str, result: AuditResult, query: str, references: Mapping[str, Mapping[str, np.ndarray]] | None
 ) -> bytes:
-    from ema.reports import figures  # matplotlib: imported when a report is drawn, not when the CLI starts
-
     distributions = {f"query {query}": result.scores}
     for label, scores in (references or {}).items():
         shared = {name: values for name, values in scores.items() if name in result.scores}
         if shared:
             distributions[label] = shared
-    return figures.score_distributions(
+    return score_distributions(
         distributions,
         thresholds={signal: _single_threshold(result, signal) for signal in result.scores},
         title=f"{method}: membership scores of {query}",
@@ -335,7 +335,10 @@ def _distributions(
         if name in figures:
             parts.append(
                 image(
-                    figures[name], alt=f"{method} score distributions of {query}", caption=f"{method}: figures/{name}"
+                    figures[name],
+                    alt=f"{method} score distributions of {query}",
+                    caption=f"{method}: figures/{name}",
+                    mime=svg.MIME,
                 )
             )
         else:
@@ -363,7 +366,7 @@ def _figures(
 
 def _figure_name(method: str) -> str:
     """The file name of a method's score figure, under ``figures/``."""
-    return f"{_UNSAFE.sub('-', method)}_scores.png"
+    return f"{_UNSAFE.sub('-', method)}_scores.svg"
 
 
 def _thresholds(results: Mapping[str, AuditResult]) -> str:

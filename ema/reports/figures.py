@@ -1,34 +1,26 @@
-"""Figures of one audit as PNG bytes, drawn on matplotlib's Agg canvas (no display, no pyplot state)."""
+"""Figures of one audit as SVG bytes (:mod:`ema.reports.svg`): score distributions and ROC curves."""
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable, Mapping
+import itertools
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from ema.reports.svg import COLORS, Panel, figure
 
 #: Histogram bins at most (fewer for small sets: about two samples per bin for the smallest).
 MAX_BINS = 40
-DPI = 90
-#: Height of one signal's row of panels, inches.
-ROW_HEIGHT = 2.5
+#: One panel of a score figure, pixels (width, height).
+PANEL = (330, 170)
+#: Pixels beside each row of a score figure for its legend.
+LEGEND = 230
 #: The query first, then each reference; line styles keep identical distributions visible.
 LINESTYLES = ("-", "--", ":", "-.")
 #: How close to 0 or 1 a score is drawn on a logit or log axis (float64 outputs reach exactly 1.0).
 LOG_AXIS_CLIP = 1e-15
 #: The ROC figure's smallest false-positive rate drawn, unless the curve resolves smaller ones.
 ROC_MIN_FPR = 1e-4
-
-
-def png(figure: Figure, *, dpi: int = DPI) -> bytes:
-    """The figure as PNG bytes, drawn on matplotlib's Agg canvas (no display, no pyplot state)."""
-    FigureCanvasAgg(figure)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi)
-    return buffer.getvalue()
 
 
 def score_distributions(
@@ -51,28 +43,22 @@ def score_distributions(
     """
     labels = list(distributions)
     signals = list(next(iter(distributions.values()))) if distributions else []
-    figure = Figure(figsize=(10, 0.6 + ROW_HEIGHT * max(len(signals), 1)))
-    axes = figure.subplots(max(len(signals), 1), 2, squeeze=False)
-    for row, signal in zip(axes, signals, strict=False):  # without signals, one blank row is left empty
+    rows = []
+    for signal in signals:
         values = {label: _finite(distributions[label][signal]) for label in labels if signal in distributions[label]}
         spread, axis_label = display_scale(signal, values)
         values = {label: spread(v) for label, v in values.items()}
-        _histograms(row[0], values)
-        _ecdfs(row[1], values)
+        histogram = Panel(xlabel=axis_label, ylabel="share of samples", title=f"{signal}: histogram")
+        ecdf = Panel(xlabel=axis_label, ylabel="ECDF", title=f"{signal}: ECDF", ylim=(0, 1.02))
+        _histograms(histogram, values)
+        _ecdfs(ecdf, values)
         cut = thresholds.get(signal)  # labelled in the score's own units, drawn on the spread axis
-        for ax in row:
-            ax.set_xlabel(axis_label)
-            if cut is not None and np.isfinite(cut):
-                drawn_at = float(spread(np.array([cut], dtype=float))[0])
-                ax.axvline(drawn_at, color="black", linewidth=1, linestyle="--", label=f"threshold {cut:.4g}")
-        row[0].set_ylabel("share of samples")
-        row[1].set_ylabel("ECDF")
-        row[1].legend(fontsize=7, loc="best")
-    figure.suptitle(title, fontsize=10)
-    # fixed margins (inches): tight_layout would draw the whole figure once more only to measure it
-    height = figure.get_figheight()
-    figure.subplots_adjust(left=0.07, right=0.98, top=1 - 0.45 / height, bottom=0.5 / height, hspace=0.5, wspace=0.2)
-    return png(figure)
+        if cut is not None and np.isfinite(cut):
+            drawn_at = float(spread(np.array([cut], dtype=float))[0])
+            histogram.vline(drawn_at, color="black", style="--", width=1)
+            ecdf.vline(drawn_at, color="black", style="--", width=1, label=f"threshold {cut:.4g}")
+        rows.append([histogram, ecdf])
+    return figure(rows or [[Panel()]], title=title, panel_size=PANEL, legend_width=LEGEND)
 
 
 def display_scale(signal: str, values: Mapping[str, np.ndarray]) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
@@ -115,29 +101,18 @@ def roc_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, title: st
         Label -> the curve's false- and true-positive rates (increasing FPR).
     title : str
     """
-    figure = Figure(figsize=(6, 4.5))
-    ax = figure.subplots()
+    panel = Panel(xlabel="false-positive rate (log scale)", ylabel="true-positive rate", log_x=True, ylim=(0, 1.02))
     smallest = ROC_MIN_FPR
-    for label, (fpr, tpr) in curves.items():
+    for (label, (fpr, tpr)), color in zip(curves.items(), _colors(), strict=False):
         fpr, tpr = np.asarray(fpr, float), np.asarray(tpr, float)
         shown = fpr > 0
         if shown.any():
             smallest = min(smallest, float(fpr[shown].min()))
-        ax.step(fpr[shown], tpr[shown], where="post", label=label)
+        panel.add(fpr[shown], tpr[shown], step=True, label=label, color=color)
     chance = np.geomspace(smallest, 1, 50)
-    ax.plot(chance, chance, color="grey", linestyle=":", linewidth=1, label="chance")
-    ax.set_xscale("log")
-    # plain labels (0.001, 0.01, ...): the default 10^k labels are mathtext, whose parser is built on first use
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlim(smallest, 1)
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("false-positive rate (log scale)")
-    ax.set_ylabel("true-positive rate")
-    ax.legend(fontsize=7, loc="lower right")
-    ax.set_title(title, fontsize=10)
-    figure.subplots_adjust(left=0.12, right=0.97, top=0.9, bottom=0.12)
-    return png(figure)
+    panel.add(chance, chance, color="grey", style=":", width=1, label="chance")
+    panel.xlim = (smallest, 1.0)
+    return figure([[panel]], title=title, panel_size=(420, 300), legend_width=LEGEND + 90)
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -145,31 +120,34 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
-def _histograms(ax, values: dict[str, np.ndarray]) -> None:
+def _histograms(panel: Panel, values: dict[str, np.ndarray]) -> None:
+    """Each set's histogram outline, as the share of its samples per bin (sets of different sizes compare)."""
     pooled = np.concatenate(list(values.values())) if values else np.zeros(0)
     smallest = min((v.size for v in values.values()), default=0)
     n_bins = int(np.clip(smallest // 2, 1, MAX_BINS))
     bins = np.histogram_bin_edges(pooled, bins=n_bins) if pooled.size else np.linspace(0, 1, 2)
+    tallest = 0.0
     # strict=False: one style per series, so at most len(LINESTYLES) series are drawn
-    for (label, v), linestyle in zip(values.items(), LINESTYLES, strict=False):
+    for v, style, color in zip(values.values(), LINESTYLES, COLORS, strict=False):
         if v.size == 0:
             continue
-        ax.hist(
-            v,
-            bins=bins,
-            weights=np.full(v.shape, 1.0 / v.size),
-            histtype="step",
-            linewidth=1.5,
-            linestyle=linestyle,
-            label=f"{label} (n={v.size})",
-        )
+        shares = np.histogram(v, bins=bins)[0] / v.size
+        tallest = max(tallest, float(shares.max()))
+        panel.add(np.repeat(bins, 2), np.concatenate([[0.0], np.repeat(shares, 2), [0.0]]), color=color, style=style)
+    panel.ylim = (0.0, 1.05 * tallest or 1.0)
 
 
-def _ecdfs(ax, values: dict[str, np.ndarray]) -> None:
+def _ecdfs(panel: Panel, values: dict[str, np.ndarray]) -> None:
+    """Each set's ECDF, labelled with its size (the row's legend)."""
     # strict=False: one style per series, so at most len(LINESTYLES) series are drawn
-    for (label, v), linestyle in zip(values.items(), LINESTYLES, strict=False):
+    for (label, v), style, color in zip(values.items(), LINESTYLES, COLORS, strict=False):
         if v.size == 0:
             continue
         ordered = np.sort(v)
-        ax.step(ordered, np.arange(1, v.size + 1) / v.size, where="post", linestyle=linestyle, label=label)
-    ax.set_ylim(0, 1.02)
+        shares = np.arange(1, v.size + 1) / v.size
+        panel.add(ordered, shares, step=True, label=f"{label} (n={v.size})", color=color, style=style)
+
+
+def _colors() -> Iterator[str]:
+    """The palette's colours, over and over (a report may carry more ROC curves than it has colours)."""
+    return itertools.cycle(COLORS)

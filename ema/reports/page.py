@@ -62,11 +62,11 @@ def key_value_table(items: Mapping[str, object]) -> str:
     return f"<table>{rows}</table>"
 
 
-def image(png: bytes, *, alt: str, caption: str = "") -> str:
-    """A PNG inline as a data URI, with a caption."""
-    data = base64.b64encode(png).decode("ascii")
+def image(picture: bytes, *, alt: str, caption: str = "", mime: str = "image/png") -> str:
+    """A picture (PNG unless ``mime`` says otherwise, e.g. SVG) inline as a data URI, with a caption."""
+    data = base64.b64encode(picture).decode("ascii")
     caption_html = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
-    return f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{data}">{caption_html}</figure>'
+    return f'<figure><img alt="{esc(alt)}" src="data:{mime};base64,{data}">{caption_html}</figure>'
 
 
 def bullet_list(items: Iterable[object], *, css_class: str = "") -> str:

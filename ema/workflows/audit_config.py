@@ -139,9 +139,8 @@ class AuditConfig:
         A warned audit (see ``AuditOutcome.warnings``) gets the verdict ``inconclusive``.
     figures
         Draw report.html's figures (each method's score distributions, the ROC curves) and log
-        them under ``figures/``. False leaves them out, and matplotlib unimported: the verdict,
-        the numbers and the rest of the report are the same, and a cached audit's process is
-        about a tenth shorter (benchmarks/RESULTS.md, ``cli``).
+        them under ``figures/`` as SVG. False leaves them out: the verdict, the numbers and the
+        rest of the report are the same, and nothing is drawn (a few hundredths of a second).
     timeout, request_timeout
         Over HTTP: seconds the whole scoring, and one request, may take (wall time). Inside a
         command with a ``--timeout`` (:func:`ema.limits.command_limits`) the scoring gets what is

@@ -105,7 +105,7 @@ def assert_spark_report(on_spark, local) -> None:
     Both keep the attack-strength ROC figure: it comes from the calibration halves, not from the query.
     """
     assert keys.ARTIFACT_REPORT in artifacts_of(on_spark.run_id)
-    query_figure = f"{keys.ARTIFACT_FIGURES_DIR}/{on_spark.method}_scores.png"
+    query_figure = f"{keys.ARTIFACT_FIGURES_DIR}/{on_spark.method}_scores.svg"
     assert query_figure in figures_of(local.run_id)
     assert query_figure not in figures_of(on_spark.run_id)
     html = Path(MlflowClient().download_artifacts(on_spark.run_id, keys.ARTIFACT_REPORT)).read_text()

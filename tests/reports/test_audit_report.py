@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import re
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -15,7 +16,8 @@ from ema.reports.audit import AuditReport, render_audit_report
 from ema.reports.page import number
 from ema.workflows.methods import metric_vocabulary
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SVG_NS = "http://www.w3.org/2000/svg"
+SVG_ROOT = f"{{{SVG_NS}}}svg"
 
 
 def make_result(method="ema", verdict="not_memorized", *, metrics=None, thresholds=None, seed=0) -> AuditResult:
@@ -60,13 +62,13 @@ def test_render_audit_report_lists_the_pvalues():
     assert "rho_ema" in page and "0.0123" in page and "0.0456" in page and "&lt;= 0.1" in page
 
 
-def test_render_audit_report_inlines_its_figures_and_returns_them_as_png():
+def test_render_audit_report_inlines_its_figures_and_returns_them_as_svg():
     report = render()
-    assert list(report.figures) == ["ema_scores.png"]
-    (png,) = report.figures.values()
-    assert png.startswith(PNG_MAGIC)
-    inline = re.findall(r'src="data:image/png;base64,([^"]+)"', report.html)
-    assert [base64.b64decode(data) for data in inline] == [png]
+    assert list(report.figures) == ["ema_scores.svg"]
+    (picture,) = report.figures.values()
+    assert ElementTree.fromstring(picture).tag == SVG_ROOT
+    inline = re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', report.html)
+    assert [base64.b64decode(data) for data in inline] == [picture]
 
 
 def test_render_audit_report_is_self_contained():
@@ -120,13 +122,13 @@ def test_render_audit_report_draws_references_beside_the_query():
     rng = np.random.default_rng(1)
     with_refs = render(references={"members": {"confidence": rng.random(40)}, "non-members": {"other": rng.random(5)}})
     assert "beside the references (members, non-members)" in with_refs.html
-    assert with_refs.figures["ema_scores.png"] != render().figures["ema_scores.png"]
+    assert with_refs.figures["ema_scores.svg"] != render().figures["ema_scores.svg"]
 
 
 def test_render_audit_report_orders_methods_with_the_run_verdict_first():
     results = {"ema": make_result(), "ks-ratio": make_result("ks-ratio", "memorized", metrics={"rho_ks": 0.8})}
     report = render(results=results)
-    assert list(report.figures) == ["ema_scores.png", "ks-ratio_scores.png"]
+    assert list(report.figures) == ["ema_scores.svg", "ks-ratio_scores.svg"]
     assert "Verdict: Not memorized" in report.html and "ks-ratio says Memorized" in report.html
 
 
@@ -202,7 +204,7 @@ def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_a
     assert "power_retained" in power and "min_detectable_fraction" in power
     assert "p_removed" in report.html.split('id="pvalues"')[1].split("</section>")[0]
     assert "exchangeable with the non-member reference" in report.html  # its assumptions
-    assert list(report.figures) == ["reference_scores.png", "attack_roc.png"]  # its score's ROC on the references
+    assert list(report.figures) == ["reference_scores.svg", "attack_roc.svg"]  # its score's ROC on the references
     assert "reference: its score (member and non-member references)" in report.html.split('id="attack"')[1]
     certify = report.html.split('id="certify"')[1].split("</section>")[0]
     assert f"Certifiable margin: {number(result.metrics['certifiable_margin'])}" in certify
@@ -248,13 +250,14 @@ def _with_attack(result: AuditResult, n_nonmembers: int) -> AuditResult:
 
 def test_render_audit_report_draws_the_roc_curve_where_membership_is_known():
     report = render(results={"ema": _with_attack(make_result(), 2000)})
-    assert list(report.figures) == ["ema_scores.png", "attack_roc.png"]
-    assert report.figures["attack_roc.png"].startswith(PNG_MAGIC)
+    assert list(report.figures) == ["ema_scores.svg", "attack_roc.svg"]
+    roc = ElementTree.fromstring(report.figures["attack_roc.svg"])
+    assert "ema: confidence (calibration model's halves)" in {text.text for text in roc.iter(f"{{{SVG_NS}}}text")}
     section = report.html.split('id="attack"')[1]
-    assert "ema: confidence (calibration model&#x27;s halves)" in section and "figures/attack_roc.png" in section
+    assert "ema: confidence (calibration model&#x27;s halves)" in section and "figures/attack_roc.svg" in section
     assert "not resolved" not in section
-    inline = re.findall(r'src="data:image/png;base64,([^"]+)"', report.html)
-    assert report.figures["attack_roc.png"] in [base64.b64decode(data) for data in inline]
+    inline = re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', report.html)
+    assert report.figures["attack_roc.svg"] in [base64.b64decode(data) for data in inline]
 
 
 def test_render_audit_report_says_when_the_0_1pct_point_is_not_resolved():
@@ -265,7 +268,7 @@ def test_render_audit_report_says_when_the_0_1pct_point_is_not_resolved():
 def test_render_audit_report_without_figures_draws_none_and_says_so_where_they_would_be():
     report = render(results={"ema": _with_attack(make_result(), 2000)}, draw_figures=False)
     assert report.figures == {}
-    assert "<img" not in report.html and "data:image/png" not in report.html
+    assert "<img" not in report.html and "data:image/" not in report.html
     for anchor in ("distributions", "attack"):
         section = report.html.split(f'id="{anchor}"')[1].split("</section>")[0]
         assert "Not drawn: this audit ran without figures" in section, anchor
@@ -282,7 +285,7 @@ def _verdict_box(page: str) -> str:
 
 def test_render_audit_report_without_attack_strength_says_so_and_draws_no_roc():
     report = render()
-    assert "attack_roc.png" not in report.figures and "No attack strength was recorded" in report.html
+    assert "attack_roc.svg" not in report.figures and "No attack strength was recorded" in report.html
 
 
 def test_display_scale_spreads_scores_crowded_at_one_and_zero():

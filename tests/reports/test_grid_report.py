@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ema.reports.grid import render_grid_report
-from tests.reports.test_audit_report import PNG_MAGIC
+from tests.experiments.test_figures import PNG_MAGIC
 
 
 def test_render_grid_report_holds_tables_figures_and_notes():

@@ -282,9 +282,9 @@ def test_audit_report_renders_with_verdict_pvalues_and_figures(two_audits, ui_se
     pvalues = dom.split('id="pvalues"')[1].split("</section>")[0]
     for metric in ("rho_ema", "rho_ema_ks"):
         assert metric in pvalues and number(run.primary.metrics[metric]) in pvalues, metric
-    assert dom.count("<img ") >= 1 and 'src="data:image/png;base64,' in dom
+    assert dom.count("<img ") >= 1 and 'src="data:image/svg+xml;base64,' in dom
     assert "non-members (reference)" in dom  # the query's scores are drawn beside a reference's
-    assert "figures/ema_scores.png" in {a.path for a in MlflowClient().list_artifacts(run.run_id, "figures")}
+    assert "figures/ema_scores.svg" in {a.path for a in MlflowClient().list_artifacts(run.run_id, "figures")}
 
     experiment = MlflowClient().get_run(run.run_id).info.experiment_id
     view = f"{ui_server}/#/experiments/{experiment}/runs/{run.run_id}/artifacts/report.html"

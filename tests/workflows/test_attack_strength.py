@@ -37,9 +37,9 @@ def test_audit_logs_attack_strength_per_signal_and_for_the_calibrated_score(audi
 def test_audit_report_draws_the_roc_figure(audited, tmp_path):
     client = MlflowClient()
     figures = {f.path for f in client.list_artifacts(audited.run_id, keys.ARTIFACT_FIGURES_DIR)}
-    assert f"{keys.ARTIFACT_FIGURES_DIR}/attack_roc.png" in figures
+    assert f"{keys.ARTIFACT_FIGURES_DIR}/attack_roc.svg" in figures
     page = Path(client.download_artifacts(audited.run_id, keys.ARTIFACT_REPORT, str(tmp_path))).read_text()
     section = page.split('id="attack"')[1].split("</section>")[0]
     assert "ema: confidence (calibration model&#x27;s halves)" in section
     assert "calibrated: its score (member and non-member references)" in section
-    assert "figures/attack_roc.png" in section
+    assert "figures/attack_roc.svg" in section

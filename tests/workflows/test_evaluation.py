@@ -26,7 +26,7 @@ AUDIT_ARTIFACTS = {
     keys.ARTIFACT_CALIBRATION,
     keys.ARTIFACT_MEMBERSHIP,
     keys.ARTIFACT_REPORT,
-    f"{keys.ARTIFACT_FIGURES_DIR}/ema_scores.png",
+    f"{keys.ARTIFACT_FIGURES_DIR}/ema_scores.svg",
 }
 
 

@@ -199,7 +199,7 @@ def test_a_toy_method_registered_in_the_table_runs_and_renders_in_the_report(tra
     assert run.data.tags[keys.TAG_VERDICT] == run.data.tags[f"{keys.TAG_VERDICT}.toy"] == verdict
     assert run.data.metrics["p_flagged"] == pytest.approx(member.primary.metrics["p_flagged"])
     figures = {f.path for f in client.list_artifacts(member.run_id, keys.ARTIFACT_FIGURES_DIR)}
-    assert figures == {f"{keys.ARTIFACT_FIGURES_DIR}/toy_scores.png"}
+    assert figures == {f"{keys.ARTIFACT_FIGURES_DIR}/toy_scores.svg"}
     page = Path(client.download_artifacts(member.run_id, keys.ARTIFACT_REPORT, str(tmp_path))).read_text()
     pvalues = page.split('id="pvalues"')[1].split("</section>")[0]
     assert "p_flagged" in pvalues and "0.1" in pvalues and "toy&#x27;s binomial test" in pvalues

@@ -22,7 +22,7 @@ def plot_error_rates(summary: pd.DataFrame, *, alpha: float) -> bytes:
     """PNG: one row of panels per target, each method's error rate (or coverage) against |D_q|."""
     from matplotlib.figure import Figure
 
-    from ema.reports.figures import png
+    from ema.reports.canvas import png
 
     targets = list(dict.fromkeys(summary["target"]))
     fig = Figure(figsize=(4 * len(PANELS), 3.2 * len(targets)))

@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ema.auditors.ks_ratio import ks_statistic
-from ema.reports.figures import png
+from ema.reports.canvas import png
 
 #: Histogram bins of the continuous metrics.
 N_BINS = 40

@@ -220,7 +220,7 @@ def trace_figure(summary: pd.DataFrame, *, alpha: float) -> bytes:
     """PNG: per method, the share of forget-set subsets with retention and with over-unlearning against |D_q|."""
     from matplotlib.figure import Figure
 
-    from ema.reports.figures import png
+    from ema.reports.canvas import png
 
     fig = Figure(figsize=(10, 3.6))
     axes = fig.subplots(1, len(TRACE_KINDS), sharey=True)
