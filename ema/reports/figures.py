@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -13,8 +12,6 @@ from ema.reports.svg import COLORS, Panel, figure
 MAX_BINS = 40
 #: One panel of a score figure, pixels (width, height).
 PANEL = (330, 170)
-#: Pixels beside each row of a score figure for its legend.
-LEGEND = 230
 #: The query first, then each reference; line styles keep identical distributions visible.
 LINESTYLES = ("-", "--", ":", "-.")
 #: How close to 0 or 1 a score is drawn on a logit or log axis (float64 outputs reach exactly 1.0).
@@ -58,7 +55,7 @@ def score_distributions(
             histogram.vline(drawn_at, color="black", style="--", width=1)
             ecdf.vline(drawn_at, color="black", style="--", width=1, label=f"threshold {cut:.4g}")
         rows.append([histogram, ecdf])
-    return figure(rows or [[Panel()]], title=title, panel_size=PANEL, legend_width=LEGEND)
+    return figure(rows or [[Panel()]], title=title, panel_size=PANEL)
 
 
 def display_scale(signal: str, values: Mapping[str, np.ndarray]) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
@@ -95,24 +92,25 @@ def _minus_log10_minus(values: np.ndarray) -> np.ndarray:
 def roc_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], *, title: str) -> bytes:
     """ROC curves with a log-scale false-positive axis, as membership-inference papers draw them.
 
+    A false-positive rate of 0 (members found before any non-member) is drawn at the axis' left
+    end, where a log axis has no 0: a perfect attack is a line at the top, not nothing.
+
     Parameters
     ----------
     curves : mapping of str to (fpr, tpr)
         Label -> the curve's false- and true-positive rates (increasing FPR).
     title : str
     """
+    curves = {label: (np.asarray(fpr, float), np.asarray(tpr, float)) for label, (fpr, tpr) in curves.items()}
+    positive = [fpr[fpr > 0] for fpr, _ in curves.values()]
+    smallest = min([ROC_MIN_FPR, *(float(rates.min()) for rates in positive if rates.size)])
     panel = Panel(xlabel="false-positive rate (log scale)", ylabel="true-positive rate", log_x=True, ylim=(0, 1.02))
-    smallest = ROC_MIN_FPR
-    for (label, (fpr, tpr)), color in zip(curves.items(), _colors(), strict=False):
-        fpr, tpr = np.asarray(fpr, float), np.asarray(tpr, float)
-        shown = fpr > 0
-        if shown.any():
-            smallest = min(smallest, float(fpr[shown].min()))
-        panel.add(fpr[shown], tpr[shown], step=True, label=label, color=color)
+    panel.xlim = (smallest, 1.0)
+    for (label, (fpr, tpr)), (color, style) in zip(curves.items(), _looks(len(curves)), strict=True):
+        panel.add(np.maximum(fpr, smallest), tpr, step=True, label=label, color=color, style=style)
     chance = np.geomspace(smallest, 1, 50)
     panel.add(chance, chance, color="grey", style=":", width=1, label="chance")
-    panel.xlim = (smallest, 1.0)
-    return figure([[panel]], title=title, panel_size=(420, 300), legend_width=LEGEND + 90)
+    return figure([[panel]], title=title, panel_size=(420, 300))
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -144,10 +142,10 @@ def _ecdfs(panel: Panel, values: dict[str, np.ndarray]) -> None:
         if v.size == 0:
             continue
         ordered = np.sort(v)
-        shares = np.arange(1, v.size + 1) / v.size
-        panel.add(ordered, shares, step=True, label=f"{label} (n={v.size})", color=color, style=style)
+        at, share = np.r_[ordered[0], ordered], np.arange(v.size + 1) / v.size  # from 0: one sample is a step too
+        panel.add(at, share, step=True, label=f"{label} (n={v.size})", color=color, style=style)
 
 
-def _colors() -> Iterator[str]:
-    """The palette's colours, over and over (a report may carry more ROC curves than it has colours)."""
-    return itertools.cycle(COLORS)
+def _looks(count: int) -> list[tuple[str, str]]:
+    """A colour and a line style for each of ``count`` curves: the palette, then the palette with the next style."""
+    return [(COLORS[i % len(COLORS)], LINESTYLES[(i // len(COLORS)) % len(LINESTYLES)]) for i in range(count)]

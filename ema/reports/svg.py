@@ -10,6 +10,7 @@ SVG as they show PNG, and it stays sharp when zoomed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -38,6 +39,12 @@ FONT = "DejaVu Sans, Arial, Helvetica, sans-serif"
 TICK = 4
 #: Share of the data range left free at each end of a linear axis (as matplotlib's default margins).
 MARGIN = 0.05
+#: Most ticks on a log axis: decades beyond it are labelled every second, third, ... decade.
+MOST_LOG_TICKS = 8
+#: A legend's pixels per entry, per character of a label (DejaVu Sans at 11 px averages under 6.2), and before it.
+LEGEND_ROW, LEGEND_CHAR, LEGEND_SAMPLE = 18, 6.8, 32
+#: Characters XML 1.0 forbids (control characters, lone surrogates, U+FFFE, U+FFFF): written as U+FFFD.
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,8 @@ class Line:
     color: str = COLORS[0]
     style: str = "-"
     width: float = 1.5
+    #: Drawn across the panel's height at ``x`` (a threshold), whatever ``y`` and the y limits.
+    across: bool = False
 
 
 @dataclass
@@ -73,29 +82,35 @@ class Panel:
 
     def vline(self, x: float, **look) -> None:
         """A vertical line across the panel at ``x``, whatever its y limits."""
-        self.lines.append(Line(np.array([x, x]), np.array([np.nan, np.nan]), **look))
+        self.lines.append(Line(np.array([x, x]), np.array([np.nan, np.nan]), across=True, **look))
 
 
-def figure(rows: Sequence[Sequence[Panel]], *, title: str, panel_size: tuple[int, int], legend_width: int = 0) -> bytes:
-    """Panels in rows (each row's legend at its right, ``legend_width`` pixels wide) under a title, as SVG bytes."""
+def figure(rows: Sequence[Sequence[Panel]], *, title: str, panel_size: tuple[int, int], legend: bool = True) -> bytes:
+    """Panels in rows under a title, as SVG bytes; with ``legend``, each row's labelled lines listed at its right.
+
+    The legend is as wide as its longest label and a row as tall as its legend, so no entry is cut.
+    """
     width, height = panel_size
-    left, right, top, row_gap = 62, 16, 34, 66
+    left, right, top, row_gap = 62, 16, 48, 66
+    entries = [[line for panel in row for line in panel.lines if line.label and legend] for row in rows]
+    legend_width = max((LEGEND_SAMPLE + LEGEND_CHAR * len(line.label) for row in entries for line in row), default=0)
     columns = max((len(row) for row in rows), default=0)
-    total_width = left + columns * (width + left + right) - left + legend_width + right
-    total_height = top + len(rows) * (height + row_gap)
+    legend_x = left + columns * (width + left + right) - left - right + 14
+    total_width = round(legend_x + legend_width + right) if legend_width else legend_x - 14 + right
+    row_heights = [max(height + row_gap, LEGEND_ROW * (len(row) + 1)) for row in entries]
+    total_height = top + sum(row_heights)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_width}" height="{total_height}" '
         f'viewBox="0 0 {total_width} {total_height}" font-family="{FONT}">',
         '<rect width="100%" height="100%" fill="white"/>',
         _text(total_width / 2, 20, title, size=13, anchor="middle"),
     ]
-    for r, row in enumerate(rows):
-        y = top + 14 + r * (height + row_gap)
+    y = top
+    for r, (row, listed, row_height) in enumerate(zip(rows, entries, row_heights, strict=True)):
         for c, panel in enumerate(row):
-            x = left + c * (width + left + right)
-            parts.append(_panel(panel, (x, y, width, height), f"clip{r}-{c}"))
-        if legend_width and row:
-            parts.append(_legend([line for panel in row for line in panel.lines], x + width + 14, y))
+            parts.append(_panel(panel, (left + c * (width + left + right), y, width, height), f"clip{r}-{c}"))
+        parts.append(_legend(listed, legend_x, y))
+        y += row_height
     parts.append("</svg>")
     return "\n".join(parts).encode("utf-8")
 
@@ -111,13 +126,19 @@ def linear_ticks(low: float, high: float, count: int = 5) -> np.ndarray:
 
 
 def log_ticks(low: float, high: float) -> np.ndarray:
-    """The powers of ten inside [low, high] (both > 0)."""
-    return 10.0 ** np.arange(np.ceil(np.log10(low) - 1e-9), np.floor(np.log10(high) + 1e-9) + 1)
+    """The powers of ten inside [low, high] (both > 0); over :data:`MOST_LOG_TICKS` of them, every k-th, 1 kept."""
+    decades = 10.0 ** np.arange(np.ceil(np.log10(low) - 1e-9), np.floor(np.log10(high) + 1e-9) + 1)
+    every = -(-decades.size // MOST_LOG_TICKS)
+    return decades[::-1][::every][::-1]
 
 
-def tick_label(value: float) -> str:
-    """A tick's label: at most six significant digits (0.001, 2.5, -20), as matplotlib's plain labels."""
-    return f"{value:.6g}"
+def tick_labels(values: np.ndarray) -> list[str]:
+    """The ticks' labels: six significant digits (0.001, 2.5, -20), more where six would repeat one (a narrow range)."""
+    for digits in range(6, 18):
+        labels = [f"{value:.{digits}g}" for value in values]
+        if len(set(labels)) == len(labels):
+            break
+    return labels
 
 
 def limits(panel: Panel) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -159,21 +180,18 @@ def _panel(panel: Panel, box: tuple[float, float, float, float], clip: str) -> s
         f'<g clip-path="url(#{clip})" fill="none">',
     ]
     for line in panel.lines:
-        if np.isnan(line.y).all():  # a vertical line across the panel
-            ys = np.array([y0, y0 + height], float)
-        else:
-            ys = py(line.y)
+        ys = np.array([y0, y0 + height], float) if line.across else py(line.y)
         parts.append(_path(px(line.x), ys, line))
     parts.append("</g>")
     parts.append(f'<rect x="{x0}" y="{y0}" width="{width}" height="{height}" fill="none" stroke="black"/>')
     xticks = log_ticks(xlow, xhigh) if panel.log_x else linear_ticks(xlow, xhigh)
-    for value, at in zip(xticks, px(xticks), strict=True):
+    for label, at in zip(tick_labels(xticks), px(xticks), strict=True):
         parts.append(f'<path d="M{at:.1f},{y0 + height} v{TICK}" stroke="black"/>')
-        parts.append(_text(at, y0 + height + TICK + 11, tick_label(value), anchor="middle"))
+        parts.append(_text(at, y0 + height + TICK + 11, label, anchor="middle"))
     yticks = linear_ticks(ylow, yhigh)
-    for value, at in zip(yticks, py(yticks), strict=True):
+    for label, at in zip(tick_labels(yticks), py(yticks), strict=True):
         parts.append(f'<path d="M{x0},{at:.1f} h-{TICK}" stroke="black"/>')
-        parts.append(_text(x0 - TICK - 2, at + 4, tick_label(value), anchor="end"))
+        parts.append(_text(x0 - TICK - 2, at + 4, label, anchor="end"))
     parts.append(_text(x0 + width / 2, y0 + height + TICK + 28, panel.xlabel, size=12, anchor="middle"))
     middle = y0 + height / 2
     parts.append(_text(x0 - 48, middle, panel.ylabel, size=12, anchor="middle", rotate=(x0 - 48, middle)))
@@ -182,17 +200,19 @@ def _panel(panel: Panel, box: tuple[float, float, float, float], clip: str) -> s
 
 
 def _path(xs: np.ndarray, ys: np.ndarray, line: Line) -> str:
-    """A polyline through the finite points, its runs of equal pixels merged (an ECDF of thousands stays small)."""
+    """A polyline through the finite points at 0.1 px; a point inside a straight run drawn in one pixel column or
+    row is left out (an ECDF of thousands stays small), a turn in it (a histogram's peak) is kept.
+    """
     keep = np.isfinite(xs) & np.isfinite(ys)
     points = np.round(np.column_stack([xs[keep], ys[keep]]), 1)
     # repeats first: a point judged interior beside its own repeat could be a corner, and both corners go
     points = points[np.r_[True, np.any(points[1:] != points[:-1], axis=1)]] if len(points) else points
     if len(points) > 2:
-        inner = np.ones(len(points), bool)
-        same_x = (points[1:-1, 0] == points[:-2, 0]) & (points[1:-1, 0] == points[2:, 0])
-        same_y = (points[1:-1, 1] == points[:-2, 1]) & (points[1:-1, 1] == points[2:, 1])
-        inner[1:-1] = ~(same_x | same_y)
-        points = points[inner]
+        before, here, after = points[:-2], points[1:-1], points[2:]
+        between = (before - here) * (here - after) > 0  # per coordinate: strictly between its neighbours'
+        aligned = (before == here) & (here == after)
+        inside = (aligned[:, 0] & between[:, 1]) | (aligned[:, 1] & between[:, 0])
+        points = points[np.r_[True, ~inside, True]]
     if len(points) == 0:
         return ""
     text = np.char.mod("%.1f", points)
@@ -221,5 +241,5 @@ def _text(
     turned = f' transform="rotate(-90 {rotate[0]:.1f} {rotate[1]:.1f})"' if rotate else ""
     return (
         f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}"{turned}>'
-        f"{escape(str(text), quote=False)}</text>"
+        f"{escape(NOT_XML.sub(chr(0xFFFD), str(text)), quote=False)}</text>"
     )

@@ -190,7 +190,7 @@ def report_artifacts(
     run_id: str,
     fingerprint: str,
 ) -> dict[str, str | bytes]:
-    """``report.html`` and its figures (``figures/<method>_scores.png``, ``figures/attack_roc.png``), as artifacts.
+    """``report.html`` and its figures (``figures/<method>_scores.svg``, ``figures/attack_roc.svg``), as artifacts.
 
     ``results`` in the audit's order: the first method's verdict is the run's. ``warnings``:
     every warning of the audit (the gates' and the auditors'). ``fingerprint``: the query's, as

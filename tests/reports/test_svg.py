@@ -41,12 +41,12 @@ def test_linear_ticks_are_round_and_span_the_range(low, high):
 
 
 def test_linear_ticks_give_an_exact_zero():
-    assert 0.0 in svg.linear_ticks(-0.3, 0.7) and "-0" not in [svg.tick_label(t) for t in svg.linear_ticks(-0.3, 0.7)]
+    assert 0.0 in svg.linear_ticks(-0.3, 0.7) and "-0" not in svg.tick_labels(svg.linear_ticks(-0.3, 0.7))
 
 
 def test_log_ticks_are_the_decades_inside():
     assert np.allclose(svg.log_ticks(1e-4, 1.0), [1e-4, 1e-3, 1e-2, 1e-1, 1])
-    assert [svg.tick_label(t) for t in svg.log_ticks(3e-4, 0.5)] == ["0.001", "0.01", "0.1"]
+    assert svg.tick_labels(svg.log_ticks(3e-4, 0.5)) == ["0.001", "0.01", "0.1"]
 
 
 def test_a_step_line_holds_each_value_until_the_next_x():
@@ -116,3 +116,65 @@ def test_degenerate_scores_still_make_a_figure(scores):
 def test_no_scores_make_an_empty_figure():
     root = parsed(figures.score_distributions({}, thresholds={}, title="nothing"))
     assert "nothing" in texts(root)
+
+
+#: DejaVu Sans at 11 px: no label's characters average wider (measured in Chromium: 5.75 px for a legend label).
+CHAR_WIDTH = 6.2
+
+
+def _size(root: ElementTree.Element) -> tuple[float, float]:
+    return float(root.get("width")), float(root.get("height"))
+
+
+def test_legends_fit_long_labels_and_many_entries():
+    fpr = np.linspace(0, 1, 101)
+    long = "calibrated: its score (member and non-member references), measured on a very long query file name"
+    curves = {long: (fpr, fpr**0.5), **{f"score {i}": (fpr, fpr ** (1 / (i + 2))) for i in range(24)}}
+    root = parsed(figures.roc_curves(curves, title="roc"))
+    width, height = _size(root)
+    for text in root.iterfind(".//svg:text", NS):
+        if text.get("text-anchor") == "start":  # a legend entry
+            assert float(text.get("x")) + CHAR_WIDTH * len(text.text) <= width, text.text
+            assert float(text.get("y")) <= height, text.text
+    looks = {(path.get("stroke"), path.get("stroke-dasharray")) for path in root.iterfind(".//svg:g/svg:path", NS)}
+    assert len(looks) == 26  # 25 curves and chance, each its own colour and dash
+
+
+def test_characters_xml_forbids_are_replaced_not_written():
+    label = "query\x0bfile\x00 \udcff.csv"
+    root = parsed(
+        figures.score_distributions({label: {"confidence": np.linspace(0.5, 1, 20)}}, thresholds={}, title=label)
+    )
+    assert "query\ufffdfile\ufffd \ufffd.csv" in texts(root)
+
+
+def test_a_curve_whose_false_positive_rates_are_all_zero_is_drawn_at_the_left_end():
+    root = parsed(figures.roc_curves({"perfect": (np.zeros(3), np.array([0.0, 0.5, 1.0]))}, title="roc"))
+    frame = root.find(".//svg:rect[@stroke='black']", NS)
+    left, top = float(frame.get("x")), float(frame.get("y"))
+    (perfect, _) = root.findall(".//svg:g/svg:path", NS)
+    drawn = points(perfect)
+    assert np.all(drawn[:, 0] == left) and drawn[:, 1].min() < top + 10  # up the left edge to a TPR of 1
+
+
+def test_a_histogram_peak_is_kept_when_many_bins_share_a_pixel_column():
+    """A threshold far from the data squeezes the bins into one pixel column: the tallest bin's top must stay."""
+    values = np.random.default_rng(3).normal(size=2000)
+    root = parsed(figures.score_distributions({"q": {"score": values}}, thresholds={"score": 50_000.0}, title="t"))
+    frame = root.find(".//svg:rect[@stroke='black']", NS)  # the histogram's panel comes first
+    top, height = float(frame.get("y")), float(frame.get("height"))
+    histogram = root.find(".//svg:g/svg:path", NS)
+    assert points(histogram)[:, 1].min() == pytest.approx(top + height * (1 - 1 / 1.05), abs=0.15)
+
+
+def test_tick_labels_differ_on_a_narrow_range_and_log_ticks_thin_out():
+    assert len(set(svg.tick_labels(svg.linear_ticks(1.0, 1.0 + 1e-12)))) == len(svg.linear_ticks(1.0, 1.0 + 1e-12))
+    assert len(set(svg.tick_labels(svg.linear_ticks(1e6, 1e6 + 1e-3)))) > 2
+    decades = svg.log_ticks(1e-30, 1.0)
+    assert decades.size <= svg.MOST_LOG_TICKS and decades[-1] == 1.0
+
+
+def test_one_sample_draws_its_ecdf_step_from_zero():
+    root = parsed(figures.score_distributions({"q": {"score": np.array([0.3])}}, thresholds={}, title="t"))
+    ecdf = root.findall(".//svg:g/svg:path", NS)[1]
+    assert np.ptp(points(ecdf)[:, 1]) > 100  # from 0 to 1: most of the panel's height
