@@ -85,14 +85,14 @@ class Panel:
         self.lines.append(Line(np.array([x, x]), np.array([np.nan, np.nan]), across=True, **look))
 
 
-def figure(rows: Sequence[Sequence[Panel]], *, title: str, panel_size: tuple[int, int], legend: bool = True) -> bytes:
-    """Panels in rows under a title, as SVG bytes; with ``legend``, each row's labelled lines listed at its right.
+def figure(rows: Sequence[Sequence[Panel]], *, title: str, panel_size: tuple[int, int]) -> bytes:
+    """Panels in rows under a title, as SVG bytes, each row's labelled lines listed at its right (its legend).
 
-    The legend is as wide as its longest label and a row as tall as its legend, so no entry is cut.
+    The legends are as wide as the longest label and a row as tall as its legend, so no entry is cut.
     """
     width, height = panel_size
     left, right, top, row_gap = 62, 16, 48, 66
-    entries = [[line for panel in row for line in panel.lines if line.label and legend] for row in rows]
+    entries = [[line for panel in row for line in panel.lines if line.label] for row in rows]
     legend_width = max((LEGEND_SAMPLE + LEGEND_CHAR * len(line.label) for row in entries for line in row), default=0)
     columns = max((len(row) for row in rows), default=0)
     legend_x = left + columns * (width + left + right) - left - right + 14
