@@ -72,12 +72,14 @@ def audit_history(
 
 def verdicts_text(tags: dict[str, str], method: str) -> str:
     """The run's verdict (its first method's), then, for a combination, each other method's in brackets:
-    ``memorized (calibrated inconclusive)``.
+    ``memorized (calibrated inconclusive)``, ``memorized (ks-ratio not_memorized)`` for ``both``.
+
+    The methods are the run's tag ``ema.methods``; a run logged before it existed is read from its
+    method's name (``ema+calibrated``).
     """
+    methods = tags[keys.TAG_METHODS].split(",") if keys.TAG_METHODS in tags else method.split("+")
     others = [
-        f"{name} {tags[f'{keys.TAG_VERDICT}.{name}']}"
-        for name in method.split("+")[1:]
-        if f"{keys.TAG_VERDICT}.{name}" in tags
+        f"{name} {tags[f'{keys.TAG_VERDICT}.{name}']}" for name in methods[1:] if f"{keys.TAG_VERDICT}.{name}" in tags
     ]
     return tags.get(keys.TAG_VERDICT, "") + (f" ({', '.join(others)})" if others else "")
 
@@ -135,7 +137,7 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
 
 
 #: The trail table's leading columns; its numbers, options and run id follow (:func:`trail_table`).
-TRAIL_COLUMNS = ("version", "time", "query", "run_method", "method", "verdict")
+TRAIL_COLUMNS = ("version", "time", "query", "data", "run_method", "method", "verdict")
 
 
 def version_trail(model_name: str, *, query: str) -> pd.DataFrame:

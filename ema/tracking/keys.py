@@ -52,6 +52,8 @@ TAG_PARENT_RUN = "mlflow.parentRunId"
 #: The tag MLflow puts on a logged dataset input to say what the run used it for.
 TAG_DATASET_CONTEXT = "mlflow.data.context"
 TAG_VERDICT = "verdict"
+#: An audit's methods in the order its plan ran them, comma-separated: the first gives the run's verdict.
+TAG_METHODS = "ema.methods"
 #: What a run is (``audit`` for audit runs), and which process on which host runs it.
 TAG_RUN_KIND = "ema.run_kind"
 #: Set on an ``mlflow.models.evaluate`` run: the id of the audit run nested under it, whose results it mirrors.

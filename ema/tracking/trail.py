@@ -26,8 +26,20 @@ OPTIONS = ("input", "calibration", "route", "members", "nonmembers", "margin", "
 #: The record's key naming the method that certified with its ``margin`` and ``level`` (None: no method did).
 CERTIFIED_BY = "certified_by"
 #: Options a row shows only where some audit of the table set them (``level``: the one-sided level a method
-#: certified its margin at).
-OPTIONS_WHERE_SET = ("level", "label_column", "calibration_file", "image_size", "augment")
+#: certified its margin at; EMA's ``alpha``, ``test``, ``k``, ``threshold_mode`` and the ``cal_seed``, recorded
+#: only where not the default).
+OPTIONS_WHERE_SET = (
+    "level",
+    "label_column",
+    "calibration_file",
+    "image_size",
+    "augment",
+    "alpha",
+    "test",
+    "k",
+    "threshold_mode",
+    "cal_seed",
+)
 
 
 def trail_record(
@@ -84,7 +96,8 @@ def answer(method: str, verdict: str, metrics: Mapping[str, float], numbers: Seq
 
 
 def trail_rows(record: Mapping[str, object]) -> list[dict[str, object]]:
-    """One row per method of a record: time, query, the run's method, the method, verdict, numbers, options, run.
+    """One row per method of a record: time, query, its data (size and fingerprint's first 8 characters: two
+    sets named alike tell apart), the run's method, the method, verdict, numbers, options, run.
 
     A record from before ``results`` existed reads as one row: its method, verdict and
     :data:`LEGACY_NUMBERS`, no options.
@@ -96,9 +109,11 @@ def trail_rows(record: Mapping[str, object]) -> list[dict[str, object]]:
             **{key: record[key] for key in LEGACY_NUMBERS if record.get(key) is not None},
         }
     ]
+    n_query = record.get("n_query")
     common = {
         "time": record.get("time"),
         "query": record.get("query"),
+        "data": f"{int(n_query) if n_query is not None else '?'} {str(record.get('query_fingerprint', ''))[:8]}",
         "run_method": record.get("run_method", record.get("method")),
     }
     options = record.get("options") or {}

@@ -113,6 +113,7 @@ def _log_results(
         tags={
             **tags,
             keys.TAG_VERDICT: primary.verdict,
+            keys.TAG_METHODS: ",".join(results),
             **{f"{keys.TAG_VERDICT}.{m}": r.verdict for m, r in results.items()},
             keys.TAG_ACCESS: scored.access,
             keys.TAG_OUTPUTS_DETECTED: scored.detected,

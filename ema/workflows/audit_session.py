@@ -70,12 +70,14 @@ RUN_NAME_METHOD_CHARS = 3
 def audit_run_name(query: str, method: str, model: str) -> str:
     """An audit run's name, short enough for the MLflow UI's columns: ``M1 · ema+cal · ema-target v4``.
 
-    The query's name is cut to :data:`RUN_NAME_QUERY_CHARS` (ending in ``…``), a combination's
-    methods to their first :data:`RUN_NAME_METHOD_CHARS` letters; the model's label is kept
-    whole (its version tells audits of one model apart).
+    The query's name is cut to :data:`RUN_NAME_QUERY_CHARS`, its middle left out (``heldo…M6-300``:
+    names that differ at the end, as numbered files do, stay apart), a combination's methods to
+    their first :data:`RUN_NAME_METHOD_CHARS` letters; the model's label is kept whole (its version
+    tells audits of one model apart).
     """
     if len(query) > RUN_NAME_QUERY_CHARS:
-        query = query[: RUN_NAME_QUERY_CHARS - 1] + "…"
+        head = (RUN_NAME_QUERY_CHARS - 1) // 2
+        query = query[:head] + "…" + query[len(query) - (RUN_NAME_QUERY_CHARS - 1 - head) :]
     if "+" in method:
         method = "+".join(part[:RUN_NAME_METHOD_CHARS] for part in method.split("+"))
     return f"{query} · {method} · {model}"

@@ -6,6 +6,7 @@ The record's layout, and how ``ema compare --model NAME --query Q`` reads it bac
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -24,6 +25,9 @@ from ema.workflows.methods import method_spec
 
 if TYPE_CHECKING:
     from ema.workflows.audit import AuditOutcome
+
+#: AuditConfig's defaults, by field name.
+AUDIT_DEFAULTS = {field.name: field.default for field in dataclasses.fields(AuditConfig)}
 
 
 def trail_options(
@@ -51,7 +55,18 @@ def trail_options(
         "calibration_file": config.calibration_file,
         "image_size": config.image_size,
         "augment": config.augment if config.augment != AUGMENT_NONE else None,
+        **{name: non_default(config, name) for name in SETTINGS},
     }
+
+
+#: Settings of EMA's tests and thresholds and of the calibration that change a verdict: recorded where not default.
+SETTINGS = ("alpha", "test", "k", "threshold_mode", "cal_seed")
+
+
+def non_default(config: AuditConfig, name: str) -> object:
+    """``config``'s value of the field ``name``, or None where it is the default (the trail shows only changes)."""
+    value = getattr(config, name)
+    return None if value == AUDIT_DEFAULTS[name] else value
 
 
 def certified_with(results: Mapping[str, AuditResult]) -> tuple[str, float, float] | None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from ema.auditors.attack import ATTACK_METRICS
+from ema.auditors.attack import ATTACK_METRICS, AUC_METRIC
 from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
 from ema.auditors.ks_ratio import KSRatioAuditor
@@ -120,7 +120,15 @@ _BUILT_IN: tuple[Method, ...] = (
         auditors=(ReferenceAuditor, CalibratedAuditor),
         runner=_deferred("run_calibrated"),
         certifies=True,
-        trail=("p_removed", "p_retained", "retained_fraction", "retained_ci_low", "retained_ci_high"),
+        trail=(
+            "p_removed",
+            "p_retained",
+            "retained_fraction",
+            "retained_ci_low",
+            "retained_ci_high",
+            "certifiable_margin",
+            f"{AUC_METRIC}.{ATTACK_SUFFIX}",
+        ),
         metrics=(
             Metric("p_removed", PVALUE, "p-value of the hypothesis 'the query set was removed' (small: it was not)"),
             Metric("p_retained", PVALUE, "p-value of the hypothesis 'the query set is retained' (small: it is not)"),

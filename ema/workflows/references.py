@@ -89,8 +89,15 @@ def member_reference(
         )
     if len(members) == 0:
         return None
-    left_out = "the query's own left out" if query is not None else "the query (a Spark table) not left out"
-    return Reference(members, f"{known.description}: {len(members)} samples, {left_out}")
+    counted = kept_words(len(members), len(known.data)) if query is not None else f"{len(members)} samples"
+    left_out = "" if query is not None else ", the query (a Spark table) not left out"
+    return Reference(members, f"{known.description}: {counted}{left_out}")
+
+
+def kept_words(kept: int, read: int) -> str:
+    """How many samples a reference keeps of those it read, and how many were the query's (left out)."""
+    left_out = read - kept
+    return f"{kept} samples, {left_out} of the query's left out" if left_out else f"{kept} samples, none the query's"
 
 
 def training_data(target: Target, *, max_images: int = DEFAULT_MAX_QUERY) -> Reference | None:
@@ -147,7 +154,7 @@ def nonmember_reference(
                 f"reference file {reference_file}: expected samples besides the query's, got only the query's own "
                 f"{len(data)}"
             )
-        return Reference(kept, f"file {reference_file}: {len(kept)} samples, the query's own left out")
+        return Reference(kept, f"file {reference_file}: {kept_words(len(kept), len(data))}")
     if target.calibration_data is None and (unused := target.splits().reference) is not None:
         data = target.prepared(unused)
         return Reference(data, f"unused images of {target.data} (no split holds them): {len(data)} samples")

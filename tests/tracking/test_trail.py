@@ -31,7 +31,7 @@ LEGACY = {
 
 
 def combined_record() -> dict:
-    ema = {"rho_ema": 0.3, "rho_ema_ks": 0.2, "flag_rate": 0.9}
+    ema = {"rho_ema": 0.3, "rho_ema_ks": 0.2, "flag_rate": 0.9, "n_query": 200.0}
     calibrated = {
         "p_removed": 0.001,
         "p_retained": 0.6,
@@ -84,7 +84,8 @@ def test_trail_table_lines_up_methods_numbers_and_options():
     rows = [{"version": 2, **row} for row in trail_rows(combined_record())] + [{"version": 1, **trail_rows(LEGACY)[0]}]
     table = trail_table(rows)
     assert list(table["version"]) == [2, 2, 1]  # sorted by time: the old record's is later
-    assert list(table.columns[:6]) == ["version", "time", "query", "run_method", "method", "verdict"]
+    assert list(table.columns[:7]) == ["version", "time", "query", "data", "run_method", "method", "verdict"]
+    assert list(table["data"]) == ["200 abc", "200 abc", "? abc"]  # size and fingerprint: same-named sets told apart
     assert {"rho_ema", "p_removed", "input", "calibration", "members", "nonmembers", "margin", "strict"} <= set(
         table.columns
     )
@@ -97,10 +98,11 @@ def test_trail_table_lines_up_methods_numbers_and_options():
 
 def test_trail_table_shows_options_only_some_audits_set():
     record = combined_record()
-    record["options"] = {**OPTIONS, "image_size": 64}
+    record["options"] = {**OPTIONS, "image_size": 64, "alpha": 0.001}
     record["results"][1]["retained_ci_high"] = 0.95
     table = trail_table([{"version": 1, **row} for row in trail_rows(record)])
-    assert list(table["image_size"]) == [64, 64]
+    assert list(table["image_size"]) == [64, 64] and list(table["alpha"]) == [0.001, 0.001]
+    assert "test" not in table.columns and "cal_seed" not in table.columns  # left at their defaults
     assert list(table["retained"]) == ["", "0.80 [0.50, 0.95]"]
 
 
@@ -109,7 +111,9 @@ def test_trail_table_shows_options_only_some_audits_set():
     [
         ("M1", "ema+calibrated", "ema-target v4", "M1 · ema+cal · ema-target v4"),
         ("M6", "both", "ema-target v12", "M6 · both · ema-target v12"),
-        ("forget-request-17.npz", "calibrated", "xray v3", "forget-requ… · calibrated · xray v3"),
+        ("forget-request-17.npz", "calibrated", "xray v3", "forge…17.npz · calibrated · xray v3"),
+        ("heldout-M6-300", "ema", "ema-target v1", "heldo…M6-300 · ema · ema-target v1"),
+        ("heldout-M6-600", "ema", "ema-target v1", "heldo…M6-600 · ema · ema-target v1"),
     ],
 )
 def test_audit_run_name_keeps_query_method_and_model_visible(query, method, model, name):
@@ -121,3 +125,18 @@ def test_describe_transform_says_scale_and_normalisation():
     assert describe_transform(InputTransform()) == "x1"
     assert describe_transform(InputTransform(scale=255.0)) == "x255"
     assert describe_transform(InputTransform(mean=0.1307, std=0.3081)) == "x1 norm 0.1307,0.3081"
+
+
+def test_trail_options_record_emas_settings_where_not_the_default():
+    from ema.workflows.audit_config import AuditConfig
+    from ema.workflows.audit_trail import SETTINGS, non_default
+
+    changed = AuditConfig(query="M1", alpha=0.001, test="ks", k=50, threshold_mode="per-class", cal_seed=3)
+    assert {name: non_default(changed, name) for name in SETTINGS} == {
+        "alpha": 0.001,
+        "test": "ks",
+        "k": 50,
+        "threshold_mode": "per-class",
+        "cal_seed": 3,
+    }
+    assert {non_default(AuditConfig(query="M1"), name) for name in SETTINGS} == {None}

@@ -113,7 +113,11 @@ def test_audit_prints_headline_numbers_and_history_every_methods_verdict(trained
     auc_line = next(line for line in both.output.splitlines() if "attack AUC" in line)
     assert auc_line.startswith("  ema: attack AUC where membership is known: correctness ")
     run_id = both.output.split("run ")[1].split(")")[0]
-    verdicts = {m: MlflowClient().get_run(run_id).data.tags[f"verdict.{m}"] for m in ("ema", "calibrated")}
+    tags = MlflowClient().get_run(run_id).data.tags
+    verdicts = {m: tags[f"verdict.{m}"] for m in ("ema", "calibrated")}
+    assert tags["ema.methods"] == "ema,calibrated"  # the plan's order: history reads the others from it
+    trail = json.loads(MlflowClient().get_model_version(name, outcome.version.version).tags[keys.TAG_LAST_AUDIT])
+    assert trail["run_id"] == run_id and {"certifiable_margin", "mia_auc.calibrated"} <= set(trail["results"][1])
     alone = audit(AuditConfig(model_uri=uri, query="M6", method="calibrated", figures=False), progress=False)
     listed = ema("history", "--model", name, "--query", "M6")
     assert listed.exit_code == 0, listed.output

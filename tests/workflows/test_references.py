@@ -36,8 +36,12 @@ def test_member_reference_of_a_trained_target_is_its_other_folds(trained):
     reference = member_reference(target, splits.query("M1"))
     assert len(reference.data) == len(splits.train) - len(splits.query("M1"))
     assert "training data of" in reference.description
+    assert reference.description.endswith(
+        f"{len(reference.data)} samples, {len(splits.query('M1'))} of the query's left out"
+    )
     held_out = member_reference(target, splits.query("M6"))
     assert len(held_out.data) == len(splits.train)
+    assert held_out.description.endswith(f"{len(splits.train)} samples, none the query's")  # nothing was left out
     assert nonmember_reference(target).data.fingerprint == splits.calibration.fingerprint
 
 
@@ -48,7 +52,7 @@ def test_member_reference_from_a_file_and_none_without_lineage(trained, tmp_path
     path = write_set(splits.query("M2"), tmp_path / "members.npz")
     from_file = member_reference(target, splits.query("M1"), str(path))
     np.testing.assert_array_equal(from_file.data.x, splits.query("M2").x)
-    assert from_file.description.startswith(f"file {path}")
+    assert from_file.description == f"file {path}: {len(splits.query('M2'))} samples, none the query's"
     unregistered = dataclasses.replace(target, version=None)
     assert member_reference(unregistered, splits.query("M1")) is None
 

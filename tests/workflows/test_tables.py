@@ -232,9 +232,9 @@ def test_member_and_nonmember_files_leave_the_querys_own_rows_out_whatever_their
         reference_file=str(tmp_path / "reference.csv"),
     )
     tags = mlflow.get_run(outcome.run_id).data.tags
-    n_m2, n_calibration = len(splits.query("M2")), len(splits.calibration)
-    assert tags["ema.member_reference"].endswith(f": {n_m2} samples, the query's own left out")
-    assert tags["ema.nonmember_reference"].endswith(f": {n_calibration} samples, the query's own left out")
+    n_m1, n_m2, n_calibration = len(splits.query("M1")), len(splits.query("M2")), len(splits.calibration)
+    assert tags["ema.member_reference"].endswith(f": {n_m2} samples, {n_m1} of the query's left out")
+    assert tags["ema.nonmember_reference"].endswith(f": {n_calibration} samples, {n_m1} of the query's left out")
 
 
 def test_a_members_file_holding_only_the_querys_own_rows_is_refused(tabular):
