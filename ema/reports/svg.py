@@ -2,8 +2,8 @@
 
 An audit's figures are step lines (histograms, ECDFs, ROC curves) on linear or log-x axes, with
 ticks, labels and a legend. matplotlib drew them in 0.8 s of a 5.2 s cached ``ema audit``
-process (its import 0.23 s, its artists and canvas the rest; benchmarks/RESULTS.md, 2026-11-28
-06:25 UTC): that process was 1.38x the imports against a goal of 1.25x, the same audit without
+process (its import 0.23 s, its artists and canvas the rest; the full benchmark run of 2026-11-28
+06:25 UTC, CHANGELOG): that process was 1.38x the imports against a goal of 1.25x, the same audit without
 figures 1.16x. Writing the few SVG elements they need takes milliseconds. Browsers, report.html
 and MLflow's artifact viewer show SVG as they show PNG, and it stays sharp when zoomed.
 """
