@@ -113,6 +113,11 @@ def test_history_lists_audits_newest_first_and_filters(foreign):
         main, ["history", "--model", "foreign-proba", "--query", "M1", "--verdict", "memorized"]
     )
     assert second.run_id in filtered.output and first.run_id not in filtered.output
+    none = CliRunner().invoke(main, ["history", "--model", "foreign-proba", "--query", "M9", "--verdict", "memorized"])
+    assert none.exit_code == 0 and none.output.strip() == (
+        "no audits of 'foreign-proba' with query 'M9' and verdict memorized found "
+        "(finished ones; --all for every audit)"
+    )
     compared = CliRunner().invoke(main, ["compare", first.run_id, second.run_id])
     assert compared.exit_code == 0
     assert "metric rho_ema" in compared.output and first.run_id[:8] in compared.output
