@@ -31,8 +31,8 @@ def history(model_name, query, verdict, include_all):
     table = audit_history(model_name, query=query, verdict=verdict, include_all=include_all)
     if table.empty:
         registered_model(model_name)  # no audits and no such model: a typo, said as one
-        filters = [f"query {query!r}" if query else "", f"verdict {verdict}" if verdict else ""]
-        among = " with " + " and ".join(f for f in filters if f) if any(filters) else ""
+        filters = " and ".join(f for f in (query and f"query {query!r}", verdict and f"verdict {verdict}") if f)
+        among = f" with {filters}" if filters else ""
         finished = "" if include_all else " (finished ones; --all for every audit)"
         click.echo(f"no audits of {model_name!r}{among} found{finished}")
         return

@@ -35,7 +35,7 @@ COLORS = (
 #: matplotlib's line styles as SVG dash arrays (None: solid).
 DASHES = {"-": None, "--": "6,3", ":": "1.5,2.5", "-.": "6,2,1.5,2"}
 FONT = "DejaVu Sans, Arial, Helvetica, sans-serif"
-#: Pixels between a panel's frame and its tick labels, axis labels and title.
+#: A tick mark's length, pixels (its label sits beyond it).
 TICK = 4
 #: Share of the data range left free at each end of a linear axis (as matplotlib's default margins).
 MARGIN = 0.05
@@ -223,13 +223,19 @@ def _path(xs: np.ndarray, ys: np.ndarray, line: Line) -> str:
 
 
 def _legend(lines: Sequence[Line], x: float, y: float) -> str:
-    """One entry per labelled line: a short sample of the line, then its label."""
+    """One entry per line (the labelled ones): a short sample of the line, then its label."""
     parts = []
-    for i, line in enumerate(entry for entry in lines if entry.label):
-        at = y + 8 + i * 18
-        sample = Line(np.array([x, x + 26]), np.array([at, at]), color=line.color, style=line.style, width=line.width)
+    for i, line in enumerate(lines):
+        at = y + 8 + i * LEGEND_ROW
+        sample = Line(
+            np.array([x, x + LEGEND_SAMPLE - 6]),
+            np.array([at, at]),
+            color=line.color,
+            style=line.style,
+            width=line.width,
+        )
         parts.append(_path(sample.x, sample.y, sample))
-        parts.append(_text(x + 32, at + 4, line.label, anchor="start"))
+        parts.append(_text(x + LEGEND_SAMPLE, at + 4, line.label, anchor="start"))
     return "\n".join(parts)
 
 
