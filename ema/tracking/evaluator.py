@@ -12,7 +12,8 @@ Runs: ``evaluate`` opens (or reuses) a run; the audit runs as a child of it, exa
 ``ema audit`` logs an audit run (params, metrics, tags, ``calibration.json``,
 ``membership.csv``, ``report.html``, ``figures/``), so ``ema history`` and ``ema compare``
 find it. The evaluation run then receives the audit's metrics, its tags (verdict...), the
-params it does not have yet, a copy of ``report.html``, and ``ema.audit_run`` naming the child.
+params it does not have yet, a copy of ``report.html``, and ``ema.audit_run`` naming the child;
+it takes the child's name when its own is one MLflow made up (nobody chose it).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import mlflow
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.models.evaluation.artifacts import CsvEvaluationArtifact, JsonEvaluationArtifact, TextEvaluationArtifact
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+from mlflow.utils.name_utils import _GENERATOR_NOUNS, _GENERATOR_PREDICATES
 
 from ema.data.arrays import ArraySet
 from ema.data.frames import set_from_frame
@@ -161,12 +164,17 @@ def registered_uri(model) -> str:
 def mirror_audit_run(audit_run: str, run_id: str) -> dict[str, float]:
     """Copy the audit run's metrics, tags, missing params and ``report.html`` onto the evaluation run.
 
+    The evaluation run is renamed as the audit run only when its name is one MLflow generated.
+
     Returns the metrics.
     """
     client = mlflow.MlflowClient()
     audit = client.get_run(audit_run).data
-    own = client.get_run(run_id).data.params
+    evaluation = client.get_run(run_id)
+    own = evaluation.data.params
     tags = {k: v for k, v in audit.tags.items() if not k.startswith("mlflow.") and k not in OWN_TAGS}
+    if is_generated_name(evaluation.info.run_name):
+        tags[MLFLOW_RUN_NAME] = audit.tags[MLFLOW_RUN_NAME]
     now = int(time.time() * 1000)
     client.log_batch(
         run_id,
@@ -178,3 +186,13 @@ def mirror_audit_run(audit_run: str, run_id: str) -> dict[str, float]:
         report = mlflow.artifacts.download_artifacts(run_id=audit_run, artifact_path=keys.ARTIFACT_REPORT, dst_path=tmp)
         client.log_artifact(run_id, str(Path(report)))
     return dict(audit.metrics)
+
+
+def is_generated_name(name: str) -> bool:
+    """Whether ``name`` is one MLflow gives a run started without a name (``predicate-noun-number``).
+
+    The evaluation run is often started by ``mlflow.models.evaluate`` itself; a name of that
+    form says nobody chose it, so the evaluator may name it as ``ema audit`` names its runs.
+    """
+    parts = name.split("-")
+    return len(parts) == 3 and parts[0] in _GENERATOR_PREDICATES and parts[1] in _GENERATOR_NOUNS and parts[2].isdigit()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -12,10 +13,12 @@ import pytest
 from mlflow.models.evaluation import ModelEvaluator
 from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry
 from mlflow.tracking import MlflowClient
+from mlflow.utils.name_utils import _generate_random_name
 
 from ema.data.files import write_set
 from ema.data.presets import load_splits
 from ema.tracking import keys
+from ema.tracking.evaluator import is_generated_name
 from ema.tracking.history import audit_history
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.evaluation import EMAEvaluator
@@ -83,12 +86,25 @@ def test_evaluate_with_the_ema_evaluator_logs_the_audit_on_the_run(trained, ema_
     assert result.metrics["verdict_code"] == {"memorized": 1.0, "not_memorized": 0.0}[run.data.tags[keys.TAG_VERDICT]]
     assert child.data.params[keys.PARAM_QUERY] == "dataset"  # the MLflow dataset's name, not a temporary file's
     assert child.info.run_name == "dataset · ema · ema-target v1"  # named as `ema audit` names its runs
+    assert run.info.run_name == child.info.run_name  # the run evaluate started had a made-up name
     assert AUDIT_ARTIFACTS <= artifact_paths(client, child.info.run_id)
     report = result.artifacts[keys.ARTIFACT_REPORT].content
     assert "Verdict: " in report and "rho_ema" in report and "<img " in report
     assert "beside the references (" in report and "non-members (reference)" in report
     version = client.get_model_version("ema-target", "1")
     assert child.info.run_id in version.tags[keys.TAG_LAST_AUDIT]  # the version's audit trail records it
+
+
+def test_the_ema_evaluator_keeps_the_name_of_a_run_the_user_named(trained, ema_evaluator, query):
+    with mlflow.start_run(run_name="forget request 17") as run:
+        evaluate(pixel_frame(query))
+    assert MlflowClient().get_run(run.info.run_id).info.run_name == "forget request 17"
+
+
+def test_names_mlflow_makes_up_are_told_from_chosen_ones():
+    random.seed(0)
+    assert all(is_generated_name(_generate_random_name()) for _ in range(500))
+    assert not any(map(is_generated_name, ["forget-request-17", "bold-owl", "bold-owl-x", "audit M1", "bold-owl-1-2"]))
 
 
 def test_the_ema_evaluator_runs_the_same_audit_as_ema_audit(trained, ema_evaluator, query, tmp_path):
