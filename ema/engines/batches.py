@@ -1,15 +1,15 @@
 """What a Spark job runs on each batch of the query, in its executors' Python: pandas in, pandas out.
 
-Each function applies the in-process code to one batch: :func:`ema.oracle.prepare_inputs`
-(what the oracle hands the model, from images or a table's features),
-:func:`ema.oracle.interpret_outputs` (what the model's outputs mean) and
-:meth:`ema.auditors.EMAAuditor.flag` (scores, flags, M). No pyspark here:
-the functions are plain values that Spark ships to its executors, and test without it.
+:class:`AuditBatch` applies the in-process audit to one batch, in one pass: the batch's images
+(or a table's features) go through the in-process oracle (:meth:`ema.oracle.Oracle.predict`:
+the model's inputs prepared, its outputs read) and :meth:`ema.auditors.EMAAuditor.flag`
+(scores, flags, M). No pyspark here: the class is a plain value that Spark ships to its
+executors, and tests without it; how an executor gets its model is the engine's (a callable).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,81 +18,45 @@ import pandas as pd
 from ema.auditors.ema import EMAAuditor
 from ema.data.parquet import LEGACY_IMAGE_SHAPE, images_from_bytes
 from ema.data.tables import feature_matrix
-from ema.inputs import InputSpec, InputTransform
-from ema.oracle import interpret_outputs, prepare_inputs
-
-#: Declared dtypes whose values float32 does not hold exactly (doubles, large integers): sent as float64.
-WIDE_DTYPES = ("float64", "int64")
+from ema.oracle import Oracle
 
 
 @dataclass(frozen=True)
-class PrepareBatch:
-    """A batch of the query table's input columns as the model's inputs, as the in-process oracle prepares them.
+class AuditBatch:
+    """A batch of the query table scored and flagged as the in-process audit scores and flags it.
 
-    Images (``pixels``, ``image_shape`` (height, width, channels) each) or, when ``features`` is
-    given, a table's feature columns (those a column-based signature names, in its order; else
-    all of them, in the table's order). A tensor signature gets one flat array per row: Spark
-    carries arrays of numbers, and the model's UDF reshapes them to its declared input shape and
-    casts them to its dtype (float32 holds pixels exactly; doubles and int64 go as float64). A
-    column-based signature gets its named columns, of its declared dtypes (:attr:`output_columns`).
-    ``spec`` is what the model declares, checked as the in-process oracle checks it; ``where``
-    names the table in errors, as the in-process engine names it.
+    ``oracle`` returns the model as an in-process oracle on the executor (loaded once per
+    worker; its transform, declared inputs and output kind the driver's, the kind never
+    ``auto``, so that every batch is read alike). A batch holds ``index``, ``label`` and the
+    table's input columns: ``pixels`` (images of ``image_shape`` (height, width, channels)) or,
+    when ``features`` is given, the feature columns (those a column-based signature names, in
+    its order; else all of them, in the table's order). ``where`` names the table in errors,
+    as the in-process engine names it. Each batch comes out as the rows of the in-process
+    ``membership.csv``: index, label, each signal, each signal's flag, M.
     """
 
-    transform: InputTransform
-    spec: InputSpec
+    oracle: Callable[[], Oracle]
+    auditor: EMAAuditor
+    n_classes: int
     where: str = "query table"
     image_shape: tuple[int, int, int] = LEGACY_IMAGE_SHAPE
     features: tuple[str, ...] | None = None
 
     @property
     def input_columns(self) -> tuple[str, ...]:
-        """The table's columns each batch holds, in order."""
+        """The table's input columns each batch holds, in order."""
         return ("pixels",) if self.features is None else self.features
 
-    @property
-    def output_columns(self) -> tuple[tuple[str, str], ...] | None:
-        """(name, dtype) of each column a column-based signature takes; None for a tensor signature."""
-        if self.spec.columns is None:
-            return None
-        dtypes = self.spec.column_dtypes or (self.spec.dtype,) * len(self.spec.columns)
-        return tuple(zip(self.spec.columns, dtypes, strict=True))
-
-    @property
-    def array_dtype(self) -> str:
-        """The dtype of a tensor signature's flat arrays: float32 unless it loses the declared dtype's values."""
-        return "float64" if self.spec.dtype in WIDE_DTYPES else "float32"
-
-    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.Series | pd.DataFrame]:
-        for frame in batches:
-            if self.features is None:
-                x = images_from_bytes(frame["pixels"], self.image_shape, where=self.where)
-            else:
-                x = feature_matrix(frame.set_axis(list(self.features), axis=1), where=self.where)
-            inputs = prepare_inputs(x, self.transform, self.spec)
-            if isinstance(inputs, pd.DataFrame):
-                yield inputs
-            else:
-                yield pd.Series(list(inputs.reshape(len(inputs), -1).astype(self.array_dtype)))
-
-
-@dataclass(frozen=True)
-class FlagBatch:
-    """A batch's model outputs turned into EMA's per-sample columns: index, label, each signal, its flag, M.
-
-    ``outputs`` is the output kind the driver found on the reference (``probabilities`` or
-    ``labels``; never ``auto``, so that every batch is read alike), ``n_classes`` the
-    calibration's. The columns are those of the in-process ``membership.csv``.
-    """
-
-    auditor: EMAAuditor
-    outputs: str
-    n_classes: int
+    def inputs(self, frame: pd.DataFrame) -> np.ndarray:
+        """The batch's images (uint8, of the table's shape) or feature matrix, as the in-process engine reads them."""
+        if self.features is None:
+            return images_from_bytes(frame["pixels"], self.image_shape, where=self.where)
+        return feature_matrix(frame[list(self.features)], where=self.where)
 
     def __call__(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        oracle = self.oracle()
         for frame in frames:
-            predictions = interpret_outputs(np.stack(frame["outputs"].to_numpy()), self.outputs)
-            proba = predictions.with_classes(self.n_classes).proba
-            samples = self.auditor.flag(proba, frame["label"].to_numpy(dtype=np.int64))
-            ids = {"index": frame["index"].to_numpy(dtype=np.int64), "label": frame["label"].to_numpy(dtype=np.int64)}
-            yield pd.DataFrame({**ids, **samples.columns()})
+            proba = oracle.predict(self.inputs(frame)).with_classes(self.n_classes).proba
+            labels = frame["label"].to_numpy(dtype=np.int64)
+            samples = self.auditor.flag(proba, labels)
+            yield pd.DataFrame({"index": frame["index"].to_numpy(dtype=np.int64), "label": labels, **samples.columns()})

@@ -4,15 +4,16 @@ One audit is two Spark steps:
 
 1. :func:`read_query` opens the table (images with their shape, or features; :mod:`ema.data.parquet`),
    checks its columns and finds its images' one shape;
-2. :func:`audit_table` prepares each batch of images or features as the in-process oracle does
-   (named columns of the declared types for a column-based signature), scores
-   it through ``mlflow.pyfunc.spark_udf`` (the two chained in one Python worker), computes
-   each sample's signals, flags and M on the executors, and writes the membership table (one
-   row per sample) as Parquet; while it writes, Spark sums the table's row hashes, the
-   samples and the flagged samples. The driver decides from these
-   counts (:meth:`ema.auditors.EMAAuditor.audit_counts`), exactly as the in-process audit does.
+2. :func:`audit_table` scores and flags each batch of images or features in one Python pass on
+   the executors (:class:`ema.engines.batches.AuditBatch`): the model, shipped with the job as
+   its folder (:func:`ship_model`) and loaded once per worker as the in-process oracle loads it,
+   gets the inputs the in-process oracle gives it, and each sample's signals, flags and M are
+   computed beside it; the membership table (one row per sample) is written as Parquet, and
+   while it is written Spark sums the table's row hashes, the samples and the flagged samples.
+   The driver decides from these counts (:meth:`ema.auditors.EMAAuditor.audit_counts`), exactly
+   as the in-process audit does.
 
-The driver holds the session, the model's UDF and a handful of numbers, whatever the table's size.
+The driver holds the session, the model and a handful of numbers, whatever the table's size.
 
 A failure is one line (:class:`~ema.errors.InputError` or :class:`~ema.errors.EMAError`), the
 Spark exception chained behind it: a table Spark cannot read is worded as the in-process engine
@@ -26,36 +27,27 @@ asks (``ema audit --verbose``).
 from __future__ import annotations
 
 import os
+import shutil
+import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 from py4j.protocol import Py4JError
+from pyspark import SparkFiles
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.functions import pandas_udf
-from pyspark.sql.types import (
-    ArrayType,
-    ByteType,
-    DataType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import ByteType, DoubleType, LongType, StructField, StructType
 
 from ema.data.parquet import LEGACY_IMAGE_SHAPE, SHAPE_COLUMNS, check_columns, image_shape, unreadable_table
 from ema.data.tables import DEFAULT_LABEL_COLUMN, INDEX_COLUMN
-from ema.engines.batches import FlagBatch, PrepareBatch
+from ema.engines.batches import AuditBatch
 from ema.errors import EMAError, InputError
-from ema.oracle import pyfunc_spark_udf
+from ema.inputs import InputSpec, InputTransform
+from ema.oracle import PyfuncOracle
 
 # pyspark 4.3 warns, at every session start and pandas UDF, that pandas 3 is not "fully" supported: five
 # warnings per audit on the screen. The engine's tests check its results against the in-process audit's.
@@ -89,14 +81,8 @@ FAILED_READ_FILE = "FAILED_READ_FILE"
 #: Longest error line passed on from Spark; Java causes at most this deep are followed.
 MAX_REASON_CHARS = 500
 MAX_CAUSES = 32
-#: Spark's type for each dtype a model may declare (Spark has no unsigned bytes: uint8 goes as a short).
-SPARK_TYPES = {
-    "uint8": ShortType(),
-    "int32": IntegerType(),
-    "int64": LongType(),
-    "float32": FloatType(),
-    "float64": DoubleType(),
-}
+#: How the model's folder is named among the job's files (a unique suffix follows): one session may audit several.
+MODEL_FOLDER_PREFIX = "ema-model-"
 #: Where a Parquet row sits in its file (Spark's hidden file metadata): a table without ``index`` is numbered so.
 ROW_INDEX = "_metadata.row_index"
 
@@ -240,10 +226,52 @@ def _column(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def audit_table(
-    table: QueryTable, *, model_uri: str, prepare: PrepareBatch, flag: FlagBatch, out_uri: str
-) -> TableCounts:
-    """Score ``table`` through the model's Spark UDF, write one row per sample to ``out_uri`` (Parquet), and count.
+@dataclass(frozen=True)
+class ShippedModel:
+    """The target model as an executor loads it: its folder, shipped with the job, as an in-process oracle.
+
+    ``folder`` is the folder's name among the job's files (:func:`ship_model`); the oracle
+    takes the driver's input scaling, declared inputs and output kind, and names the model by
+    ``model_uri`` in its errors. Called on an executor; loaded once per Python worker.
+    """
+
+    folder: str
+    model_uri: str
+    outputs: str
+    transform: InputTransform
+    input_spec: InputSpec
+
+    def __call__(self) -> PyfuncOracle:
+        if self not in _LOADED:
+            _LOADED[self] = PyfuncOracle(
+                SparkFiles.get(self.folder),
+                copy_of=self.model_uri,
+                outputs=self.outputs,
+                transform=self.transform,
+                input_spec=self.input_spec,
+                batch_size=ROWS_PER_BATCH,
+            )
+        return _LOADED[self]
+
+
+#: The models this Python worker has loaded (a worker runs many tasks of one job).
+_LOADED: dict[ShippedModel, PyfuncOracle] = {}
+
+
+def ship_model(spark: SparkSession, oracle: PyfuncOracle, outputs: str, scratch: Path) -> ShippedModel:
+    """Add a copy of ``oracle``'s model folder (made in ``scratch``) to the job's files; how executors load it.
+
+    Executors never talk to the tracking store: Spark hands each the folder (``SparkContext.addFile``).
+    ``outputs`` is the output kind every batch is read as.
+    """
+    copy = scratch / f"{MODEL_FOLDER_PREFIX}{uuid.uuid4().hex}"
+    shutil.copytree(oracle.local_path, copy)
+    spark.sparkContext.addFile(str(copy), recursive=True)
+    return ShippedModel(copy.name, oracle.model_uri, outputs, oracle.transform, oracle.input_spec)
+
+
+def audit_table(table: QueryTable, *, batch: AuditBatch, out_uri: str) -> TableCounts:
+    """Score and flag ``table`` on the executors (``batch``), write its rows to ``out_uri`` (Parquet), and count.
 
     The rows are those of the in-process ``membership.csv``: index, label, each signal, each
     signal's flag, M. The table's fingerprint and the counts are observed while the rows are
@@ -252,23 +280,19 @@ def audit_table(
     Raises
     ------
     EMAError
-        If the model's UDF cannot be made, or a batch fails on an executor (outputs that are
+        If the model cannot be loaded on an executor, or a batch fails there (outputs that are
         not probabilities, the model's own error), as one line.
     InputError
         If the table has no rows, a file of it cannot be read (corrupt pages), its pixels are
         not the bytes its shape says, or they or its features do not fit the model's
         signature: the in-process engine's message.
     """
-    inputs = pandas_udf(_prepared(prepare), _prepared_type(prepare))
-    # doubles: a scikit-learn model's float64 probabilities flag as in-process (float32 outputs widen exactly)
-    model = pyfunc_spark_udf(table.frame.sparkSession, model_uri, result_type="array<double>")
     read, counted = Observation("query"), Observation("flags")
     row_hash = F.xxhash64("label", "index", *(_column(name) for name in table.inputs)).cast("decimal(38,0)")
-    batch = F.struct(*(_column(name) for name in prepare.input_columns))
-    scored = table.frame.observe(read, F.sum(row_hash).alias("hash")).select(
-        "index", "label", model(inputs(batch)).alias("outputs")
+    batches = table.frame.observe(read, F.sum(row_hash).alias("hash")).select(
+        "index", "label", *(_column(name) for name in batch.input_columns)
     )
-    flagged = scored.mapInPandas(flag, _membership_schema(flag.auditor.signals)).observe(
+    flagged = batches.mapInPandas(batch, _membership_schema(batch.auditor.signals)).observe(
         counted,
         F.count(F.lit(1)).alias("n"),
         F.sum(F.col("M").cast("long")).alias("M"),
@@ -276,35 +300,13 @@ def audit_table(
     try:
         flagged.write.parquet(out_uri)  # refuses an existing path: a membership table is never overwritten
     except (PySparkException, Py4JError) as exc:  # a failed Spark job: an executor's error, deep in the message
-        raise _job_error(exc, uri=prepare.where) from exc
+        raise _job_error(exc, uri=batch.where) from exc
     counts = counted.get
     if not counts["n"]:
         raise InputError("expected at least one image to score, got a query table with no rows")
     return TableCounts(
         fingerprint=format(int(read.get["hash"]) % 2**64, "016x"), n_query=int(counts["n"]), n_flagged=int(counts["M"])
     )
-
-
-def _prepared(prepare: PrepareBatch):
-    """``prepare`` as a function with the type hints ``pandas_udf`` reads (an iterator of batches, in and out)."""
-    if prepare.output_columns is not None:
-
-        def prepared_columns(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-            return prepare(batches)
-
-        return prepared_columns
-
-    def prepared(batches: Iterator[pd.DataFrame]) -> Iterator[pd.Series]:
-        return prepare(batches)
-
-    return prepared
-
-
-def _prepared_type(prepare: PrepareBatch) -> DataType:
-    """What :func:`_prepared` returns: a struct of the signature's named columns, or flat arrays."""
-    if prepare.output_columns is None:
-        return ArrayType(SPARK_TYPES[prepare.array_dtype])
-    return StructType([StructField(name, SPARK_TYPES[dtype]) for name, dtype in prepare.output_columns])
 
 
 def _membership_schema(signals: tuple[str, ...]) -> StructType:

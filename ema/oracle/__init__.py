@@ -30,7 +30,7 @@ from ema.oracle.outputs import (
     interpret_outputs,
     numeric_outputs,
 )
-from ema.oracle.pyfunc import PyfuncOracle, pyfunc_spark_udf, warm_model_loading
+from ema.oracle.pyfunc import PyfuncOracle, warm_model_loading
 from ema.oracle.scoring_server import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -66,7 +66,6 @@ __all__ = [
     "numeric_outputs",
     "parse_reply",
     "prepare_inputs",
-    "pyfunc_spark_udf",
     "request_body",
     "warm_model_loading",
 ]

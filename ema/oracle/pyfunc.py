@@ -47,6 +47,10 @@ class PyfuncOracle(Oracle):
     input example, unless ``input_spec`` is given. Loading a pyfunc model runs that model's
     code: load only models you trust, and audit others over HTTP against a sandboxed server.
 
+    ``copy_of`` says that ``model_uri`` is a copy of the model known by that URI (the folder a
+    Spark executor receives): errors name it, and its requirements are left to whoever loaded
+    the original (the driver warned about them).
+
     ``device`` (``cpu``, ``cuda:N``) is where a model that takes one scores: MLflow's pytorch
     flavor and the workbench's own torch models read it from their ``model_config``; other
     models ignore it. None leaves the flavor's own choice (MLflow's pytorch flavor: CUDA when
@@ -54,7 +58,7 @@ class PyfuncOracle(Oracle):
     scores on the CPU, with a warning.
     """
 
-    def __init__(self, model_uri: str, *, device: str | None = None, **options) -> None:
+    def __init__(self, model_uri: str, *, device: str | None = None, copy_of: str | None = None, **options) -> None:
         import mlflow.pyfunc
         from mlflow.exceptions import MlflowException
 
@@ -64,14 +68,17 @@ class PyfuncOracle(Oracle):
             self._model = load_on_device(model_uri, local_path, device)
         except ModuleNotFoundError as exc:  # the flavor's runtime (onnxruntime for an ONNX model)
             raise MissingDependencyError(
-                f"could not load model {model_uri!r}: it needs {exc.name}, which is not installed: "
+                f"could not load model {copy_of or model_uri!r}: it needs {exc.name}, which is not installed: "
                 f"{pip_command(exc.name)}"
             ) from exc
         except (MlflowException, OSError, RuntimeError, yaml.YAMLError, ValueError, TypeError) as exc:
-            raise model_read_error(model_uri, exc, "load") from exc
-        python = self._model.metadata.flavors.get("python_function", {}).get("python_version")
-        warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt", python)
-        self.model_uri = model_uri
+            raise model_read_error(copy_of or model_uri, exc, "load") from exc
+        if copy_of is None:
+            python = self._model.metadata.flavors.get("python_function", {}).get("python_version")
+            warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt", python)
+        #: The model's files on this machine (for a ``models:/`` URI, the copy MLflow downloaded).
+        self.local_path = local_path
+        self.model_uri = copy_of or model_uri
         self.source = f"model {model_uri!r}"
         if options.get("input_spec") is None:
             declared = input_spec_from(self._model.metadata.get_input_schema(), self._input_example())
@@ -215,27 +222,6 @@ def device_config(local_path: str, device: str | None) -> dict | None:
 
     flavor = Model.load(local_path).flavors.get("python_function", {})
     return {DEVICE_KEY: device} if DEVICE_KEY in (flavor.get("config") or {}) else None
-
-
-def pyfunc_spark_udf(spark: object, model_uri: str, *, result_type: str = "array<float>") -> object:
-    """``mlflow.pyfunc.spark_udf`` of ``model_uri``, run in the executors' own Python (``env_manager="local"``).
-
-    The Spark engine scores a query table with it. ``spark`` is a ``SparkSession``; this
-    module never imports pyspark. The executors need the model's dependencies installed
-    (docs/SCALE.md says how on a cluster); mlflow ships the model's files to them.
-
-    Raises
-    ------
-    ModelAccessError
-        If the model cannot be loaded or turned into a UDF, as one line.
-    """
-    import mlflow.pyfunc
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return mlflow.pyfunc.spark_udf(spark, model_uri, result_type=result_type, env_manager="local")
-    except (MlflowException, OSError) as exc:
-        raise ModelAccessError(f"could not make a Spark UDF of model {model_uri!r}: {one_line(exc)}") from exc
 
 
 def warm_model_loading() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ema.engines.batches import FlagBatch, PrepareBatch
+from ema.engines.batches import AuditBatch
 from ema.errors import InputError, MissingDependencyError, pip_command
 from ema.inputs import column_order
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle, log_left_out
@@ -82,7 +82,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
     oracle = oracle or target.oracle(outputs=config.outputs)
     if not isinstance(oracle, PyfuncOracle):
         raise InputError(f"expected a pyfunc model for --engine spark, got {type(oracle).__name__}")
-    with tempfile.TemporaryDirectory(prefix="ema-membership-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="ema-spark-") as scratch:
         out_uri = config.membership_out or str(Path(scratch) / keys.ARTIFACT_MEMBERSHIP_PARQUET)
         with spark_engine.spark_session(config.spark_master) as spark:
             table = spark_engine.read_query(spark, config.query_table, label_column=config.label_column)
@@ -90,11 +90,10 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             session = AuditSession(config, target, None, oracle, progress)
             reference = session.nonmember_predictions
             auditor, tags = ema_auditor(session, reference.access)
-            flag = FlagBatch(auditor, _output_kind(config.outputs, reference.access), auditor.n_classes_)
-            prepare = _prepare_batch(table, oracle, where=config.query_table, name=config.query_name)
-            counts = spark_engine.audit_table(
-                table, model_uri=oracle.model_uri, prepare=prepare, flag=flag, out_uri=out_uri
-            )
+            outputs = _output_kind(config.outputs, reference.access)
+            model = spark_engine.ship_model(spark, oracle, outputs, Path(scratch))
+            batch = _audit_batch(table, model, auditor, where=config.query_table, name=config.query_name)
+            counts = spark_engine.audit_table(table, batch=batch, out_uri=out_uri)
         log_batch(params={keys.PARAM_QUERY_FINGERPRINT: counts.fingerprint})
         result = auditor.audit_counts(counts.n_flagged, counts.n_query)
         if config.membership_out is not None:
@@ -105,12 +104,12 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         )
 
 
-def _prepare_batch(table, oracle: PyfuncOracle, *, where: str, name: str) -> PrepareBatch:
-    """How each batch of ``table`` (a :class:`ema.engines.spark.QueryTable` at ``where``) becomes the model's inputs.
+def _audit_batch(table, model, auditor, *, where: str, name: str) -> AuditBatch:
+    """How each batch of ``table`` (a :class:`ema.engines.spark.QueryTable` at ``where``) is scored and flagged.
 
-    A table's features go in the order a column-based signature names them (the extra columns
-    left out and logged, a missing one refused, as in-process, by the table's ``name``), else all
-    of them in the table's order.
+    ``model`` loads the model on an executor. A table's features go in the order a column-based
+    signature names them (the extra columns left out and logged, a missing one refused, as
+    in-process, by the table's ``name``), else all of them in the table's order.
 
     Raises
     ------
@@ -118,11 +117,11 @@ def _prepare_batch(table, oracle: PyfuncOracle, *, where: str, name: str) -> Pre
         If the table lacks a column the model's signature names.
     """
     if table.image_shape is not None:
-        return PrepareBatch(oracle.transform, oracle.input_spec, where, image_shape=table.image_shape)
-    positions, extra = column_order(table.inputs, oracle.input_spec, where=name)
+        return AuditBatch(model, auditor, auditor.n_classes_, where, image_shape=table.image_shape)
+    positions, extra = column_order(table.inputs, model.input_spec, where=name)
     log_left_out(name, extra)
     features = tuple(table.inputs[i] for i in positions)
-    return PrepareBatch(oracle.transform, oracle.input_spec, where, features=features)
+    return AuditBatch(model, auditor, auditor.n_classes_, where, features=features)
 
 
 def _output_kind(outputs: str, access: str) -> str:

@@ -6,93 +6,26 @@ import pytest
 
 from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
-from ema.engines.batches import FlagBatch, PrepareBatch
+from ema.engines.batches import AuditBatch
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform
-from ema.oracle import Oracle, prepare_inputs
+from ema.oracle import Oracle
 
 
-class Echo(Oracle):
-    """The in-process oracle's input preparation, with a model that returns uniform probabilities."""
+class Linear(Oracle):
+    """A model whose probabilities are a softmax of a fixed projection of exactly the inputs it is handed."""
 
     def _predict_batch(self, inputs):
-        return np.full((len(inputs), 2), 0.5)
+        values = inputs.to_numpy(dtype=np.float64) if isinstance(inputs, pd.DataFrame) else inputs
+        flat = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+        logits = flat @ np.random.default_rng(flat.shape[1]).normal(size=(flat.shape[1], 10)) / flat.shape[1]
+        logits -= logits.max(axis=1, keepdims=True)
+        return np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
 
 
-def images(n: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 256, (n, 28, 28), dtype=np.uint8)
-
-
-@pytest.mark.parametrize(
-    "spec, transform",
-    [
-        (InputSpec(MODEL_INPUT_SHAPE), InputTransform(scale=255.0, mean=0.1, std=0.3)),
-        (InputSpec((-1, 28, 28), "uint8"), InputTransform()),  # our models: the pixel values 0-255, in float32
-    ],
-)
-def test_prepare_batch_is_the_oracles_preparation_flattened(spec, transform):
-    x = images(5)
-    (prepared,) = PrepareBatch(transform, spec)(iter([pixels(x)]))
-    expected = prepare_inputs(x, transform, spec).reshape(5, -1)
-    np.testing.assert_array_equal(np.stack(prepared.to_numpy()), expected)
-    assert prepared.iloc[0].dtype == np.float32
-
-
-def pixels(x: np.ndarray) -> pd.DataFrame:
-    """A batch of a query table's ``pixels`` as Spark hands it to the UDF (a struct: a frame)."""
-    return pd.DataFrame({"pixels": [row.tobytes() for row in x]})
-
-
-def test_prepare_batch_rejects_images_of_another_size():
-    with pytest.raises(InputError, match="expected `pixels` of 784 bytes"):
-        next(PrepareBatch(InputTransform(), InputSpec(MODEL_INPUT_SHAPE))(iter([pd.DataFrame({"pixels": [b"0"]})])))
-
-
-def test_prepare_batch_of_colour_images_is_the_oracles_channels_first():
-    x = np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
-    spec = InputSpec((-1, 3, 32, 32))
-    (prepared,) = PrepareBatch(InputTransform(), spec, image_shape=(32, 32, 3))(iter([pixels(x)]))
-    np.testing.assert_array_equal(
-        np.stack(prepared.to_numpy()), prepare_inputs(x, InputTransform(), spec).reshape(4, -1)
-    )
-
-
-def test_prepare_batch_refuses_images_that_do_not_fit_the_signature_as_in_process():
-    x = np.zeros((2, 64, 64, 3), np.uint8)
-    spec = InputSpec((-1, 3, 32, 32))
-    with pytest.raises(InputError) as in_process:
-        Echo(input_spec=spec).predict(x)
-    with pytest.raises(InputError) as on_spark:
-        next(PrepareBatch(InputTransform(), spec, image_shape=(64, 64, 3))(iter([pixels(x)])))
-    assert str(on_spark.value) == str(in_process.value)
-    assert "declared input shape (-1, 3, 32, 32), got images of shape (64, 64, 3)" in str(on_spark.value)
-
-
-def features() -> ArraySet:
-    rng = np.random.default_rng(4)
-    x = np.column_stack([rng.normal(size=5), rng.integers(0, 9, 5), rng.normal(size=5)])
-    return ArraySet("t", x, np.zeros(5, np.int64), np.arange(5, dtype=np.int64), ("a", "n", "extra"))
-
-
-def test_prepare_batch_of_features_gives_a_tensor_signature_doubles():
-    data, spec = features(), InputSpec((-1, 3), "float64")
-    batch = pd.DataFrame(data.x, columns=list(data.features))
-    prepare = PrepareBatch(InputTransform(), spec, features=data.features)
-    (prepared,) = prepare(iter([batch]))
-    np.testing.assert_array_equal(np.stack(prepared.to_numpy()), Echo(input_spec=spec).prepare(data.x))
-    assert (prepare.input_columns, prepare.output_columns, prepare.array_dtype) == (data.features, None, "float64")
-
-
-def test_prepare_batch_of_features_gives_a_column_signature_its_columns_and_types():
-    data = features()
-    spec = InputSpec(dtype="float64", columns=("n", "a"), column_dtypes=("int64", "float64"))
-    batch = pd.DataFrame({"n": data.x[:, 1].astype(np.int64), "a": data.x[:, 0]})  # what the driver selects
-    prepare = PrepareBatch(InputTransform(), spec, features=("n", "a"))
-    (prepared,) = prepare(iter([batch]))
-    expected = Echo(input_spec=spec).prepare(Echo(input_spec=spec)._inputs_of(data))  # in-process: aligned by name
-    pd.testing.assert_frame_equal(prepared, expected)
-    assert prepare.output_columns == (("n", "int64"), ("a", "float64"))
-    assert list(prepared.dtypes.astype(str)) == ["int64", "float64"]
+class FixedLabels(Oracle):
+    def _predict_batch(self, inputs):
+        return np.array([3, 5])[: len(inputs)]
 
 
 @pytest.fixture
@@ -103,18 +36,80 @@ def auditor() -> EMAAuditor:
     return EMAAuditor().calibrate(members, labels, nonmembers, labels)
 
 
-def test_flag_batch_gives_the_in_process_membership_columns(auditor):
-    rng = np.random.default_rng(2)
-    proba, labels = rng.dirichlet(np.full(10, 0.3), 50).astype(np.float32), rng.integers(0, 10, 50)
-    frame = pd.DataFrame({"index": np.arange(50), "label": labels, "outputs": list(proba)})
-    (flagged,) = FlagBatch(auditor, "probabilities", 10)(iter([frame]))
-    expected = auditor.audit(proba, labels).sample_columns()
+def images(n: int, shape=(28, 28), seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (n, *shape), dtype=np.uint8)
+
+
+def image_rows(x: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
+    """A batch of an image table as Spark hands it to the job: index, label, the pixels' bytes."""
+    return pd.DataFrame({"index": np.arange(len(x)) + 100, "label": labels, "pixels": [row.tobytes() for row in x]})
+
+
+def assert_in_process_columns(flagged: pd.DataFrame, oracle: Oracle, auditor, inputs, labels):
+    expected = auditor.audit(oracle.predict(inputs).with_classes(10).proba, labels).sample_columns()
     assert list(flagged.columns) == ["index", "label", *expected]
     for name, values in expected.items():
         np.testing.assert_array_equal(flagged[name].to_numpy(), values)
 
 
-def test_flag_batch_reads_labels_one_hot_over_the_calibrations_classes(auditor):
-    frame = pd.DataFrame({"index": [0, 1], "label": [3, 4], "outputs": [np.array([3.0]), np.array([1.0])]})
-    (flagged,) = FlagBatch(auditor, "labels", 10)(iter([frame]))
+@pytest.mark.parametrize(
+    ("spec", "transform", "shape"),
+    [
+        (InputSpec(MODEL_INPUT_SHAPE), InputTransform(scale=255.0, mean=0.1, std=0.3), (28, 28)),
+        (InputSpec((-1, 28, 28), "uint8"), InputTransform(), (28, 28)),  # our models: the pixel values 0-255
+        (InputSpec((-1, 3, 32, 32)), InputTransform(), (32, 32, 3)),  # colour, channels first
+    ],
+)
+def test_audit_batch_gives_the_in_process_membership_columns(auditor, spec, transform, shape):
+    x, labels = images(40, shape), np.random.default_rng(2).integers(0, 10, 40)
+    oracle = Linear(input_spec=spec, transform=transform, outputs="probabilities")
+    image_shape = (*shape, 1)[:3]
+    batch = AuditBatch(lambda: oracle, auditor, 10, image_shape=image_shape)
+    (flagged,) = batch(iter([image_rows(x, labels)]))
+    assert flagged["index"].tolist() == list(range(100, 140))
+    assert_in_process_columns(flagged, oracle, auditor, x, labels)
+
+
+def test_audit_batch_rejects_images_of_another_size(auditor):
+    batch = AuditBatch(lambda: Linear(), auditor, 10)
+    frame = pd.DataFrame({"index": [0], "label": [0], "pixels": [b"0"]})
+    with pytest.raises(InputError, match="expected `pixels` of 784 bytes"):
+        next(batch(iter([frame])))
+
+
+def test_audit_batch_refuses_images_that_do_not_fit_the_signature_as_in_process(auditor):
+    x, oracle = np.zeros((2, 64, 64, 3), np.uint8), Linear(input_spec=InputSpec((-1, 3, 32, 32)))
+    with pytest.raises(InputError) as in_process:
+        oracle.predict(x)
+    with pytest.raises(InputError) as on_spark:
+        next(AuditBatch(lambda: oracle, auditor, 10, image_shape=(64, 64, 3))(iter([image_rows(x, [0, 1])])))
+    assert str(on_spark.value) == str(in_process.value)
+    assert "declared input shape (-1, 3, 32, 32), got images of shape (64, 64, 3)" in str(on_spark.value)
+
+
+def features() -> ArraySet:
+    rng = np.random.default_rng(4)
+    x = np.column_stack([rng.normal(size=5), rng.integers(0, 9, 5), rng.normal(size=5)])
+    return ArraySet("t", x, np.arange(5, dtype=np.int64), np.arange(5, dtype=np.int64), ("a", "n", "extra"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "selected"),
+    [
+        (InputSpec((-1, 3), "float64"), ("a", "n", "extra")),  # a tensor signature: every feature, in order
+        (InputSpec(dtype="float64", columns=("n", "a"), column_dtypes=("int64", "float64")), ("n", "a")),
+    ],
+)
+def test_audit_batch_of_features_gives_the_model_the_in_process_inputs(auditor, spec, selected):
+    data = features()
+    frame = pd.DataFrame(data.x, columns=list(data.features)).assign(index=data.index, label=data.y)
+    oracle = Linear(input_spec=spec, outputs="probabilities")
+    batch = AuditBatch(lambda: oracle, auditor, 10, features=selected)
+    (flagged,) = batch(iter([frame[["index", "label", *selected]]]))
+    assert_in_process_columns(flagged, oracle, auditor, data, data.y)  # in-process: the set, aligned by name
+
+
+def test_audit_batch_reads_labels_one_hot_over_the_calibrations_classes(auditor):
+    batch = AuditBatch(lambda: FixedLabels(outputs="labels"), auditor, 10)
+    (flagged,) = batch(iter([image_rows(images(2), np.array([3, 4]))]))
     assert flagged["correctness"].tolist() == [1.0, 0.0]

@@ -203,6 +203,21 @@ def test_spark_workers_fork_from_a_daemon_that_loaded_the_scoring_code(spark):
     assert spark.conf.get("spark.python.daemon.module") == spark_engine.DAEMON_MODULE
 
 
+def test_a_shipped_model_loads_from_its_own_folder_and_is_named_by_its_uri(trained, spark, tmp_path):  # noqa: F811
+    """Two audits in one session ship two folders; each loads as the model the driver loaded, named by its URI."""
+    import numpy as np
+
+    from ema.oracle import PyfuncOracle
+
+    oracle = PyfuncOracle("models:/ema-target@target")
+    first, second = (spark_engine.ship_model(spark, oracle, "probabilities", tmp_path / str(i)) for i in (1, 2))
+    assert first.folder != second.folder and first.folder.startswith(spark_engine.MODEL_FOLDER_PREFIX)
+    shipped = first()
+    assert shipped is first() and shipped.model_uri == "models:/ema-target@target"
+    images = np.random.default_rng(0).integers(0, 256, (8, 28, 28), dtype=np.uint8)
+    np.testing.assert_array_equal(shipped.predict_proba(images), oracle.predict_proba(images))
+
+
 @pytest.mark.parametrize("master", ["foo://bar", "mesos://h:5050", "spark:/h"])
 def test_spark_audit_refuses_a_master_spark_submit_refuses_before_starting_java(master):
     config = AuditConfig(model_uri="models:/m@a", query_table="t", engine="spark", spark_master=master)
