@@ -81,7 +81,7 @@ FAILED_READ_FILE = "FAILED_READ_FILE"
 #: Longest error line passed on from Spark; Java causes at most this deep are followed.
 MAX_REASON_CHARS = 500
 MAX_CAUSES = 32
-#: How the model's folder is named among the job's files (a unique suffix follows): one session may audit several.
+#: How the model's archive is named among the job's files (a unique suffix follows): one session may audit several.
 MODEL_FOLDER_PREFIX = "ema-model-"
 #: Where a Parquet row sits in its file (Spark's hidden file metadata): a table without ``index`` is numbered so.
 ROW_INDEX = "_metadata.row_index"
@@ -230,7 +230,8 @@ def _column(name: str) -> Column:
 class ShippedModel:
     """The target model as an executor loads it: its folder, shipped with the job, as an in-process oracle.
 
-    ``folder`` is the folder's name among the job's files (:func:`ship_model`); the oracle
+    ``folder`` is the name of the folder's archive among the job's files (:func:`ship_model`),
+    which Spark unpacks on each executor under the same name; the oracle
     takes the driver's input scaling, declared inputs and output kind, and names the model by
     ``model_uri`` in its errors. Called on an executor; loaded once per Python worker.
     """
@@ -259,15 +260,25 @@ _LOADED: dict[ShippedModel, PyfuncOracle] = {}
 
 
 def ship_model(spark: SparkSession, oracle: PyfuncOracle, outputs: str, scratch: Path) -> ShippedModel:
-    """Add a copy of ``oracle``'s model folder (made in ``scratch``) to the job's files; how executors load it.
+    """Add ``oracle``'s model folder to the job as an archive (written in ``scratch``); how executors load it.
 
-    Executors never talk to the tracking store: Spark hands each the folder (``SparkContext.addFile``).
-    ``outputs`` is the output kind every batch is read as.
+    Executors never talk to the tracking store: Spark hands each the archive, unpacked
+    (``SparkContext.addArchive``: a folder cannot be added on a cluster). ``outputs`` is the
+    output kind every batch is read as.
+
+    Raises
+    ------
+    EMAError
+        If Spark refuses the archive, as one line.
     """
-    copy = scratch / f"{MODEL_FOLDER_PREFIX}{uuid.uuid4().hex}"
-    shutil.copytree(oracle.local_path, copy)
-    spark.sparkContext.addFile(str(copy), recursive=True)
-    return ShippedModel(copy.name, oracle.model_uri, outputs, oracle.transform, oracle.input_spec)
+    archive = shutil.make_archive(
+        str(scratch / f"{MODEL_FOLDER_PREFIX}{uuid.uuid4().hex}"), "zip", root_dir=oracle.local_path
+    )
+    try:
+        spark.sparkContext.addArchive(archive)
+    except (PySparkException, Py4JError) as exc:
+        raise EMAError(f"could not ship model {oracle.model_uri!r} to the executors: {_java_cause(exc)}") from exc
+    return ShippedModel(Path(archive).name, oracle.model_uri, outputs, oracle.transform, oracle.input_spec)
 
 
 def audit_table(table: QueryTable, *, batch: AuditBatch, out_uri: str) -> TableCounts:

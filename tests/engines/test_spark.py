@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -55,6 +57,36 @@ def test_spark_audit_of_a_table_without_shape_columns_equals_in_process(trained,
     expected = pd.read_csv(MlflowClient().download_artifacts(local.run_id, keys.ARTIFACT_MEMBERSHIP))
     pd.testing.assert_frame_equal(
         pd.read_parquet(membership).sort_values("index", ignore_index=True),
+        expected.sort_values("index", ignore_index=True),
+        check_dtype=False,
+    )
+
+
+@pytest.mark.slow
+def test_spark_audit_with_executors_in_processes_of_their_own_equals_in_process(trained, tables, tmp_path):  # noqa: F811
+    """local-cluster: executors in JVMs and Pythons of their own get the model only as the job's archive.
+
+    In a subprocess: the tests' local[2] session is active here, and an audit would use it.
+    """
+    _, outcome = trained
+    out = tmp_path / "membership"
+    command = ["audit", "--model", outcome.version.uri, "--query-table", tables["M6"], "--engine", "spark"]
+    command += ["--spark-master", "local-cluster[2,1,1024]", "--membership-out", str(out), "--no-progress"]
+    done = subprocess.run(
+        [sys.executable, "-c", "from ema_cli.cli import run; run()", *command], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    local = audit(AuditConfig(model_uri=outcome.version.uri, query_table=tables["M6"]), progress=False)
+    experiment = MlflowClient().get_run(local.run_id).info.experiment_id
+    (on_cluster,) = MlflowClient().search_runs(
+        [experiment],
+        f"params.{keys.PARAM_SPARK_MASTER} = 'local-cluster[2,1,1024]' "
+        f"and tags.`{keys.TAG_RUN_KIND}` = '{keys.RUN_KIND_AUDIT}'",
+    )
+    assert on_cluster.data.metrics == run_data(local.run_id).metrics
+    expected = pd.read_csv(MlflowClient().download_artifacts(local.run_id, keys.ARTIFACT_MEMBERSHIP))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out).sort_values("index", ignore_index=True),
         expected.sort_values("index", ignore_index=True),
         check_dtype=False,
     )
