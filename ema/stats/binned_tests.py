@@ -112,59 +112,25 @@ def _permuted_sums(
     return rng.multivariate_hypergeometric(pool_counts, n_query, size=n_permutations) @ pool_values
 
 
-def shared_permuted_sums(
-    n_query: int, pool_counts: np.ndarray, pool_values: np.ndarray, n_permutations: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Sums over random ``n_query``-subsets of several pools of one size, all drawn from one set of subsets.
-
-    ``pool_counts`` and ``pool_values`` are (pools, groups): pool b has ``pool_counts[b, g]``
-    samples worth ``pool_values[b, g]``. Lay each pool's samples out group by group on the same
-    positions 0..N-1; one random ``n_query``-subset of the positions is then a random subset of
-    every pool, and a pool's group counts are the subset's counts between its group boundaries.
-    So the subsets are drawn once, as counts between the union of all pools' boundaries (a
-    handful of positions when the pools are binned at their own quantiles), and each pool's sums
-    have exactly the law :func:`_permuted_sums` draws. Returns (n_permutations, pools); validated input.
-    """
-    boundaries = pool_counts.cumsum(axis=1)
-    size = int(boundaries[0, -1])
-    inner = boundaries[:, :-1]
-    points = np.unique(inner)
-    between = np.diff(points, prepend=0, append=size)
-    selected_below = rng.multivariate_hypergeometric(between, n_query, size=n_permutations).cumsum(axis=1)
-    counts = np.diff(selected_below[:, np.searchsorted(points, inner)], prepend=0, append=n_query, axis=2)
-    return np.einsum("pbg,bg->pb", counts, pool_values)
-
-
-def tail_pvalues(statistic, permuted: np.ndarray, alternatives: tuple[str, ...]) -> dict[str, float | np.ndarray]:
-    """Monte Carlo p-values (1 + hits) / (1 + draws) of ``statistic`` against permuted statistics.
-
-    ``statistic`` is a number and ``permuted`` its draws, or an array of B statistics and
-    ``permuted`` (draws, B); the p-values are then arrays of B.
-    """
-    tolerance = STATISTIC_TOLERANCE * np.maximum(1.0, np.abs(statistic))
+def tail_pvalues(statistic: float, permuted: np.ndarray, alternatives: tuple[str, ...]) -> dict[str, float]:
+    """Monte Carlo p-values (1 + hits) / (1 + draws) of ``statistic`` against permuted statistics."""
+    tolerance = STATISTIC_TOLERANCE * max(1.0, abs(statistic))
     hits = {
-        "greater": np.count_nonzero(permuted >= statistic - tolerance, axis=0),
-        "less": np.count_nonzero(permuted <= statistic + tolerance, axis=0),
+        "greater": np.count_nonzero(permuted >= statistic - tolerance),
+        "less": np.count_nonzero(permuted <= statistic + tolerance),
     }
-    return {alternative: (1.0 + hits[alternative]) / (1.0 + permuted.shape[0]) for alternative in alternatives}
-
-
-def pooled_weights(
-    query: np.ndarray, nonmembers: np.ndarray, members: np.ndarray, levels: np.ndarray
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """(statistic, the pool's bin counts, the bins' weights) of the test of H0 "removed"; validated input."""
-    pool = np.concatenate([query, nonmembers])
-    edges = quantile_edges(pool, levels)
-    pool_counts = bin_counts(pool, edges)
-    weights = log_likelihood_ratio(bin_counts(members, edges), pool_counts)
-    return float(bin_counts(query, edges) @ weights), pool_counts, weights
+    return {alternative: (1.0 + hits[alternative]) / (1.0 + permuted.size) for alternative in alternatives}
 
 
 def pooled_removal(
     query: np.ndarray, nonmembers: np.ndarray, members: np.ndarray, levels: np.ndarray, n_permutations: int, rng
 ) -> tuple[float, np.ndarray]:
     """(statistic, permuted statistics) of the test of H0 "removed" (see :func:`removal_test`); validated input."""
-    statistic, pool_counts, weights = pooled_weights(query, nonmembers, members, levels)
+    pool = np.concatenate([query, nonmembers])
+    edges = quantile_edges(pool, levels)
+    pool_counts = bin_counts(pool, edges)
+    weights = log_likelihood_ratio(bin_counts(members, edges), pool_counts)
+    statistic = float(bin_counts(query, edges) @ weights)
     return statistic, _permuted_sums(query.size, pool_counts, weights, n_permutations, rng)
 
 

@@ -19,8 +19,7 @@ from ema.stats.binned_tests import (
     DEFAULT_BIN_LEVELS,
     JEFFREYS_PSEUDOCOUNT,
     check_levels,
-    pooled_weights,
-    shared_permuted_sums,
+    pooled_removal,
     tail_pvalues,
 )
 from ema.validation import check_open_unit
@@ -255,10 +254,7 @@ def resampled_power(
     against the non-member reference, the remaining members shaping the weights:
     ``power_retained`` is the share rejected. It states the power of THIS test with THESE
     references, including the weights' estimation noise (an idealised calculation from the
-    binned shares overstates it by up to 0.2 here). The resamples' permutations are one shared
-    set of random subsets (:func:`~ema.stats.binned_tests.shared_permuted_sums`): each
-    resample's test keeps its exact permutation law, and the draws cost one test's instead of
-    ``n_resamples`` tests'.
+    binned shares overstates it by up to 0.2 here).
 
     For the minimum detectable fraction, each resample's statistic is standardised by its
     permutation law (z_b); a query retaining a share pi has a standardised statistic of about
@@ -273,17 +269,15 @@ def resampled_power(
         raise InputError(f"expected `n_query` to be a positive integer, got {n_query!r}")
     rng = np.random.default_rng(random_state)
     replace = n_query > members.size // 2
-    tests = []
-    for _ in range(n_resamples):  # each resample's pool is binned at its own quantiles
+    rejected, z_scores, critical = np.empty(n_resamples, bool), np.empty(n_resamples), np.empty(n_resamples)
+    for b in range(n_resamples):  # each resample is one vectorised test
         chosen = rng.choice(members.size, size=n_query, replace=replace)
         contrast = members if replace else np.delete(members, chosen)
-        tests.append(pooled_weights(members[chosen], nonmembers, contrast, levels))
-    statistics, pool_counts, weights = (np.array(column) for column in zip(*tests, strict=True))
-    permuted = shared_permuted_sums(n_query, pool_counts, weights, n_permutations, rng)
-    rejected = tail_pvalues(statistics, permuted, ("greater",))["greater"] <= alpha
-    center, spread = permuted.mean(axis=0), np.maximum(permuted.std(axis=0), np.finfo(float).tiny)
-    z_scores = (statistics - center) / spread
-    critical = (np.quantile(permuted, 1.0 - alpha, axis=0, method="higher") - center) / spread
+        statistic, permuted = pooled_removal(members[chosen], nonmembers, contrast, levels, n_permutations, rng)
+        rejected[b] = tail_pvalues(statistic, permuted, ("greater",))["greater"] <= alpha
+        center, spread = permuted.mean(), max(permuted.std(), np.finfo(float).tiny)
+        z_scores[b] = (statistic - center) / spread
+        critical[b] = (np.quantile(permuted, 1.0 - alpha, method="higher") - center) / spread
     fractions = np.linspace(0.0, 1.0, 101)
     spread = np.sqrt((1.0 - fractions) + fractions * z_scores.var())
     curve = stats.norm.cdf((fractions * z_scores.mean() - np.median(critical)) / np.maximum(spread, 1e-12))

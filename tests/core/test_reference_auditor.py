@@ -13,7 +13,7 @@ from ema.auditors.reference import ReferenceAuditor, decide_reference_verdict
 from ema.auditors.reference_gates import label_order_warning, query_accuracy_warning, reference_gate_warnings
 from ema.auditors.reference_record import evidence_note
 from ema.errors import InputError
-from ema.stats.binned_tests import class_mix_pvalue, removal_test, retention_test, shared_permuted_sums
+from ema.stats.binned_tests import class_mix_pvalue, removal_test, retention_test
 from ema.stats.certify import certifiable_margin
 from ema.stats.mixture import mixture_profile_loglik, resampled_power, retained_fraction
 
@@ -430,22 +430,6 @@ def test_resampled_power_matches_fresh_member_queries():
     larger = resampled_power(members, nonmembers, 300, n_resamples=150, random_state=0)
     assert larger.power_retained > stated.power_retained
     assert 0.0 < larger.min_detectable_fraction <= 1.0
-
-
-def test_shared_permuted_sums_have_each_pools_exact_permutation_law():
-    # pools of 100 samples with different group boundaries (as ties shift them); a random 40-subset's
-    # sum has the finite-population mean n * mean and variance n (N - n) / (N - 1) * var of its pool
-    counts = np.array([[5, 10, 0, 85], [30, 30, 30, 10], [1, 1, 1, 97], [5, 10, 0, 85]])
-    values = np.array([[1.0, -2, 3, 0.5], [0.3, 1, -1, 2], [5, -5, 2, 0], [2.0, -4, 6, 1]])
-    sums = shared_permuted_sums(40, counts, values, 40_000, np.random.default_rng(3))
-    samples = [np.repeat(v, c) for c, v in zip(counts, values, strict=True)]
-    mean = np.array([40 * s.mean() for s in samples])
-    variance = np.array([40 * 60 / 99 * s.var() for s in samples])
-    assert sums.shape == (40_000, 4)
-    assert np.all(np.abs(sums.mean(axis=0) - mean) < 4 * np.sqrt(variance / 40_000))
-    assert sums.var(axis=0) == pytest.approx(variance, rel=0.04)
-    # pools 0 and 3 share their boundaries, so each subset draws the same counts from both
-    assert np.array_equal(sums[:, 3], 2 * sums[:, 0])
 
 
 def test_resampled_power_invalid_size_raises():
