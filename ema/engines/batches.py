@@ -17,6 +17,7 @@ import pandas as pd
 
 from ema.auditors.ema import EMAAuditor
 from ema.data.parquet import LEGACY_IMAGE_SHAPE, images_from_bytes
+from ema.data.sources.images import fit_square_images
 from ema.data.tables import feature_matrix
 from ema.oracle import Oracle
 
@@ -26,11 +27,12 @@ class AuditBatch:
     """A batch of the query table scored and flagged as the in-process audit scores and flags it.
 
     ``oracle`` returns the model as an in-process oracle on the executor (loaded once per
-    worker; its transform, declared inputs and output kind the driver's, the kind never
-    ``auto``, so that every batch is read alike). A batch holds ``index``, ``label`` and the
-    table's input columns: ``pixels`` (images of ``image_shape`` (height, width, channels)) or,
-    when ``features`` is given, the feature columns (those a column-based signature names, in
-    its order; else all of them, in the table's order). ``where`` names the table in errors,
+    worker; its transform, declared inputs and outputs the driver's). A batch holds ``index``,
+    ``label`` and the table's input columns: ``pixels`` (images of ``image_shape`` (height,
+    width, channels), centre-cropped and resized to ``image_size`` when given, as
+    ``--image-size`` resizes them in-process) or, when ``features`` is given, the feature
+    columns (those a column-based signature names, in its order; else all of them, in the
+    table's order). ``where`` names the table in errors,
     as the in-process engine names it. Each batch comes out as the rows of the in-process
     ``membership.csv``: index, label, each signal, each signal's flag, M.
     """
@@ -40,6 +42,7 @@ class AuditBatch:
     n_classes: int
     where: str = "query table"
     image_shape: tuple[int, int, int] = LEGACY_IMAGE_SHAPE
+    image_size: int | None = None
     features: tuple[str, ...] | None = None
 
     @property
@@ -49,9 +52,10 @@ class AuditBatch:
 
     def inputs(self, frame: pd.DataFrame) -> np.ndarray:
         """The batch's images (uint8, of the table's shape) or feature matrix, as the in-process engine reads them."""
-        if self.features is None:
-            return images_from_bytes(frame["pixels"], self.image_shape, where=self.where)
-        return feature_matrix(frame[list(self.features)], where=self.where)
+        if self.features is not None:
+            return feature_matrix(frame[list(self.features)], where=self.where)
+        images = images_from_bytes(frame["pixels"], self.image_shape, where=self.where)
+        return images if self.image_size is None else fit_square_images(images, self.image_size)
 
     def __call__(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         oracle = self.oracle()

@@ -42,6 +42,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType, DoubleType, LongType, StructField, StructType
 
+import ema.errors as error_kinds
 from ema.data.parquet import LEGACY_IMAGE_SHAPE, SHAPE_COLUMNS, check_columns, image_shape, unreadable_table
 from ema.data.tables import DEFAULT_LABEL_COLUMN, INDEX_COLUMN
 from ema.engines.batches import AuditBatch
@@ -231,8 +232,8 @@ class ShippedModel:
     """The target model as an executor loads it: its folder, shipped with the job, as an in-process oracle.
 
     ``folder`` is the name of the folder's archive among the job's files (:func:`ship_model`),
-    which Spark unpacks on each executor under the same name; the oracle
-    takes the driver's input scaling, declared inputs and output kind, and names the model by
+    which Spark unpacks on each executor under the same name; the oracle takes the driver's
+    input scaling, declared inputs, output kind and output name, and names the model by
     ``model_uri`` in its errors. Called on an executor; loaded once per Python worker.
     """
 
@@ -241,6 +242,7 @@ class ShippedModel:
     outputs: str
     transform: InputTransform
     input_spec: InputSpec
+    output_name: str | None = None
 
     def __call__(self) -> PyfuncOracle:
         if self not in _LOADED:
@@ -250,6 +252,7 @@ class ShippedModel:
                 outputs=self.outputs,
                 transform=self.transform,
                 input_spec=self.input_spec,
+                output_name=self.output_name,
                 batch_size=ROWS_PER_BATCH,
             )
         return _LOADED[self]
@@ -259,12 +262,12 @@ class ShippedModel:
 _LOADED: dict[ShippedModel, PyfuncOracle] = {}
 
 
-def ship_model(spark: SparkSession, oracle: PyfuncOracle, outputs: str, scratch: Path) -> ShippedModel:
+def ship_model(spark: SparkSession, oracle: PyfuncOracle, scratch: Path) -> ShippedModel:
     """Add ``oracle``'s model folder to the job as an archive (written in ``scratch``); how executors load it.
 
     Executors never talk to the tracking store: Spark hands each the archive, unpacked
-    (``SparkContext.addArchive``: a folder cannot be added on a cluster). ``outputs`` is the
-    output kind every batch is read as.
+    (``SparkContext.addArchive``: a folder cannot be added on a cluster), and read the model's
+    outputs as ``oracle`` does (the same ``outputs`` kind and ``output_name``).
 
     Raises
     ------
@@ -278,7 +281,9 @@ def ship_model(spark: SparkSession, oracle: PyfuncOracle, outputs: str, scratch:
         spark.sparkContext.addArchive(archive)
     except (PySparkException, Py4JError) as exc:
         raise EMAError(f"could not ship model {oracle.model_uri!r} to the executors: {_java_cause(exc)}") from exc
-    return ShippedModel(Path(archive).name, oracle.model_uri, outputs, oracle.transform, oracle.input_spec)
+    return ShippedModel(
+        Path(archive).name, oracle.model_uri, oracle.outputs, oracle.transform, oracle.input_spec, oracle.output_name
+    )
 
 
 def audit_table(table: QueryTable, *, batch: AuditBatch, out_uri: str) -> TableCounts:
@@ -314,7 +319,7 @@ def audit_table(table: QueryTable, *, batch: AuditBatch, out_uri: str) -> TableC
         raise _job_error(exc, uri=batch.where) from exc
     counts = counted.get
     if not counts["n"]:
-        raise InputError("expected at least one image to score, got a query table with no rows")
+        raise InputError(f"{batch.where}: expected at least one row, got an empty table")
     return TableCounts(
         fingerprint=format(int(read.get["hash"]) % 2**64, "016x"), n_query=int(counts["n"]), n_flagged=int(counts["M"])
     )
@@ -339,9 +344,10 @@ def _job_error(exc: BaseException, *, uri: str) -> EMAError:
     python = _python_error(str(exc))
     if python is not None:
         kind, _, message = python.partition(": ")
-        if kind == "ema.errors.InputError":
-            return InputError(message[:MAX_REASON_CHARS])
-        return EMAError(f"the Spark audit failed: {message if kind.startswith('ema.errors.') else python}")
+        error = getattr(error_kinds, kind.removeprefix("ema.errors."), None) if kind.startswith("ema.errors.") else None
+        if isinstance(error, type) and issubclass(error, EMAError):  # the in-process kind: its exit code, its retry
+            return error(message[:MAX_REASON_CHARS])
+        return EMAError(f"the Spark audit failed: {python}")
     if _unreadable_file(exc) is not None:
         return unreadable_table(uri, _read_reason(exc))
     return EMAError(f"the Spark audit failed: {_java_cause(exc)}")

@@ -19,7 +19,7 @@ from pathlib import Path
 from ema.engines.batches import AuditBatch
 from ema.errors import InputError, MissingDependencyError, pip_command
 from ema.inputs import column_order
-from ema.oracle import ACCESS_LABEL_ONLY, Oracle, PyfuncOracle, log_left_out
+from ema.oracle import Oracle, PyfuncOracle, log_left_out
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
 from ema.workflows.audit_config import AuditConfig
@@ -38,11 +38,6 @@ def check_spark(config: AuditConfig) -> None:
     InputError
         Naming the option and the fix.
     """
-    if config.output_name is not None:
-        raise InputError(
-            f"expected no --output-name with --engine spark (its UDF reads one array of outputs), got "
-            f"{config.output_name!r}"
-        )
     if config.query_table is None:
         raise InputError("expected a query table (--query-table URI) with --engine spark; `ema data export` writes one")
     if config.model_uri is None or config.model_url is not None:
@@ -90,9 +85,8 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             session = AuditSession(config, target, None, oracle, progress)
             reference = session.nonmember_predictions
             auditor, tags = ema_auditor(session, reference.access)
-            outputs = _output_kind(config.outputs, reference.access)
-            model = spark_engine.ship_model(spark, oracle, outputs, Path(scratch))
-            batch = _audit_batch(table, model, auditor, where=config.query_table, name=config.query_name)
+            model = spark_engine.ship_model(spark, oracle, Path(scratch))
+            batch = _audit_batch(table, model, auditor, target, where=config.query_table, name=config.query_name)
             counts = spark_engine.audit_table(table, batch=batch, out_uri=out_uri)
         log_batch(params={keys.PARAM_QUERY_FINGERPRINT: counts.fingerprint})
         result = auditor.audit_counts(counts.n_flagged, counts.n_query)
@@ -104,31 +98,28 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         )
 
 
-def _audit_batch(table, model, auditor, *, where: str, name: str) -> AuditBatch:
+def _audit_batch(table, model, auditor, target, *, where: str, name: str) -> AuditBatch:
     """How each batch of ``table`` (a :class:`ema.engines.spark.QueryTable` at ``where``) is scored and flagged.
 
-    ``model`` loads the model on an executor. A table's features go in the order a column-based
-    signature names them (the extra columns left out and logged, a missing one refused, as
-    in-process, by the table's ``name``), else all of them in the table's order.
+    ``model`` loads the model on an executor. Images are resized as ``target`` resizes them
+    (``--image-size``). A table's features go in the order a column-based signature names them
+    (the extra columns left out and logged, a missing one refused, as in-process, by the
+    table's ``name``), else all of them in the table's order.
 
     Raises
     ------
     InputError
-        If the table lacks a column the model's signature names.
+        If the table lacks a column the model's signature names, or options that act on pixels
+        are given for a table of features: the in-process engine's line.
     """
     if table.image_shape is not None:
-        return AuditBatch(model, auditor, auditor.n_classes_, where, image_shape=table.image_shape)
+        shape, size = table.image_shape, target.image_size
+        return AuditBatch(model, auditor, auditor.n_classes_, where, image_shape=shape, image_size=size)
+    target.refuse_pixel_options(name, f"table of {len(table.inputs)} features")
     positions, extra = column_order(table.inputs, model.input_spec, where=name)
     log_left_out(name, extra)
     features = tuple(table.inputs[i] for i in positions)
     return AuditBatch(model, auditor, auditor.n_classes_, where, features=features)
-
-
-def _output_kind(outputs: str, access: str) -> str:
-    """The output kind every executor batch is read as: the one asked for, else the one found on the reference."""
-    if outputs != "auto":
-        return outputs
-    return "labels" if access == ACCESS_LABEL_ONLY else "probabilities"
 
 
 def _spark_engine():

@@ -111,12 +111,25 @@ class Target:
             If ``data`` is a table and the audit scales or normalises its inputs (``--input-scale``,
             ``--normalize``, which act on pixels) or resizes them.
         """
-        if data.kind == "table" and not self.transform.is_identity:
+        if data.kind == "table":
+            self.refuse_pixel_options(data.name, data.describe())
+        return data if self.image_size is None else resize_set(data, self.image_size)
+
+    def refuse_pixel_options(self, name: str, description: str) -> None:
+        """Refuse ``--input-scale``, ``--normalize`` and ``--image-size`` for the table ``name`` (they act on pixels).
+
+        Raises
+        ------
+        InputError
+            Naming the table (``description``: ``table of 30 features``) and the options given.
+        """
+        if not self.transform.is_identity:
             raise InputError(
-                f"{data.name}: expected no --input-scale or --normalize with a {data.describe()} (they scale pixels), "
+                f"{name}: expected no --input-scale or --normalize with a {description} (they scale pixels), "
                 f"got {' '.join(self.transform.as_options())}; give the features as the model was trained on them"
             )
-        return data if self.image_size is None else resize_set(data, self.image_size)
+        if self.image_size is not None:
+            raise InputError(f"{name}: expected images to resize with --image-size, got a {description}")
 
     def require_recipe(self) -> Recipe | CloneRecipe:
         """The recipe, or a one-line error saying how to give one."""

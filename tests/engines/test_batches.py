@@ -6,6 +6,7 @@ import pytest
 
 from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
+from ema.data.sources.images import resize_set
 from ema.engines.batches import AuditBatch
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform
@@ -113,3 +114,12 @@ def test_audit_batch_reads_labels_one_hot_over_the_calibrations_classes(auditor)
     batch = AuditBatch(lambda: FixedLabels(outputs="labels"), auditor, 10)
     (flagged,) = batch(iter([image_rows(images(2), np.array([3, 4]))]))
     assert flagged["correctness"].tolist() == [1.0, 0.0]
+
+
+def test_audit_batch_resizes_images_as_image_size_does_in_process(auditor):
+    x, labels = images(6, (32, 32)), np.arange(6)
+    oracle = Linear(outputs="probabilities")
+    batch = AuditBatch(lambda: oracle, auditor, 10, image_shape=(32, 32, 1), image_size=28)
+    (flagged,) = batch(iter([image_rows(x, labels)]))
+    resized = resize_set(ArraySet("q", x, labels, np.arange(6, dtype=np.int64)), 28)
+    assert_in_process_columns(flagged, oracle, auditor, resized.x, labels)

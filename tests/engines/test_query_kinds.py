@@ -25,6 +25,7 @@ from ema.data.arrays import ArraySet
 from ema.data.files import read_set, write_set
 from ema.data.parquet import SHAPE_COLUMNS, read_table, write_table
 from ema.errors import InputError
+from ema.inputs import InputTransform
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.audit_config import SuppliedCalibration
@@ -195,6 +196,19 @@ def test_spark_audit_of_any_kind_equals_in_process(kinds, spark, kind, query):
     assert on_spark.primary.verdict == local.primary.verdict
     assert on_spark.primary.metrics == local.primary.metrics  # rho and p-values to the bit
     pd.testing.assert_frame_equal(membership(on_spark), membership(local), check_dtype=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [{"image_size": 28}, {"transform": InputTransform(scale=255.0)}])
+def test_spark_refuses_pixel_options_for_a_table_of_features_in_the_in_process_line(kinds, spark, options):
+    made = kinds["tabular"]
+    with pytest.raises(InputError) as in_process:
+        audit(config(made, query_table=made["held_out"], **options), progress=False)
+    with pytest.raises(InputError) as on_spark:
+        audit(config(made, query_table=made["held_out"], engine="spark", **options), progress=False)
+    # the same reason, for the first table each engine reads (in-process the query, Spark the reference)
+    assert str(on_spark.value).partition(": ")[2] == str(in_process.value).partition(": ")[2]
+    assert "with --image-size, got a table" in str(on_spark.value) or "(they scale pixels)" in str(on_spark.value)
 
 
 @pytest.mark.slow

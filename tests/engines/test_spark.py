@@ -6,13 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from mlflow.tracking import MlflowClient
 
-from ema.errors import EMAError, InputError
+from ema.data.arrays import ArraySet
+from ema.data.files import write_set
+from ema.data.presets import load_splits
+from ema.errors import EMAError, InputError, ModelAccessError
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.data import export_query
@@ -47,19 +51,23 @@ def old_table(tables, tmp_path_factory) -> str:
     return str(path)
 
 
+def assert_same_membership(parquet, local) -> None:
+    """The membership table at ``parquet`` (a Spark audit's) holds the in-process audit ``local``'s rows, by index."""
+    expected = pd.read_csv(MlflowClient().download_artifacts(local.run_id, keys.ARTIFACT_MEMBERSHIP))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(parquet).sort_values("index", ignore_index=True),
+        expected.sort_values("index", ignore_index=True),
+        check_dtype=False,
+    )
+
+
 @pytest.mark.slow
 def test_spark_audit_of_a_table_without_shape_columns_equals_in_process(trained, spark, old_table):  # noqa: F811
     _, outcome = trained
     local = audit(AuditConfig(model_uri=outcome.version.uri, query_table=old_table), progress=False)
     on_spark = audit(AuditConfig(model_uri=outcome.version.uri, query_table=old_table, engine="spark"), progress=False)
     assert (on_spark.primary.metrics, on_spark.primary.n_query) == (local.primary.metrics, 2000)
-    membership = MlflowClient().download_artifacts(on_spark.run_id, keys.ARTIFACT_MEMBERSHIP_PARQUET)
-    expected = pd.read_csv(MlflowClient().download_artifacts(local.run_id, keys.ARTIFACT_MEMBERSHIP))
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(membership).sort_values("index", ignore_index=True),
-        expected.sort_values("index", ignore_index=True),
-        check_dtype=False,
-    )
+    assert_same_membership(MlflowClient().download_artifacts(on_spark.run_id, keys.ARTIFACT_MEMBERSHIP_PARQUET), local)
 
 
 @pytest.mark.slow
@@ -84,12 +92,22 @@ def test_spark_audit_with_executors_in_processes_of_their_own_equals_in_process(
         f"and tags.`{keys.TAG_RUN_KIND}` = '{keys.RUN_KIND_AUDIT}'",
     )
     assert on_cluster.data.metrics == run_data(local.run_id).metrics
-    expected = pd.read_csv(MlflowClient().download_artifacts(local.run_id, keys.ARTIFACT_MEMBERSHIP))
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(out).sort_values("index", ignore_index=True),
-        expected.sort_values("index", ignore_index=True),
-        check_dtype=False,
-    )
+    assert_same_membership(out, local)
+
+
+@pytest.mark.slow
+def test_spark_audit_resizes_images_as_in_process(trained, spark, tmp_path):  # noqa: F811
+    """--image-size: 32 x 32 copies of M6 (padded) audited by the 28 x 28 target, each engine resizing them."""
+    _, outcome = trained
+    m6 = load_splits().query("M6")
+    padded = ArraySet("m6-32", np.pad(m6.x, ((0, 0), (2, 2), (2, 2))), m6.y, m6.index)
+    table = tmp_path / "m6-32"
+    export_query(table, query_file=write_set(padded, tmp_path / "m6-32.npz"))
+    config = AuditConfig(model_uri=outcome.version.uri, query_table=str(table), image_size=28)
+    local = audit(config, progress=False)
+    on_spark = audit(AuditConfig(**{**config.__dict__, "engine": "spark"}), progress=False)
+    assert on_spark.primary.metrics == local.primary.metrics
+    assert_same_membership(MlflowClient().download_artifacts(on_spark.run_id, keys.ARTIFACT_MEMBERSHIP_PARQUET), local)
 
 
 def run_data(run_id: str):
@@ -120,10 +138,7 @@ def test_spark_audit_equals_in_process_audit_of_the_same_table(trained, spark, t
     assert spark_run.tags[keys.TAG_CACHE] == "hit"
     assert (local_run.tags[keys.TAG_ENGINE], spark_run.tags[keys.TAG_ENGINE]) == ("in-process", "spark")
     assert spark_run.params[keys.PARAM_SPARK_MASTER] == "local[2]"
-    membership = MlflowClient().download_artifacts(on_spark.run_id, keys.ARTIFACT_MEMBERSHIP_PARQUET)
-    per_sample = pd.read_parquet(membership).sort_values("index", ignore_index=True)
-    expected = pd.read_csv(MlflowClient().download_artifacts(local.run_id, keys.ARTIFACT_MEMBERSHIP))
-    pd.testing.assert_frame_equal(per_sample, expected.sort_values("index", ignore_index=True), check_dtype=False)
+    assert_same_membership(MlflowClient().download_artifacts(on_spark.run_id, keys.ARTIFACT_MEMBERSHIP_PARQUET), local)
     assert_spark_report(on_spark, local)
 
 
@@ -184,7 +199,6 @@ def wrong_columns(directory) -> str:
         (wrong_columns, {}, InputError, r"expected columns label .* missing \['index'\]"),
         # options the engine refuses are checked before the run starts: they leave no run
         (wrong_columns, {"method": "both"}, InputError, "--engine spark runs --method ema only"),
-        (wrong_columns, {"output_name": "probabilities"}, InputError, "no --output-name with --engine spark"),
         (wrong_image_size, {}, InputError, r"^/.*/t: expected `pixels` of 784 bytes .* got values of \[100\] bytes$"),
     ],
 )
@@ -242,7 +256,7 @@ def test_a_shipped_model_loads_from_its_own_folder_and_is_named_by_its_uri(train
     from ema.oracle import PyfuncOracle
 
     oracle = PyfuncOracle("models:/ema-target@target")
-    first, second = (spark_engine.ship_model(spark, oracle, "probabilities", tmp_path / str(i)) for i in (1, 2))
+    first, second = (spark_engine.ship_model(spark, oracle, tmp_path / str(i)) for i in (1, 2))
     assert first.folder != second.folder and first.folder.startswith(spark_engine.MODEL_FOLDER_PREFIX)
     shipped = first()
     assert shipped is first() and shipped.model_uri == "models:/ema-target@target"
@@ -321,6 +335,11 @@ UNREADABLE = FakeJavaError(
             FakeJobFailure(WORKER_TRACEBACK.format(line="ema.errors.InputError: /t: expected `pixels` of 784 bytes")),
             InputError,
             "/t: expected `pixels` of 784 bytes",
+        ),
+        (
+            FakeJobFailure(WORKER_TRACEBACK.format(line="ema.errors.ModelAccessError: model 'm' failed: boom")),
+            ModelAccessError,  # retryable, exit 4, as in-process
+            "model 'm' failed: boom",
         ),
         (FakeJobFailure(CHAINED_TRACEBACK), EMAError, "the Spark audit failed: ValueError: the model exploded"),
         (
