@@ -32,9 +32,9 @@ class AuditBatch:
     width, channels), centre-cropped and resized to ``image_size`` when given, as
     ``--image-size`` resizes them in-process) or, when ``features`` is given, the feature
     columns (those a column-based signature names, in its order; else all of them, in the
-    table's order). ``where`` names the table in errors,
-    as the in-process engine names it. Each batch comes out as the rows of the in-process
-    ``membership.csv``: index, label, each signal, each signal's flag, M.
+    table's order). ``where`` names the table in errors, as the in-process engine names it.
+    Each batch comes out as the rows of the in-process ``membership.csv``: index, label, each
+    signal, each signal's flag, M.
     """
 
     oracle: Callable[[], Oracle]

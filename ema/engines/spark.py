@@ -5,8 +5,8 @@ One audit is two Spark steps:
 1. :func:`read_query` opens the table (images with their shape, or features; :mod:`ema.data.parquet`),
    checks its columns and finds its images' one shape;
 2. :func:`audit_table` scores and flags each batch of images or features in one Python pass on
-   the executors (:class:`ema.engines.batches.AuditBatch`): the model, shipped with the job as
-   its folder (:func:`ship_model`) and loaded once per worker as the in-process oracle loads it,
+   the executors (:class:`ema.engines.batches.AuditBatch`): the model, its folder shipped with the
+   job as an archive (:func:`ship_model`) and loaded once per worker as the in-process oracle loads it,
    gets the inputs the in-process oracle gives it, and each sample's signals, flags and M are
    computed beside it; the membership table (one row per sample) is written as Parquet, and
    while it is written Spark sums the table's row hashes, the samples and the flagged samples.
@@ -15,10 +15,10 @@ One audit is two Spark steps:
 
 The driver holds the session, the model and a handful of numbers, whatever the table's size.
 
-A failure is one line (:class:`~ema.errors.InputError` or :class:`~ema.errors.EMAError`), the
-Spark exception chained behind it: a table Spark cannot read is worded as the in-process engine
-words it, an executor's Python error by its last line (an ``InputError`` raised on an executor
-stays an ``InputError``, with the in-process message). A session this module starts keeps
+A failure is one line (an :class:`~ema.errors.EMAError`), the Spark exception chained behind
+it: a table Spark cannot read is worded as the in-process engine words it, an executor's
+Python error by its last line (an ``ema.errors`` error raised on an executor stays of its kind,
+with the in-process message: an ``InputError`` exits 3, a ``ModelAccessError`` 4). A session this module starts keeps
 Spark's console log off (log4j2 at ``error`` while the JVM starts, then ``OFF``), so that no
 Java or executor traceback reaches the screen; the chained exception carries them for whoever
 asks (``ema audit --verbose``).
@@ -246,6 +246,7 @@ class ShippedModel:
 
     def __call__(self) -> PyfuncOracle:
         if self not in _LOADED:
+            _LOADED.clear()  # one model per worker: a long session's later audits do not pile up earlier models
             _LOADED[self] = PyfuncOracle(
                 SparkFiles.get(self.folder),
                 copy_of=self.model_uri,
@@ -258,7 +259,7 @@ class ShippedModel:
         return _LOADED[self]
 
 
-#: The models this Python worker has loaded (a worker runs many tasks of one job).
+#: The model this Python worker loaded last (a worker runs many tasks of a job, and the jobs after it).
 _LOADED: dict[ShippedModel, PyfuncOracle] = {}
 
 
