@@ -79,7 +79,7 @@ class PyfuncOracle(Oracle):
         #: The model's files on this machine (for a ``models:/`` URI, the copy MLflow downloaded).
         self.local_path = local_path
         self.model_uri = copy_of or model_uri
-        self.source = f"model {model_uri!r}"
+        self.source = f"model {self.model_uri!r}"
         if options.get("input_spec") is None:
             declared = input_spec_from(self._model.metadata.get_input_schema(), self._input_example())
             options["input_spec"] = declared or self._fitted_columns()

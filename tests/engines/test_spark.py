@@ -260,6 +260,7 @@ def test_a_shipped_model_loads_from_its_own_folder_and_is_named_by_its_uri(train
     assert first.folder != second.folder and first.folder.startswith(spark_engine.MODEL_FOLDER_PREFIX)
     shipped = first()
     assert shipped is first() and shipped.model_uri == "models:/ema-target@target"
+    assert shipped.source == "model 'models:/ema-target@target'"  # how its output errors name it
     images = np.random.default_rng(0).integers(0, 256, (8, 28, 28), dtype=np.uint8)
     np.testing.assert_array_equal(shipped.predict_proba(images), oracle.predict_proba(images))
 
