@@ -58,13 +58,16 @@ warnings.filterwarnings("ignore", message="PySpark does not yet fully support pa
 DEFAULT_MASTER = "local[2]"
 #: Spark's Python daemon in a local session this module starts: it loads the scoring code before it forks workers.
 DAEMON_MODULE = "ema.engines.spark_daemon"
-#: Settings of a session this module starts in local mode: bound to loopback, no UI, few shuffle partitions.
+#: Settings of a session this module starts in local mode: bound to loopback, no UI, few shuffle partitions, and
+#: whole Python tracebacks from executors (Spark's simplified ones drop an error's cause: a model's own frames,
+#: behind the oracle's one-line error, which ``--verbose`` shows).
 LOCAL_SETTINGS = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
 }
 #: File splits per core in a local session: a table of a few large files is read in enough splits that
 #: every core stays busy to the end (a 1,000,000-image table was 5 splits on 2 cores: the last ran alone).

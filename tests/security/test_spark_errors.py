@@ -210,14 +210,15 @@ def test_spark_audit_of_images_of_another_size_says_what_the_in_process_engine_s
 
 
 def test_spark_audit_whose_model_raises_on_the_executors_is_one_line(cases):
-    line = one_error_line(cases["model_raises"], code=1)  # the model's own failure: no kind of ours
-    assert line == f"the Spark audit failed: {MODEL_ERROR}"
+    # the model's own failure, as the in-process oracle words and classes it: ModelAccessError, retryable, exit 4
+    line = one_error_line(cases["model_raises"], code=4)
+    assert re.fullmatch(rf"model '\S+' failed on a batch of 32 inputs of shape \(28, 28\): {MODEL_ERROR}", line)
 
 
 def test_spark_audit_verbose_prints_the_executors_traceback_then_the_line(cases):
     stderr = cases["model_raises_verbose"].stderr
-    assert cases["model_raises_verbose"].code == 1
-    assert stderr.rstrip().endswith(f"Error: the Spark audit failed: {MODEL_ERROR}")
+    assert cases["model_raises_verbose"].code == 4
+    assert stderr.rstrip().endswith(f"inputs of shape (28, 28): {MODEL_ERROR}")
     executor = stderr[stderr.index("An exception was thrown from the Python worker") :]
     assert "Traceback (most recent call last)" in executor and "fragile.py" in executor, stderr
     assert f"{MODEL_ERROR}\n" in executor
