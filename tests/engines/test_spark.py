@@ -251,8 +251,6 @@ def test_spark_workers_fork_from_a_daemon_that_loaded_the_scoring_code(spark):
 
 def test_a_shipped_model_loads_from_its_own_folder_and_is_named_by_its_uri(trained, spark, tmp_path):  # noqa: F811
     """Two audits in one session ship two folders; each loads as the model the driver loaded, named by its URI."""
-    import numpy as np
-
     from ema.oracle import PyfuncOracle
 
     oracle = PyfuncOracle("models:/ema-target@target")
