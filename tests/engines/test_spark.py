@@ -17,6 +17,7 @@ from ema.data.arrays import ArraySet
 from ema.data.files import write_set
 from ema.data.presets import load_splits
 from ema.errors import EMAError, InputError, ModelAccessError
+from ema.inputs import InputSpec, InputTransform
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.data import export_query
@@ -261,6 +262,14 @@ def test_a_shipped_model_loads_from_its_own_folder_and_is_named_by_its_uri(train
     assert shipped.source == "model 'models:/ema-target@target'"  # how its output errors name it
     images = np.random.default_rng(0).integers(0, 256, (8, 28, 28), dtype=np.uint8)
     np.testing.assert_array_equal(shipped.predict_proba(images), oracle.predict_proba(images))
+    options = {
+        "outputs": "probabilities",
+        "output_name": "proba",
+        "transform": InputTransform(scale=255.0),
+        "input_spec": InputSpec(),  # float pixels, so that a transform is taken
+    }
+    copy = spark_engine.ship_model(spark, PyfuncOracle("models:/ema-target@target", **options), tmp_path / "3")()
+    assert {name: getattr(copy, name) for name in options} == options  # read as the driver's oracle reads it
 
 
 @pytest.mark.parametrize("master", ["foo://bar", "mesos://h:5050", "spark:/h"])
