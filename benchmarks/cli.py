@@ -25,14 +25,24 @@ audit's time beyond the baseline is the baseline's own teardown.
 
 The processes run in turn in every round, so the machine's slow phases fall on all of them, and
 with Python's default bytecode cache (:func:`user_environment`), as on a user's machine.
+
+An audit also writes its run to the store, which the import line never does: each write is a
+sqlite commit that syncs the disk (MLflow leaves sqlite's ``synchronous=FULL``). The note says how
+many write commits the cached audit makes (:data:`COUNT_WRITES`, one untimed audit) and what one
+costs on the disk the store is on (:func:`write_commit_seconds`), so that a ratio measured on a
+machine whose disk syncs slowly can be read: there the same audit pays those commits many times
+over, and no import line does.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from benchmarks._common import Config, interleaved, progress, row, spread, temporary_store
 
@@ -66,6 +76,30 @@ FLOORS = {
 }
 AUDIT = ["audit", "--model", "models:/ema-target@target", "--query", "M6", "--no-progress"]
 NO_FIGURES = [*AUDIT, "--no-figures"]
+#: The ``ema`` program, counting the transactions that wrote to the store and printing the count last on stderr.
+COUNT_WRITES = [
+    sys.executable,
+    "-c",
+    """
+import atexit, sys
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+writes = []
+@event.listens_for(Engine, "before_cursor_execute")
+def seen(conn, cursor, statement, *rest):
+    if statement.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE"):
+        conn.info["wrote"] = True
+@event.listens_for(Engine, "commit")
+def committed(conn):
+    if conn.info.pop("wrote", False):
+        writes.append(1)
+atexit.register(lambda: print(len(writes), file=sys.stderr))
+from ema_cli.cli import run
+run()
+""",
+]
+#: Commits timed by :func:`write_commit_seconds`.
+WRITE_PROBES = 30
 HELP_GOAL = 0.5
 #: audit / imports at most.
 AUDIT_GOAL = 1.25
@@ -85,6 +119,31 @@ def run(command: list[str]) -> None:
     subprocess.run(command, check=True, capture_output=True, env=user_environment())
 
 
+def count_writes(arguments: list[str]) -> int:
+    """How many transactions that wrote to the store the ``ema`` command ``arguments`` committed."""
+    done = subprocess.run([*COUNT_WRITES, *arguments], check=True, capture_output=True, text=True)
+    return int(done.stderr.strip().splitlines()[-1])
+
+
+def write_commit_seconds(folder: Path) -> float:
+    """Median seconds of a one-row sqlite commit in ``folder``, synced as MLflow's store syncs (sqlite's defaults)."""
+    path = folder / "write-probe.db"
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("CREATE TABLE probe (n INTEGER)")
+        connection.commit()
+        times = []
+        for n in range(WRITE_PROBES):
+            start = time.perf_counter()
+            connection.execute("INSERT INTO probe VALUES (?)", (n,))
+            connection.commit()
+            times.append(time.perf_counter() - start)
+    finally:
+        connection.close()
+        path.unlink()
+    return statistics.median(times)
+
+
 def measure(config: Config) -> list[dict]:
     """Median seconds of ``ema --help`` and of a cached ``ema audit`` process, the imports timed in the same rounds."""
     from ema.training.spec import TrainSpec
@@ -95,6 +154,8 @@ def measure(config: Config) -> list[dict]:
         progress("cli: training the target, then one untimed audit that caches its calibration")
         train_target(TrainSpec(epochs=5 if config.quick else 50), progress=False)
         run([*CLI, *AUDIT])
+        writes = count_writes(AUDIT)
+        commit = write_commit_seconds(Path.cwd())
         progress(f"cli: ema --help, ema audit and the imports, {repeats} interleaved rounds")
         times = interleaved(
             {
@@ -137,6 +198,8 @@ def measure(config: Config) -> list[dict]:
                 f"scipy.stats, the store opened) {spread(times['floor'])}, {floor / imports:.2f}x "
                 f"imports, audit / floor = {audit / floor:.2f}x; each part alone: "
                 + ", ".join(f"{part} {statistics.median(times[part]) / imports:.2f}x" for part in FLOOR_PARTS)
+                + f"; the audit's store writes: {writes} write commits, {commit * 1000:.2f} ms each on this disk "
+                f"(sqlite, synchronous=FULL, median of {WRITE_PROBES}), {writes * commit:.3f} s in all"
             ),
         ),
         against_imports(
