@@ -9,6 +9,8 @@ double and long columns). Each has a calibration model of its own kind trained o
 
 from __future__ import annotations
 
+import dataclasses
+
 import mlflow
 import mlflow.sklearn
 import numpy as np
@@ -209,6 +211,19 @@ def test_spark_refuses_pixel_options_for_a_table_of_features_in_the_in_process_l
     # the same reason, for the first table each engine reads (in-process the query, Spark the reference)
     assert str(on_spark.value).partition(": ")[2] == str(in_process.value).partition(": ")[2]
     assert "with --image-size, got a table" in str(on_spark.value) or "(they scale pixels)" in str(on_spark.value)
+
+
+@pytest.mark.slow
+def test_spark_refuses_pixel_options_for_a_query_table_of_features_once_its_references_are_images(kinds, spark):
+    """The references pass (images, resized); the query table, read on Spark, is refused by its name as in-process."""
+    query = config(kinds["colour"], query_table=kinds["tabular"]["held_out"], image_size=32)
+    with pytest.raises(InputError) as in_process:
+        audit(query, progress=False)
+    with pytest.raises(InputError) as on_spark:
+        audit(dataclasses.replace(query, engine="spark"), progress=False)
+    assert str(on_spark.value) == str(in_process.value)
+    expected = "tabular-held_out: expected images to resize with --image-size, got a table of 31 features"
+    assert str(on_spark.value) == expected
 
 
 @pytest.mark.slow
