@@ -26,7 +26,6 @@ from ema.validation import check_certify_level, check_open_unit, check_positive_
 CERTIFY_PROBABILITY = 0.85
 #: Probability of certifying that ``ema power --certify`` plans sizes for.
 PLAN_PROBABILITY = 0.9
-#: Folds of the cross-fitted information.
 
 
 @dataclass(frozen=True)
