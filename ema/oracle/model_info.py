@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ema.errors import EMAError, InputError, ModelAccessError
+from ema.errors import EXTRA_OF_MODULE, EMAError, InputError, MissingDependencyError, ModelAccessError, pip_command
 from ema.inputs import INPUT_DTYPES, InputSpec
 from ema.validation import redact_url
 
@@ -118,6 +118,22 @@ def model_read_error(model_uri: str, exc: Exception, doing: str = "read") -> EMA
     return ModelAccessError(text)
 
 
+def missing_module_error(model_uri: str, exc: ImportError) -> MissingDependencyError:
+    """The one-line error for a model whose loading imports a module this Python lacks.
+
+    The module may be a package (a flavor's runtime: onnxruntime for an ONNX model), installed
+    with pip, or the user's own code (a class the model was pickled with), which travels with the
+    model only where it was logged with ``code_paths``.
+    """
+    name = exc.name or str(exc)
+    advice = pip_command(name)
+    if name.split(".")[0] not in EXTRA_OF_MODULE:
+        advice += "; if it is your own code, put it on PYTHONPATH or log the model with code_paths=[...]"
+    return MissingDependencyError(
+        f"could not load model {redact_url(model_uri)!r}: it needs {name}, which is not installed: {advice}"
+    )
+
+
 def _model_info(model_uri: str):
     from mlflow.models import get_model_info
 
@@ -155,5 +171,7 @@ def load_native_model(model_uri: str, flavor: str) -> object:
         raise InputError(f"expected a model flavor in {NATIVE_FLAVORS}, got {flavor!r}")
     try:
         return flavor_module.load_model(model_uri)
-    except (MlflowException, OSError) as exc:
+    except ImportError as exc:
+        raise missing_module_error(model_uri, exc) from exc
+    except (MlflowException, OSError, AttributeError) as exc:  # AttributeError: a pickled class its module lacks
         raise model_read_error(model_uri, exc, f"load the {flavor}") from exc

@@ -17,10 +17,10 @@ import pandas as pd
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
-from ema.errors import InputError, MissingDependencyError, ModelAccessError, pip_command
+from ema.errors import InputError, ModelAccessError
 from ema.inputs import InputSpec
 from ema.oracle.base import Oracle
-from ema.oracle.model_info import check_model_path, input_spec_from, model_read_error
+from ema.oracle.model_info import check_model_path, input_spec_from, missing_module_error, model_read_error
 
 #: Longest model message kept in an error (MLflow's schema errors quote the data; the reason comes last).
 MAX_MESSAGE = 1000
@@ -66,12 +66,9 @@ class PyfuncOracle(Oracle):
         try:
             local_path = mlflow.artifacts.download_artifacts(model_uri)
             self._model = load_on_device(model_uri, local_path, device)
-        except ModuleNotFoundError as exc:  # the flavor's runtime (onnxruntime for an ONNX model)
-            raise MissingDependencyError(
-                f"could not load model {copy_of or model_uri!r}: it needs {exc.name}, which is not installed: "
-                f"{pip_command(exc.name)}"
-            ) from exc
-        except (MlflowException, OSError, RuntimeError, yaml.YAMLError, ValueError, TypeError) as exc:
+        except ImportError as exc:
+            raise missing_module_error(copy_of or model_uri, exc) from exc
+        except (MlflowException, OSError, RuntimeError, yaml.YAMLError, ValueError, TypeError, AttributeError) as exc:
             raise model_read_error(copy_of or model_uri, exc, "load") from exc
         if copy_of is None:
             python = self._model.metadata.flavors.get("python_function", {}).get("python_version")

@@ -16,7 +16,10 @@ cache key; the architecture enters as a digest), ``transform``.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
+import logging
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -27,6 +30,42 @@ from ema.inputs import InputTransform, to_model_inputs
 from ema.training.recipes import Classifier, SklearnClassifier, flatten, transform_dict
 from ema.training.spec import TrainSpec
 from ema.validation import short_hash
+
+#: What a user whose model cannot be cloned can do instead.
+OTHER_CALIBRATION = "pass --recipe FILE, or a calibration model of yours with --calibration-model"
+
+
+def class_name(kind: type) -> str:
+    """``module.QualifiedName``: where the class is looked up when a saved model is loaded."""
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def estimator_classes(estimator: object) -> list[type]:
+    """The classes of ``estimator`` and of every estimator among its parameters (a Pipeline's steps)."""
+    from sklearn.base import BaseEstimator
+
+    nested = [value for value in estimator.get_params(deep=True).values() if isinstance(value, BaseEstimator)]
+    return list(dict.fromkeys(type(item) for item in [estimator, *nested]))
+
+
+def importable_by_name(kind: type) -> bool:
+    """Whether ``kind`` is found again by its module and qualified name, as skops and pickle find it on loading.
+
+    A class defined in a training script's ``__main__`` (pickled by value by cloudpickle) is not.
+    """
+    try:
+        found = importlib.import_module(kind.__module__)
+    except ImportError:
+        return False
+    for part in kind.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is kind
+
+
+def takes_any_keywords(kind: type) -> bool:
+    """Whether ``kind.__init__`` takes ``**kwargs``: scikit-learn then sees no parameters; a clone keeps no settings."""
+    parameters = inspect.signature(kind.__init__).parameters.values()
+    return any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters)
 
 
 @dataclass(frozen=True)
@@ -46,6 +85,31 @@ class SklearnCloneRecipe:
             "input": transform_dict(self.transform),
         }
 
+    def check_cloneable(self) -> None:
+        """Refuse a template whose clone could not be saved; warn when a clone would keep none of its settings.
+
+        Raises
+        ------
+        InputError
+            If a class of the template (or of a Pipeline's step) cannot be imported by its name, as
+            skops must import it to save the calibration model (a class defined in a script's ``__main__``).
+        """
+        unsaved = [class_name(kind) for kind in estimator_classes(self.template) if not importable_by_name(kind)]
+        if unsaved:
+            raise InputError(
+                f"expected the target's classes to be importable by name (the calibration model, a clone, is saved "
+                f"with skops, which finds them so), got {', '.join(unsaved)}, which this Python cannot import: define "
+                f"them in a module on PYTHONPATH (log the model with code_paths=[...]); {OTHER_CALIBRATION}"
+            )
+        if takes_any_keywords(type(self.template)):
+            logging.getLogger(__name__).warning(
+                "the target's %s takes **kwargs in __init__, so scikit-learn's clone keeps none of its settings: the "
+                "calibration model is a %s with its defaults; %s",
+                class_name(type(self.template)),
+                type(self.template).__name__,
+                OTHER_CALIBRATION,
+            )
+
     def fit(
         self,
         pixels: np.ndarray,
@@ -59,18 +123,20 @@ class SklearnCloneRecipe:
         ``n_classes`` too: the clone has a column per class it was fitted on)."""
         from sklearn.base import clone
 
-        estimator = clone(self.template)
-        try:
+        self.check_cloneable()
+        name = class_name(type(self.template))
+        try:  # the estimator's own code runs here, whatever it raises
+            estimator = clone(self.template)
             estimator.fit(flatten(self.transform.apply(pixels)), labels)
-        except (TypeError, ValueError) as exc:
+        except Exception as exc:
             raise InputError(
-                f"a clone of the target's {type(self.template).__name__} could not be trained on flattened pixels: "
-                f"{' '.join(str(exc).split())[:300]}; pass --recipe FILE"
+                f"a clone of the target's {name} could not be made and trained on the calibration data: "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}; {OTHER_CALIBRATION}"
             ) from exc
         if not hasattr(estimator, "predict_proba"):
             raise InputError(
-                f"expected the target's {type(self.template).__name__} to have predict_proba (the calibration model "
-                "must give probabilities), got none; pass --recipe FILE"
+                f"expected the target's {name} to have predict_proba (the calibration model must give "
+                f"probabilities), got none; {OTHER_CALIBRATION}"
             )
         return SklearnClassifier(estimator, self.transform)
 

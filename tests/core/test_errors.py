@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import socket
 import sys
 import time
@@ -186,3 +187,30 @@ def test_a_command_past_its_timeout_raises_time_limit_exceeded():
         time.sleep(0.02)
         with pytest.raises(TimeLimitExceeded, match=r"raise --timeout SECONDS$"):
             check_deadline("step")
+
+
+def test_a_model_whose_class_module_is_gone_is_missing_dependency_naming_it_and_code_paths(tmp_path, monkeypatch):
+    """A user's class pickled by reference: loading imports its module, which this Python lacks (not on its path)."""
+    import mlflow.sklearn
+    from sklearn.linear_model import LogisticRegression
+
+    from ema.oracle.model_info import load_native_model
+
+    (tmp_path / "users_models.py").write_text(
+        "from sklearn.linear_model import LogisticRegression\nclass UsersModel(LogisticRegression):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    users_model = importlib.import_module("users_models").UsersModel
+    x = np.random.default_rng(0).random((20, 4))
+    model = users_model().fit(x, np.arange(20) % 2)
+    mlflow.sklearn.save_model(model, tmp_path / "model", serialization_format="cloudpickle")
+    assert isinstance(model, LogisticRegression)
+    monkeypatch.setitem(sys.modules, "users_models", None)  # as in a process without the user's code
+    expected = (
+        r"'.*model': it needs users_models, which is not installed: pip install users_models; if it is your own "
+        r"code, put it on PYTHONPATH or log the model with code_paths=\[\.\.\.\]$"
+    )
+    with pytest.raises(MissingDependencyError, match=expected):
+        load_native_model(str(tmp_path / "model"), "sklearn")
+    with pytest.raises(MissingDependencyError, match=expected):
+        PyfuncOracle(str(tmp_path / "model"))

@@ -1,17 +1,21 @@
-"""Clones of a target's architecture: re-initialised (also a torch.export graph, which has no layers to reset)."""
+"""Clones of a target's architecture: re-initialised (also a torch.export graph, which has no layers to reset); a
+scikit-learn class that cannot be cloned, trained or saved is one clear error."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pytest
 import torch
+from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from torch import nn
 
-from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe
+from ema.errors import InputError
+from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, importable_by_name
 from ema.training.spec import TrainSpec
 from ema.training.torch_clone import reinitialise
 
@@ -65,3 +69,60 @@ def test_sklearn_clone_keeps_hyperparameters_and_drops_the_fit():
     assert classifier.estimator is not fitted
     assert classifier.estimator.get_params()["logisticregression__C"] == 0.5
     assert classifier.predict_proba(PIXELS).shape == (40, 4)
+
+
+class ChangesItsParams(RandomForestClassifier):
+    """Breaks scikit-learn's rule that __init__ stores its arguments as given: ``clone`` refuses it."""
+
+    def __init__(self, n_estimators: int = 5) -> None:
+        super().__init__(n_estimators=n_estimators * 2)
+
+
+class FitNeedsPreparing(LogisticRegression):
+    """A user's ``fit`` that raises on a fresh clone, with an error of its own kind."""
+
+    def fit(self, x, y):
+        raise RuntimeError("call prepare() before fit()")
+
+
+class TakesAnyKeywords(LogisticRegression):
+    def __init__(self, **settings) -> None:
+        super().__init__(**settings)
+
+
+@pytest.mark.parametrize(
+    ("template", "reason"),
+    [
+        (ChangesItsParams(), "RuntimeError: Cannot clone object"),
+        (FitNeedsPreparing(), r"RuntimeError: call prepare\(\) before fit\(\)"),
+    ],
+)
+def test_sklearn_clone_that_cannot_be_made_or_trained_is_one_input_error_naming_the_class(template, reason):
+    name = f"tests.foreign.test_clones.{type(template).__qualname__}"
+    expected = rf"a clone of the target's {name} could not be made and trained on the calibration data: {reason}"
+    with pytest.raises(InputError, match=expected) as refused:
+        SklearnCloneRecipe(template).fit(PIXELS, LABELS, progress=False)
+    assert str(refused.value).endswith("pass --recipe FILE, or a calibration model of yours with --calibration-model")
+
+
+def test_sklearn_clone_of_a_class_not_importable_by_name_is_refused_before_training(monkeypatch):
+    made_in_a_script = type("MainRF", (LogisticRegression,), {"__module__": "__main__"})
+    monkeypatch.setattr(made_in_a_script, "fit", lambda *a: pytest.fail("trained before the refusal"))
+    inner = make_pipeline(StandardScaler(), made_in_a_script())
+    with pytest.raises(InputError, match=r"got __main__\.MainRF, which this Python cannot import"):
+        SklearnCloneRecipe(inner).fit(PIXELS, LABELS, progress=False)
+
+
+def test_importable_by_name_finds_module_classes_and_not_script_ones():
+    assert importable_by_name(LogisticRegression) and importable_by_name(ChangesItsParams)
+    assert not importable_by_name(type("MainRF", (LogisticRegression,), {"__module__": "__main__"}))
+    assert not importable_by_name(type("Gone", (LogisticRegression,), {"__module__": "no_such_module_here"}))
+
+
+def test_sklearn_clone_of_a_class_taking_any_keywords_warns_that_it_keeps_no_settings(caplog):
+    classifier = SklearnCloneRecipe(TakesAnyKeywords(C=0.01)).fit(PIXELS, LABELS, progress=False)
+    assert "TakesAnyKeywords takes **kwargs in __init__" in caplog.text
+    assert classifier.predict_proba(PIXELS).shape == (40, 4)
+    caplog.clear()
+    SklearnCloneRecipe(LogisticRegression(C=0.01)).fit(PIXELS, LABELS, progress=False)
+    assert "kwargs" not in caplog.text
