@@ -76,11 +76,8 @@ FLOORS = {
 }
 AUDIT = ["audit", "--model", "models:/ema-target@target", "--query", "M6", "--no-progress"]
 NO_FIGURES = [*AUDIT, "--no-figures"]
-#: The ``ema`` program, counting the transactions that wrote to the store and printing the count last on stderr.
-COUNT_WRITES = [
-    sys.executable,
-    "-c",
-    """
+#: Python that counts the transactions that wrote to any store of the process, and prints the count last on stderr.
+WRITE_COUNTER = """
 import atexit, sys
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -94,10 +91,9 @@ def committed(conn):
     if conn.info.pop("wrote", False):
         writes.append(1)
 atexit.register(lambda: print(len(writes), file=sys.stderr))
-from ema_cli.cli import run
-run()
-""",
-]
+"""
+#: The ``ema`` program, counting its write transactions (:data:`WRITE_COUNTER`).
+COUNT_WRITES = [sys.executable, "-c", WRITE_COUNTER + "from ema_cli.cli import run\nrun()\n"]
 #: Commits timed by :func:`write_commit_seconds`.
 WRITE_PROBES = 30
 HELP_GOAL = 0.5
@@ -119,9 +115,9 @@ def run(command: list[str]) -> None:
     subprocess.run(command, check=True, capture_output=True, env=user_environment())
 
 
-def count_writes(arguments: list[str]) -> int:
-    """How many transactions that wrote to the store the ``ema`` command ``arguments`` committed."""
-    done = subprocess.run([*COUNT_WRITES, *arguments], check=True, capture_output=True, text=True)
+def count_writes(command: list[str]) -> int:
+    """How many transactions that wrote to a store ``command`` committed (:data:`COUNT_WRITES` and its arguments)."""
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
     return int(done.stderr.strip().splitlines()[-1])
 
 
@@ -154,7 +150,7 @@ def measure(config: Config) -> list[dict]:
         progress("cli: training the target, then one untimed audit that caches its calibration")
         train_target(TrainSpec(epochs=5 if config.quick else 50), progress=False)
         run([*CLI, *AUDIT])
-        writes = count_writes(AUDIT)
+        writes = count_writes([*COUNT_WRITES, *AUDIT])
         commit = write_commit_seconds(Path.cwd())
         progress(f"cli: ema --help, ema audit and the imports, {repeats} interleaved rounds")
         times = interleaved(

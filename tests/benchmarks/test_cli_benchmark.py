@@ -1,4 +1,5 @@
-"""The ``cli`` benchmark's floors run as the ``ema`` program runs, so that they are comparable with its audit."""
+"""The ``cli`` benchmark's floors run as the ``ema`` program runs, so that they are comparable with its audit; its
+count of the audit's store writes counts the transactions that wrote."""
 
 from __future__ import annotations
 
@@ -6,7 +7,16 @@ import os
 import subprocess
 import sys
 
-from benchmarks.cli import FLOORS, NO_BYTECODE, as_ema_runs, user_environment
+from benchmarks.cli import (
+    COUNT_WRITES,
+    FLOORS,
+    NO_BYTECODE,
+    WRITE_COUNTER,
+    as_ema_runs,
+    count_writes,
+    user_environment,
+    write_commit_seconds,
+)
 from ema_cli.cli import GC_THRESHOLDS
 
 
@@ -28,3 +38,30 @@ def test_timed_processes_may_write_bytecode_even_where_this_machine_forbids_it(m
     probe = [sys.executable, "-c", "import sys; print(sys.flags.dont_write_bytecode)"]
     shown = subprocess.run(probe, check=True, capture_output=True, text=True, env=user_environment()).stdout
     assert shown.strip() == "0"
+
+
+def logging_run(batched: bool) -> list[str]:
+    """A process that opens a run, logs two params in two calls and ends it, counting its write transactions."""
+    code = (
+        "from ema.tracking.runs import configure, log_batch, start_run\n"
+        "configure()\n"
+        f"with start_run('two params', batched={batched}):\n"
+        "    log_batch(params={'a': 1})\n"
+        "    log_batch(params={'b': 2})\n"
+    )
+    return [sys.executable, "-c", WRITE_COUNTER + code]
+
+
+def test_count_writes_counts_the_transactions_that_wrote_and_a_batched_run_writes_its_params_once(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    subprocess.run(FLOORS["floor"], check=True, capture_output=True, cwd=tmp_path)  # the store and experiment, made
+    assert count_writes([*COUNT_WRITES, "--help"]) == 0
+    assert count_writes(logging_run(batched=False)) == 4  # the run, each params call, the run's end
+    assert count_writes(logging_run(batched=True)) == 3
+
+
+def test_write_commit_seconds_times_a_commit_and_leaves_the_folder_as_it_was(tmp_path):
+    assert write_commit_seconds(tmp_path) > 0
+    assert list(tmp_path.iterdir()) == []
