@@ -12,7 +12,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -97,19 +97,12 @@ def active_parent() -> RemoteParent | None:
 
 
 @contextmanager
-def start_run(
-    run_name: str, tags: dict[str, str] | None = None, *, batched: bool = False
-) -> Iterator[mlflow.ActiveRun]:
+def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlflow.ActiveRun]:
     """Open a run: nested under the active run (or the remote parent a worker joined), in the parent's experiment.
 
     An exception inside marks the run FAILED (MLflow's context manager does so) and
     propagates. Every run records the process and host that run it, so that a RUNNING run
     whose process is gone can be told apart (:func:`ema.tracking.history.audit_history`).
-
-    ``batched`` holds the run's params, metrics and tags (:func:`log_batch`) until it ends, failed
-    or not, and logs them in one store call: each call is a database commit, which a disk that
-    syncs slowly makes cost tens of milliseconds. For short runs (an audit); a long one would show
-    nothing in the UI until it ends.
     """
     tags = {**(tags or {}), keys.TAG_PID: str(os.getpid()), keys.TAG_HOST: socket.gethostname()}
     parent = active_parent()
@@ -126,17 +119,12 @@ def start_run(
             run = mlflow.start_run(tags=tags)  # resumes the run that `mlflow run` created
         else:
             run = mlflow.start_run(run_name=run_name, tags=tags)
-    run_id = run.info.run_id
     with run:
-        if batched:
-            _pending[run_id] = PendingLogs()
         try:
             yield run
         finally:
-            if batched:
-                _pending.pop(run_id).log(run_id)
             if parent is not None:
-                inherit_params(parent.run_id, run_id)
+                inherit_params(parent.run_id, run.info.run_id)
 
 
 @contextmanager
@@ -166,60 +154,13 @@ def inherit_params(parent_id: str, child_id: str) -> None:
     """Copy the parent's params the child did not set itself onto the child.
 
     The MLflow UI filters and compares top-level runs by their params; copies let nested
-    runs be filtered and compared the same way. A batched parent's params count from when they
-    are logged, not when they reach the store.
+    runs be filtered and compared the same way.
     """
     client = MlflowClient()
     own = client.get_run(child_id).data.params
-    held = _pending[parent_id].params if parent_id in _pending else {}
-    parents = {**client.get_run(parent_id).data.params, **held}
-    missing = {k: v for k, v in parents.items() if k not in own}
+    missing = {k: v for k, v in client.get_run(parent_id).data.params.items() if k not in own}
     if missing:
         log_params_of(child_id, missing)
-
-
-@dataclass
-class PendingLogs:
-    """What a batched run (:func:`start_run`) logged so far, to go to the store in one call when it ends.
-
-    A metric or tag logged twice keeps its last value (a metric's history holds that value only).
-    """
-
-    params: dict[str, str] = field(default_factory=dict)
-    metrics: dict[str, Metric] = field(default_factory=dict)
-    tags: dict[str, str] = field(default_factory=dict)
-
-    def add(self, more: PendingLogs) -> None:
-        """Hold ``more`` too; a param already held with another value is refused now, as MLflow would refuse it.
-
-        Raises
-        ------
-        MlflowException
-            If a param is logged twice with different values (params are immutable).
-        """
-        changed = sorted(key for key, value in more.params.items() if self.params.get(key, value) != value)
-        if changed:
-            raise MlflowException(
-                f"param(s) {', '.join(changed)} already logged with another value: "
-                + ", ".join(f"{key}={self.params[key]!r}, now {more.params[key]!r}" for key in changed)
-            )
-        self.params.update(more.params)
-        self.metrics.update(more.metrics)
-        self.tags.update(more.tags)
-
-    def log(self, run_id: str) -> None:
-        """Everything held, in one store call (MLflow splits it where a call's limits require)."""
-        if self.params or self.metrics or self.tags:
-            MlflowClient().log_batch(
-                run_id,
-                metrics=list(self.metrics.values()),
-                params=[Param(key, value) for key, value in self.params.items()],
-                tags=[RunTag(key, value) for key, value in self.tags.items()],
-            )
-
-
-#: The batched runs open in this process, by run id (:func:`start_run`).
-_pending: dict[str, PendingLogs] = {}
 
 
 def log_batch(
@@ -228,21 +169,14 @@ def log_batch(
     metrics: dict[str, float] | None = None,
     tags: dict[str, str] | None = None,
 ) -> None:
-    """Params, metrics and tags of the active run in one store call (each MLflow call costs several ms of SQL).
-
-    In a batched run (:func:`start_run`) they are held until the run ends.
-    """
+    """Params, metrics and tags of the active run in one store call (each MLflow call costs several ms of SQL)."""
     now = int(time.time() * 1000)
-    logs = PendingLogs(
-        {key: str(value) for key, value in (params or {}).items()},
-        {key: Metric(key, float(value), now, 0) for key, value in (metrics or {}).items()},
-        {key: str(value) for key, value in (tags or {}).items()},
+    MlflowClient().log_batch(
+        mlflow.active_run().info.run_id,
+        metrics=[Metric(key, float(value), now, 0) for key, value in (metrics or {}).items()],
+        params=[Param(key, str(value)) for key, value in (params or {}).items()],
+        tags=[RunTag(key, str(value)) for key, value in (tags or {}).items()],
     )
-    run_id = mlflow.active_run().info.run_id
-    if run_id in _pending:
-        _pending[run_id].add(logs)
-    else:
-        logs.log(run_id)
 
 
 def log_params(params: dict[str, object]) -> None:

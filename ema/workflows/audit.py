@@ -69,7 +69,7 @@ def audit(
     """
     config = config.resolved_device().validate()
     tags = {keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_ENGINE: config.engine}
-    with start_run(f"audit {config.method}", tags=tags, batched=True) as run:
+    with start_run(f"audit {config.method}", tags=tags) as run:
         score = engine_row(config.engine).score
         with collect_foreign_entries() as foreign, score(config, oracle, progress) as scored:
             session, results, tags = scored.session, scored.results, dict(scored.tags)

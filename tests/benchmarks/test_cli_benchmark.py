@@ -40,26 +40,22 @@ def test_timed_processes_may_write_bytecode_even_where_this_machine_forbids_it(m
     assert shown.strip() == "0"
 
 
-def logging_run(batched: bool) -> list[str]:
-    """A process that opens a run, logs two params in two calls and ends it, counting its write transactions."""
+def logging_run(calls: list[dict]) -> list[str]:
+    """A process that opens a run, logs ``calls`` (params), one ``log_batch`` each, and ends it, counting writes."""
     code = (
         "from ema.tracking.runs import configure, log_batch, start_run\n"
         "configure()\n"
-        f"with start_run('two params', batched={batched}):\n"
-        "    log_batch(params={'a': 1})\n"
-        "    log_batch(params={'b': 2})\n"
+        "with start_run('params'):\n" + "".join(f"    log_batch(params={call!r})\n" for call in calls)
     )
     return [sys.executable, "-c", WRITE_COUNTER + code]
 
 
-def test_count_writes_counts_the_transactions_that_wrote_and_a_batched_run_writes_its_params_once(
-    tmp_path, monkeypatch
-):
+def test_count_writes_counts_the_transactions_that_wrote(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     subprocess.run(FLOORS["floor"], check=True, capture_output=True, cwd=tmp_path)  # the store and experiment, made
     assert count_writes([*COUNT_WRITES, "--help"]) == 0
-    assert count_writes(logging_run(batched=False)) == 4  # the run, each params call, the run's end
-    assert count_writes(logging_run(batched=True)) == 3
+    assert count_writes(logging_run([{"a": 1}, {"b": 2}])) == 4  # the run, each params call, the run's end
+    assert count_writes(logging_run([{"a": 1, "b": 2}])) == 3
 
 
 def test_write_commit_seconds_times_a_commit_and_leaves_the_folder_as_it_was(tmp_path):
