@@ -26,8 +26,11 @@ asks (``ema audit --verbose``).
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
+import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -266,28 +269,56 @@ class ShippedModel:
 _LOADED: dict[ShippedModel, PyfuncOracle] = {}
 
 
-def ship_model(spark: SparkSession, oracle: PyfuncOracle, scratch: Path) -> ShippedModel:
-    """Add ``oracle``'s model folder to the job as an archive (written in ``scratch``); how executors load it.
+#: The archives this process made of its models' folders, by the model's uuid; kept until the process exits,
+#: since a session's executors may fetch an archive at any later job (one that joins late, or restarts).
+_ARCHIVES: dict[str, Path] = {}
+#: (application id, archive name) of the archives each Spark application of this process was given.
+_SHIPPED: set[tuple[str, str]] = set()
+
+
+def ship_model(spark: SparkSession, oracle: PyfuncOracle) -> ShippedModel:
+    """Add ``oracle``'s model folder to the session as an archive, once per model; how executors load it.
 
     Executors never talk to the tracking store: Spark hands each the archive, unpacked
     (``SparkContext.addArchive``: a folder cannot be added on a cluster), and read the model's
-    outputs as ``oracle`` does (the same ``outputs`` kind and ``output_name``).
+    outputs as ``oracle`` does (the same ``outputs`` kind and ``output_name``). An archive added to
+    a session stays one of its files for the session's life, and any later job may fetch it, so it
+    lives in a folder of this process that is removed when the process exits
+    (:func:`model_archive`), and a model audited again in the session is not added again.
 
     Raises
     ------
     EMAError
         If Spark refuses the archive, as one line.
     """
-    archive = shutil.make_archive(
-        str(scratch / f"{MODEL_FOLDER_PREFIX}{uuid.uuid4().hex}"), "zip", root_dir=oracle.local_path
-    )
-    try:
-        spark.sparkContext.addArchive(archive)
-    except (PySparkException, Py4JError) as exc:
-        raise EMAError(f"could not ship model {oracle.model_uri!r} to the executors: {_java_cause(exc)}") from exc
+    archive = model_archive(oracle)
+    shipped = (spark.sparkContext.applicationId, archive.name)
+    if shipped not in _SHIPPED:
+        try:
+            spark.sparkContext.addArchive(str(archive))
+        except (PySparkException, Py4JError) as exc:
+            raise EMAError(f"could not ship model {oracle.model_uri!r} to the executors: {_java_cause(exc)}") from exc
+        _SHIPPED.add(shipped)
     return ShippedModel(
-        Path(archive).name, oracle.model_uri, oracle.outputs, oracle.transform, oracle.input_spec, oracle.output_name
+        archive.name, oracle.model_uri, oracle.outputs, oracle.transform, oracle.input_spec, oracle.output_name
     )
+
+
+def model_archive(oracle: PyfuncOracle) -> Path:
+    """A zip of ``oracle``'s model folder, made once per model (its MLmodel uuid) in a folder removed at exit."""
+    key = oracle.model_uuid or uuid.uuid4().hex
+    if key not in _ARCHIVES:
+        name = _archive_folder() / f"{MODEL_FOLDER_PREFIX}{uuid.uuid4().hex}"
+        _ARCHIVES[key] = Path(shutil.make_archive(str(name), "zip", root_dir=oracle.local_path))
+    return _ARCHIVES[key]
+
+
+@functools.cache
+def _archive_folder() -> Path:
+    """This process's folder for model archives, made on first use and removed when the process exits."""
+    folder = Path(tempfile.mkdtemp(prefix="ema-spark-models-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def audit_table(table: QueryTable, *, batch: AuditBatch, out_uri: str) -> TableCounts:

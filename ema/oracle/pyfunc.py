@@ -75,6 +75,8 @@ class PyfuncOracle(Oracle):
             warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt", python)
         #: The model's files on this machine (for a ``models:/`` URI, the copy MLflow downloaded).
         self.local_path = local_path
+        #: The logged model's uuid (its MLmodel file's ``model_uuid``); None for a model saved without one.
+        self.model_uuid: str | None = self._model.metadata.model_uuid
         self.model_uri = copy_of or model_uri
         self.source = f"model {self.model_uri!r}"
         if options.get("input_spec") is None:

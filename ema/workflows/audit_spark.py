@@ -85,7 +85,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             session = AuditSession(config, target, None, oracle, progress)
             reference = session.nonmember_predictions
             auditor, tags = ema_auditor(session, reference.access)
-            model = spark_engine.ship_model(spark, oracle, Path(scratch))
+            model = spark_engine.ship_model(spark, oracle)
             batch = _audit_batch(table, model, auditor, target, where=config.query_table, name=config.query_name)
             counts = spark_engine.audit_table(table, batch=batch, out_uri=out_uri)
         log_batch(params={keys.PARAM_QUERY_FINGERPRINT: counts.fingerprint})

@@ -215,7 +215,9 @@ def test_spark_refuses_pixel_options_for_a_table_of_features_in_the_in_process_l
 
 @pytest.mark.slow
 def test_spark_refuses_pixel_options_for_a_query_table_of_features_once_its_references_are_images(kinds, spark):
-    """The references pass (images, resized); the query table, read on Spark, is refused by its name as in-process."""
+    """The references pass (images, resized) and the model is shipped; the query table, read on Spark, is refused
+    by its name as in-process, and the session audits on (the archive shipped for the refused audit is still there
+    for the next job's executors to fetch)."""
     query = config(kinds["colour"], query_table=kinds["tabular"]["held_out"], image_size=32)
     with pytest.raises(InputError) as in_process:
         audit(query, progress=False)
@@ -224,6 +226,9 @@ def test_spark_refuses_pixel_options_for_a_query_table_of_features_once_its_refe
     assert str(on_spark.value) == str(in_process.value)
     expected = "tabular-held_out: expected images to resize with --image-size, got a table of 31 features"
     assert str(on_spark.value) == expected
+    made = kinds["tabular"]
+    after = audit(config(made, query_table=made["held_out"], engine="spark"), progress=False)
+    assert after.primary.verdict == audit(config(made, query_table=made["held_out"]), progress=False).primary.verdict
 
 
 @pytest.mark.slow

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -250,13 +252,13 @@ def test_spark_workers_fork_from_a_daemon_that_loaded_the_scoring_code(spark):
     assert spark.conf.get("spark.python.daemon.module") == spark_engine.DAEMON_MODULE
 
 
-def test_a_shipped_model_loads_from_its_own_folder_and_is_named_by_its_uri(trained, spark, tmp_path):  # noqa: F811
-    """Two audits in one session ship two folders; each loads as the model the driver loaded, named by its URI."""
+def test_a_shipped_model_loads_from_its_own_folder_and_is_named_by_its_uri(trained, spark):  # noqa: F811
+    """A model audited twice in one session is shipped once; it loads as the driver's model, named by its URI."""
     from ema.oracle import PyfuncOracle
 
     oracle = PyfuncOracle("models:/ema-target@target")
-    first, second = (spark_engine.ship_model(spark, oracle, tmp_path / str(i)) for i in (1, 2))
-    assert first.folder != second.folder and first.folder.startswith(spark_engine.MODEL_FOLDER_PREFIX)
+    first, second = (spark_engine.ship_model(spark, oracle) for _ in range(2))
+    assert first.folder == second.folder and first.folder.startswith(spark_engine.MODEL_FOLDER_PREFIX)
     shipped = first()
     assert shipped is first() and shipped.model_uri == "models:/ema-target@target"
     assert shipped.source == "model 'models:/ema-target@target'"  # how its output errors name it
@@ -268,8 +270,21 @@ def test_a_shipped_model_loads_from_its_own_folder_and_is_named_by_its_uri(train
         "transform": InputTransform(scale=255.0),
         "input_spec": InputSpec(),  # float pixels, so that a transform is taken
     }
-    copy = spark_engine.ship_model(spark, PyfuncOracle("models:/ema-target@target", **options), tmp_path / "3")()
+    copy = spark_engine.ship_model(spark, PyfuncOracle("models:/ema-target@target", **options))()
     assert {name: getattr(copy, name) for name in options} == options  # read as the driver's oracle reads it
+
+
+def test_a_model_archive_is_made_once_per_model_and_outlives_the_audit_that_made_it(tmp_path):
+    """A session's executors may fetch an archive at any later job: it stays until the process exits."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "MLmodel").write_text(f"model {name}")
+    model_a, model_b = (SimpleNamespace(model_uuid=f"uuid-{n}", local_path=str(tmp_path / n)) for n in ("a", "b"))
+    archive = spark_engine.model_archive(model_a)
+    assert spark_engine.model_archive(model_a) == archive and archive.exists()
+    assert spark_engine.model_archive(model_b) != archive
+    with zipfile.ZipFile(archive) as packed:
+        assert packed.read("MLmodel") == b"model a"
 
 
 @pytest.mark.parametrize("master", ["foo://bar", "mesos://h:5050", "spark:/h"])
