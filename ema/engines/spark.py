@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
 import os
 import shutil
 import tempfile
@@ -269,8 +270,8 @@ class ShippedModel:
 _LOADED: dict[ShippedModel, PyfuncOracle] = {}
 
 
-#: The archives this process made of its models' folders, by the model's uuid; kept until the process exits,
-#: since a session's executors may fetch an archive at any later job (one that joins late, or restarts).
+#: The archives this process made of its models' folders, by the folder's content digest; kept until the process
+#: exits, since a session's executors may fetch an archive at any later job (one that joins late, or restarts).
 _ARCHIVES: dict[str, Path] = {}
 #: (application id, archive name) of the archives each Spark application of this process was given.
 _SHIPPED: set[tuple[str, str]] = set()
@@ -284,7 +285,8 @@ def ship_model(spark: SparkSession, oracle: PyfuncOracle) -> ShippedModel:
     outputs as ``oracle`` does (the same ``outputs`` kind and ``output_name``). An archive added to
     a session stays one of its files for the session's life, and any later job may fetch it, so it
     lives in a folder of this process that is removed when the process exits
-    (:func:`model_archive`), and a model audited again in the session is not added again.
+    (:func:`model_archive`), and a model folder audited again in the session (the same files, byte
+    for byte) is not added again.
 
     Raises
     ------
@@ -305,12 +307,24 @@ def ship_model(spark: SparkSession, oracle: PyfuncOracle) -> ShippedModel:
 
 
 def model_archive(oracle: PyfuncOracle) -> Path:
-    """A zip of ``oracle``'s model folder, made once per model (its MLmodel uuid) in a folder removed at exit."""
-    key = oracle.model_uuid or uuid.uuid4().hex
-    if key not in _ARCHIVES:
+    """A zip of ``oracle``'s model folder, made once per content in a folder removed at exit (again if deleted)."""
+    key = folder_digest(Path(oracle.local_path))
+    if key not in _ARCHIVES or not _ARCHIVES[key].is_file():
         name = _archive_folder() / f"{MODEL_FOLDER_PREFIX}{uuid.uuid4().hex}"
         _ARCHIVES[key] = Path(shutil.make_archive(str(name), "zip", root_dir=oracle.local_path))
     return _ARCHIVES[key]
+
+
+def folder_digest(folder: Path) -> str:
+    """SHA-256 of every file's path (relative to ``folder``) and bytes: equal folders, equal digests."""
+    digest = hashlib.sha256()
+    for path in sorted(item for item in folder.rglob("*") if item.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        with path.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
 @functools.cache

@@ -66,17 +66,24 @@ class PyfuncOracle(Oracle):
         try:
             local_path = mlflow.artifacts.download_artifacts(model_uri)
             self._model = load_on_device(model_uri, local_path, device)
-        except ImportError as exc:
+        except ModuleNotFoundError as exc:
             raise missing_module_error(copy_of or model_uri, exc) from exc
-        except (MlflowException, OSError, RuntimeError, yaml.YAMLError, ValueError, TypeError, AttributeError) as exc:
+        except (
+            MlflowException,
+            OSError,
+            RuntimeError,
+            yaml.YAMLError,
+            ValueError,
+            TypeError,
+            ImportError,
+            AttributeError,
+        ) as exc:
             raise model_read_error(copy_of or model_uri, exc, "load") from exc
         if copy_of is None:
             python = self._model.metadata.flavors.get("python_function", {}).get("python_version")
             warn_about_mismatches(model_uri, Path(local_path) / "requirements.txt", python)
         #: The model's files on this machine (for a ``models:/`` URI, the copy MLflow downloaded).
         self.local_path = local_path
-        #: The logged model's uuid (its MLmodel file's ``model_uuid``); None for a model saved without one.
-        self.model_uuid: str | None = self._model.metadata.model_uuid
         self.model_uri = copy_of or model_uri
         self.source = f"model {self.model_uri!r}"
         if options.get("input_spec") is None:

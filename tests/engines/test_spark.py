@@ -274,17 +274,24 @@ def test_a_shipped_model_loads_from_its_own_folder_and_is_named_by_its_uri(train
     assert {name: getattr(copy, name) for name in options} == options  # read as the driver's oracle reads it
 
 
-def test_a_model_archive_is_made_once_per_model_and_outlives_the_audit_that_made_it(tmp_path):
-    """A session's executors may fetch an archive at any later job: it stays until the process exits."""
+def test_a_model_archive_is_made_once_per_folder_content_and_outlives_the_audit_that_made_it(tmp_path):
+    """A session's executors may fetch an archive at any later job: it stays until the process exits. A folder whose
+    files changed (new weights under the same MLmodel) is a new archive, and so is one whose zip was deleted."""
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "MLmodel").write_text(f"model {name}")
-    model_a, model_b = (SimpleNamespace(model_uuid=f"uuid-{n}", local_path=str(tmp_path / n)) for n in ("a", "b"))
+        (tmp_path / name / "MLmodel").write_text("model_uuid: same")
+        (tmp_path / name / "weights.pt").write_bytes(name.encode())
+    model_a, model_b = (SimpleNamespace(local_path=str(tmp_path / name)) for name in ("a", "b"))
     archive = spark_engine.model_archive(model_a)
     assert spark_engine.model_archive(model_a) == archive and archive.exists()
     assert spark_engine.model_archive(model_b) != archive
     with zipfile.ZipFile(archive) as packed:
-        assert packed.read("MLmodel") == b"model a"
+        assert packed.read("weights.pt") == b"a"
+    (tmp_path / "a" / "weights.pt").write_bytes(b"retrained")
+    retrained = spark_engine.model_archive(model_a)
+    assert retrained != archive
+    retrained.unlink()  # a temporary-folder cleaner
+    assert spark_engine.model_archive(model_a).is_file()
 
 
 @pytest.mark.parametrize("master", ["foo://bar", "mesos://h:5050", "spark:/h"])
