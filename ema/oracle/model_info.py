@@ -112,25 +112,30 @@ def model_read_error(model_uri: str, exc: Exception, doing: str = "read") -> EMA
         return InputError(text) if exc.error_code in MISSING_CODES else ModelAccessError(text)
     if isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
         return InputError(text)
-    if isinstance(exc, (yaml.YAMLError, ValueError, TypeError, AttributeError, KeyError)):
+    if isinstance(exc, (yaml.YAMLError, ValueError, TypeError, AttributeError, KeyError, ImportError)):
         # reading metadata runs no model code, so the file is at fault; loading runs the model's own
         return InputError(f"{text} (its MLmodel file is not one MLflow wrote)" if doing == "read" else text)
     return ModelAccessError(text)
 
 
-def missing_module_error(model_uri: str, exc: ImportError) -> MissingDependencyError:
+def missing_module_error(model_uri: str, exc: ModuleNotFoundError) -> MissingDependencyError:
     """The one-line error for a model whose loading imports a module this Python lacks.
 
     The module may be a package (a flavor's runtime: onnxruntime for an ONNX model), installed
     with pip, or the user's own code (a class the model was pickled with), which travels with the
-    model only where it was logged with ``code_paths``.
+    model only where it was logged with ``code_paths``. A module of one of our extras is a package;
+    any other may be either, and a user's own module is the likelier, so that advice comes first.
     """
     name = exc.name or str(exc)
-    advice = pip_command(name)
-    if name.split(".")[0] not in EXTRA_OF_MODULE:
-        advice += "; if it is your own code, put it on PYTHONPATH or log the model with code_paths=[...]"
+    if name.split(".")[0] in EXTRA_OF_MODULE:
+        return MissingDependencyError(
+            f"could not load model {redact_url(model_uri)!r}: it needs {name}, which is not installed: "
+            f"{pip_command(name)}"
+        )
     return MissingDependencyError(
-        f"could not load model {redact_url(model_uri)!r}: it needs {name}, which is not installed: {advice}"
+        f"could not load model {redact_url(model_uri)!r}: it needs the module {name}, which this Python cannot import: "
+        f"if it is your own code, put it on PYTHONPATH or log the model with code_paths=[...]; if it is a package, "
+        f"{pip_command(name)}"
     )
 
 
@@ -171,7 +176,7 @@ def load_native_model(model_uri: str, flavor: str) -> object:
         raise InputError(f"expected a model flavor in {NATIVE_FLAVORS}, got {flavor!r}")
     try:
         return flavor_module.load_model(model_uri)
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
         raise missing_module_error(model_uri, exc) from exc
-    except (MlflowException, OSError, AttributeError) as exc:  # AttributeError: a pickled class its module lacks
+    except (MlflowException, OSError, ImportError, AttributeError) as exc:  # a name its module lacks
         raise model_read_error(model_uri, exc, f"load the {flavor}") from exc

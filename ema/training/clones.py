@@ -51,8 +51,11 @@ def estimator_classes(estimator: object) -> list[type]:
 def importable_by_name(kind: type) -> bool:
     """Whether ``kind`` is found again by its module and qualified name, as skops and pickle find it on loading.
 
-    A class defined in a training script's ``__main__`` (pickled by value by cloudpickle) is not.
+    A class defined in a script's ``__main__`` is not, even in that script: the calibration model
+    is saved for later processes, whose ``__main__`` is another.
     """
+    if kind.__module__ == "__main__":
+        return False
     try:
         found = importlib.import_module(kind.__module__)
     except ImportError:
@@ -86,7 +89,7 @@ class SklearnCloneRecipe:
         }
 
     def check_cloneable(self) -> None:
-        """Refuse a template whose clone could not be saved; warn when a clone would keep none of its settings.
+        """Refuse a template whose clone could not be saved; warn for each class whose clone would keep no settings.
 
         Raises
         ------
@@ -101,12 +104,12 @@ class SklearnCloneRecipe:
                 f"with skops, which finds them so), got {', '.join(unsaved)}, which this Python cannot import: define "
                 f"them in a module on PYTHONPATH (log the model with code_paths=[...]); {OTHER_CALIBRATION}"
             )
-        if takes_any_keywords(type(self.template)):
+        for kind in filter(takes_any_keywords, estimator_classes(self.template)):
             logging.getLogger(__name__).warning(
                 "the target's %s takes **kwargs in __init__, so scikit-learn's clone keeps none of its settings: the "
-                "calibration model is a %s with its defaults; %s",
-                class_name(type(self.template)),
-                type(self.template).__name__,
+                "calibration model's %s has its defaults; %s",
+                class_name(kind),
+                kind.__name__,
                 OTHER_CALIBRATION,
             )
 

@@ -127,7 +127,10 @@ def load_skops(path: Path, trusted: frozenset[str]) -> object:
     untrusted = sorted(found - trusted)
     if untrusted:
         raise HelperLoadError(f"expected only trusted scikit-learn types in {path}, got {untrusted[:5]}")
-    return skops.io.load(path, trusted=sorted(found))
+    try:
+        return skops.io.load(path, trusted=sorted(found))
+    except (ImportError, AttributeError) as exc:  # a type saved by name that this Python cannot find
+        raise HelperLoadError(f"could not load the skops file {path}: {type(exc).__name__}: {exc}") from exc
 
 
 def _declared_config(folder: Path) -> dict:

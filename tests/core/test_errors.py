@@ -207,10 +207,34 @@ def test_a_model_whose_class_module_is_gone_is_missing_dependency_naming_it_and_
     assert isinstance(model, LogisticRegression)
     monkeypatch.setitem(sys.modules, "users_models", None)  # as in a process without the user's code
     expected = (
-        r"'.*model': it needs users_models, which is not installed: pip install users_models; if it is your own "
-        r"code, put it on PYTHONPATH or log the model with code_paths=\[\.\.\.\]$"
+        r"'.*model': it needs the module users_models, which this Python cannot import: if it is your own code, put "
+        r"it on PYTHONPATH or log the model with code_paths=\[\.\.\.\]; if it is a package, pip install users_models$"
     )
     with pytest.raises(MissingDependencyError, match=expected):
         load_native_model(str(tmp_path / "model"), "sklearn")
     with pytest.raises(MissingDependencyError, match=expected):
+        PyfuncOracle(str(tmp_path / "model"))
+
+
+def test_a_model_whose_loading_imports_a_name_its_module_lacks_is_an_input_error_not_a_missing_module(
+    tmp_path, monkeypatch
+):
+    """``from users_lib import NoSuchThing`` where users_lib is there: nothing to install; the model is at fault."""
+    import mlflow.pyfunc
+
+    (tmp_path / "users_lib.py").write_text("THING = 1\n")
+    (tmp_path / "users_pyfunc.py").write_text(
+        "import mlflow.pyfunc\n"
+        "class Model(mlflow.pyfunc.PythonModel):\n"
+        "    def load_context(self, context):\n"
+        "        from users_lib import NoSuchThing\n"
+        "    def predict(self, context, model_input):\n"
+        "        return model_input\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = importlib.import_module("users_pyfunc").Model()
+    mlflow.pyfunc.save_model(tmp_path / "model", python_model=model)
+    with pytest.raises(
+        InputError, match=r"could not load model '.*model': ImportError: cannot import name 'NoSuchThing'"
+    ):
         PyfuncOracle(str(tmp_path / "model"))

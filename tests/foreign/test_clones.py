@@ -4,6 +4,7 @@ scikit-learn class that cannot be cloned, trained or saved is one clear error.""
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -113,9 +114,13 @@ def test_sklearn_clone_of_a_class_not_importable_by_name_is_refused_before_train
         SklearnCloneRecipe(inner).fit(PIXELS, LABELS, progress=False)
 
 
-def test_importable_by_name_finds_module_classes_and_not_script_ones():
+def test_importable_by_name_finds_module_classes_and_not_script_ones(monkeypatch):
     assert importable_by_name(LogisticRegression) and importable_by_name(ChangesItsParams)
-    assert not importable_by_name(type("MainRF", (LogisticRegression,), {"__module__": "__main__"}))
+    script_class = type("MainRF", (LogisticRegression,), {"__module__": "__main__"})
+    assert not importable_by_name(script_class)
+    # nor in the script itself: the clone is saved for later processes, whose __main__ is another
+    monkeypatch.setattr(sys.modules["__main__"], "MainRF", script_class, raising=False)
+    assert not importable_by_name(script_class)
     assert not importable_by_name(type("Gone", (LogisticRegression,), {"__module__": "no_such_module_here"}))
 
 
@@ -123,6 +128,9 @@ def test_sklearn_clone_of_a_class_taking_any_keywords_warns_that_it_keeps_no_set
     classifier = SklearnCloneRecipe(TakesAnyKeywords(C=0.01)).fit(PIXELS, LABELS, progress=False)
     assert "TakesAnyKeywords takes **kwargs in __init__" in caplog.text
     assert classifier.predict_proba(PIXELS).shape == (40, 4)
+    caplog.clear()
+    SklearnCloneRecipe(make_pipeline(StandardScaler(), TakesAnyKeywords(C=0.01))).fit(PIXELS, LABELS, progress=False)
+    assert "TakesAnyKeywords takes **kwargs in __init__" in caplog.text  # a Pipeline's step too
     caplog.clear()
     SklearnCloneRecipe(LogisticRegression(C=0.01)).fit(PIXELS, LABELS, progress=False)
     assert "kwargs" not in caplog.text

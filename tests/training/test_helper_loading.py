@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -111,3 +112,16 @@ def test_load_helper_reads_torch_weights_into_the_recipes_network(tmp_path):
 def test_load_helper_refuses_torch_files_that_are_not_the_recipes_weights(tmp_path, state, n_classes, message):
     with pytest.raises(HelperLoadError, match=message):
         load_helper(TorchRecipe(TrainSpec(hidden=(8,))), torch_package(tmp_path, state, n_classes))
+
+
+def test_load_skops_of_a_trusted_type_this_python_cannot_find_is_a_helper_load_error(tmp_path, monkeypatch):
+    """A calibration clone saved by a script whose class lived in its ``__main__``: a later process lacks it."""
+    from sklearn.linear_model import LogisticRegression
+
+    script_class = type("ScriptLR", (LogisticRegression,), {"__module__": "__main__"})
+    monkeypatch.setattr(sys.modules["__main__"], "ScriptLR", script_class, raising=False)
+    path = tmp_path / "model.skops"
+    skops.io.dump(script_class().fit(X, Y), path)
+    monkeypatch.delattr(sys.modules["__main__"], "ScriptLR")  # as in the next process
+    with pytest.raises(HelperLoadError, match=r"could not load the skops file .*: AttributeError: .*ScriptLR"):
+        load_skops(path, TRUSTED_SKLEARN_TYPES | {"__main__.ScriptLR"})
