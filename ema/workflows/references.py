@@ -142,7 +142,13 @@ def nonmember_reference(
     set (``--calibration-file`` when given).
 
     A file is laid out as ``query`` is and, like the member reference, leaves the query's own samples
-    out: a query compared with itself would look like the non-members it is part of.
+    out: a query compared with itself would look like the non-members it is part of. A default
+    reference of another kind than ``query`` (the preset's images for a table) is refused.
+
+    Raises
+    ------
+    InputError
+        If the file holds only the query's samples, or the default reference is not of the query's kind.
     """
     if reference_file is not None:
         data = target.read_set(reference_file, max_images=max_images, label_column=label_column)
@@ -157,9 +163,17 @@ def nonmember_reference(
         return Reference(kept, f"file {reference_file}: {kept_words(len(kept), len(data))}")
     if target.calibration_data is None and (unused := target.splits().reference) is not None:
         data = target.prepared(unused)
-        return Reference(data, f"unused images of {target.data} (no split holds them): {len(data)} samples")
-    data = target.calibration_set()
-    return Reference(data, f"{target.describe_calibration()}: {len(data)} samples")
+        reference = Reference(data, f"unused images of {target.data} (no split holds them): {len(data)} samples")
+    else:
+        data = target.calibration_set()
+        reference = Reference(data, f"{target.describe_calibration()}: {len(data)} samples")
+    if query is not None and query.kind != data.kind:
+        raise InputError(
+            f"expected a non-member reference of the query's kind ({query.describe()}), got the default one, "
+            f"{reference.description} ({data.describe()}): give --reference FILE (or --calibration-file) with "
+            "samples of that kind the model never saw"
+        )
+    return reference
 
 
 def _logged_training_file(target: Target) -> Path | None:

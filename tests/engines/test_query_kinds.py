@@ -231,6 +231,20 @@ def test_spark_refuses_pixel_options_for_a_query_table_of_features_once_its_refe
     assert after.primary.verdict == audit(config(made, query_table=made["held_out"]), progress=False).primary.verdict
 
 
+def test_a_table_query_without_a_reference_of_its_kind_is_refused_naming_the_default(kinds):
+    """The default non-member reference is the preset's images: for a table of features, say so, not a shape error."""
+    made = kinds["tabular"]
+    query = dataclasses.replace(config(made, query_table=made["held_out"]), reference_file=None)
+    with pytest.raises(InputError) as refused:
+        audit(query, progress=False)
+    assert str(refused.value).startswith(
+        "expected a non-member reference of the query's kind (table of 31 features), got the default one, "
+    )
+    assert str(refused.value).endswith(
+        "give --reference FILE (or --calibration-file) with samples of that kind the model never saw"
+    )
+
+
 @pytest.mark.slow
 def test_spark_audit_of_a_table_missing_a_signature_column_is_the_in_process_line(kinds, spark):
     made = kinds["tabular"]
