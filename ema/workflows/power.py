@@ -22,7 +22,7 @@ from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
 from ema.validation import check_open_unit
 from ema.workflows.audit import fit_calibrated
 from ema.workflows.calibrate import CalibrationPlan
-from ema.workflows.references import member_reference, nonmember_reference
+from ema.workflows.references import member_reference, nonmember_reference, of_kind
 from ema.workflows.target import resolve_target
 
 #: The largest query size :func:`reference_query_size` searches.
@@ -57,7 +57,11 @@ def query_size_for_power(
         oracle = target.oracle(outputs="probabilities")
         members = member_reference(target, None, members_file, max_images=max_query, label_column=label_column)
         if members is not None:
-            nonmembers = nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column)
+            nonmembers = of_kind(
+                nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column),
+                members.data,
+                "the member reference",
+            )
             auditor = ReferenceAuditor(alpha=alpha, power=power).calibrate(
                 oracle.predict_proba(members.data),
                 members.data.y,
@@ -148,7 +152,11 @@ def certification_plan(
                 f"ema power --certify needs samples the target was trained on, got none known for {target.label}; "
                 "give --members FILE.npz"
             )
-        nonmembers = nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column)
+        nonmembers = of_kind(
+            nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column),
+            members.data,
+            "the member reference",
+        )
         oracle = target.oracle(outputs="probabilities")
         auditor = ReferenceAuditor(alpha=alpha, certify_level=certify_level).calibrate(
             oracle.predict_proba(members.data),

@@ -148,7 +148,8 @@ def nonmember_reference(
     Raises
     ------
     InputError
-        If the file holds only the query's samples, or the default reference is not of the query's kind.
+        If the file holds only the query's samples, or the default reference is not of the query's kind
+        (:func:`of_kind`).
     """
     if reference_file is not None:
         data = target.read_set(reference_file, max_images=max_images, label_column=label_column)
@@ -167,11 +168,23 @@ def nonmember_reference(
     else:
         data = target.calibration_set()
         reference = Reference(data, f"{target.describe_calibration()}: {len(data)} samples")
-    if query is not None and query.kind != data.kind:
+    return reference if query is None else of_kind(reference, query, "the query")
+
+
+def of_kind(reference: Reference, like: ArraySet, what: str) -> Reference:
+    """``reference`` when its samples are of ``like``'s kind (images, or a table of features).
+
+    Raises
+    ------
+    InputError
+        Naming both kinds and ``--reference``: a default reference is the preset's images whatever
+        the model takes, and scoring a table's model on them fails with an image-shape error.
+    """
+    if like.kind != reference.data.kind:
         raise InputError(
-            f"expected a non-member reference of the query's kind ({query.describe()}), got the default one, "
-            f"{reference.description} ({data.describe()}): give --reference FILE (or --calibration-file) with "
-            "samples of that kind the model never saw"
+            f"expected a non-member reference of {what}'s kind ({like.describe()}), got {reference.description} "
+            f"({reference.data.describe()}): give --reference FILE (or --calibration-file) with samples of that kind "
+            "the model never saw"
         )
     return reference
 

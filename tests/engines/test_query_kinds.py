@@ -31,6 +31,7 @@ from ema.inputs import InputTransform
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.audit_config import SuppliedCalibration
+from ema.workflows.power import certification_plan, query_size_for_power
 from ema_cli.cli import main
 from tests.conftest import module_store
 from tests.foreign.test_colour_images import noise_set, train_and_log
@@ -238,11 +239,24 @@ def test_a_table_query_without_a_reference_of_its_kind_is_refused_naming_the_def
     with pytest.raises(InputError) as refused:
         audit(query, progress=False)
     assert str(refused.value).startswith(
-        "expected a non-member reference of the query's kind (table of 31 features), got the default one, "
+        "expected a non-member reference of the query's kind (table of 31 features), got clean calibration set of "
     )
     assert str(refused.value).endswith(
         "give --reference FILE (or --calibration-file) with samples of that kind the model never saw"
     )
+
+
+@pytest.mark.parametrize("plan", [query_size_for_power, certification_plan])
+def test_power_of_a_table_model_without_a_reference_of_its_kind_is_refused_naming_it(kinds, plan):
+    made = kinds["tabular"]
+    options = {"margin": 0.3} if plan is certification_plan else {}
+    with pytest.raises(
+        InputError,
+        match=r"expected a non-member reference of the member reference's kind \(table of "
+        r"31 features\), got clean calibration set of .*: give --reference FILE",
+    ):
+        plan(made["target"], members_file=made["members.npz"], **options)
+    assert plan(made["target"], members_file=made["members.npz"], reference_file=made["reference"], **options)
 
 
 @pytest.mark.slow
