@@ -168,11 +168,14 @@ def nonmember_reference(
     else:
         data = target.calibration_set()
         reference = Reference(data, f"{target.describe_calibration()}: {len(data)} samples")
-    return reference if query is None else of_kind(reference, query, "the query")
+    if query is None:
+        return reference
+    return of_kind(reference, query, "the query", give="--reference FILE (or --calibration-file)")
 
 
-def of_kind(reference: Reference, like: ArraySet, what: str) -> Reference:
-    """``reference`` when its samples are of ``like``'s kind (images, or a table of features).
+def of_kind(reference: Reference, like: ArraySet, what: str, *, give: str = "--reference FILE") -> Reference:
+    """``reference`` when its samples are of ``like``'s kind (images, or a table of features); ``give`` names the
+    option that supplies another.
 
     Raises
     ------
@@ -183,8 +186,7 @@ def of_kind(reference: Reference, like: ArraySet, what: str) -> Reference:
     if like.kind != reference.data.kind:
         raise InputError(
             f"expected a non-member reference of {what}'s kind ({like.describe()}), got {reference.description} "
-            f"({reference.data.describe()}): give --reference FILE (or --calibration-file) with samples of that kind "
-            "the model never saw"
+            f"({reference.data.describe()}): give {give} with samples of that kind the model never saw"
         )
     return reference
 

@@ -253,7 +253,7 @@ def test_power_of_a_table_model_without_a_reference_of_its_kind_is_refused_namin
     with pytest.raises(
         InputError,
         match=r"expected a non-member reference of the member reference's kind \(table of "
-        r"31 features\), got clean calibration set of .*: give --reference FILE",
+        r"31 features\), got clean calibration set of .*: give --reference FILE with samples of that kind",
     ):
         plan(made["target"], members_file=made["members.npz"], **options)
     assert plan(made["target"], members_file=made["members.npz"], reference_file=made["reference"], **options)
