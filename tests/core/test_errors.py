@@ -192,7 +192,6 @@ def test_a_command_past_its_timeout_raises_time_limit_exceeded():
 def test_a_model_whose_class_module_is_gone_is_missing_dependency_naming_it_and_code_paths(tmp_path, monkeypatch):
     """A user's class pickled by reference: loading imports its module, which this Python lacks (not on its path)."""
     import mlflow.sklearn
-    from sklearn.linear_model import LogisticRegression
 
     from ema.oracle.model_info import load_native_model
 
@@ -204,7 +203,6 @@ def test_a_model_whose_class_module_is_gone_is_missing_dependency_naming_it_and_
     x = np.random.default_rng(0).random((20, 4))
     model = users_model().fit(x, np.arange(20) % 2)
     mlflow.sklearn.save_model(model, tmp_path / "model", serialization_format="cloudpickle")
-    assert isinstance(model, LogisticRegression)
     monkeypatch.setitem(sys.modules, "users_models", None)  # as in a process without the user's code
     expected = (
         r"'.*model': it needs the module users_models, which this Python cannot import: if it is your own code, put "
