@@ -128,15 +128,13 @@ def missing_module_error(model_uri: str, exc: ModuleNotFoundError) -> MissingDep
     """
     name = exc.name or str(exc)
     if name.split(".")[0] in EXTRA_OF_MODULE:
-        return MissingDependencyError(
-            f"could not load model {redact_url(model_uri)!r}: it needs {name}, which is not installed: "
-            f"{pip_command(name)}"
+        need = f"{name}, which is not installed: {pip_command(name)}"
+    else:
+        need = (
+            f"the module {name}, which this Python cannot import: if it is your own code, put it on PYTHONPATH or "
+            f"log the model with code_paths=[...]; if it is a package, {pip_command(name)}"
         )
-    return MissingDependencyError(
-        f"could not load model {redact_url(model_uri)!r}: it needs the module {name}, which this Python cannot import: "
-        f"if it is your own code, put it on PYTHONPATH or log the model with code_paths=[...]; if it is a package, "
-        f"{pip_command(name)}"
-    )
+    return MissingDependencyError(f"could not load model {redact_url(model_uri)!r}: it needs {need}")
 
 
 def _model_info(model_uri: str):

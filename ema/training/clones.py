@@ -97,14 +97,15 @@ class SklearnCloneRecipe:
             If a class of the template (or of a Pipeline's step) cannot be imported by its name, as
             skops must import it to save the calibration model (a class defined in a script's ``__main__``).
         """
-        unsaved = [class_name(kind) for kind in estimator_classes(self.template) if not importable_by_name(kind)]
+        classes = estimator_classes(self.template)
+        unsaved = [class_name(kind) for kind in classes if not importable_by_name(kind)]
         if unsaved:
             raise InputError(
                 f"expected the target's classes to be importable by name (the calibration model, a clone, is saved "
                 f"with skops, which finds them so), got {', '.join(unsaved)}, which this Python cannot import: define "
                 f"them in a module on PYTHONPATH (log the model with code_paths=[...]); {OTHER_CALIBRATION}"
             )
-        for kind in filter(takes_any_keywords, estimator_classes(self.template)):
+        for kind in filter(takes_any_keywords, classes):
             logging.getLogger(__name__).warning(
                 "the target's %s takes **kwargs in __init__, so scikit-learn's clone keeps none of its settings: the "
                 "calibration model's %s has its defaults; %s",
