@@ -16,6 +16,14 @@ from ema.errors import InputError
 LOG_FLOOR = 1e-30
 #: Absolute tolerance on row sums when checking that rows are probability distributions.
 ROW_SUM_TOLERANCE = 1e-3
+#: Most negative value read as a probability of 0: float32 arithmetic leaves such values (an ONNX
+#: runtime's binary classifier gives the second class as 1 - p, e.g. -1.19e-07).
+NEGATIVE_TOLERANCE = 1e-6
+
+
+def probability_rows(matrix: np.ndarray) -> np.ndarray:
+    """Which rows of a finite (n, C) matrix are probabilities: non-negative (to float rounding), summing to 1."""
+    return (matrix >= -NEGATIVE_TOLERANCE).all(axis=1) & (np.abs(matrix.sum(axis=1) - 1.0) <= ROW_SUM_TOLERANCE)
 
 
 def check_probabilities(proba: np.ndarray, labels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -37,15 +45,18 @@ def check_probabilities(proba: np.ndarray, labels: np.ndarray | None = None) -> 
     if not np.isfinite(proba).all():
         n_bad = int((~np.isfinite(proba)).any(axis=1).sum())
         raise InputError(f"expected finite probabilities, got NaN or inf in {n_bad} of {len(proba)} rows")
-    row_sums = proba.sum(axis=1)
-    bad_rows = (proba < 0).any(axis=1) | (np.abs(row_sums - 1.0) > ROW_SUM_TOLERANCE)
+    bad_rows = ~probability_rows(proba)
     if bad_rows.any():
         first = int(np.flatnonzero(bad_rows)[0])
+        smallest = proba[first].min()
+        why = f"holds {smallest:.4g}" if smallest < -NEGATIVE_TOLERANCE else f"sums to {proba[first].sum():.4g}"
         raise InputError(
             f"expected rows of non-negative probabilities summing to 1, got {int(bad_rows.sum())} of "
-            f"{len(proba)} rows that are not (row {first} sums to {row_sums[first]:.4g}); "
+            f"{len(proba)} rows that are not (row {first} {why}); "
             "if the model returns logits, pass --outputs logits to apply softmax"
         )
+    if (proba < 0).any():
+        proba = np.maximum(proba, 0.0)
     if labels is None:
         return proba, None
     labels = np.asarray(labels)

@@ -12,7 +12,7 @@ import pandas as pd
 from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, align_columns, prepare_inputs
-from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, numeric_outputs
+from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, looks_like_probabilities, numeric_outputs
 from ema.validation import check_choice, check_positive_int
 
 #: Images per call to the model.
@@ -60,6 +60,7 @@ class Oracle:
         self.outputs, self.batch_size, self.transform = outputs, batch_size, transform
         self.input_spec, self.output_name = spec, output_name
         self._warned_orders: set[tuple[str, ...]] = set()  # column orders already warned about (once each)
+        self._warned_logits = False  # declared logits that read as probabilities, warned about once
 
     #: How errors name the model.
     source = "the model"
@@ -109,6 +110,13 @@ class Oracle:
                     f"{len(images)} images, got {batch.shape}"
                 )
             outputs[start : start + len(images)] = batch
+        if self.outputs == "logits" and not self._warned_logits and looks_like_probabilities(outputs):
+            self._warned_logits = True
+            logging.getLogger(__name__).warning(
+                "declared logits (--outputs logits), but %s returns rows of non-negative values summing to 1: the "
+                "softmax of probabilities flattens them; if they are probabilities, pass --outputs auto",
+                self.source,
+            )
         return interpret_outputs(outputs, self.outputs)
 
     def _inputs_of(self, data: ArraySet) -> np.ndarray:

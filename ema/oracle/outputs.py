@@ -8,7 +8,7 @@ import numpy as np
 from scipy.special import softmax
 
 from ema.errors import InputError
-from ema.signals import ROW_SUM_TOLERANCE, check_probabilities
+from ema.signals import check_probabilities, probability_rows
 from ema.validation import check_choice
 
 #: What a model may return. ``auto`` accepts probabilities and labels, and refuses logits with advice.
@@ -102,8 +102,8 @@ def interpret_outputs(outputs: np.ndarray, kind: str = "auto") -> Predictions:
         else "rows of non-negative values summing to 1: probabilities"
     )
     if kind == "auto" and np.isfinite(outputs).all():
-        sums = outputs.sum(axis=1)
-        if (outputs < 0).any() or np.abs(sums - 1).max() > ROW_SUM_TOLERANCE:
+        if not probability_rows(outputs).all():
+            sums = outputs.sum(axis=1)
             raise InputError(
                 "expected class probabilities (rows of non-negative values summing to 1), got rows summing to "
                 f"{sums.min():.4g}..{sums.max():.4g} with values in {outputs.min():.4g}..{outputs.max():.4g}: "
@@ -222,7 +222,7 @@ def select_output(outputs: dict, source: str, output_name: str | None = None) ->
         return stack_columns(outputs, source)
     candidates = {name: _as_matrix(value) for name, value in outputs.items()}
     matrices = {name: m for name, m in candidates.items() if m is not None}
-    probabilities = [name for name, m in matrices.items() if _rows_are_probabilities(m)]
+    probabilities = [name for name, m in matrices.items() if looks_like_probabilities(m)]
     chosen = probabilities if probabilities else list(matrices)
     if len(chosen) != 1:
         raise InputError(
@@ -253,29 +253,36 @@ def _as_matrix(value: object) -> np.ndarray | None:
     return matrix if matrix.ndim == 2 and matrix.shape[1] > 1 else None
 
 
-def _rows_are_probabilities(matrix: np.ndarray) -> bool:
-    finite_non_negative = np.isfinite(matrix).all() and (matrix >= 0).all()
-    return bool(finite_non_negative and np.abs(matrix.sum(axis=1) - 1).max() <= ROW_SUM_TOLERANCE)
+def looks_like_probabilities(outputs: np.ndarray) -> bool:
+    """Whether numeric outputs are an (n, C > 1) matrix of finite rows of probabilities."""
+    matrix = np.asarray(outputs, dtype=np.float64)
+    return bool(
+        matrix.ndim == 2 and matrix.shape[1] > 1 and np.isfinite(matrix).all() and probability_rows(matrix).all()
+    )
 
 
 def _is_class_maps(value: object) -> bool:
-    """A list of ``{class: probability}`` maps with integer classes (ONNX ``ZipMap``; JSON writes them as strings)."""
+    """A list of ``{class: probability}`` maps (ONNX ``ZipMap``): integer classes (JSON writes them as strings), or
+    the class names of a model fitted on text labels."""
     return (
         isinstance(value, (list, tuple))
         and len(value) > 0
         and all(isinstance(row, dict) and row for row in value[:1000])
-        and all(_is_class_key(key) for key in value[0])
+        and all(isinstance(key, (int, np.integer, str)) for key in value[0])
     )
 
 
-def _is_class_key(key: object) -> bool:
-    return isinstance(key, (int, np.integer)) or (isinstance(key, str) and key.isdigit())
+def _class_order(classes: object) -> list:
+    """Classes as a model's columns are ordered: integers by value; names sorted, as scikit-learn sorts ``classes_``."""
+    keys = list(classes)
+    numeric = all(isinstance(key, (int, np.integer)) or key.isdigit() for key in keys)
+    return sorted(keys, key=int) if numeric else sorted(keys, key=str)
 
 
 def _stack_class_maps(maps: list[dict]) -> list[list]:
     """``{class: probability}`` maps as rows ordered by class."""
-    classes = sorted(maps[0], key=int)
-    if any(sorted(row, key=int) != classes for row in maps if all(_is_class_key(k) for k in row)):
+    classes = _class_order(maps[0])
+    if any(set(row) != set(classes) for row in maps):
         raise InputError(f"expected every class-probability map to hold the classes {classes[:20]}, got another set")
     return [[row[c] for c in classes] for row in maps]
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ema.errors import InputError
 from ema.inputs import InputTransform, to_model_inputs
-from ema.training.recipes import Classifier, SklearnClassifier, flatten, transform_dict
+from ema.training.recipes import Classifier, SklearnClassifier, transform_dict
 from ema.training.spec import TrainSpec
 from ema.validation import short_hash
 
@@ -73,10 +73,16 @@ def takes_any_keywords(kind: type) -> bool:
 
 @dataclass(frozen=True)
 class SklearnCloneRecipe:
-    """Train a clone of a loaded scikit-learn estimator or Pipeline on flattened pixels."""
+    """Train a clone of a loaded scikit-learn estimator or Pipeline on flattened pixels, or on a table.
+
+    ``columns`` are the names of the target's declared input columns: the clone is then fitted
+    on a DataFrame of them, as the target was, so that steps which pick columns by name (a
+    ColumnTransformer) find them.
+    """
 
     template: object
     transform: InputTransform = InputTransform()
+    columns: tuple[str, ...] | None = None
     framework: str = "sklearn-clone"
 
     def to_dict(self) -> dict:
@@ -86,6 +92,7 @@ class SklearnCloneRecipe:
             "estimator": type(self.template).__name__,
             "params": short_hash(params),
             "input": transform_dict(self.transform),
+            **({"columns": short_hash(json.dumps(list(self.columns)))} if self.columns else {}),
         }
 
     def check_cloneable(self) -> None:
@@ -123,26 +130,29 @@ class SklearnCloneRecipe:
         device: str = "cpu",
         n_classes: int | None = None,
     ) -> Classifier:
-        """Train a clone of the template on flattened pixels; on the CPU, as scikit-learn trains (``device`` unused;
-        ``n_classes`` too: the clone has a column per class it was fitted on)."""
+        """Train a clone of the template on flattened pixels (a DataFrame of ``columns``, when named).
+
+        On the CPU, as scikit-learn trains (``device`` unused; ``n_classes`` too: the clone has a
+        column per class it was fitted on).
+        """
         from sklearn.base import clone
 
         self.check_cloneable()
         name = class_name(type(self.template))
         try:  # the estimator's own code runs here, whatever it raises
-            estimator = clone(self.template)
-            estimator.fit(flatten(self.transform.apply(pixels)), labels)
+            classifier = SklearnClassifier(clone(self.template), self.transform, self.columns)
+            classifier.estimator.fit(classifier.features(pixels), labels)
         except Exception as exc:
             raise InputError(
                 f"a clone of the target's {name} could not be made and trained on the calibration data: "
                 f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}; {OTHER_CALIBRATION}"
             ) from exc
-        if not hasattr(estimator, "predict_proba"):
+        if not hasattr(classifier.estimator, "predict_proba"):
             raise InputError(
                 f"expected the target's {name} to have predict_proba (the calibration model must give "
                 f"probabilities), got none; {OTHER_CALIBRATION}"
             )
-        return SklearnClassifier(estimator, self.transform)
+        return classifier
 
 
 @dataclass(frozen=True)

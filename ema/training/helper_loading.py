@@ -104,7 +104,7 @@ def load_helper(
     estimator = load_skops(folder / SKOPS_FILE, TRUSTED_SKLEARN_TYPES | extra)
     if type(estimator) is not expected:
         raise HelperLoadError(f"expected a fitted {expected.__name__} in {folder}, got {type(estimator).__name__}")
-    return SklearnClassifier(estimator, recipe.transform)
+    return SklearnClassifier(estimator, recipe.transform, getattr(recipe, "columns", None))
 
 
 def sklearn_types(estimator: object) -> frozenset[str]:

@@ -333,7 +333,8 @@ def own_architecture(
     """
     flavors = model_flavors(model_uri)
     if "sklearn" in flavors and recipe is None:
-        return SklearnCloneRecipe(load_native_model(model_uri, "sklearn"))
+        columns = getattr(declared_input_spec(model_uri), "columns", None)
+        return SklearnCloneRecipe(load_native_model(model_uri, "sklearn"), columns=columns)
     if "pytorch" in flavors:
         spec = recipe.spec if recipe is not None else TrainSpec()
         shape = input_shape or getattr(declared_input_spec(model_uri), "shape", None)

@@ -36,6 +36,23 @@ def test_interpret_outputs_refuses_logits_with_advice_and_applies_softmax_when_d
     assert predictions.proba[0].argmax() == 0
 
 
+def test_float32_rounding_below_zero_is_read_as_probabilities_and_declared_logits_on_them_warned(caplog):
+    rounded = np.array([[1.0000001, -1.1920929e-07], [0.25, 0.75]], dtype=np.float32)
+    predictions = interpret_outputs(rounded)
+    assert predictions.access == ACCESS_PROBABILITIES
+    assert predictions.proba.min() == 0.0
+
+    class Fixed(Oracle):
+        def _predict_batch(self, inputs):
+            return rounded[: len(inputs)]
+
+    oracle = Fixed(outputs="logits", batch_size=1)
+    for _ in range(2):
+        oracle.predict(to_model_inputs(np.zeros((2, 28, 28), dtype=np.uint8)))
+    warned = [r for r in caplog.records if "declared logits" in r.getMessage()]
+    assert len(warned) == 1 and "--outputs auto" in warned[0].getMessage()
+
+
 def test_with_classes_refuses_labels_beyond_the_calibration():
     with pytest.raises(InputError, match=r"labels in 0..2, got a label 4"):
         interpret_outputs(np.array([4, 0])).with_classes(3)

@@ -67,6 +67,15 @@ def test_check_probabilities_suggests_logits_when_rows_do_not_sum_to_one():
         check_probabilities(PROBA * 3)
 
 
+def test_check_probabilities_reads_float32_rounding_below_zero_as_zero_and_refuses_more():
+    rounded = np.array([[1.0000001, -1.1920929e-07], [0.25, 0.75]])
+    proba, _ = check_probabilities(rounded)
+    assert proba.min() == 0.0
+    np.testing.assert_array_equal(proba[1], [0.25, 0.75])
+    with pytest.raises(InputError, match=r"1 of 2 rows that are not \(row 0 holds -0.001\)"):
+        check_probabilities(np.array([[1.001, -0.001], [0.25, 0.75]]))
+
+
 def test_check_probabilities_rejects_labels_outside_classes():
     with pytest.raises(InputError, match=r"labels in 0..2 .*got values from 0 to 5"):
         check_probabilities(PROBA, np.array([0, 5, 1]))

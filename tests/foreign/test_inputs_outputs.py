@@ -106,6 +106,14 @@ def test_zipmap_class_maps_become_rows_ordered_by_class():
     np.testing.assert_allclose(numeric_outputs(over_json), PROBA)
 
 
+def test_class_maps_of_named_classes_are_ordered_as_scikit_learn_sorts_them():
+    maps = [{"dog": 0.1, "cat": 0.7, "bird": 0.2}, {"bird": 0.5, "dog": 0.5, "cat": 0.0}]
+    outputs = numeric_outputs({"output_label": ["cat", "bird"], "output_probability": maps})
+    np.testing.assert_allclose(outputs, [[0.2, 0.7, 0.1], [0.5, 0.0, 0.5]])
+    with pytest.raises(InputError, match=r"classes \['bird', 'cat', 'dog'\], got another set"):
+        numeric_outputs([maps[0], {"bird": 0.5, "cat": 0.5}])
+
+
 def test_dataframe_outputs_in_records_and_columns():
     frame = pd.DataFrame(PROBA, columns=["class_0", "class_1"])
     np.testing.assert_allclose(numeric_outputs(frame), PROBA)

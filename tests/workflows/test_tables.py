@@ -17,7 +17,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from mlflow.models import infer_signature
+from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
@@ -105,6 +108,31 @@ def test_audit_other_formats_give_the_csv_numbers(tabular, suffix):
     other = audit_file(model_uri, folder / f"members{suffix}", folder / "calibration.csv")
     assert other.primary.metrics == csv.primary.metrics
     np.testing.assert_array_equal(other.primary.membership, csv.primary.membership)
+
+
+def test_a_pipeline_picking_columns_by_name_is_cloned_on_a_table_of_those_names(tabular):
+    """A ColumnTransformer that selects the signature's columns by name refuses a bare array: its clone is trained
+    on a DataFrame of the columns, as the target was."""
+    _, folder = tabular
+    splits = load_splits("breast-cancer", 0)
+    features = pd.DataFrame(splits.train.x, columns=list(splits.train.features))
+    by_name = ColumnTransformer([("scaled", StandardScaler(), list(features.columns[:10]))], remainder="passthrough")
+    pipeline = make_pipeline(by_name, RandomForestClassifier(n_estimators=50, random_state=0))
+    pipeline.fit(features, splits.train.y)
+    with mlflow.start_run(run_name="train a pipeline"):
+        info = mlflow.sklearn.log_model(
+            pipeline,
+            name="model",
+            signature=infer_signature(features.head(5), pipeline.predict_proba(features.head(5))),
+            pyfunc_predict_fn="predict_proba",
+            registered_model_name="pipeline-breast-cancer",
+            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+            pip_requirements=["scikit-learn"],
+        )
+    model_uri = f"models:/pipeline-breast-cancer/{info.registered_model_version}"
+    outcome = audit_file(model_uri, folder / "members.csv", folder / "calibration.csv")
+    assert outcome.primary.verdict == "memorized"
+    assert mlflow.get_run(outcome.run_id).data.tags["ema.calibration_source"] == "clone"
 
 
 def test_audit_table_references_from_files(tabular):
