@@ -152,6 +152,21 @@ def in_query_layout(data: ArraySet, query: ArraySet, *, role: str) -> ArraySet:
     )
 
 
+def check_within_classes(data: ArraySet, n_classes: int, *, role: str) -> None:
+    """Refuse ``data`` (the ``role``) when it has labels beyond the ``n_classes`` classes the model outputs.
+
+    Raises
+    ------
+    InputError
+        Naming the largest label and the model's classes.
+    """
+    if data.y.size and data.y.max() >= n_classes:
+        raise InputError(
+            f"{role} {data.name}: expected labels of the model's {n_classes} classes (0..{n_classes - 1}), got labels "
+            f"up to {int(data.y.max())}; give a {role} of the model's classes only"
+        )
+
+
 def check_has_classes(data: ArraySet, n_classes: int, *, role: str) -> None:
     """Refuse ``data`` (the ``role``, e.g. a calibration file) unless it has samples of each of ``n_classes``
     classes (those the model outputs): a model trained on it must learn every class the target predicts.

@@ -384,7 +384,8 @@ def _thresholds(results: Mapping[str, AuditResult]) -> str:
         mode = result.thresholds.get("mode", "")
         parts.append(
             f"<h3>{esc(method)}</h3><p>{f'Threshold mode: {esc(mode)}; ' if mode else ''}flag rate (share of M = 1): "
-            f"<b>{esc(number(result.flag_rate))}</b> of {result.n_query} samples.</p>"
+            f"<b>{esc(number(result.flag_rate))}</b> ({round(result.flag_rate * result.n_query)} of {result.n_query} "
+            "samples).</p>"
             + table(("flag", "threshold", "flag rate"), rows, numeric=(2,))
             + "<details><summary>All thresholds, as logged in calibration.json</summary>"
             f"<pre>{esc(json.dumps(result.thresholds, indent=1, sort_keys=True, default=str))}</pre></details>"

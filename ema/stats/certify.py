@@ -26,6 +26,8 @@ from ema.validation import check_certify_level, check_open_unit, check_positive_
 CERTIFY_PROBABILITY = 0.85
 #: Probability of certifying that ``ema power --certify`` plans sizes for.
 PLAN_PROBABILITY = 0.9
+#: Below this |x|, x - log1p(x) is taken from its series (relative error under 1e-9), not by cancellation.
+SERIES_BELOW = 1e-3
 
 
 @dataclass(frozen=True)
@@ -228,9 +230,12 @@ def likelihood_drop_ratio(member_shares: np.ndarray, nonmember_shares: np.ndarra
     chi_square = float(np.sum((member_shares - nonmember_shares) ** 2 / nonmember_shares))
     if chi_square == 0.0:
         return 1.0
-    mixture = margin * member_shares + (1.0 - margin) * nonmember_shares
-    divergence = float(np.sum(nonmember_shares * np.log(nonmember_shares / mixture)))
-    return 2.0 * divergence / (margin**2 * chi_square)
+    # KL = sum f_non (x - log1p(x)), x = m (f_mem - f_non) / f_non (the linear terms sum to 0): every term is
+    # non-negative, and the series keeps small margins exact where x - log1p(x) would cancel to noise
+    x = margin * (member_shares - nonmember_shares) / nonmember_shares
+    series = x**2 / 2.0 - x**3 / 3.0 + x**4 / 4.0
+    terms = np.where(np.abs(x) < SERIES_BELOW, series, x - np.log1p(x))
+    return 2.0 * float(np.sum(nonmember_shares * terms)) / (margin**2 * chi_square)
 
 
 def reference_floor(

@@ -34,6 +34,9 @@ INFORMATION_REPEATS = 5
 #: Standard errors below its estimate at which the certifiable margin takes the information
 #: (:meth:`InformationEstimate.lower_bound`). See :func:`certifiable_margin`'s Notes for why one.
 INFORMATION_LOWER_SE = 1.0
+#: A held-out variance of the likelihood's score below this share of its mean square is none (rounding): the
+#: assignment then estimates nothing (information 0, standard error inf), as with a few references in one bin.
+UNRESOLVED_VARIANCE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -260,7 +263,7 @@ def _one_assignment(
     Takes validated input; ``folds`` is (member fold per sample, non-member fold per sample, n_folds).
     """
     member_folds, nonmember_folds, n_folds = folds
-    numerators, numerator_variances, variances, variance_variances = [], [], [], []
+    numerators, numerator_variances, variances, variance_variances, squares = [], [], [], [], []
     for fold in range(n_folds):  # a handful of folds
         ratio = fit_ratio(members[member_folds != fold], nonmembers[nonmember_folds != fold])
         held_m = _mixture_score(ratio(members[member_folds == fold]), pi)
@@ -271,7 +274,10 @@ def _one_assignment(
         numerator_variances.append(4.0 * max(difference**2 - noise, 0.0) * noise + 2.0 * noise**2)
         variances.append(pi * held_m.var(ddof=1) + (1 - pi) * held_n.var(ddof=1) + pi * (1 - pi) * difference**2)
         variance_variances.append(pi**2 * _variance_error(held_m) + (1 - pi) ** 2 * _variance_error(held_n))
-    denominator = max(np.mean(variances), np.finfo(float).tiny)
+        squares.append(pi * np.mean(np.square(held_m)) + (1 - pi) * np.mean(np.square(held_n)))
+    denominator = float(np.mean(variances))
+    if not denominator > UNRESOLVED_VARIANCE * np.mean(squares):
+        return 0.0, math.inf  # held-out scores that do not vary (a few references, one bin) estimate nothing
     information = np.mean(numerators) / denominator
     spread = math.sqrt(np.sum(numerator_variances) + max(information, 0.0) ** 2 * np.sum(variance_variances))
     return float(information), float(spread / n_folds / denominator)

@@ -103,8 +103,8 @@ class ProbabilityOutputs(nn.Module):
         return torch.softmax(outputs, dim=1) if self.logits else outputs
 
 
-def _returns_logits(network: nn.Module, inputs: np.ndarray) -> bool:
-    """Whether ``network`` returns logits (else rows of probabilities), judged on a few rows."""
+def _probe_outputs(network: nn.Module, inputs: np.ndarray) -> tuple[bool, int]:
+    """Whether ``network`` returns logits (else rows of probabilities), and how many classes; judged on a few rows."""
     with torch.inference_mode():
         outputs = network(torch.from_numpy(np.ascontiguousarray(inputs[:PROBE_ROWS])).to(model_device(network)))
     if outputs.ndim != 2:
@@ -112,7 +112,8 @@ def _returns_logits(network: nn.Module, inputs: np.ndarray) -> bool:
             f"expected the target's module to return (n, classes) outputs, got shape {tuple(outputs.shape)}"
         )
     sums = outputs.sum(dim=1)
-    return not bool((outputs >= 0).all() and torch.allclose(sums, torch.ones_like(sums), atol=ROW_SUM_TOLERANCE))
+    probabilities = (outputs >= 0).all() and torch.allclose(sums, torch.ones_like(sums), atol=ROW_SUM_TOLERANCE)
+    return not bool(probabilities), int(outputs.shape[1])
 
 
 def _probability_loss(probabilities: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -128,7 +129,12 @@ def fit_clone(
     """
     inputs = _model_inputs(recipe, pixels)
     network = reinitialise(copy.deepcopy(recipe.template).cpu(), recipe.spec.seed).to(device)
-    logits = _returns_logits(network, inputs)
+    logits, n_outputs = _probe_outputs(network, inputs)
+    if labels.size and labels.max() >= n_outputs:
+        raise InputError(
+            f"expected calibration labels of the target's {n_outputs} classes (0..{n_outputs - 1}), got labels up to "
+            f"{int(labels.max())}: give --calibration-file FILE with samples of the model's classes only"
+        )
     loss_fn = nn.CrossEntropyLoss(reduction="sum") if logits else _probability_loss
     _set_mode(network, True)
     train_network(network, recipe.spec, inputs, labels, loss_fn, progress=progress, desc="train calibration clone")

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from ema.auditors.result import AuditResult
-from ema.data.arrays import ArraySet, check_has_classes, in_query_layout
+from ema.data.arrays import ArraySet, check_has_classes, check_within_classes, in_query_layout
 from ema.inputs import InputSpec, align_columns
 from ema.limits import seconds_left
-from ema.oracle import Oracle, Predictions
+from ema.oracle import ACCESS_PROBABILITIES, Oracle, Predictions
 from ema.tracking import keys
 from ema.tracking.runs import log_batch, log_dataset
 from ema.workflows.audit_config import AuditConfig
@@ -84,10 +84,12 @@ def in_model_columns(data: ArraySet, spec: InputSpec) -> ArraySet:
 
 def with_calibration_file(session: AuditSession, predictions: Predictions) -> AuditSession:
     """``session`` with its target's calibration file in the query's layout, refused before any calibration model is
-    trained (and registered) when it lacks one of the classes the model output on the query.
+    trained (and registered) when it lacks one of the classes the model output on the query, or has others.
     """
     calibration = in_query_layout(session.target.calibration_data, session.data, role="calibration file")
     check_has_classes(calibration, predictions.proba.shape[1], role="calibration file")
+    if predictions.access == ACCESS_PROBABILITIES:  # a label-only model's columns are the classes it answered
+        check_within_classes(calibration, predictions.proba.shape[1], role="calibration file")
     return dataclasses.replace(session, target=dataclasses.replace(session.target, calibration_data=calibration))
 
 

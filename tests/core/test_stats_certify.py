@@ -129,6 +129,24 @@ def test_likelihood_drop_ratio_is_one_for_small_margins_below_where_members_crow
     assert likelihood_drop_ratio(weak_nonmembers, weak_nonmembers, 0.3) == 1.0
 
 
+def test_likelihood_drop_ratio_stays_exact_at_margins_where_the_logarithm_would_cancel():
+    crowded_members, crowded_nonmembers = np.array([0.98, 0.02]), np.array([0.08, 0.92])
+    for margin in (1e-17, 1e-12, 1e-8, 1e-5):
+        assert likelihood_drop_ratio(crowded_members, crowded_nonmembers, margin) == pytest.approx(1.0, abs=1e-3)
+    # an information far beyond any reference's (once estimated from a few one-bin references): a margin, no error
+    assert 0 < certifiable_margin(12, 6, 4.7e27, binned_references=(np.array([12, 0]), np.array([1, 5]))) < 1e-12
+
+
+def test_cross_fitted_information_of_references_whose_held_out_scores_do_not_vary_is_no_estimate():
+    """Six non-members all in one bin leave no variance to divide by: the lower bound is 0, never an overflow."""
+    members = np.linspace(1.0, 2.0, 12)
+    nonmembers = np.full(6, -1.0)
+    with np.errstate(all="raise"):
+        estimate = cross_fitted_information_estimate(members, nonmembers, LEVELS)
+    assert estimate.standard_error == math.inf and estimate.lower_bound() == 0.0
+    assert certifiable_margin(12, 6, estimate.lower_bound()) == math.inf
+
+
 def test_certifiable_margin_with_the_bins_keeps_the_promise_where_the_likelihood_drops_slowly():
     """Members all at one score, as are 8% of 126 non-members (the table target). Even the exactly known
     information certifies only about 0.62 of removed queries of 50 with the quadratic margin; the binned

@@ -64,6 +64,12 @@ def test_torch_clone_trains_the_targets_own_architecture_and_gives_probabilities
     assert recipe.to_dict()["architecture"] == TorchCloneRecipe(exported()).to_dict()["architecture"]
 
 
+def test_torch_clone_refuses_labels_beyond_the_targets_outputs_before_training():
+    """The preset's ten digit classes for a model of four outputs: one line, not an index error from the loss."""
+    with pytest.raises(InputError, match=r"target's 4 classes \(0..3\), got labels up to 9: give --calibration-file"):
+        TorchCloneRecipe(Tiny(), TrainSpec(epochs=1)).fit(PIXELS, np.arange(40) % 10, progress=False)
+
+
 def test_sklearn_clone_keeps_hyperparameters_and_drops_the_fit():
     fitted = make_pipeline(StandardScaler(), LogisticRegression(C=0.5, max_iter=50)).fit(PIXELS.reshape(40, -1), LABELS)
     classifier = SklearnCloneRecipe(fitted).fit(PIXELS, LABELS)

@@ -117,6 +117,20 @@ def test_grey_images_for_a_colour_model_are_refused_naming_the_channels_not_the_
     )
 
 
+def test_a_colour_query_without_a_calibration_file_is_refused_naming_the_option(colour_files):
+    """The default calibration set is the preset's 28x28 digits: no calibration model of the target's takes them."""
+    refused = CliRunner().invoke(
+        main,
+        ["audit", "--model", colour_files["target"], "--outputs", "logits", "--query-file", colour_files["held_out"]],
+    )
+    assert refused.exit_code == 3
+    assert refused.output.strip().splitlines()[-1] == (
+        "Error: expected a calibration set like the query (image 32x32x3), got the default, clean calibration set "
+        "of mnist-embedded (image 28x28): give --calibration-file FILE with samples like the query's, of every "
+        "class the model outputs"
+    )
+
+
 def test_rgb_images_of_another_size_are_refused_in_one_line_and_resized_when_asked(colour_files, tmp_path):
     big = noise_set("big", 9)
     big = ArraySet("big", np.repeat(np.repeat(big.x, 2, axis=1), 2, axis=2), big.y, big.index)  # 64x64x3

@@ -57,6 +57,12 @@ def test_render_audit_report_states_the_verdict_in_words_with_alpha():
     assert "Threshold mode: global; flag rate" in page
 
 
+def test_render_audit_report_gives_the_flag_rate_as_a_share_and_a_count():
+    result = make_result()
+    flagged = int(result.membership.sum())
+    assert f"<b>{number(result.flag_rate)}</b> ({flagged} of 50 samples)" in render(results={"ema": result}).html
+
+
 def test_render_audit_report_lists_the_pvalues():
     page = render().html
     assert "rho_ema" in page and "0.0123" in page and "0.0456" in page and "&lt;= 0.1" in page
