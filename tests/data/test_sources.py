@@ -173,6 +173,37 @@ def test_chest_xray_of_several_sizes_needs_image_size(make_chest_root):
         ChestXRay(make_chest_root(n=3)).load("train")
 
 
+def sixteen_bit_chest_root(root: Path, values: dict[str, int], eight_bit: str | None = None) -> Path:
+    """ROOT/chest_xray/{train,test}/CLASS/ with one 16-bit PNG per class holding ``values[CLASS]`` (12-bit X-ray
+    values, as exported from DICOM), and an 8-bit PNG named ``eight_bit`` in NORMAL."""
+    from PIL import Image
+
+    for split in ("train", "test"):
+        for name, value in values.items():
+            folder = root / "chest_xray" / split / name
+            folder.mkdir(parents=True)
+            Image.fromarray(np.full((20, 24), value, dtype=np.uint16)).save(folder / "wide.png")
+            if eight_bit and name == "NORMAL":
+                Image.new("L", (24, 20), color=100).save(folder / eight_bit)
+    return root
+
+
+def test_chest_xray_of_16_bit_pngs_is_scaled_by_the_folders_bit_depth_not_clipped(tmp_path):
+    root = sixteen_bit_chest_root(tmp_path, {"NORMAL": 1024, "PNEUMONIA": 4095})
+    for size in (None, 10):
+        data = ChestXRay(root, image_size=size).load("train")
+        assert data.x.dtype == np.uint8
+        assert set(np.unique(data.x[0])) == {round(1024 * 255 / 4095)} and set(np.unique(data.x[1])) == {255}
+    colour = ChestXRay(root, channels=3).load("test")
+    assert colour.x.shape == (2, 20, 24, 3) and set(np.unique(colour.x[0])) == {64}
+
+
+def test_chest_xray_mixing_8_and_16_bit_images_is_refused(tmp_path):
+    root = sixteen_bit_chest_root(tmp_path, {"NORMAL": 1024, "PNEUMONIA": 4095}, eight_bit="narrow.png")
+    with pytest.raises(InputError, match=r"expected images of one bit depth, got 2 grey images of more than 8 bits"):
+        ChestXRay(root).load("train")
+
+
 def test_chest_xray_in_colour_at_a_given_size(make_chest_root):
     data = ChestXRay(make_chest_root(n=3), image_size=16, channels=3).load("train")
     assert data.x.shape == (6, 16, 16, 3) and data.x.dtype == np.uint8

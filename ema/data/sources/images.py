@@ -28,6 +28,8 @@ PIXEL_MAX = 255
 CHANNEL_MODES = {1: "L", 3: "RGB"}
 #: Distinct image sizes named in a refusal before the rest are counted.
 MAX_LISTED_SIZES = 4
+#: Pillow's modes of grey images of more than 8 bits (16-bit PNGs, 32-bit integer TIFFs).
+WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 
 
 def to_grey(x: np.ndarray) -> np.ndarray:
@@ -118,28 +120,55 @@ def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels
     ``side`` (Pillow's draft mode), which makes large X-rays quick to read. Without it, the
     images keep their own size, which must then be the same for all.
 
+    Grey images of more than 8 bits (16-bit PNGs of 12-bit X-ray values, as exported from DICOM)
+    are scaled to 0-255 by the bit depth that holds the folder's largest value (12 bits: by
+    255 / 4095), one factor for every file, so that their contrast stays comparable; Pillow's own
+    conversion to 8 bits would clip every value above 255 to white.
+
     Raises
     ------
     InputError
-        If a file is not an image Pillow can read, or (without ``side``) the images differ in size.
+        If a file is not an image Pillow can read, (without ``side``) the images differ in size, or
+        the folder mixes 8-bit images with wider ones.
     """
-    mode = CHANNEL_MODES[channels]
-    if side is None:
-        height, width = _common_size(paths)
-    else:
-        height = width = side
-    out = np.empty((len(paths), height, width, *((channels,) if channels > 1 else ())), dtype=np.uint8)
+    height, width = (side, side) if side is not None else _common_size(paths)
+    wide = _wide_grey(paths)
+    mode = "I" if wide else CHANNEL_MODES[channels]
+    shape = (len(paths), height, width, *((channels,) if channels > 1 and not wide else ()))
+    out = np.empty(shape, dtype=np.int32 if wide else np.uint8)
     for position, path in enumerate(paths):
         try:
             with Image.open(path) as image:
                 if side is not None:
                     image.draft(mode, (side, side))
-                    out[position] = np.asarray(fit_square(image.convert(mode), side), dtype=np.uint8)
+                    out[position] = np.asarray(fit_square(image.convert(mode), side))
                 else:
-                    out[position] = np.asarray(image.convert(mode), dtype=np.uint8)
+                    out[position] = np.asarray(image.convert(mode))
         except OSError as exc:
             raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
-    return out
+    if not wide:
+        return out
+    bits = max(8, int(out.max()).bit_length())
+    grey = np.rint(out * (PIXEL_MAX / (2**bits - 1))).clip(0, PIXEL_MAX).astype(np.uint8)
+    return to_channels(grey, channels)
+
+
+def _wide_grey(paths: Sequence[Path]) -> bool:
+    """Whether the files are grey images of more than 8 bits (read from their headers); refused when mixed."""
+    wide = []
+    for path in paths:
+        try:
+            with Image.open(path) as image:
+                wide.append(image.mode in WIDE_MODES)
+        except OSError as exc:
+            raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
+    if any(wide) and not all(wide):
+        first = paths[wide.index(True)]
+        raise InputError(
+            f"{Path(first).parent.parent}: expected images of one bit depth, got {sum(wide)} grey images of more "
+            f"than 8 bits (such as {first}) and {wide.count(False)} of 8 bits; convert them to one depth first"
+        )
+    return bool(wide) and all(wide)
 
 
 def _common_size(paths: Sequence[Path]) -> tuple[int, int]:
