@@ -47,16 +47,18 @@ class Reference:
     description: str
 
 
-def _row_keys(data: ArraySet) -> np.ndarray:
-    """One opaque key per sample (its input's bytes, image or table row, and label), comparable with ``np.isin``."""
-    pixels = np.ascontiguousarray(data.x).reshape(len(data), -1).view(np.uint8)
+def _row_keys(data: ArraySet, dtype: np.dtype | None = None) -> np.ndarray:
+    """One opaque key per sample (its input's bytes as ``dtype``, image or table row, and label), comparable with
+    ``np.isin`` between sets keyed with the same ``dtype``."""
+    pixels = np.ascontiguousarray(data.x, dtype=dtype).reshape(len(data), -1).view(np.uint8)
     rows = np.concatenate([pixels, data.y.astype("<i8").view(np.uint8).reshape(len(data), -1)], axis=1)
     return rows.view(np.dtype((np.void, rows.shape[1]))).ravel()
 
 
 def without_query(pool: ArraySet, query: ArraySet) -> ArraySet:
-    """``pool`` minus every sample that also stands in ``query`` (same image and label)."""
-    keep = ~np.isin(_row_keys(pool), _row_keys(query))
+    """``pool`` minus every sample that also stands in ``query`` (same image or row, whatever its dtype, and label)."""
+    dtype = np.result_type(pool.x, query.x)
+    keep = ~np.isin(_row_keys(pool, dtype), _row_keys(query, dtype))
     return pool.take(np.flatnonzero(keep), name=f"{pool.name} without the query")
 
 
@@ -125,8 +127,9 @@ def is_forget_set(target: Target, data: ArraySet) -> bool:
 
 
 def contains_all(pool: ArraySet, subset: ArraySet) -> np.ndarray:
-    """Whether each sample of ``subset`` stands in ``pool`` (same image and label), shape (len(subset),)."""
-    return np.isin(_row_keys(subset), _row_keys(pool))
+    """Whether each sample of ``subset`` stands in ``pool`` (same image or row and label), shape (len(subset),)."""
+    dtype = np.result_type(pool.x, subset.x)
+    return np.isin(_row_keys(subset, dtype), _row_keys(pool, dtype))
 
 
 def nonmember_reference(
@@ -141,14 +144,15 @@ def nonmember_reference(
     non-member reference where the preset keeps one (Fashion-MNIST's unused images), else its clean calibration
     set (``--calibration-file`` when given).
 
-    A file is laid out as ``query`` is and, like the member reference, leaves the query's own samples
-    out: a query compared with itself would look like the non-members it is part of. A default
-    reference of another kind than ``query`` (the preset's images for a table) is refused.
+    A file is laid out as ``query`` is. Every reference, like the member reference, leaves the query's
+    own samples out: a query compared with itself would look like the non-members it is part of (a
+    calibration file the query was drawn from). A default reference of another kind or shape than
+    ``query`` (the preset's digits for a table or a colour model) is refused.
 
     Raises
     ------
     InputError
-        If the file holds only the query's samples, or the default reference is not of the query's kind
+        If the reference holds only the query's samples, or the default reference is not of the query's kind
         (:func:`of_kind`).
     """
     if reference_file is not None:
@@ -163,19 +167,22 @@ def nonmember_reference(
             )
         return Reference(kept, f"file {reference_file}: {kept_words(len(kept), len(data))}")
     if target.calibration_data is None and (unused := target.splits().reference) is not None:
-        data = target.prepared(unused)
-        reference = Reference(data, f"unused images of {target.data} (no split holds them): {len(data)} samples")
+        data, source = target.prepared(unused), f"unused images of {target.data} (no split holds them)"
     else:
-        data = target.calibration_set()
-        reference = Reference(data, f"{target.describe_calibration()}: {len(data)} samples")
+        data, source = target.calibration_set(), target.describe_calibration()
     if query is None:
-        return reference
-    return of_kind(reference, query, "the query", give="--reference FILE (or --calibration-file)")
+        return Reference(data, f"{source}: {len(data)} samples")
+    give = "--reference FILE (or --calibration-file)"
+    of_kind(Reference(data, f"{source}: {len(data)} samples"), query, "the query", give=give)
+    kept = without_query(data, query)
+    if len(kept) == 0:
+        raise InputError(f"{source}: expected samples besides the query's, got only the query's own; give {give}")
+    return Reference(kept if len(kept) < len(data) else data, f"{source}: {kept_words(len(kept), len(data))}")
 
 
 def of_kind(reference: Reference, like: ArraySet, what: str, *, give: str = "--reference FILE") -> Reference:
-    """``reference`` when its samples are of ``like``'s kind (images, or a table of features); ``give`` names the
-    option that supplies another.
+    """``reference`` when its samples are of ``like``'s kind and shape (images of one size and channels, or a table
+    of as many features); ``give`` names the option that supplies another.
 
     Raises
     ------
@@ -183,7 +190,7 @@ def of_kind(reference: Reference, like: ArraySet, what: str, *, give: str = "--r
         Naming both kinds and ``--reference``: a default reference is the preset's images whatever
         the model takes, and scoring a table's model on them fails with an image-shape error.
     """
-    if like.kind != reference.data.kind:
+    if like.kind != reference.data.kind or like.x.shape[1:] != reference.data.x.shape[1:]:
         raise InputError(
             f"expected a non-member reference of {what}'s kind ({like.describe()}), got {reference.description} "
             f"({reference.data.describe()}): give {give} with samples of that kind the model never saw"

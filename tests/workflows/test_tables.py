@@ -265,6 +265,27 @@ def test_member_and_nonmember_files_leave_the_querys_own_rows_out_whatever_their
     assert tags["ema.nonmember_reference"].endswith(f": {n_calibration} samples, {n_m1} of the query's left out")
 
 
+def test_the_default_reference_from_a_calibration_file_leaves_the_querys_own_rows_out(tabular, tmp_path):
+    """A calibration file the query was drawn from is the non-member reference by default: without the query's rows."""
+    model_uri, folder = tabular
+    splits = load_splits("breast-cancer", 0)
+    pd.concat([pd.read_csv(folder / "calibration.csv"), frame(splits.query("M1"))]).to_csv(
+        tmp_path / "calibration_and_query.csv", index=False
+    )
+    frame(splits.query("M2")).to_csv(tmp_path / "other_members.csv", index=False)
+    outcome = audit_file(
+        model_uri,
+        folder / "members.csv",
+        tmp_path / "calibration_and_query.csv",
+        method="calibrated",
+        members_file=str(tmp_path / "other_members.csv"),
+    )
+    n_m1, n_calibration = len(splits.query("M1")), len(splits.calibration)
+    assert mlflow.get_run(outcome.run_id).data.tags["ema.nonmember_reference"] == (
+        f"calibration file calibration_and_query: {n_calibration} samples, {n_m1} of the query's left out"
+    )
+
+
 def test_a_members_file_holding_only_the_querys_own_rows_is_refused(tabular):
     model_uri, folder = tabular
     query = folder / "members.csv"
