@@ -234,7 +234,11 @@ class ReferenceAuditor:
             self.weights_,
             self.nonmember_counts_,
         )
-        self.warnings_ = reference_gate_warnings(self.n_classes_, nonmember_labels, **self.diagnostics_)
+        self.warnings_ = reference_gate_warnings(
+            self.n_classes_,
+            nonmember_labels,
+            **{name: value for name, value in self.diagnostics_.items() if name != "member_accuracy"},
+        )
         self.attack_ = attack_strength(members, nonmembers)
         information = cross_fitted_information_estimate(members, nonmembers, levels, random_state=self.random_state)
         self.information_, self.information_lower_ = information.estimate, information.lower_bound()

@@ -39,16 +39,14 @@ def audit_warnings(
     """
     proba, labels = session.nonmember_proba, session.nonmembers.data.y
     reference_accuracy = float((proba.argmax(axis=1) == labels).mean())
-    recorded = _recorded_accuracies(session)
     warnings = reference_gate_warnings(
         proba.shape[1],
         labels,
         reference_accuracy=reference_accuracy,
-        member_accuracy=_member_accuracy(session, recorded),
         balanced_accuracy=_ema_balanced_accuracy(results),
         nonmember_flag_rate=_ema_nonmember_flag_rate(results, proba, labels),
     )
-    held_out = recorded.get(keys.METRIC_HELD_OUT_ACCURACY)
+    held_out = _recorded_held_out_accuracy(session)
     if held_out is not None and held_out - reference_accuracy > ACCURACY_GAP_LIMIT:
         warnings.append(
             f"target accuracy on the non-member reference ({reference_accuracy:.3f}) is far below its recorded "
@@ -67,22 +65,12 @@ def audit_warnings(
     return list(dict.fromkeys(warnings))
 
 
-def _recorded_accuracies(session: AuditSession) -> dict[str, float]:
-    """The accuracies the target's training run logged (a workbench target), else none."""
+def _recorded_held_out_accuracy(session: AuditSession) -> float | None:
+    """The held-out accuracy the target's training run logged (a workbench target), else None."""
     version = session.target.version
     if version is None or not version.run_id:
-        return {}
-    metrics = run_metrics(version.run_id)
-    return {m: metrics[m] for m in (keys.METRIC_TRAIN_ACCURACY, keys.METRIC_HELD_OUT_ACCURACY) if m in metrics}
-
-
-def _member_accuracy(session: AuditSession, recorded: dict[str, float]) -> float | None:
-    """Accuracy on members: as recorded at training, else on the member reference (scored once per audit)."""
-    if keys.METRIC_TRAIN_ACCURACY in recorded:
-        return recorded[keys.METRIC_TRAIN_ACCURACY]
-    if session.members is None:
         return None
-    return float((session.member_proba.argmax(axis=1) == session.members.data.y).mean())
+    return run_metrics(version.run_id).get(keys.METRIC_HELD_OUT_ACCURACY)
 
 
 def _ema_balanced_accuracy(results: dict[str, AuditResult]) -> float | None:
