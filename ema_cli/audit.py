@@ -188,8 +188,9 @@ from ema_cli.options import (
     "reference_file",
     type=click.Path(dir_okay=False),
     help=(
-        "With --method calibrated: a set file (.npz, .csv, .parquet) of data the target never saw (default: the "
-        "calibration set, or --calibration-file)."
+        "A set file (.npz, .csv, .parquet) of data the target never saw: the calibrated auditor's non-member "
+        "reference, and what every method's warnings score the target on (default: --calibration-file, else "
+        "--calibration-nonmembers with --calibration-model, else the data's calibration set)."
     ),
 )
 @click.option(

@@ -130,10 +130,14 @@ class AuditSession:
 
     @cached_property
     def nonmembers(self) -> Reference:
-        """Samples the target never saw: ``--reference``, else its clean calibration set."""
+        """Samples the target never saw: ``--reference``, else its clean calibration set (a supplied calibration
+        model's non-members, when no ``--calibration-file`` is given)."""
+        reference_file = self.config.reference_file
+        if reference_file is None and self.config.calibration is not None and self.target.calibration_data is None:
+            reference_file = self.config.calibration.nonmembers_file
         return nonmember_reference(
             self.target,
-            self.config.reference_file,
+            reference_file,
             query=self.data,
             max_images=self.config.max_query,
             label_column=self.config.label_column,

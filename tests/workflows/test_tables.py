@@ -8,6 +8,7 @@ auditor's own ``--calibration-file``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import mlflow
@@ -26,7 +27,7 @@ from ema.data.arrays import ArraySet
 from ema.data.files import write_set
 from ema.data.presets import load_splits
 from ema.tracking import keys
-from ema.workflows.audit import AuditConfig, audit
+from ema.workflows.audit import AuditConfig, SuppliedCalibration, audit
 from ema.workflows.references import contains_all, training_data, without_query
 from ema.workflows.target import resolve_target
 from ema_cli.cli import main
@@ -283,6 +284,26 @@ def test_the_default_reference_from_a_calibration_file_leaves_the_querys_own_row
     n_m1, n_calibration = len(splits.query("M1")), len(splits.calibration)
     assert mlflow.get_run(outcome.run_id).data.tags["ema.nonmember_reference"] == (
         f"calibration file calibration_and_query: {n_calibration} samples, {n_m1} of the query's left out"
+    )
+
+
+def test_a_supplied_calibration_models_non_members_are_the_default_reference(tabular, tmp_path):
+    """No --reference and no --calibration-file: not the preset's digits (refused for a table), the calibration
+    model's non-members."""
+    model_uri, folder = tabular
+    frame(load_splits("breast-cancer", 0).query("M2")).to_csv(tmp_path / "cal_members.csv", index=False)
+    config = AuditConfig(
+        model_uri=model_uri,
+        query_file=str(folder / "held_out.csv"),
+        label_column=LABEL,
+        calibration=SuppliedCalibration(model_uri, str(tmp_path / "cal_members.csv"), str(folder / "calibration.csv")),
+    )
+    assert audit(config, progress=False).primary.verdict == "not_memorized"
+    members = str(tmp_path / "cal_members.csv")
+    calibrated = audit(dataclasses.replace(config, method="calibrated", members_file=members), progress=False)
+    n_reference = len(pd.read_csv(folder / "calibration.csv"))
+    assert mlflow.get_run(calibrated.run_id).data.tags["ema.nonmember_reference"] == (
+        f"file {folder / 'calibration.csv'}: {n_reference} samples, none the query's"
     )
 
 
