@@ -262,13 +262,14 @@ def looks_like_probabilities(outputs: np.ndarray) -> bool:
 
 
 def _is_class_maps(value: object) -> bool:
-    """A list of ``{class: probability}`` maps (ONNX ``ZipMap``): integer classes (JSON writes them as strings), or
-    the class names of a model fitted on text labels."""
+    """A list of ``{class: probability}`` maps (ONNX ``ZipMap``) of two classes or more: integer classes (JSON writes
+    them as strings), or the class names of a model fitted on text labels."""
     return (
         isinstance(value, (list, tuple))
         and len(value) > 0
         and all(isinstance(row, dict) and row for row in value[:1000])
-        and all(isinstance(key, (int, np.integer, str)) for key in value[0])
+        and len(value[0]) > 1
+        and all(isinstance(key, (int, np.integer, str)) and _is_number(p) for key, p in value[0].items())
     )
 
 

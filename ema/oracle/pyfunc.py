@@ -31,6 +31,14 @@ SKLEARN_BY_POSITION = "X does not have valid feature names"
 #: What a model's own code raises on inputs unlike those it takes (scikit-learn's feature count, a shape, a
 #: column): the same inputs fail the same way again, an input error (exit 3), not one to retry.
 INPUT_FAILURES = (ValueError, TypeError, KeyError, IndexError)
+#: torch's RuntimeErrors for inputs of a dtype or shape its layers do not take: the same on every try (exit 3).
+TORCH_INPUT_ERRORS = (
+    "Input type (",  # a convolution's input dtype unlike its weights'
+    "to have the same dtype",  # a matrix product's
+    "expected scalar type",
+    "shapes cannot be multiplied",  # a linear layer's input size
+    "Given groups=",  # a convolution's input channels
+)
 #: torch's error for a tensor pickled on a GPU and loaded where there is none (see :func:`torch_load_onto`).
 CUDA_PICKLE = "Attempting to deserialize object on a CUDA device"
 #: torch's errors for a model whose own code moves to a GPU on a machine without one: the same every time (exit 3,
@@ -147,7 +155,8 @@ class PyfuncOracle(Oracle):
                     "scoring server on such a machine (--model-url)"
                 ) from exc
             # the inputs' kind of failure (a feature count, a shape, a column) repeats; anything else may not
-            error = InputError if isinstance(exc, INPUT_FAILURES) else ModelAccessError
+            refused = isinstance(exc, INPUT_FAILURES) or any(message in str(exc) for message in TORCH_INPUT_ERRORS)
+            error = InputError if refused else ModelAccessError
             raise error(
                 f"model {self.model_uri!r} failed on a batch of {len(inputs)} inputs of shape {inputs.shape[1:]}: "
                 f"{type(exc).__name__}: {first_line(exc)}"

@@ -39,6 +39,9 @@ class Misbehaving(mlflow.pyfunc.PythonModel):
             11: lambda: np.eye(2, dtype=bool)[np.arange(n) % 2],
             12: lambda: pd.DataFrame({"is_cat": np.arange(n) % 2 == 0}),
             13: lambda: (_ for _ in ()).throw(ValueError("X has 32 features, but StandardScaler is expecting 30")),
+            14: lambda: (_ for _ in ()).throw(
+                RuntimeError("Input type (double) and bias type (float) should be the same")
+            ),
         }[behaviour]()
 
 
@@ -65,6 +68,11 @@ def images(behaviour: int, n: int = 3) -> np.ndarray:
             13,
             InputError,
             r"failed on a batch of 3 inputs .*: ValueError: X has 32 features, but StandardScaler is expecting 30$",
+        ),
+        (  # torch refusing the inputs' dtype: the same again, whatever the exception's class
+            14,
+            InputError,
+            r"failed on a batch of 3 inputs .*: RuntimeError: Input type \(double\) and bias type \(float\) should be",
         ),
         (2, InputError, r"expected model '.*' to return numbers .*got strings \(dtype <U3, shape \(3,\)\), e.g.*'cat'"),
         (3, InputError, r"expected model '.*' to return numbers .*got Python objects \(dtype object, shape \(3,\)\)"),
