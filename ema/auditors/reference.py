@@ -8,10 +8,9 @@ assumption that another model's members behave like the target's.
 * H0 "removed": the query is exchangeable with the non-member reference.
 * H0 "retained": the query is exchangeable with the member reference.
 
-Both are exact permutation tests of one statistic, the sum of the query samples' binned
-member / non-member log-likelihood ratio (see :mod:`ema.stats.binned_tests`). The
-retained share pi (F_q = pi F_mem + (1 - pi) F_non) gets a profile-likelihood interval that
-carries both references' sampling error.
+Both are exact permutation tests of one statistic, the sum of the query samples' binned member / non-member
+log-likelihood ratio (:mod:`ema.stats.binned_tests`). The retained share pi (F_q = pi F_mem + (1 - pi) F_non)
+gets a profile-likelihood interval that carries both references' sampling error.
 
 Verdict at ``alpha`` and ``margin``: ``memorized`` when H0 "removed" is rejected;
 ``not_memorized`` when it is not and the retained share's one-sided upper confidence bound (at
@@ -234,11 +233,8 @@ class ReferenceAuditor:
             self.weights_,
             self.nonmember_counts_,
         )
-        self.warnings_ = reference_gate_warnings(
-            self.n_classes_,
-            nonmember_labels,
-            **{name: value for name, value in self.diagnostics_.items() if name != "member_accuracy"},
-        )
+        gates = {name: value for name, value in self.diagnostics_.items() if name != "member_accuracy"}
+        self.warnings_ = reference_gate_warnings(self.n_classes_, nonmember_labels, **gates)
         self.attack_ = attack_strength(members, nonmembers)
         information = cross_fitted_information_estimate(members, nonmembers, levels, random_state=self.random_state)
         self.information_, self.information_lower_ = information.estimate, information.lower_bound()

@@ -163,22 +163,22 @@ def check_within_classes(data: ArraySet, n_classes: int, *, role: str) -> None:
     if data.y.size and data.y.max() >= n_classes:
         raise InputError(
             f"{role} {data.name}: expected labels of the model's {n_classes} classes (0..{n_classes - 1}), got labels "
-            f"up to {int(data.y.max())}; give a {role} of the model's classes only"
+            f"up to {int(data.y.max())}; give a {role} of the model's classes only, numbered as its outputs are"
         )
 
 
-def check_has_classes(data: ArraySet, n_classes: int, *, role: str) -> None:
-    """Refuse ``data`` (the ``role``, e.g. a calibration file) unless it has samples of each of ``n_classes``
-    classes (those the model outputs): a model trained on it must learn every class the target predicts.
+def check_has_classes(data: ArraySet, classes: np.ndarray, *, role: str, of_what: str) -> None:
+    """Refuse ``data`` (the ``role``, e.g. a calibration file) unless it has samples of each of ``classes`` (those the
+    model outputs, ``of_what`` in words): a model trained on it must learn every class the target predicts.
 
     Raises
     ------
     InputError
         Naming the classes it lacks.
     """
-    missing = np.setdiff1d(np.arange(n_classes), data.y)
+    missing = np.setdiff1d(classes, data.y)
     if missing.size:
         raise InputError(
-            f"{role} {data.name}: expected samples of each of the model's {n_classes} classes (0..{n_classes - 1}), "
-            f"got none of class {listed_names(missing.tolist())}; give a {role} with every class"
+            f"{role} {data.name}: expected samples of each of {of_what}, got none of class "
+            f"{listed_names(missing.tolist())}; give a {role} with every class"
         )

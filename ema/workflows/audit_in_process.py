@@ -16,7 +16,7 @@ import pandas as pd
 
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet, check_has_classes, check_within_classes, in_query_layout
-from ema.inputs import InputSpec, align_columns
+from ema.inputs import InputSpec, align_columns, listed_names
 from ema.limits import seconds_left
 from ema.oracle import ACCESS_PROBABILITIES, Oracle, Predictions
 from ema.tracking import keys
@@ -87,9 +87,15 @@ def with_calibration_file(session: AuditSession, predictions: Predictions) -> Au
     trained (and registered) when it lacks one of the classes the model output on the query, or has others.
     """
     calibration = in_query_layout(session.target.calibration_data, session.data, role="calibration file")
-    check_has_classes(calibration, predictions.proba.shape[1], role="calibration file")
-    if predictions.access == ACCESS_PROBABILITIES:  # a label-only model's columns are the classes it answered
-        check_within_classes(calibration, predictions.proba.shape[1], role="calibration file")
+    n_classes, role = predictions.proba.shape[1], "calibration file"
+    if predictions.access == ACCESS_PROBABILITIES:
+        check_within_classes(calibration, n_classes, role=role)
+        of_what = f"the model's {n_classes} classes (0..{n_classes - 1})"
+        check_has_classes(calibration, np.arange(n_classes), role=role, of_what=of_what)
+    else:  # a label-only model's classes are those it answered, whatever their numbers
+        answered = np.flatnonzero(predictions.proba.any(axis=0))
+        of_what = f"the {answered.size} classes the model answered on the query ({listed_names(answered.tolist())})"
+        check_has_classes(calibration, answered, role=role, of_what=of_what)
     return dataclasses.replace(session, target=dataclasses.replace(session.target, calibration_data=calibration))
 
 

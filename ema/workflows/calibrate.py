@@ -36,7 +36,7 @@ from ema.tracking.runs import (
 from ema.tracking.single_flight import single_flight
 from ema.training.clones import CloneRecipe, package_trained
 from ema.training.devices import CPU, describe_device, resolve_device
-from ema.training.recipes import Recipe, recipe_to_json
+from ema.training.recipes import Recipe, proba_over_classes, recipe_to_json
 from ema.validation import check_model_name, redact_url, short_hash
 from ema.workflows.cached_models import usable_entry
 from ema.workflows.target import Target, resolve_target
@@ -97,14 +97,19 @@ def calibration_cache_key(
     )
 
 
-def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet) -> EMAAuditor:
-    """Fit every metric's thresholds on a calibration model's members and non-members."""
-    return EMAAuditor(signals=tuple(SIGNALS)).calibrate(
-        classifier.predict_proba(members.model_inputs()),
-        members.y,
-        classifier.predict_proba(nonmembers.model_inputs()),
-        nonmembers.y,
-    )
+def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet, n_classes: int | None = None) -> EMAAuditor:
+    """Fit every metric's thresholds on a calibration model's members and non-members.
+
+    With ``n_classes``, a scikit-learn model has a column for each of them, whatever classes its half
+    held (:func:`~ema.training.recipes.proba_over_classes`: a class of two samples may fall in one half).
+    """
+
+    def proba(data: ArraySet) -> np.ndarray:
+        if n_classes is None:
+            return classifier.predict_proba(data.model_inputs())
+        return proba_over_classes(classifier, data.model_inputs(), n_classes)
+
+    return EMAAuditor(signals=tuple(SIGNALS)).calibrate(proba(members), members.y, proba(nonmembers), nonmembers.y)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,14 +192,11 @@ class CalibrationPlan:
         log_params(self.params())
         set_tags({keys.TAG_CACHE: cache})
         members, nonmembers = self.halves()
+        n_classes = class_count(self.clean.y)  # every class of the calibration set, whatever its half holds
         classifier = self.target.require_recipe().fit(
-            members.model_inputs(),
-            members.y,
-            progress=progress,
-            device=self.target.device,
-            n_classes=class_count(self.clean.y),  # every class of the calibration set, whatever its half holds
+            members.model_inputs(), members.y, progress=progress, device=self.target.device, n_classes=n_classes
         )
-        thresholds = fit_thresholds(classifier, members, nonmembers).to_dict()
+        thresholds = fit_thresholds(classifier, members, nonmembers, n_classes).to_dict()
         log_metrics(
             {
                 f"{keys.METRIC_CALIBRATION_BA_PREFIX}{m}": e["balanced_accuracy"]

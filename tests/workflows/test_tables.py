@@ -307,6 +307,44 @@ def test_a_supplied_calibration_models_non_members_are_the_default_reference(tab
     )
 
 
+def test_a_calibration_file_with_one_row_of_a_class_trains_a_calibration_model_of_every_class(tabular, tmp_path):
+    """The row falls in one half: the clone trained on the other has a column for the class all the same."""
+    model_uri, folder = tabular
+    calibration = pd.read_csv(folder / "calibration.csv")
+    one_malignant = pd.concat([calibration[calibration[LABEL] == 0], calibration[calibration[LABEL] == 1].head(1)])
+    one_malignant.to_csv(tmp_path / "one_malignant.csv", index=False)
+    result = audit_cli(model_uri, folder / "members.csv", tmp_path / "one_malignant.csv")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_label_only_model_of_classes_3_and_7_is_audited_on_a_calibration_file_of_those_classes(tabular, tmp_path):
+    _, folder = tabular
+    splits = load_splits("breast-cancer", 0)
+    features = pd.DataFrame(splits.train.x, columns=list(splits.train.features))
+    model = RandomForestClassifier(n_estimators=50, random_state=0).fit(features, np.where(splits.train.y, 7, 3))
+    with mlflow.start_run(run_name="train a label-only model"):
+        info = mlflow.sklearn.log_model(
+            model,
+            name="model",
+            signature=infer_signature(features.head(5), model.predict(features.head(5))),
+            registered_model_name="labels-3-7",
+            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+            pip_requirements=["scikit-learn"],
+        )
+    model_uri = f"models:/labels-3-7/{info.registered_model_version}"
+    for name in ("members", "calibration"):
+        table = pd.read_csv(folder / f"{name}.csv")
+        table.assign(**{LABEL: np.where(table[LABEL], 7, 3)}).to_csv(tmp_path / f"{name}_3_7.csv", index=False)
+    result = audit_cli(model_uri, tmp_path / "members_3_7.csv", tmp_path / "calibration_3_7.csv")
+    assert result.exit_code == 0, result.output
+    refused = audit_cli(model_uri, tmp_path / "members_3_7.csv", folder / "calibration.csv")
+    assert refused.exit_code == 3
+    assert refused.output.strip().splitlines()[-1] == (
+        "Error: calibration file calibration: expected samples of each of the 2 classes the model answered on the "
+        "query (3, 7), got none of class 3, 7; give a calibration file with every class"
+    )
+
+
 def test_a_members_file_holding_only_the_querys_own_rows_is_refused(tabular):
     model_uri, folder = tabular
     query = folder / "members.csv"
