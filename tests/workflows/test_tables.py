@@ -348,7 +348,7 @@ def test_a_label_only_model_of_classes_3_and_7_is_audited_on_a_calibration_file_
 def test_a_members_file_holding_only_the_querys_own_rows_is_refused(tabular):
     model_uri, folder = tabular
     query = folder / "members.csv"
-    result = audit_cli(model_uri, query, folder / "calibration.csv", "--members", str(query))
+    result = audit_cli(model_uri, query, folder / "calibration.csv", "--members", str(query), "--method", "calibrated")
     n_query = len(load_splits("breast-cancer", 0).query("M1"))
     last = result.output.strip().splitlines()[-1]
     assert result.exit_code == 3
