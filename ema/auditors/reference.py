@@ -429,6 +429,7 @@ class ReferenceAuditor:
             return {}
         return {
             "information_single_view": self.information_single_view_,
+            "information_single_view_lower": self.information_single_view_lower_,
             "certifiable_margin_single_view": self.certifiable_margin(n_query, single_view=True),
         }
 

@@ -83,6 +83,7 @@ def render_audit_report(
     title: str | None = None,
     vocabulary: Mapping[str, Metric] | None = None,
     draw_figures: bool = True,
+    query_kind: str | None = None,
 ) -> AuditReport:
     """Render one audit's page and figures.
 
@@ -109,6 +110,8 @@ def render_audit_report(
         it is a p-value when named ``p_*``, else listed under its own name.
     draw_figures : bool, default True
         False: no figure is drawn; the page says so where they would be.
+    query_kind : {"image", "table"}, optional
+        What the query holds: a table's page suggests no shifted queries, which apply to images only.
 
     Returns
     -------
@@ -128,7 +131,7 @@ def render_audit_report(
     body = "".join(
         (
             _verdict_section(results, warned),
-            _certification_section(results),
+            _certification_section(results, query_kind),
             section("p-values", _pvalues(results, vocabulary), anchor="pvalues"),
             section("Power", _power(results, vocabulary), anchor="power"),
             section("All numbers", _numbers(results, vocabulary), anchor="numbers"),
@@ -195,7 +198,7 @@ def _verdict_section(results: Mapping[str, AuditResult], warnings: Sequence[str]
     )
 
 
-def _certification_section(results: Mapping[str, AuditResult]) -> str:
+def _certification_section(results: Mapping[str, AuditResult], query_kind: str | None) -> str:
     """What each calibrated result could certify (fixed before its query was scored) and how strong its evidence is."""
     parts = []
     for method, result in results.items():
@@ -206,6 +209,7 @@ def _certification_section(results: Mapping[str, AuditResult]) -> str:
         used, asked = certify.get("margin_used", math.nan), certify.get("margin")
         level = float(certify.get("certify_level", math.nan))
         nothing = " (nothing below 1: too little information for this size)" if margin >= 1 else ""
+        augment = _augment_words(result, query_kind)
         parts.append(
             f'<p id="certifiable-margin-{esc(_UNSAFE.sub("-", method))}"><b>Certifiable margin: '
             f"{esc(number(margin))}</b>{esc(nothing)}: the smallest retained share that {esc(method)} certifies "
@@ -216,7 +220,7 @@ def _certification_section(results: Mapping[str, AuditResult]) -> str:
             f"<p>Margin used: <b>{esc(number(used))}</b>{' (auto: the certifiable margin)' if asked == 'auto' else ''}"
             f"; upper bound on the retained share (one-sided {level_text(level)}): "
             f"<b>{esc(number(result.metrics.get('retained_upper_bound', math.nan)))}</b>.</p>"
-            f"<p>{esc(_augment_words(result))}</p>"
+            + (f"<p>{esc(augment)}</p>" if augment else "")
             + (f"<p>Reference: {esc(certify['advice'])}.</p>" if certify.get("advice") else "")
         )
         if "evidence" in result.thresholds:
@@ -226,18 +230,24 @@ def _certification_section(results: Mapping[str, AuditResult]) -> str:
     return section("What the calibrated audit can certify", "".join(parts), anchor="certify") if parts else ""
 
 
-def _augment_words(result: AuditResult) -> str:
-    """What the shifted queries bought (the certifiable margin with and without them), or that they may buy more."""
+def _augment_words(result: AuditResult, kind: str | None) -> str:
+    """What the shifted queries bought (the certifiable margin with and without them, each from its information's
+    lower bound), or that they may buy more on images; nothing for a table, which they do not apply to."""
     single = result.metrics.get("certifiable_margin_single_view")
     if single is None:
+        if kind == "table":
+            return ""
         return (
             "Shifted queries (--augment shifts: each sample and its 8 one-pixel shifts, 9x the queries) may lower "
             "the certifiable margin on images; what they buy on this target must be measured with --augment shifts."
         )
+    metric = result.metrics.get
     return (
-        f"With shifted queries (--augment shifts): certifiable margin {number(result.metrics['certifiable_margin'])}, "
-        f"information {number(result.metrics.get('information', math.nan))}; without them: {number(single)}, "
-        f"information {number(result.metrics.get('information_single_view', math.nan))}."
+        f"With shifted queries (--augment shifts): certifiable margin {number(metric('certifiable_margin'))}, from "
+        f"an information of at least {number(metric('information_lower', math.nan))} (estimate "
+        f"{number(metric('information', math.nan))}); without them: {number(single)}, from at least "
+        f"{number(metric('information_single_view_lower', math.nan))} (estimate "
+        f"{number(metric('information_single_view', math.nan))})."
     )
 
 

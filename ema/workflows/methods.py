@@ -179,6 +179,12 @@ _BUILT_IN: tuple[Method, ...] = (
                 "with --augment shifts: the information of the unshifted images' score alone",
             ),
             Metric(
+                "information_single_view_lower",
+                ESTIMATE,
+                "with --augment shifts: the unshifted images' information lower bound, from which their margin is "
+                "computed",
+            ),
+            Metric(
                 "certifiable_margin_single_view",
                 POWER,
                 "with --augment shifts: the certifiable margin the unshifted images alone would give",

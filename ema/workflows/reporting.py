@@ -211,6 +211,7 @@ def report_artifacts(
         title=f"Audit of {config.query_name} on {target.label}",
         draw_figures=config.figures,
         vocabulary=metric_vocabulary(),
+        query_kind=session.data.kind if session.data is not None else None,  # on Spark the rows stay in the executors
     )
     figures = {f"{keys.ARTIFACT_FIGURES_DIR}/{name}": png for name, png in report.figures.items()}
     return {keys.ARTIFACT_REPORT: report.html, **figures}

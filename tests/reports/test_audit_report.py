@@ -219,6 +219,23 @@ def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_a
     # first after the verdict box, before every other section
     assert report.html.index('id="verdict"') < report.html.index('id="certify"') < report.html.index('id="pvalues"')
     assert "Threshold mode" not in report.html  # it has none; EMA's reports state theirs
+    assert "Shifted queries (--augment shifts" in certify
+    table = render(results={"reference": result}, query_kind="table").html
+    assert "--augment shifts" not in table.split('id="certify"')[1].split("</section>")[0]  # images only
+    shifted = dataclasses.replace(
+        result,
+        metrics={
+            **result.metrics,
+            "certifiable_margin_single_view": 0.76,
+            "information_single_view": 10.4,
+            "information_single_view_lower": 1.2,
+        },
+    )
+    words = render(results={"reference": shifted}).html
+    assert (
+        f"from an information of at least {number(result.metrics['information_lower'])} (estimate "
+        f"{number(result.metrics['information'])}); without them: 0.76, from at least 1.2 (estimate 10.4)."
+    ) in words
 
 
 def test_render_audit_report_reads_kinds_and_meanings_from_the_vocabulary_it_is_given():
