@@ -127,8 +127,7 @@ class ReferenceAuditor:
         Accuracies of the target on both references, the score's AUC and best balanced accuracy
         (members against non-members), and the share of non-members with a positive weight.
     warnings_ : list of str
-        Gate warnings from the references
-        (:func:`~ema.auditors.reference_gates.reference_gate_warnings`), carried by every audit.
+        Gate warnings from the references (:func:`~ema.auditors.reference_gates.reference_gate_warnings`).
     information_, information_lower_ : float
         Fisher information per sample about the retained share at pi = 0, cross-fitted on the two
         references, and its lower bound, which :meth:`certifiable_margin` takes

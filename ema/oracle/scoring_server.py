@@ -16,7 +16,9 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 import numpy as np
 import pandas as pd
 
+from ema.data.arrays import ArraySet
 from ema.errors import InputError, ModelAccessError
+from ema.inputs import InputSpec
 from ema.oracle.base import Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
@@ -91,6 +93,9 @@ class HttpOracle(Oracle):
         needs a signature that declares its input (a tensor of fixed shape, or columns).
         ``auto`` sends Parquet and, if the server answers 415 (a server that predates Parquet),
         JSON from then on.
+    table_names : bool
+        Whether a table's columns go by the file's names when ``input_spec`` names none (a server with
+        no registry entry, whose signature is unknown: if it declares columns, it matches them by name).
     **options
         See :class:`Oracle`. ``input_spec`` defaults to our image models' float32 (-1, 1, 28, 28).
 
@@ -115,6 +120,7 @@ class HttpOracle(Oracle):
         backoff: float = 0.5,
         concurrency: int = 1,
         request_format: str = "json",
+        table_names: bool = False,
         **options,
     ) -> None:
         parts, port = _check_url(url)
@@ -132,7 +138,24 @@ class HttpOracle(Oracle):
         self._local = threading.local()
         self._connections: list[TimedConnection] = []
         self._deadline = math.inf
+        self.table_names, self._named_here = table_names, False  # columns named from a table, not the server
         super().__init__(**options)
+
+    def _inputs_of(self, data: ArraySet) -> np.ndarray:
+        """As :meth:`Oracle._inputs_of`; a table sent by its own column names when the server's are not known."""
+        if self.table_names and data.kind == "table" and self.input_spec.columns is None:
+            self.input_spec, self._named_here = InputSpec(dtype="float64", columns=data.features), True
+        return super()._inputs_of(data)
+
+    def prepare(self, pixels: np.ndarray) -> np.ndarray | pd.DataFrame:
+        """As :meth:`Oracle.prepare`; columns named here go as integers where the batch's values are whole, which a
+        signature's integer columns need and its float ones take."""
+        inputs = super().prepare(pixels)
+        if not self._named_here:
+            return inputs
+        values = inputs.to_numpy()
+        whole = inputs.columns[np.all(values == np.rint(values), axis=0) & (np.abs(values).max(axis=0) < 2**53)]
+        return inputs.astype(dict.fromkeys(whole, "int64"))
 
     def predict(self, pixels: np.ndarray) -> Predictions:
         """Validated predictions, as :meth:`Oracle.predict`, within ``timeout`` seconds of wall time."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -22,8 +21,10 @@ from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditRes
 from ema.errors import InputError
 from ema.reports import svg
 from ema.reports.attack import attack_curves, attack_section, roc_figure
+from ema.reports.certification import certification_section
 from ema.reports.figures import score_distributions
 from ema.reports.page import (
+    UNSAFE,
     bullet_list,
     esc,
     image,
@@ -33,7 +34,6 @@ from ema.reports.page import (
     section,
     table,
 )
-from ema.stats.certify import level_text
 
 #: The verdict in plain words: a heading and one sentence a reader without statistics can file.
 VERDICT_WORDS = {
@@ -52,8 +52,6 @@ NOT_DRAWN = (
     '<p class="muted">Not drawn: this audit ran without figures (<code>ema audit --no-figures</code>, or the '
     "evaluator's <code>figures=False</code>).</p>"
 )
-#: Figure file names: safe for artifact paths and URLs.
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,7 @@ def render_audit_report(
     body = "".join(
         (
             _verdict_section(results, warned),
-            _certification_section(results, query_kind),
+            certification_section(results, query_kind),
             section("p-values", _pvalues(results, vocabulary), anchor="pvalues"),
             section("Power", _power(results, vocabulary), anchor="power"),
             section("All numbers", _numbers(results, vocabulary), anchor="numbers"),
@@ -195,59 +193,6 @@ def _verdict_section(results: Mapping[str, AuditResult], warnings: Sequence[str]
         f"<p>{esc(sentence)}</p><p>Decided by method <b>{esc(method)}</b> {esc(_alpha_words(primary))} on "
         f"{primary.n_query} query samples (verdict tag: <code>{esc(primary.verdict)}</code>).</p>"
         f"{''.join(caveats)}</div>"
-    )
-
-
-def _certification_section(results: Mapping[str, AuditResult], query_kind: str | None) -> str:
-    """What each calibrated result could certify (fixed before its query was scored) and how strong its evidence is."""
-    parts = []
-    for method, result in results.items():
-        margin = result.metrics.get("certifiable_margin")
-        if margin is None:
-            continue
-        certify = result.thresholds.get("certify", {})
-        used, asked = certify.get("margin_used", math.nan), certify.get("margin")
-        level = float(certify.get("certify_level", math.nan))
-        nothing = " (nothing below 1: too little information for this size)" if margin >= 1 else ""
-        augment = _augment_words(result, query_kind)
-        parts.append(
-            f'<p id="certifiable-margin-{esc(_UNSAFE.sub("-", method))}"><b>Certifiable margin: '
-            f"{esc(number(margin))}</b>{esc(nothing)}: the smallest retained share that {esc(method)} certifies "
-            f"(says not_memorized) with probability 0.85 if these {result.n_query} records were in fact removed, "
-            "computed from the query and reference sizes and the lower bound of the score's information "
-            f"({esc(number(result.metrics.get('information_lower', math.nan)))} per sample; estimate "
-            f"{esc(number(result.metrics.get('information', math.nan)))}) before the query was scored.</p>"
-            f"<p>Margin used: <b>{esc(number(used))}</b>{' (auto: the certifiable margin)' if asked == 'auto' else ''}"
-            f"; upper bound on the retained share (one-sided {level_text(level)}): "
-            f"<b>{esc(number(result.metrics.get('retained_upper_bound', math.nan)))}</b>.</p>"
-            + (f"<p>{esc(augment)}</p>" if augment else "")
-            + (f"<p>Reference: {esc(certify['advice'])}.</p>" if certify.get("advice") else "")
-        )
-        if "evidence" in result.thresholds:
-            parts.append(
-                f"<p><b>How strong the evidence is</b> ({esc(method)}): {esc(result.thresholds['evidence'])}.</p>"
-            )
-    return section("What the calibrated audit can certify", "".join(parts), anchor="certify") if parts else ""
-
-
-def _augment_words(result: AuditResult, kind: str | None) -> str:
-    """What the shifted queries bought (the certifiable margin with and without them, each from its information's
-    lower bound), or that they may buy more on images; nothing for a table, which they do not apply to."""
-    single = result.metrics.get("certifiable_margin_single_view")
-    if single is None:
-        if kind == "table":
-            return ""
-        return (
-            "Shifted queries (--augment shifts: each sample and its 8 one-pixel shifts, 9x the queries) may lower "
-            "the certifiable margin on images; what they buy on this target must be measured with --augment shifts."
-        )
-    metric = result.metrics.get
-    return (
-        f"With shifted queries (--augment shifts): certifiable margin {number(metric('certifiable_margin'))}, from "
-        f"an information of at least {number(metric('information_lower', math.nan))} (estimate "
-        f"{number(metric('information', math.nan))}); without them: {number(single)}, from at least "
-        f"{number(metric('information_single_view_lower', math.nan))} (estimate "
-        f"{number(metric('information_single_view', math.nan))})."
     )
 
 
@@ -376,7 +321,7 @@ def _figures(
 
 def _figure_name(method: str) -> str:
     """The file name of a method's score figure, under ``figures/``."""
-    return f"{_UNSAFE.sub('-', method)}_scores.svg"
+    return f"{UNSAFE.sub('-', method)}_scores.svg"
 
 
 def _thresholds(results: Mapping[str, AuditResult]) -> str:

@@ -9,7 +9,11 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 from collections.abc import Iterable, Mapping
+
+#: Characters left out of figure file names and anchors: they must be safe in artifact paths and URLs.
+UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 #: The whole page's style, inline: no stylesheet to fetch when the artifact view opens the page.
 STYLE = """

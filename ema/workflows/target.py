@@ -230,6 +230,7 @@ class Target:
                 self.model_url,
                 concurrency=http_concurrency,
                 request_format=http_format,
+                table_names=declared is None,
                 **options,
                 **{k: v for k, v in limits.items() if v is not None},
             )

@@ -48,3 +48,6 @@ def test_served_model_of_another_kind_gives_the_in_process_probabilities(served,
     over_http = HttpOracle(url, request_format=request_format, input_spec=spec, **options).predict_proba(query)
     in_process = PyfuncOracle(uri, **options).predict_proba(query)
     np.testing.assert_array_equal(over_http, in_process)
+    if query.kind == "table":  # a server with no registry entry: the columns go by the file's names
+        unknown = HttpOracle(url, request_format=request_format, table_names=True, **options)
+        np.testing.assert_array_equal(unknown.predict_proba(query), in_process)
