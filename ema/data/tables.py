@@ -8,6 +8,7 @@ nothing is filled in or dropped silently. The row count is bounded before the ro
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,8 @@ INDEX_COLUMN = "index"
 TABLE_SUFFIXES = (".csv", ".parquet")
 #: Rows per chunk when a CSV over the size limit is counted.
 CSV_COUNT_CHUNK = 100_000
+#: The largest label or index read: every whole number up to it is exact as a float64.
+MAX_WHOLE = 2**53
 
 
 def read_feature_table(
@@ -55,14 +58,30 @@ def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_
         )
     if frame.empty:
         raise InputError(f"{where}: expected at least one row, got an empty table")
-    labels = _whole_numbers(frame[label_column], label_column, where)
+    labels = _whole_numbers(frame[label_column], label_column, where, labels=True)
     index = (
         _whole_numbers(frame[INDEX_COLUMN], INDEX_COLUMN, where)
         if INDEX_COLUMN in frame.columns and label_column != INDEX_COLUMN
         else np.arange(len(frame), dtype=np.int64)
     )
     features = frame.drop(columns=[c for c in (label_column, INDEX_COLUMN) if c in frame.columns])
+    text = [str(c) for c in features.columns if _is_text(features[c])]
+    if text and len(text) < features.shape[1]:  # IDs, names, notes: the audit sends numbers only
+        logging.getLogger(__name__).warning(
+            "%s: %d column(s) of text left out, as the audit sends a model numbers only: %s", where, len(text),
+            listed_names(text),
+        )  # fmt: skip
+        features = features.drop(columns=text)
     return ArraySet(name, feature_matrix(features, where=where), labels, index, tuple(map(str, features.columns)))
+
+
+def _is_text(column: pd.Series) -> bool:
+    """A column of text and no number at all (an ID, a name): not a feature column with a few bad values."""
+    return pd.api.types.is_string_dtype(column.dtype) and not pd.to_numeric(column, errors="coerce").notna().any()
+
+
+def _is_number_column(kind: object) -> bool:
+    return pd.api.types.is_numeric_dtype(kind) and not pd.api.types.is_bool_dtype(kind)
 
 
 def _read_frame(path: Path, max_images: int) -> pd.DataFrame:
@@ -98,11 +117,7 @@ def feature_matrix(features: pd.DataFrame, *, where: str) -> np.ndarray:
     """A frame's feature columns as one array: integers if all are, else float64; refused if not all finite numbers."""
     if features.shape[1] == 0:
         raise InputError(f"{where}: expected at least one feature column beside the label, got none")
-    not_numeric = [
-        str(c)
-        for c, t in features.dtypes.items()
-        if not pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t)
-    ]
+    not_numeric = [str(c) for c, kind in features.dtypes.items() if not _is_number_column(kind)]
     if not_numeric:
         raise InputError(
             f"{where}: expected numbers in every feature column, got other values in {listed_names(not_numeric)}; "
@@ -136,21 +151,29 @@ def _sorted_codes(column: pd.Series, most: int = 6) -> str:
     return f"a scikit-learn model fitted on these labels sorts them: {codes}{more}"
 
 
-def _whole_numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
-    values = column.to_numpy()
+def _whole_numbers(column: pd.Series, name: str, where: str, *, labels: bool = False) -> np.ndarray:
+    """A column of whole numbers as int64, refused naming a value that is none (for ``labels``, with the advice to
+    number classes as the model's outputs)."""
     missing = column.isna().to_numpy()
     if missing.any():
         raise InputError(
             f"{where}: expected whole numbers in column {name!r}, got {int(missing.sum())} missing (first at data "
             f"row {int(np.argmax(missing))}, counted from 0)"
         )
-    if not pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
-        odd = column[pd.to_numeric(column, errors="coerce").isna()]  # the first value that is no number
-        shown = odd.iloc[0] if len(odd) else column.iloc[0]
+    numbers = pd.to_numeric(column, errors="coerce")
+    odd = column if pd.api.types.is_bool_dtype(column) else column[numbers.isna()]  # the values that are no number
+    if len(odd):
+        order = f"the model's outputs ({_sorted_codes(column)})"
+        advice = f"; encode classes as 0..k-1 in the order of {order}" if labels else ""
         raise InputError(
             f"{where}: expected whole numbers in column {name!r}, got {column.dtype} values such as "
-            f"{str(shown)!r}; encode classes as 0..k-1 in the order of the model's outputs ({_sorted_codes(column)})"
+            f"{str(odd.iloc[0])!r}{advice}"
         )
-    if values.dtype.kind == "f" and not np.array_equal(values, np.rint(values)):
-        raise InputError(f"{where}: expected whole numbers in column {name!r}, got fractional values")
-    return values.astype(np.int64)
+    values = numbers.to_numpy(dtype=np.float64)
+    beyond = np.abs(values) > MAX_WHOLE
+    fractional = values != np.rint(values)
+    if beyond.any() or fractional.any():
+        what = f"values beyond {MAX_WHOLE:.0e}" if beyond.any() else "fractional values"
+        shown = values[beyond if beyond.any() else fractional][0]
+        raise InputError(f"{where}: expected whole numbers in column {name!r}, got {what} such as {shown:g}")
+    return numbers.to_numpy().astype(np.int64)

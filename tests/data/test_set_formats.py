@@ -47,9 +47,10 @@ def test_the_label_column_is_named_by_the_caller_and_an_index_column_kept(tmp_pa
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        (lambda f: f.assign(site=["a"] * 6), r"numbers in every feature column, got other values in 'site'"),
+        (lambda f: f.assign(age=["unknown", *X[1:, 0]]), r"numbers in every feature column, got other values in 'age'"),
         (lambda f: f.assign(age=[np.nan, *X[1:, 0]]), "got 1 missing or infinite .*column 'age', data row 0"),
-        (lambda f: f.assign(label=Y + 0.5), "whole numbers in column 'label', got fractional"),
+        (lambda f: f.assign(label=Y + 0.5), "whole numbers in column 'label', got fractional values such as 0.5"),
+        (lambda f: f.assign(label=[1e300, *Y[1:]]), "in column 'label', got values beyond 9e\\+15 such as 1e\\+300"),
         (lambda f: f.assign(label=[0, 1, 0, np.nan, 1, 0]), "'label', got 1 missing \\(first at data row 3,"),
         (lambda f: f.assign(label=[0, 1, "benign", 1, 1, 0]), "'label', got .* values such as 'benign'"),
         (
@@ -59,13 +60,25 @@ def test_the_label_column_is_named_by_the_caller_and_an_index_column_kept(tmp_pa
         ),
         (lambda f: f.iloc[:0], "at least one row"),
     ],
-    ids=["text", "missing", "fractional-labels", "missing-label", "text-label", "text-labels", "empty"],
+    ids=["text", "missing", "fractional-labels", "huge-labels", "missing-label", "text-label", "text-labels", "empty"],
 )
 def test_bad_tables_are_refused_in_one_line(tmp_path, change, match):
     change(table_frame()).to_csv(tmp_path / "q.csv", index=False)
     with pytest.raises(InputError, match=match) as error:
         read_set(tmp_path / "q.csv")
     assert "\n" not in str(error.value)
+
+
+def test_a_column_of_text_ids_is_left_out_with_a_warning_and_a_text_index_refused_without_class_advice(
+    tmp_path, caplog
+):
+    table_frame().assign(patient=[f"P{i:04d}" for i in range(6)]).to_csv(tmp_path / "q.csv", index=False)
+    data = read_set(tmp_path / "q.csv")
+    assert "patient" not in data.features and data.x.shape == (6, len(data.features))
+    assert "1 column(s) of text left out, as the audit sends a model numbers only: 'patient'" in caplog.text
+    table_frame().assign(index=[f"P{i:04d}" for i in range(6)]).to_csv(tmp_path / "i.csv", index=False)
+    with pytest.raises(InputError, match=r"in column 'index', got \S+ values such as 'P0000'$"):
+        read_set(tmp_path / "i.csv")
 
 
 def test_a_table_of_more_rows_than_allowed_is_refused(tmp_path):
