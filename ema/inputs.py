@@ -279,7 +279,9 @@ def _shape_advice(chw: tuple[int, ...], declared: tuple[int, ...]) -> str:
                 f"the model takes {wanted}-channel images and these have {channels}: write the query, calibration "
                 f"and reference files with {wanted} channel{'s' if wanted > 1 else ''} ({how}){resize}"
             )
-    return "give the model's shape with --input-shape, or resize the images with --image-size"
+    side = declared[1:] if len(declared) == 3 and declared[0] in (1, 3, 4) else declared[:2]
+    size_words = f" {side[0]}" if len(declared) == 3 and side[0] == side[1] else " N"
+    return f"give the model's shape with --input-shape, or resize the images with --image-size{size_words}"
 
 
 def _stored_shape(chw: np.ndarray) -> tuple[int, ...]:

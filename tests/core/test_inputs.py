@@ -127,7 +127,7 @@ def test_array_sets_name_unnamed_table_columns_and_fingerprint_the_names():
         (np.zeros((2, 32, 32), np.uint8), (-1, 3, 32, 32), "takes 3-channel images and these have 1"),
         (np.zeros((2, 28, 28), np.uint8), (-1, 32, 32, 3), "3, axis=-1)), 32x32 (--image-size)"),
         (np.zeros((2, 32, 32, 3), np.uint8), (-1, 1, 32, 32), "1 channel (colour made grey"),
-        (np.zeros((2, 28, 28), np.uint8), (-1, 1, 32, 32), "resize the images with --image-size"),
+        (np.zeros((2, 28, 28), np.uint8), (-1, 1, 32, 32), "resize the images with --image-size 32"),
     ],
 )
 def test_images_that_do_not_fit_a_declared_shape_are_told_what_differs(images, declared, advice):

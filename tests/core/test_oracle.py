@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from ema.errors import InputError
-from ema.inputs import InputSpec, to_model_inputs
+from ema.inputs import InputSpec, InputTransform, to_model_inputs
 from ema.oracle import (
     ACCESS_LABEL_ONLY,
     ACCESS_PROBABILITIES,
@@ -51,6 +51,11 @@ def test_float32_rounding_below_zero_is_read_as_probabilities_and_declared_logit
         oracle.predict(to_model_inputs(np.zeros((2, 28, 28), dtype=np.uint8)))
     warned = [r for r in caplog.records if "declared logits" in r.getMessage()]
     assert len(warned) == 1 and "--outputs auto" in warned[0].getMessage()
+
+
+def test_an_integer_pixel_model_refuses_input_scaling_naming_the_options_given():
+    with pytest.raises(InputError, match=r"got --input-scale 255.0 --normalize 0.5,0.2; drop --input-scale and"):
+        Oracle(transform=InputTransform(scale=255.0, mean=0.5, std=0.2), input_spec=InputSpec(dtype="uint8"))
 
 
 def test_with_classes_refuses_labels_beyond_the_calibration():

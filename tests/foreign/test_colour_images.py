@@ -141,7 +141,7 @@ def test_rgb_images_of_another_size_are_refused_in_one_line_and_resized_when_ask
     assert refused.output.strip().splitlines()[-1] == (
         "Error: expected images that fit the model's declared input shape (-1, 3, 32, 32), got images of shape "
         "(64, 64, 3) (12288 values); give the model's shape with --input-shape, or resize the images with "
-        "--image-size"
+        "--image-size 32"
     )
     resized = CliRunner().invoke(main, ["audit", *options, "--image-size", "32"])
     assert resized.exit_code == 0, resized.output
