@@ -44,12 +44,13 @@ def audit_history(
     if not include_all:
         filters.append("attributes.status = 'FINISHED'")
     client = MlflowClient()
-    runs = client.search_runs(
-        [e.experiment_id for e in client.search_experiments()],
-        filter_string=" and ".join(filters),
-        order_by=["attributes.start_time DESC"],
-        max_results=max_results,
-    )
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    search = {"order_by": ["attributes.start_time DESC"], "max_results": max_results}
+    runs = client.search_runs(experiments, filter_string=" and ".join(filters), **search)
+    if include_all and query is None and verdict is None:  # audits killed before their params were logged
+        named = f"tags.`{keys.TAG_AUDITED_MODEL}` = {quoted('model name', model_name)}"
+        early = [r for r in client.search_runs(experiments, filter_string=named, **search) if not r.data.params]
+        runs = sorted([*runs, *early], key=lambda run: -run.info.start_time)[:max_results]
     rows = [
         {
             "started": dt.datetime.fromtimestamp(run.info.start_time / 1000, dt.timezone.utc).strftime(

@@ -59,6 +59,9 @@ TAG_RUN_KIND = "ema.run_kind"
 #: Set on an ``mlflow.models.evaluate`` run: the id of the audit run nested under it, whose results it mirrors.
 TAG_AUDIT_RUN = "ema.audit_run"
 RUN_KIND_AUDIT = "audit"
+#: Set when an audit's run starts: the registered model it audits, before its params say so (``ema history --all``
+#: lists an audit killed in between by it).
+TAG_AUDITED_MODEL = "ema.audited_model"
 TAG_PID = "ema.pid"
 TAG_HOST = "ema.host"
 TAG_EXPECTED_VERDICT = "expected_verdict"

@@ -41,6 +41,12 @@ class RegisteredVersion:
         return cls(entity.name, str(entity.version), entity.run_id, dict(entity.tags or {}))
 
 
+def audited_model_tag(model_uri: str | None) -> dict[str, str]:
+    """The tag naming the registered model of ``models:/NAME...``, set as an audit's run starts; none for others."""
+    found = MODELS_URI.match(model_uri or "")
+    return {keys.TAG_AUDITED_MODEL: found["name"]} if found else {}
+
+
 def resolve_version(model_uri: str) -> RegisteredVersion:
     """The registered version behind ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION``.
 

@@ -20,6 +20,7 @@ from ema.data.splits import EXPECTED_VERDICTS
 from ema.oracle import Oracle
 from ema.tracking import keys
 from ema.tracking.helper_cache import collect_foreign_entries
+from ema.tracking.registry import audited_model_tag
 from ema.tracking.runs import log_artifacts_atomically, log_batch, start_run
 from ema.workflows.audit_config import AuditConfig, SuppliedCalibration
 from ema.workflows.audit_gates import audit_warnings
@@ -68,7 +69,11 @@ def audit(
     ``config.device`` is resolved before the run starts: a device this machine lacks leaves no run.
     """
     config = config.resolved_device().validate()
-    tags = {keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_ENGINE: config.engine}
+    tags = {
+        keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT,
+        keys.TAG_ENGINE: config.engine,
+        **audited_model_tag(config.model_uri),
+    }
     with start_run(f"audit {config.method}", tags=tags) as run:
         score = engine_row(config.engine).score
         with collect_foreign_entries() as foreign, score(config, oracle, progress) as scored:

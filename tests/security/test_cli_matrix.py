@@ -114,8 +114,20 @@ def test_history_lists_finished_audits_and_marks_stale_runs(trained):  # noqa: F
     finished = audit_history(name)
     assert set(finished["status"]) == {"FINISHED"} and killed.info.run_id not in set(finished["run_id"])
     assert finished["rho_ema"].notna().all()  # the calibration runs nested in audits are not listed
-    everything = audit_history(name, include_all=True)
-    assert everything.set_index("run_id").loc[killed.info.run_id, "status"] == STALE
+    before_params = client.create_run(  # killed while its target was being resolved: no params yet
+        experiment,
+        tags={
+            keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT,
+            keys.TAG_PID: str(dead_pid()),
+            keys.TAG_HOST: socket.gethostname(),
+            keys.TAG_AUDITED_MODEL: name,
+        },
+    )
+    everything = audit_history(name, include_all=True).set_index("run_id")
+    assert everything.loc[killed.info.run_id, "status"] == everything.loc[before_params.info.run_id, "status"] == STALE
+    assert before_params.info.run_id not in set(audit_history(name, query="M6", include_all=True)["run_id"])
+    audits = client.search_runs([experiment], f"tags.`{keys.TAG_RUN_KIND}` = 'audit' and params.query = 'M6'")
+    assert audits and all(run.data.tags[keys.TAG_AUDITED_MODEL] == name for run in audits)  # set as its run starts
     shown = CliRunner().invoke(main, ["history", "--model", name, "--all"])
     assert shown.exit_code == 0 and "STALE" in shown.output
 
