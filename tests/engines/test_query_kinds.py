@@ -233,11 +233,22 @@ def test_spark_refuses_pixel_options_for_a_query_table_of_features_once_its_refe
 
 
 def test_a_table_query_without_a_reference_of_its_kind_is_refused_naming_the_default(kinds):
-    """The default non-member reference is the preset's images: for a table of features, say so, not a shape error."""
+    """The default non-member reference is the preset's images: for a table of features, say so, not a shape error.
+    A supplied calibration model's non-members are the default instead."""
     made = kinds["tabular"]
-    query = dataclasses.replace(config(made, query_table=made["held_out"]), reference_file=None)
-    with pytest.raises(InputError) as refused:
+    supplied = dataclasses.replace(config(made, query_table=made["held_out"]), reference_file=None)
+    assert audit(supplied, progress=False).primary.verdict in ("memorized", "not_memorized", "inconclusive")
+    query = dataclasses.replace(supplied, calibration=None, calibration_outputs=None)
+    with pytest.raises(InputError) as refused:  # EMA's calibration set first: the preset's digits
         audit(query, progress=False)
+    assert str(refused.value) == (
+        "expected a calibration set like the query (table of 31 features), got the default, clean calibration set of "
+        "mnist-embedded (image 28x28): give --calibration-file FILE with samples like the query's, of every class "
+        "the model outputs"
+    )
+    calibrated = dataclasses.replace(query, method="calibrated", members_file=made["members.npz"])
+    with pytest.raises(InputError) as refused:  # the calibrated auditor's non-member reference
+        audit(calibrated, progress=False)
     assert str(refused.value).startswith(
         "expected a non-member reference of the query's kind (table of 31 features), got clean calibration set of "
     )
