@@ -316,7 +316,7 @@ class ReferenceAuditor:
             ``certifiable_margin`` (from ``information_lower``), ``information`` (the point estimate),
             ``information_lower`` (its lower bound), ``retained_upper_bound`` (the bound at
             ``certify_level`` the verdict compares with the margin), with several views
-            ``information_single_view`` and ``certifiable_margin_single_view`` (the identity alone),
+            ``information_single_view`` (and ``_lower``), ``certifiable_margin_single_view`` (the identity alone),
             ``p_class_mix``, ``p_mixture_fit``, ``n_query``, ``flag_rate``.
             ``thresholds["certify"]``: the margin as asked and as used, the level, and ``advice``
             (what a larger non-member reference would lower the floor to).

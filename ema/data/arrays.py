@@ -101,6 +101,15 @@ class ArraySet:
         """What our own models take: images as float32 (n, C, H, W) in [0, 1], tables as float32 (n, d)."""
         return to_model_inputs(self.x)
 
+    @property
+    def layout(self) -> tuple[str, tuple[int, ...]]:
+        """What a model takes from one sample: ``("table", (features,))`` or ``("image", (C, H, W))``, a grey
+        image's channel axis or its absence alike."""
+        if self.kind == "table":
+            return "table", self.x.shape[1:]
+        height, width, *channels = self.x.shape[1:]
+        return "image", (channels[0] if channels else 1, height, width)
+
     def describe(self) -> str:
         """The kind and size, for messages and tags: ``image 64x64x3``, ``table of 30 features``."""
         if self.kind == "table":

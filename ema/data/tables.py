@@ -153,27 +153,29 @@ def _sorted_codes(column: pd.Series, most: int = 6) -> str:
 
 def _whole_numbers(column: pd.Series, name: str, where: str, *, labels: bool = False) -> np.ndarray:
     """A column of whole numbers as int64, refused naming a value that is none (for ``labels``, with the advice to
-    number classes as the model's outputs)."""
+    number classes as the model's outputs: text labels, even "0" and "1", are the model's to order)."""
     missing = column.isna().to_numpy()
     if missing.any():
         raise InputError(
             f"{where}: expected whole numbers in column {name!r}, got {int(missing.sum())} missing (first at data "
             f"row {int(np.argmax(missing))}, counted from 0)"
         )
-    numbers = pd.to_numeric(column, errors="coerce")
-    odd = column if pd.api.types.is_bool_dtype(column) else column[numbers.isna()]  # the values that are no number
-    if len(odd):
+    if not _is_number_column(column.dtype):
+        numbers = pd.to_numeric(column, errors="coerce")
+        odd = column[numbers.isna() | (numbers.abs() > MAX_WHOLE) | (numbers != numbers.round())]
         order = f"the model's outputs ({_sorted_codes(column)})"
         advice = f"; encode classes as 0..k-1 in the order of {order}" if labels else ""
         raise InputError(
             f"{where}: expected whole numbers in column {name!r}, got {column.dtype} values such as "
-            f"{str(odd.iloc[0])!r}{advice}"
+            f"{str((odd if len(odd) else column).iloc[0])!r}{advice}"
         )
-    values = numbers.to_numpy(dtype=np.float64)
-    beyond = np.abs(values) > MAX_WHOLE
-    fractional = values != np.rint(values)
+    values = column.to_numpy()
+    floats = values.dtype.kind == "f"  # integers are exact: only an unsigned one beyond int64 does not fit
+    limit = MAX_WHOLE if floats else np.iinfo(np.int64).max
+    fractional = values != np.rint(values) if floats else np.zeros(values.shape, bool)
+    beyond = np.abs(values) > limit if floats else values > limit
     if beyond.any() or fractional.any():
-        what = f"values beyond {MAX_WHOLE:.0e}" if beyond.any() else "fractional values"
+        what = f"values beyond {float(limit):.0e}" if beyond.any() else "fractional values"
         shown = values[beyond if beyond.any() else fractional][0]
         raise InputError(f"{where}: expected whole numbers in column {name!r}, got {what} such as {shown:g}")
-    return numbers.to_numpy().astype(np.int64)
+    return values.astype(np.int64)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import softmax
 
 from ema.errors import InputError
-from ema.signals import check_probabilities, probability_rows
+from ema.signals import ROW_SUM_TOLERANCE, check_probabilities, probability_rows
 from ema.validation import check_choice
 
 #: What a model may return. ``auto`` accepts probabilities and labels, and refuses logits with advice.
@@ -17,6 +18,8 @@ ACCESS_PROBABILITIES = "probabilities"
 ACCESS_LABEL_ONLY = "label-only"
 #: The most classes a label-only model may name (its labels are one-hot encoded: an absurd label would be huge).
 MAX_LABEL_CLASSES = 10_000
+#: A class written as a string: an integer, as JSON writes a map's integer keys.
+INTEGER_KEY = re.compile(r"-?\d+")
 
 
 @dataclass(frozen=True)
@@ -263,21 +266,26 @@ def looks_like_probabilities(outputs: np.ndarray) -> bool:
 
 def _is_class_maps(value: object) -> bool:
     """A list of ``{class: probability}`` maps (ONNX ``ZipMap``) of two classes or more: integer classes (JSON writes
-    them as strings), or the class names of a model fitted on text labels."""
-    return (
-        isinstance(value, (list, tuple))
-        and len(value) > 0
-        and all(isinstance(row, dict) and row for row in value[:1000])
-        and len(value[0]) > 1
-        and all(isinstance(key, (int, np.integer, str)) and _is_number(p) for key, p in value[0].items())
-    )
+    them as strings), or the class names of a model fitted on text labels, whose values then sum to 1 (not records
+    such as ``{"label": 3, "score": 0.9}``)."""
+    if not (isinstance(value, (list, tuple)) and value and all(isinstance(row, dict) for row in value[:1000])):
+        return False
+    first = value[0]
+    if len(first) < 2 or not all(isinstance(key, (int, np.integer, str)) and _is_number(p) for key, p in first.items()):
+        return False
+    named = not all(_is_integer_key(key) for key in first)
+    return not named or all(abs(sum(row.values()) - 1.0) <= ROW_SUM_TOLERANCE for row in value[:1000])
+
+
+def _is_integer_key(key: object) -> bool:
+    """An integer class, or one written as a string by JSON (``"3"``, ``"-1"``)."""
+    return isinstance(key, (int, np.integer)) or (isinstance(key, str) and INTEGER_KEY.fullmatch(key) is not None)
 
 
 def _class_order(classes: object) -> list:
     """Classes as a model's columns are ordered: integers by value; names sorted, as scikit-learn sorts ``classes_``."""
     keys = list(classes)
-    numeric = all(isinstance(key, (int, np.integer)) or key.isdigit() for key in keys)
-    return sorted(keys, key=int) if numeric else sorted(keys, key=str)
+    return sorted(keys, key=int) if all(map(_is_integer_key, keys)) else sorted(keys, key=str)
 
 
 def _stack_class_maps(maps: list[dict]) -> list[list]:

@@ -142,20 +142,15 @@ class HttpOracle(Oracle):
         super().__init__(**options)
 
     def _inputs_of(self, data: ArraySet) -> np.ndarray:
-        """As :meth:`Oracle._inputs_of`; a table sent by its own column names when the server's are not known."""
-        if self.table_names and data.kind == "table" and self.input_spec.columns is None:
-            self.input_spec, self._named_here = InputSpec(dtype="float64", columns=data.features), True
+        """As :meth:`Oracle._inputs_of`; a table sent by its own column names when the server's are not known, a
+        column as integers where the whole set's values are whole (a signature's integer columns need them, its
+        float ones take them)."""
+        if self.table_names and data.kind == "table" and (self.input_spec.columns is None or self._named_here):
+            whole = np.all(data.x == np.rint(data.x), axis=0) & np.all(np.abs(data.x) < 2**53, axis=0)
+            dtypes = tuple("int64" if column else "float64" for column in whole)
+            self.input_spec = InputSpec(dtype="float64", columns=data.features, column_dtypes=dtypes)
+            self._named_here = True
         return super()._inputs_of(data)
-
-    def prepare(self, pixels: np.ndarray) -> np.ndarray | pd.DataFrame:
-        """As :meth:`Oracle.prepare`; columns named here go as integers where the batch's values are whole, which a
-        signature's integer columns need and its float ones take."""
-        inputs = super().prepare(pixels)
-        if not self._named_here:
-            return inputs
-        values = inputs.to_numpy()
-        whole = inputs.columns[np.all(values == np.rint(values), axis=0) & (np.abs(values).max(axis=0) < 2**53)]
-        return inputs.astype(dict.fromkeys(whole, "int64"))
 
     def predict(self, pixels: np.ndarray) -> Predictions:
         """Validated predictions, as :meth:`Oracle.predict`, within ``timeout`` seconds of wall time."""

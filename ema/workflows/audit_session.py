@@ -114,7 +114,7 @@ class AuditSession:
         """
         if self.target.calibration_data is None and self.data is not None:
             default = self.target.calibration_set()
-            if default.kind != self.data.kind or default.x.shape[1:] != self.data.x.shape[1:]:
+            if default.layout != self.data.layout:
                 raise InputError(
                     f"expected a calibration set like the query ({self.data.describe()}), got the default, "
                     f"{self.target.describe_calibration()} ({default.describe()}): give --calibration-file FILE "

@@ -190,7 +190,7 @@ def of_kind(reference: Reference, like: ArraySet, what: str, *, give: str = "--r
         Naming both kinds and ``--reference``: a default reference is the preset's images whatever
         the model takes, and scoring a table's model on them fails with an image-shape error.
     """
-    if like.kind != reference.data.kind or like.x.shape[1:] != reference.data.x.shape[1:]:
+    if like.layout != reference.data.layout:
         raise InputError(
             f"expected a non-member reference of {what}'s kind ({like.describe()}), got {reference.description} "
             f"({reference.data.describe()}): give {give} with samples of that kind the model never saw"

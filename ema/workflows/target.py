@@ -230,7 +230,7 @@ class Target:
                 self.model_url,
                 concurrency=http_concurrency,
                 request_format=http_format,
-                table_names=declared is None,
+                table_names=declared is None and self.input_shape is None and self.input_dtype is None,
                 **options,
                 **{k: v for k, v in limits.items() if v is not None},
             )

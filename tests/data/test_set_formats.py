@@ -81,6 +81,15 @@ def test_a_column_of_text_ids_is_left_out_with_a_warning_and_a_text_index_refuse
         read_set(tmp_path / "i.csv")
 
 
+def test_a_big_integer_index_is_kept_exactly_and_labels_written_as_text_are_refused(tmp_path):
+    big = 2**60 + np.arange(6)  # hashed patient ids: beyond what a float holds exactly
+    table_frame().assign(index=big).to_parquet(tmp_path / "ids.parquet")
+    np.testing.assert_array_equal(read_set(tmp_path / "ids.parquet").index, big)
+    table_frame().assign(label=[str(v) for v in Y]).to_parquet(tmp_path / "text.parquet")
+    with pytest.raises(InputError, match=r"got \S+ values such as '0'; encode classes as 0..k-1"):
+        read_set(tmp_path / "text.parquet")
+
+
 def test_a_table_of_more_rows_than_allowed_is_refused(tmp_path):
     table_frame().to_parquet(tmp_path / "q.parquet")
     with pytest.raises(InputError, match="--max-query"):

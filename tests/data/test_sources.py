@@ -198,6 +198,18 @@ def test_chest_xray_of_16_bit_pngs_is_scaled_by_the_folders_bit_depth_not_clippe
     assert colour.x.shape == (2, 20, 24, 3) and set(np.unique(colour.x[0])) == {64}
 
 
+def test_the_splits_of_16_bit_pngs_share_one_scale_whatever_their_largest_values(tmp_path):
+    """The test split's brightest image is 2000, the train split's 4095: both read as 12 bits, 1024 as 64 in each."""
+    from PIL import Image
+
+    root = sixteen_bit_chest_root(tmp_path, {"NORMAL": 1024, "PNEUMONIA": 4095})
+    darker = root / "chest_xray" / "test" / "PNEUMONIA" / "wide.png"
+    Image.fromarray(np.full((20, 24), 2000, dtype=np.uint16)).save(darker)
+    train, test = (ChestXRay(root).load(split) for split in ("train", "test"))
+    assert set(np.unique(train.x[0])) == set(np.unique(test.x[0])) == {64}
+    assert set(np.unique(test.x[1])) == {round(2000 * 255 / 4095)}
+
+
 def test_chest_xray_mixing_8_and_16_bit_images_is_refused(tmp_path):
     root = sixteen_bit_chest_root(tmp_path, {"NORMAL": 1024, "PNEUMONIA": 4095}, eight_bit="narrow.png")
     with pytest.raises(InputError, match=r"expected images of one bit depth, got 2 grey images of more than 8 bits"):

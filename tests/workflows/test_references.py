@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
-from ema.workflows.references import member_reference, nonmember_reference, without_query
+from ema.errors import InputError
+from ema.workflows.references import Reference, member_reference, nonmember_reference, of_kind, without_query
 from ema.workflows.target import resolve_target
 
 
@@ -21,6 +23,17 @@ def test_without_query_drops_exactly_the_shared_samples():
     pool = images(10, 0)
     kept = without_query(pool, pool.take(np.arange(3, 7), name="q"))
     assert sorted(kept.x[:, 0, 0].tolist()) == [0, 1, 2, 7, 8, 9]
+
+
+def test_of_kind_takes_grey_images_with_or_without_a_channel_axis_and_refuses_colour():
+    grey = images(4, 0)
+    reference = Reference(grey, "default: 4 samples")
+    with_axis = ArraySet("q", grey.x[..., None], grey.y, grey.index)
+    assert of_kind(reference, with_axis, "the query") is reference
+    assert len(without_query(grey, with_axis)) == 0  # the same samples, whatever the axis
+    colour = ArraySet("c", np.repeat(grey.x[..., None], 3, axis=-1), grey.y, grey.index)
+    with pytest.raises(InputError, match=r"query's kind \(image 28x28x3\), got default: 4 samples \(image 28x28\)"):
+        of_kind(reference, colour, "the query")
 
 
 def test_without_query_keeps_a_same_image_with_another_label():

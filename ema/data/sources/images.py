@@ -30,6 +30,8 @@ CHANNEL_MODES = {1: "L", 3: "RGB"}
 MAX_LISTED_SIZES = 4
 #: Pillow's modes of grey images of more than 8 bits (16-bit PNGs, 32-bit integer TIFFs).
 WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
+#: The bit depths grey images of more than 8 bits are read at: the smallest that holds their values.
+WIDE_DEPTHS = (8, 12, 16, 32)
 
 
 def to_grey(x: np.ndarray) -> np.ndarray:
@@ -121,9 +123,10 @@ def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels
     images keep their own size, which must then be the same for all.
 
     Grey images of more than 8 bits (16-bit PNGs of 12-bit X-ray values, as exported from DICOM)
-    are scaled to 0-255 by the bit depth that holds the folder's largest value (12 bits: by
-    255 / 4095), one factor for every file, so that their contrast stays comparable; Pillow's own
-    conversion to 8 bits would clip every value above 255 to white.
+    are scaled to 0-255 by the smallest of the usual depths (:data:`WIDE_DEPTHS`: 8, 12 or 16 bits)
+    that holds their largest value (12 bits: by 255 / 4095), one factor for every file; the usual
+    depths, not the largest value itself, so that the splits of one dataset, read apart, share
+    it. Pillow's own conversion to 8 bits would clip every value above 255 to white.
 
     Raises
     ------
@@ -148,7 +151,7 @@ def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels
             raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
     if not wide:
         return out
-    bits = max(8, int(out.max()).bit_length())
+    bits = next(depth for depth in WIDE_DEPTHS if out.max() < 2**depth)
     grey = np.rint(out * (PIXEL_MAX / (2**bits - 1))).clip(0, PIXEL_MAX).astype(np.uint8)
     return to_channels(grey, channels)
 
@@ -165,7 +168,7 @@ def _wide_grey(paths: Sequence[Path]) -> bool:
     if any(wide) and not all(wide):
         first = paths[wide.index(True)]
         raise InputError(
-            f"{Path(first).parent.parent}: expected images of one bit depth, got {sum(wide)} grey images of more "
+            f"{Path(first).parent}: expected images of one bit depth, got {sum(wide)} grey images of more "
             f"than 8 bits (such as {first}) and {wide.count(False)} of 8 bits; convert them to one depth first"
         )
     return bool(wide) and all(wide)
