@@ -85,3 +85,17 @@ def test_an_audit_refuses_an_unknown_http_format_before_any_work():
 
     with pytest.raises(InputError, match=r"expected HTTP format in \('auto', 'json', 'parquet'\), got 'xml'"):
         AuditConfig(model_url="http://127.0.0.1:1/invocations", query="M6", http_format="xml").validate()
+
+
+def test_a_table_for_a_server_of_unknown_names_goes_by_its_own_names_integers_decided_per_set():
+    from ema.data.arrays import ArraySet
+
+    oracle = HttpOracle("http://127.0.0.1:9/invocations", table_names=True)
+    x = np.array([[1.0, 0.5], [2.0, 1.5], [3.0, 2.0]])
+    table = ArraySet("t", x, np.zeros(3, np.int64), np.arange(3), ("age", "dose"))
+    frame = oracle.prepare(oracle._inputs_of(table))
+    assert list(frame.columns) == ["age", "dose"] and list(frame.dtypes.astype(str)) == ["int64", "float64"]
+    fractional = ArraySet("u", x + np.array([0.5, 0.0]), np.zeros(3, np.int64), np.arange(3), ("age", "dose"))
+    assert list(oracle.prepare(oracle._inputs_of(fractional)).dtypes.astype(str)) == ["float64", "float64"]
+    by_position = HttpOracle("http://127.0.0.1:9/invocations")
+    assert isinstance(by_position.prepare(by_position._inputs_of(table)), np.ndarray)
