@@ -54,6 +54,24 @@ def audit_cli(model_uri: str, query_file, calibration_file, *options: str):
     )  # fmt: skip
 
 
+def log_user_model(model, name: str, features: pd.DataFrame, predict_fn: str | None = "predict_proba") -> str:
+    """Log and register a user's fitted scikit-learn model with a DataFrame signature; its version's URI.
+
+    ``predict_fn`` None keeps the default ``predict`` (labels only)."""
+    outputs = getattr(model, predict_fn or "predict")(features.head(5))
+    with mlflow.start_run(run_name=f"train {name}"):
+        info = mlflow.sklearn.log_model(
+            model,
+            name="model",
+            signature=infer_signature(features.head(5), outputs),
+            registered_model_name=name,
+            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+            pip_requirements=["scikit-learn"],
+            **({"pyfunc_predict_fn": predict_fn} if predict_fn else {}),
+        )
+    return f"models:/{name}/{info.registered_model_version}"
+
+
 @pytest.fixture(scope="module")
 def tabular(tmp_path_factory, template_db):
     """(model URI, folder): a user's RandomForest on Breast Cancer's training folds, and the auditor's files."""
@@ -62,22 +80,13 @@ def tabular(tmp_path_factory, template_db):
     with module_store(tmp_path_factory, template_db):
         features = pd.DataFrame(splits.train.x, columns=list(splits.train.features))
         model = RandomForestClassifier(n_estimators=100, random_state=0).fit(features, splits.train.y)
-        with mlflow.start_run(run_name="train rf"):
-            info = mlflow.sklearn.log_model(
-                model,
-                name="model",
-                signature=infer_signature(features.head(5), model.predict_proba(features.head(5))),
-                pyfunc_predict_fn="predict_proba",
-                registered_model_name="rf-breast-cancer",
-                serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
-                pip_requirements=["scikit-learn"],
-            )
+        model_uri = log_user_model(model, "rf-breast-cancer", features)
         for name, data in (("members", splits.query("M1")), ("held_out", splits.held_out)):
             frame(data).to_csv(folder / f"{name}.csv", index=False)
         frame(splits.query("M1")).to_parquet(folder / "members.parquet")
         write_set(splits.query("M1"), folder / "members.npz")
         frame(splits.calibration).to_csv(folder / "calibration.csv", index=False)
-        yield f"models:/rf-breast-cancer/{info.registered_model_version}", folder
+        yield model_uri, folder
 
 
 def audit_file(model_uri: str, query_file, calibration_file, **options):
@@ -119,18 +128,7 @@ def test_a_pipeline_picking_columns_by_name_is_cloned_on_a_table_of_those_names(
     features = pd.DataFrame(splits.train.x, columns=list(splits.train.features))
     by_name = ColumnTransformer([("scaled", StandardScaler(), list(features.columns[:10]))], remainder="passthrough")
     pipeline = make_pipeline(by_name, RandomForestClassifier(n_estimators=50, random_state=0))
-    pipeline.fit(features, splits.train.y)
-    with mlflow.start_run(run_name="train a pipeline"):
-        info = mlflow.sklearn.log_model(
-            pipeline,
-            name="model",
-            signature=infer_signature(features.head(5), pipeline.predict_proba(features.head(5))),
-            pyfunc_predict_fn="predict_proba",
-            registered_model_name="pipeline-breast-cancer",
-            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
-            pip_requirements=["scikit-learn"],
-        )
-    model_uri = f"models:/pipeline-breast-cancer/{info.registered_model_version}"
+    model_uri = log_user_model(pipeline.fit(features, splits.train.y), "pipeline-breast-cancer", features)
     outcome = audit_file(model_uri, folder / "members.csv", folder / "calibration.csv")
     assert outcome.primary.verdict == "memorized"
     assert mlflow.get_run(outcome.run_id).data.tags["ema.calibration_source"] == "clone"
@@ -322,16 +320,7 @@ def test_a_label_only_model_of_classes_3_and_7_is_audited_on_a_calibration_file_
     splits = load_splits("breast-cancer", 0)
     features = pd.DataFrame(splits.train.x, columns=list(splits.train.features))
     model = RandomForestClassifier(n_estimators=50, random_state=0).fit(features, np.where(splits.train.y, 7, 3))
-    with mlflow.start_run(run_name="train a label-only model"):
-        info = mlflow.sklearn.log_model(
-            model,
-            name="model",
-            signature=infer_signature(features.head(5), model.predict(features.head(5))),
-            registered_model_name="labels-3-7",
-            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
-            pip_requirements=["scikit-learn"],
-        )
-    model_uri = f"models:/labels-3-7/{info.registered_model_version}"
+    model_uri = log_user_model(model, "labels-3-7", features, predict_fn=None)
     for name in ("members", "calibration"):
         table = pd.read_csv(folder / f"{name}.csv")
         table.assign(**{LABEL: np.where(table[LABEL], 7, 3)}).to_csv(tmp_path / f"{name}_3_7.csv", index=False)
