@@ -21,6 +21,7 @@ in turn), for memory the operating system takes back at once. Frozen objects are
 
 import gc
 import importlib
+import logging
 import os
 import time
 
@@ -115,6 +116,9 @@ class LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="ema")
 def main():
     """EMA audit workbench: was this data used to train this model, or has it been removed?"""
+    # ema's warnings are shown whatever the root logger says: importing mlflow.pytorch runs
+    # logging.basicConfig(level=logging.ERROR), which silenced every one of them after a torch model loaded
+    logging.getLogger("ema").setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     # else every run start imports IPython to look for a Databricks notebook (0.26 s)

@@ -27,6 +27,19 @@ def test_data_splits_writes_every_split(tmp_path):
     assert f"{tmp_path / 'M6.npz'}  2000 images, fingerprint " in result.output
 
 
+def test_an_ema_warning_is_shown_after_a_library_sets_the_root_logger_to_errors(tmp_path, caplog, monkeypatch):
+    """mlflow.pytorch runs logging.basicConfig(level=ERROR) on import: the `ema` command keeps its warnings."""
+    import logging
+
+    monkeypatch.setattr(logging.root, "level", logging.ERROR)
+    monkeypatch.setattr(logging.getLogger("ema"), "level", logging.NOTSET)
+    logging.getLogger("ema.data.tables").warning("silenced")
+    assert "silenced" not in caplog.text
+    invoke("data", "splits", "--data", "breast-cancer", "--out", str(tmp_path / "splits"))
+    logging.getLogger("ema.data.tables").warning("shown")
+    assert "shown" in caplog.text
+
+
 def test_data_splits_of_a_table_counts_rows(tmp_path):
     result = invoke("data", "splits", "--data", "breast-cancer", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
