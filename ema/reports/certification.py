@@ -60,5 +60,6 @@ def _augment_words(result: AuditResult, kind: str | None) -> str:
         f"an information of at least {number(metric('information_lower', math.nan))} (estimate "
         f"{number(metric('information', math.nan))}); without them: {number(single)}, from at least "
         f"{number(metric('information_single_view_lower', math.nan))} (estimate "
-        f"{number(metric('information_single_view', math.nan))})."
+        f"{number(metric('information_single_view', math.nan))}). Each margin also depends on how fast its score's "
+        "binned likelihood drops out to the margin, so the smaller margin need not come with the larger information."
     )
