@@ -307,8 +307,9 @@ def align_columns(x: np.ndarray, features: Sequence[str], spec: InputSpec, *, wh
 def column_order(features: Sequence[str], spec: InputSpec, *, where: str) -> tuple[list[int], list[str]]:
     """Where each column a column-based signature names sits among ``features``, and the columns it leaves out.
 
-    A tensor signature takes every column in the table's order. The Spark engine asks this of a
-    table's schema, :func:`align_columns` of a set's array: one rule, one message.
+    A tensor signature takes every column in the table's order. Names match as text: a model fitted
+    on ``pd.DataFrame(X)`` names its columns 0, 1, ..., a file's header '0', '1', .... The Spark
+    engine asks this of a table's schema, :func:`align_columns` of a set's array: one rule, one message.
 
     Raises
     ------
@@ -317,15 +318,15 @@ def column_order(features: Sequence[str], spec: InputSpec, *, where: str) -> tup
     """
     if spec.columns is None:
         return list(range(len(features))), []
-    position = {name: i for i, name in enumerate(features)}
-    missing = [name for name in spec.columns if name not in position]
+    position = {name: i for i, name in enumerate(features)}  # a file's names are text; a signature's may be 0, 1...
+    missing = [name for name in spec.columns if str(name) not in position]
     if missing:
         raise InputError(
             f"{where}: expected the columns the model's signature names, missing {len(missing)}: "
             f"{listed_names(missing)} (the file has {listed_names(list(features))})"
         )
-    named = set(spec.columns)
-    return [position[name] for name in spec.columns], [name for name in features if name not in named]
+    named = set(map(str, spec.columns))
+    return [position[str(name)] for name in spec.columns], [name for name in features if name not in named]
 
 
 def listed_names(names: list[str], most: int = 8) -> str:

@@ -106,6 +106,16 @@ def test_columns_are_matched_by_name_and_extra_ones_listed():
     assert extra == ["c"]
 
 
+def test_a_signature_of_integer_column_names_matches_a_files_header_and_keeps_its_names():
+    """A model fitted on pd.DataFrame(X) names its columns 0, 1, 2; a CSV's header reads '0', '1', '2'."""
+    x = np.array([[1.0, 2.0, 3.0]])
+    spec = InputSpec(dtype="float64", columns=(1, 0))
+    aligned, extra = align_columns(x, ("0", "1", "id"), spec, where="q.csv")
+    np.testing.assert_array_equal(aligned, [[2.0, 1.0]])
+    assert extra == ["id"]
+    assert list(prepare_inputs(aligned, InputTransform(), spec).columns) == [1, 0]  # as MLflow's schema wants them
+
+
 def test_a_missing_column_is_refused_in_one_line_naming_it():
     with pytest.raises(InputError, match=r"q.csv: .*missing 1: 'b' \(the file has 'a', 'c'\)") as error:
         align_columns(np.zeros((1, 2)), ("a", "c"), InputSpec(columns=("a", "b")), where="q.csv")
