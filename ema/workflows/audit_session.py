@@ -104,28 +104,14 @@ class AuditSession:
 
     @cached_property
     def calibration_plan(self) -> CalibrationPlan:
-        """Made once per audit: every method of the audit shares it.
-
-        Raises
-        ------
-        InputError
-            When the calibration set is the preset's default and the query is of another layout (a colour
-            model's images, a table): a calibration model trained on it would not take the query's inputs.
-        """
-        if self.target.calibration_data is None and self.data is not None:
-            default = self.target.calibration_set()
-            if default.layout != self.data.layout:
-                raise InputError(
-                    f"expected a calibration set like the query ({self.data.describe()}), got the default, "
-                    f"{self.target.describe_calibration()} ({default.describe()}): give --calibration-file FILE "
-                    "with samples like the query's, of every class the model outputs"
-                )
+        """Made once per audit: every method of the audit shares it; refused for a query unlike the calibration set."""
         return CalibrationPlan.for_target(
             self.target,
             k=self.config.k,
             cal_seed=self.config.cal_seed,
             model_name=self.config.calibration_name,
             corruption=self.config.corruption,
+            like=self.data,
         )
 
     @cached_property

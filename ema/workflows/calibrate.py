@@ -20,6 +20,7 @@ import numpy as np
 from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import ArraySet, class_count
 from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality
+from ema.errors import InputError
 from ema.signals import SIGNALS
 from ema.tracking import keys
 from ema.tracking.helper_cache import TrustedEntry, record_entry
@@ -127,9 +128,30 @@ class CalibrationPlan:
 
     @classmethod
     def for_target(
-        cls, target: Target, *, k: int, cal_seed: int, model_name: str, corruption: str = DEFAULT_CORRUPTION
+        cls,
+        target: Target,
+        *,
+        k: int,
+        cal_seed: int,
+        model_name: str,
+        corruption: str = DEFAULT_CORRUPTION,
+        like: ArraySet | None = None,
     ) -> CalibrationPlan:
+        """The plan of ``target``'s calibration set, refused when ``like`` (an audit's query) is of another layout:
+        a calibration model trained on the preset's digits would not take a colour model's or a table's inputs.
+
+        Raises
+        ------
+        InputError
+            Naming both layouts and ``--calibration-file``.
+        """
         clean = target.calibration_set()
+        if like is not None and clean.layout != like.layout:
+            raise InputError(
+                f"expected a calibration set like the query ({like.describe()}), got the "
+                f"{target.describe_calibration()} ({clean.describe()}): give --calibration-file FILE with samples "
+                "like the query's, of every class the model outputs"
+            )
         cache_key = calibration_cache_key(target.require_recipe(), clean, k, cal_seed, corruption)
         cached = usable_entry(model_name, cache_key, target)
         return cls(

@@ -242,7 +242,7 @@ def test_a_table_query_without_a_reference_of_its_kind_is_refused_naming_the_def
     with pytest.raises(InputError) as refused:  # EMA's calibration set first: the preset's digits
         audit(query, progress=False)
     assert str(refused.value) == (
-        "expected a calibration set like the query (table of 31 features), got the default, clean calibration set of "
+        "expected a calibration set like the query (table of 31 features), got the clean calibration set of "
         "mnist-embedded (image 28x28): give --calibration-file FILE with samples like the query's, of every class "
         "the model outputs"
     )

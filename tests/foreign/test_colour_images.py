@@ -125,7 +125,7 @@ def test_a_colour_query_without_a_calibration_file_is_refused_naming_the_option(
     )
     assert refused.exit_code == 3
     assert refused.output.strip().splitlines()[-1] == (
-        "Error: expected a calibration set like the query (image 32x32x3), got the default, clean calibration set "
+        "Error: expected a calibration set like the query (image 32x32x3), got the clean calibration set "
         "of mnist-embedded (image 28x28): give --calibration-file FILE with samples like the query's, of every "
         "class the model outputs"
     )
