@@ -134,8 +134,8 @@ def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels
         If a file is not an image Pillow can read, (without ``side``) the images differ in size, or
         the folder mixes 8-bit images with wider ones.
     """
-    height, width = (side, side) if side is not None else _common_size(paths)
-    wide = _wide_grey(paths)
+    sizes, wide = _headers(paths)
+    height, width = (side, side) if side is not None else _common_size(paths, sizes)
     mode = "I" if wide else CHANNEL_MODES[channels]
     shape = (len(paths), height, width, *((channels,) if channels > 1 and not wide else ()))
     out = np.empty(shape, dtype=np.int32 if wide else np.uint8)
@@ -156,34 +156,30 @@ def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels
     return to_channels(grey, channels)
 
 
-def _wide_grey(paths: Sequence[Path]) -> bool:
-    """Whether the files are grey images of more than 8 bits (read from their headers); refused when mixed."""
+def _headers(paths: Sequence[Path]) -> tuple[dict[tuple[int, int], int], bool]:
+    """What the files' headers say, read once: how many images of each (height, width), and whether they are grey
+    images of more than 8 bits (refused when some are and some are not)."""
+    sizes: dict[tuple[int, int], int] = {}
     wide = []
     for path in paths:
         try:
             with Image.open(path) as image:
+                width, height = image.size
                 wide.append(image.mode in WIDE_MODES)
         except OSError as exc:
             raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
+        sizes[(height, width)] = sizes.get((height, width), 0) + 1
     if any(wide) and not all(wide):
         first = paths[wide.index(True)]
         raise InputError(
             f"{Path(first).parent}: expected images of one bit depth, got {sum(wide)} grey images of more "
             f"than 8 bits (such as {first}) and {wide.count(False)} of 8 bits; convert them to one depth first"
         )
-    return bool(wide) and all(wide)
+    return sizes, bool(wide) and all(wide)
 
 
-def _common_size(paths: Sequence[Path]) -> tuple[int, int]:
-    """The (height, width) every image has, read from the files' headers; refused when they differ."""
-    counts: dict[tuple[int, int], int] = {}
-    for path in paths:
-        try:
-            with Image.open(path) as image:
-                width, height = image.size
-        except OSError as exc:
-            raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
-        counts[(height, width)] = counts.get((height, width), 0) + 1
+def _common_size(paths: Sequence[Path], counts: dict[tuple[int, int], int]) -> tuple[int, int]:
+    """The (height, width) every image has (``counts``: images per size); refused when they differ."""
     if len(counts) > 1:
         common = sorted(counts.items(), key=lambda item: -item[1])
         sizes = ", ".join(f"{w}x{h} ({n} files)" for (h, w), n in common[:MAX_LISTED_SIZES])
