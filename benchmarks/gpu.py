@@ -1,25 +1,28 @@
 """``gpu``: training and scoring images/s on a CUDA device against the CPU, for the small CNN and ResNet-18.
 
 On random uint8 images of 64x64 pixels and ten classes (an architecture that does not take
-that size yet is measured at 28x28, and its rows say so), each on the CUDA device and on the
-CPU (the baseline, with every core this process may use):
+that size yet is measured at 28x28, and its rows say so), and for the paper's medical target
+(``--recipe paper-medical``: ResNet-18, Adam) on 4,000 images of 224x224 pixels as its chest
+X-rays are, each on the CUDA device and on the CPU (the baseline, with every core this process
+may use):
 
-- training: :func:`ema.training.fit.fit` with the paper's SGD recipe (batch 64), one epoch,
-  ``device="cuda:N"`` against ``device="cpu"``; fewer images on the CPU, the rate is per image;
+- training: :func:`ema.training.fit.fit` with the paper's SGD recipe (batch 64), or the named
+  recipe, one epoch, ``device="cuda:N"`` against ``device="cpu"``; fewer images on the CPU, the
+  rate is per image;
 - scoring: the model logged as the workbench logs it (:func:`ema.training.packaging.package_torch_model`,
   CPU tensors, in a temporary store) and scored through :class:`ema.oracle.PyfuncOracle` with
   ``device=...`` on uint8 images, as an in-process audit scores a torch target.
 
 On a machine without CUDA it says so in one row and measures nothing. ``python -m benchmarks.gpu``
 runs it alone with every core for the CPU and writes ``benchmarks/RESULTS_GPU.md`` (the CPU
-measurements' RESULTS.md is left as it is); it takes a few minutes on an H100 machine.
+measurements' RESULTS.md is left as it is); it took 45 s on an NVIDIA H200 machine (16 cores).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,18 +40,39 @@ REPEATS = 3
 
 @dataclass(frozen=True)
 class Workload:
-    """Images trained on and scored, per device, for one architecture (fewer on the CPU: it is slower)."""
+    """Images trained on and scored, per device, for one architecture (fewer on the CPU: it is slower).
+
+    ``recipe`` names a recipe of :data:`ema.training.recipes.NAMED_RECIPES` to train with (one
+    epoch of it); None: the paper's SGD recipe. ``side``: the images' side asked for.
+    """
 
     arch: str
     train_gpu: int
     train_cpu: int
     score_gpu: int
     score_cpu: int
+    side: int = SIZE
+    recipe: str | None = None
+
+    def spec(self):
+        """The :class:`~ema.training.spec.TrainSpec` of one epoch of this workload's training."""
+        from ema.training.recipes import NAMED_RECIPES, recipe_from_dict
+        from ema.training.spec import TrainSpec
+
+        spec = recipe_from_dict(dict(NAMED_RECIPES[self.recipe])).spec if self.recipe else TrainSpec(arch=self.arch)
+        return replace(spec, epochs=1)
+
+    @property
+    def label(self) -> str:
+        return f"{self.arch} ({self.recipe})" if self.recipe else self.arch
 
 
 WORKLOADS = (
     Workload("cnn", train_gpu=16_384, train_cpu=2_048, score_gpu=65_536, score_cpu=8_192),
     Workload("resnet18", train_gpu=4_096, train_cpu=256, score_gpu=16_384, score_cpu=512),
+    Workload(
+        "resnet18", train_gpu=4_000, train_cpu=64, score_gpu=4_000, score_cpu=128, side=224, recipe="paper-medical"
+    ),
 )
 
 
@@ -59,8 +83,8 @@ def cuda_device() -> str | None:
     return f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else None
 
 
-def image_side(arch: str) -> int:
-    """:data:`SIZE` when the workbench's ``arch`` takes images of that side, else :data:`FALLBACK_SIZE`."""
+def image_side(arch: str, side: int = SIZE) -> int:
+    """``side`` when the workbench's ``arch`` takes images of that side, else :data:`FALLBACK_SIZE`."""
     import torch
 
     from ema.training.architectures import ProbabilityModel
@@ -69,10 +93,10 @@ def image_side(arch: str) -> int:
     model = ProbabilityModel(TrainSpec(arch=arch)).eval()
     try:
         with torch.inference_mode():
-            model(torch.zeros(2, 1, SIZE, SIZE))
+            model(torch.zeros(2, 1, side, side))
     except RuntimeError:  # a head sized for 28x28 inputs
         return FALLBACK_SIZE
-    return SIZE
+    return side
 
 
 def random_images(n: int, side: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -81,15 +105,14 @@ def random_images(n: int, side: int, seed: int = 0) -> tuple[np.ndarray, np.ndar
     return rng.integers(0, 256, (n, side, side), dtype=np.uint8), rng.integers(0, N_CLASSES, n)
 
 
-def training_rate(arch: str, images: np.ndarray, labels: np.ndarray, device: str, repeats: int) -> tuple[float, list]:
-    """Images per second of one epoch of :func:`ema.training.fit.fit` on ``device`` (median of ``repeats``)."""
+def training_rate(spec, images: np.ndarray, labels: np.ndarray, device: str, repeats: int) -> tuple[float, list]:
+    """Images/s of one epoch of :func:`ema.training.fit.fit` with ``spec`` on ``device`` (median of ``repeats``)."""
     import torch
 
     from ema.inputs import to_model_inputs
     from ema.training.fit import fit
-    from ema.training.spec import TrainSpec
 
-    spec, pixels = TrainSpec(arch=arch, epochs=1), to_model_inputs(images)
+    pixels = to_model_inputs(images)
 
     def train() -> None:
         fit(spec, pixels, labels, progress=False, device=device)
@@ -112,7 +135,7 @@ def scoring_rate(uri: str, images: np.ndarray, device: str, repeats: int) -> tup
 
 
 def logged_model(arch: str, images: np.ndarray) -> str:
-    """The untrained ``arch`` logged and registered as ``ema train`` registers it; its ``models:/`` URI."""
+    """The untrained ``arch`` for ``images``' size, logged and registered as ``ema train`` registers it; its URI."""
     import mlflow
     import torch
 
@@ -122,7 +145,7 @@ def logged_model(arch: str, images: np.ndarray) -> str:
     from ema.training.spec import TrainSpec
 
     torch.manual_seed(0)
-    model = ProbabilityModel(TrainSpec(arch=arch)).eval()
+    model = ProbabilityModel(TrainSpec(arch=arch), input_shape=(1, *images.shape[1:])).eval()
     with mlflow.start_run(run_name=f"bench gpu {arch}"), package_torch_model(model, images) as package:
         version = log_and_register(package, name=f"bench-gpu-{arch}", alias="bench", tags={"ema.role": "benchmark"})
     return version.uri
@@ -158,18 +181,23 @@ def measure(config: Config, *, workloads: tuple[Workload, ...] = WORKLOADS, devi
     rows = []
     with temporary_store("ema-bench-gpu-"):
         for work in workloads:
-            side = image_side(work.arch)
-            size_note = "" if side == SIZE else f"; at {side}x{side}: the architecture does not take {SIZE}x{SIZE} yet"
+            side = image_side(work.arch, work.side)
+            size_note = (
+                ""
+                if side == work.side
+                else f"; at {side}x{side}: the architecture does not take {work.side}x{work.side} yet"
+            )
             images, labels = random_images(max(work.train_gpu, work.score_gpu), side)
             for kind, n_gpu, n_cpu in (
                 ("training", work.train_gpu, work.train_cpu),
                 ("scoring", work.score_gpu, work.score_cpu),
             ):
-                progress(f"gpu: {work.arch} {side}x{side} {kind}: {n_gpu} images on {card}, {n_cpu} on the CPU")
+                progress(f"gpu: {work.label} {side}x{side} {kind}: {n_gpu} images on {card}, {n_cpu} on the CPU")
                 if kind == "training":
-                    gpu_rate, gpu_times = training_rate(work.arch, images[:n_gpu], labels[:n_gpu], device, repeats)
-                    cpu_rate, cpu_times = training_rate(work.arch, images[:n_cpu], labels[:n_cpu], "cpu", repeats)
-                    what = "one epoch of fit (SGD, batch 64)"
+                    spec = work.spec()
+                    gpu_rate, gpu_times = training_rate(spec, images[:n_gpu], labels[:n_gpu], device, repeats)
+                    cpu_rate, cpu_times = training_rate(spec, images[:n_cpu], labels[:n_cpu], "cpu", repeats)
+                    what = f"one epoch of fit ({spec.optimizer}, batch {spec.batch_size})"
                 else:
                     uri = logged_model(work.arch, images[:2])
                     gpu_rate, gpu_times = scoring_rate(uri, images[:n_gpu], device, repeats)
@@ -178,7 +206,7 @@ def measure(config: Config, *, workloads: tuple[Workload, ...] = WORKLOADS, devi
                 rows.append(
                     row(
                         NAME,
-                        f"{work.arch} {side}x{side} {kind}",
+                        f"{work.label} {side}x{side} {kind}",
                         ours=gpu_rate,
                         baseline=cpu_rate,
                         unit="images/s",

@@ -15,6 +15,7 @@ from ema.data.arrays import class_count
 from ema.errors import EMAError
 from ema.limits import check_deadline
 from ema.training.architectures import ProbabilityModel, check_input_shape
+from ema.training.devices import reproducible_on
 from ema.training.sizes import check_size, torch_size
 from ema.training.spec import TrainSpec
 
@@ -103,7 +104,8 @@ def train_network(
     """Train ``network`` in place, on its device, with the optimizer, rate, epochs, batch size and seed of ``spec``.
 
     Batches are slices of one shuffled index per epoch (drawn on the CPU: the same order on any
-    device), each moved to the network's device: no per-sample Python work.
+    device), each moved to the network's device: no per-sample Python work. On a GPU, torch's
+    deterministic algorithms are on meanwhile (:func:`ema.training.devices.reproducible_on`).
     ``loss_fn(outputs, targets)`` sums over the batch (it is divided by the batch size here).
 
     Raises
@@ -123,23 +125,24 @@ def train_network(
     )
     inputs, targets = to_tensor(pixels), to_tensor(labels, np.int64)
     device = model_device(network)
-    bar = tqdm(range(spec.epochs), desc=desc, unit="epoch", disable=not progress, leave=False)
-    for epoch in bar:
-        order = torch.randperm(len(targets), generator=generator)
-        total = torch.zeros((), device=device)
-        for batch in order.split(spec.batch_size):
-            check_deadline(desc)
-            optimizer.zero_grad(set_to_none=True)
-            summed = loss_fn(network(inputs[batch].to(device)), targets[batch].to(device))
-            (summed / len(batch)).backward()
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-            total += summed.detach()
-        loss = total.item() / len(targets)
-        if not np.isfinite(loss):
-            raise _diverged(spec, f"a loss of {loss} in epoch {epoch + 1} of {spec.epochs}")
-        bar.set_postfix(loss=f"{loss:.4f}")
+    with reproducible_on(device):
+        bar = tqdm(range(spec.epochs), desc=desc, unit="epoch", disable=not progress, leave=False)
+        for epoch in bar:
+            order = torch.randperm(len(targets), generator=generator)
+            total = torch.zeros((), device=device)
+            for batch in order.split(spec.batch_size):
+                check_deadline(desc)
+                optimizer.zero_grad(set_to_none=True)
+                summed = loss_fn(network(inputs[batch].to(device)), targets[batch].to(device))
+                (summed / len(batch)).backward()
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                total += summed.detach()
+            loss = total.item() / len(targets)
+            if not np.isfinite(loss):
+                raise _diverged(spec, f"a loss of {loss} in epoch {epoch + 1} of {spec.epochs}")
+            bar.set_postfix(loss=f"{loss:.4f}")
     if not all(torch.isfinite(parameter).all() for parameter in network.parameters()):
         raise _diverged(spec, "non-finite weights after the last step")
 

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from ema.errors import EMAError
 from ema.limits import check_deadline
 from ema.training.architectures import ProbabilityModel
+from ema.training.devices import reproducible_on
 from ema.training.fit import model_device, to_tensor
 from ema.training.unlearn_spec import APPROXIMATE_METHODS, UnlearnSpec
 from ema.validation import check_choice
@@ -92,19 +93,20 @@ def unlearn_model(
     optimizer = torch.optim.SGD(student.network.parameters(), lr=spec.lr, momentum=spec.momentum)
     steps = STEPS[spec.method](student.network, model.eval(), spec, retain, forget, batches)
     step_name = f"unlearn {spec.method}"
-    for epoch in tqdm(range(spec.epochs), desc=f"unlearn {spec.method}", disable=not progress, leave=False):
-        for loss_fn in steps(epoch):
-            check_deadline(step_name)
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn()
-            if not torch.isfinite(loss):
-                raise EMAError(
-                    f"unlearning diverged: expected a finite loss, got {loss.item()} in epoch {epoch + 1} of "
-                    f"{spec.epochs} ({spec.method}, lr {spec.lr:g}); nothing was registered: lower --lr"
-                )
-            loss.backward()
-            nn.utils.clip_grad_norm_(student.network.parameters(), spec.clip_norm)
-            optimizer.step()
+    with reproducible_on(batches.device):
+        for epoch in tqdm(range(spec.epochs), desc=f"unlearn {spec.method}", disable=not progress, leave=False):
+            for loss_fn in steps(epoch):
+                check_deadline(step_name)
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn()
+                if not torch.isfinite(loss):
+                    raise EMAError(
+                        f"unlearning diverged: expected a finite loss, got {loss.item()} in epoch {epoch + 1} of "
+                        f"{spec.epochs} ({spec.method}, lr {spec.lr:g}); nothing was registered: lower --lr"
+                    )
+                loss.backward()
+                nn.utils.clip_grad_norm_(student.network.parameters(), spec.clip_norm)
+                optimizer.step()
     return student.eval()
 
 

@@ -164,6 +164,21 @@ def test_gpu_measure_compares_a_device_with_the_cpu():
         assert ("does not take 64x64 yet" in r["note"]) == (side != SIZE)
 
 
+def test_gpu_measure_trains_a_named_recipe_at_the_side_asked():
+    """The paper's medical workload: ResNet-18 with its recipe's optimizer, at the side asked (small here)."""
+    from benchmarks.gpu import Workload
+    from benchmarks.gpu import measure as measure_gpu
+
+    medical = Workload("resnet18", 8, 4, 8, 4, side=32, recipe="paper-medical")
+    assert (medical.spec().optimizer, medical.spec().epochs, medical.spec().lr) == ("adam", 1, 2e-5)
+    rows = measure_gpu(TINY, workloads=(medical,), device="cpu")
+    assert [r["case"] for r in rows] == [
+        "resnet18 (paper-medical) 32x32 training",
+        "resnet18 (paper-medical) 32x32 scoring",
+    ]
+    assert "one epoch of fit (adam, batch 64)" in rows[0]["note"] and "does not take" not in rows[0]["note"]
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="measures on a machine with CUDA")
 def test_gpu_measure_without_cuda_says_so_and_measures_nothing():
     from benchmarks.gpu import measure as measure_gpu
