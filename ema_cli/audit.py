@@ -160,7 +160,13 @@ from ema_cli.options import (
     type=float,
     help="Multiply [0, 1] pixels by this before the model (e.g. 255). Default: the recipe's, else 1.",
 )
-@click.option("--normalize", help="MEAN,STD subtracted and divided after scaling. Default: the recipe's, else none.")
+@click.option(
+    "--normalize",
+    help=(
+        "MEAN,STD subtracted and divided after scaling; per channel, the means then the stds "
+        "(0.485,0.456,0.406,0.229,0.224,0.225), or imagenet for those. Default: the recipe's, else none."
+    ),
+)
 @click.option(
     "--calibration-file",
     type=click.Path(dir_okay=False),

@@ -88,11 +88,13 @@ def certified_with(results: Mapping[str, AuditResult]) -> tuple[str, float, floa
 
 
 def describe_transform(transform: InputTransform) -> str:
-    """How pixels in [0, 1] reach the model, in a few characters: ``x255``, ``x1 norm 0.1307,0.3081``."""
+    """How pixels in [0, 1] reach the model, in a few characters: ``x255``, ``x1 norm 0.1307,0.3081``.
+
+    A per-channel normalisation is written as ``--normalize`` takes it: the means, then the stds.
+    """
     scaled = f"x{transform.scale:g}"
-    if (transform.mean, transform.std) == (0.0, 1.0):
-        return scaled
-    return f"{scaled} norm {transform.mean:g},{transform.std:g}"
+    normalize = transform.normalize_text()
+    return scaled if normalize is None else f"{scaled} norm {normalize}"
 
 
 def record_on_version(

@@ -104,7 +104,7 @@ HINTS = {
     "recipe": (
         ": write the recipe to a JSON or YAML file and pass its path, so that the report's command can rerun the audit"
     ),
-    "normalize": ': give "MEAN,STD", as --normalize takes it',
+    "normalize": ': give "MEAN,STD" (or the means then the stds per channel, or "imagenet"), as --normalize takes it',
 }
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ema.data.arrays import ArraySet
 from ema.errors import EMAError
-from ema.inputs import InputTransform
+from ema.inputs import IMAGENET_NORMALIZE, InputTransform
 from ema.oracle import Oracle
 
 #: An alternative is suggested only if it beats the default by at least this much accuracy on the same images
@@ -26,13 +26,25 @@ TRIAL_IMAGES = 500
 
 
 def alternatives(reference: ArraySet) -> dict[str, InputTransform]:
-    """The scalings tried, by the option that selects each: 0-255, and standardised with the reference's statistics."""
+    """The scalings tried, by the option that selects each: 0-255, standardised with the reference's statistics
+    (per channel for images with several), and for colour images ImageNet's normalisation, which
+    torchvision's pretrained models (and models fine-tuned from them) take."""
     pixels = reference.x[:TRIAL_IMAGES].astype(np.float64) / 255.0
-    mean, std = round(float(pixels.mean()), 4), round(float(pixels.std()), 4)
-    return {
+    over = tuple(range(pixels.ndim - 1)) if pixels.ndim == 4 else None  # per channel of (n, H, W, C)
+    mean, std = np.round(pixels.mean(axis=over), 4), np.round(np.maximum(pixels.std(axis=over), 1e-4), 4)
+    standardised = InputTransform(mean=_numbers(mean), std=_numbers(std))
+    tried = {
         "--input-scale 255": InputTransform(scale=255.0),
-        f"--normalize {mean},{std}": InputTransform(mean=mean, std=max(std, 1e-4)),
+        f"--normalize {standardised.normalize_text()}": standardised,
     }
+    if pixels.ndim == 4 and pixels.shape[-1] == len(IMAGENET_NORMALIZE[0]):
+        tried["--normalize imagenet"] = InputTransform(mean=IMAGENET_NORMALIZE[0], std=IMAGENET_NORMALIZE[1])
+    return tried
+
+
+def _numbers(values: np.ndarray) -> float | tuple[float, ...]:
+    """A statistic as a transform takes it: one number, or one per channel."""
+    return float(values) if values.ndim == 0 else tuple(float(value) for value in values)
 
 
 def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -> str | None:

@@ -10,7 +10,16 @@ import pytest
 
 from ema.data.arrays import ArraySet
 from ema.errors import InputError
-from ema.inputs import InputSpec, InputTransform, align_columns, input_kind, prepare_inputs, to_model_inputs
+from ema.inputs import (
+    IMAGENET_NORMALIZE,
+    InputSpec,
+    InputTransform,
+    align_columns,
+    input_kind,
+    parse_normalize,
+    prepare_inputs,
+    to_model_inputs,
+)
 
 RNG = np.random.default_rng(0)
 COLOUR = RNG.integers(0, 256, size=(5, 32, 32, 3), dtype=np.uint8)
@@ -143,3 +152,67 @@ def test_array_sets_name_unnamed_table_columns_and_fingerprint_the_names():
 def test_images_that_do_not_fit_a_declared_shape_are_told_what_differs(images, declared, advice):
     with pytest.raises(InputError, match=re.escape(advice)):
         prepare_inputs(images, InputTransform(), InputSpec(declared))
+
+
+def test_a_per_channel_normalisation_is_torchvisions_normalize_on_every_declared_layout():
+    import torch
+    from torchvision.transforms.functional import normalize
+
+    mean, std = IMAGENET_NORMALIZE
+    expected = normalize(torch.from_numpy(COLOUR).permute(0, 3, 1, 2).float() / 255, list(mean), list(std)).numpy()
+    transform = InputTransform(mean=mean, std=std)
+    np.testing.assert_allclose(prepare_inputs(COLOUR, transform, InputSpec((-1, 3, 32, 32))), expected, rtol=1e-6)
+    channels_last = prepare_inputs(COLOUR, transform, InputSpec((-1, 32, 32, 3)))
+    np.testing.assert_allclose(channels_last, expected.transpose(0, 2, 3, 1), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("text", "mean", "std"),
+    [
+        ("0.1307,0.3081", 0.1307, 0.3081),
+        ("0.5,0.4,0.3,0.2,0.2,0.1", (0.5, 0.4, 0.3), (0.2, 0.2, 0.1)),
+        ("ImageNet", *IMAGENET_NORMALIZE),
+        ("0.5,0.5,0.25,0.25", (0.5, 0.5), (0.25, 0.25)),
+    ],
+)
+def test_normalize_option_forms(text, mean, std):
+    assert parse_normalize(text) == (mean, std)
+
+
+@pytest.mark.parametrize(
+    ("text", "count"), [("0.5,0.5,0.5", "3 numbers"), ("1,2,3,4,5,6,7,8,9,10", "10 numbers"), ("0.5", "1 numbers")]
+)
+def test_normalize_option_of_another_count_names_the_forms_and_the_count(text, count):
+    with pytest.raises(InputError, match=f"one mean per channel then one std per channel .*; got {count}"):
+        parse_normalize(text)
+
+
+def test_normalize_option_of_words_names_the_forms():
+    with pytest.raises(InputError, match=r"or imagenet; got 'mean,std'"):
+        parse_normalize("mean,std")
+
+
+def test_a_per_channel_normalisation_refuses_images_of_another_channel_count_naming_both():
+    transform = InputTransform(mean=IMAGENET_NORMALIZE[0], std=IMAGENET_NORMALIZE[1])
+    with pytest.raises(InputError, match=r"expected 3-channel images for --normalize 0.485,.*, got 1-channel images"):
+        prepare_inputs(GREY, transform, InputSpec())
+    with pytest.raises(InputError, match=r"expected 3-channel images .* got inputs of shape \(4,\)"):
+        transform.apply(np.zeros((2, 4), np.float32))
+
+
+@pytest.mark.parametrize(
+    ("mean", "std"),
+    [((0.5, 0.5, 0.5), 0.25), ((0.5, 0.5), (0.25, 0.25, 0.25)), ((), ()), ((0.5, 0.5), (0.25, 0.0))],
+)
+def test_a_per_channel_normalisation_needs_a_positive_std_per_mean(mean, std):
+    with pytest.raises(InputError, match=r"expected the input mean and std as one number each|std > 0"):
+        InputTransform(mean=mean, std=std)
+
+
+def test_a_recipes_per_channel_input_round_trips_through_its_json():
+    from ema.training.recipes import recipe_from_dict, recipe_from_json, recipe_to_json
+
+    recipe = recipe_from_dict({"arch": "cnn", "input": {"mean": [0.5, 0.4, 0.3], "std": [0.2, 0.2, 0.1]}})
+    assert recipe.transform == InputTransform(mean=(0.5, 0.4, 0.3), std=(0.2, 0.2, 0.1))
+    assert recipe_from_json(recipe_to_json(recipe)).transform == recipe.transform
+    assert recipe.transform.as_options() == ["--input-scale", "1.0", "--normalize", "0.5,0.4,0.3,0.2,0.2,0.1"]

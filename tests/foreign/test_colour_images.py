@@ -9,6 +9,8 @@ own calibration data does.
 
 from __future__ import annotations
 
+import json
+
 import mlflow
 import mlflow.pytorch
 import numpy as np
@@ -52,11 +54,16 @@ def chw(images: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(images.transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
 
 
-def train_and_log(data: ArraySet, name: str) -> str:
-    """Train a ColourCNN on ``data`` until it memorises it (seeded), log and register it as a user does."""
+def train_and_log(data: ArraySet, name: str, normalize: tuple | None = None) -> str:
+    """Train a ColourCNN on ``data`` until it memorises it (seeded), log and register it as a user does;
+    ``normalize``: the (mean, std) per channel its pixels are normalised with, as torchvision's ``Normalize``."""
     torch.manual_seed(0)
     model = ColourCNN()
-    x, y = torch.from_numpy(chw(data.x)), torch.from_numpy(data.y)
+    pixels = chw(data.x)
+    if normalize is not None:
+        mean, std = (np.asarray(values, np.float32).reshape(1, 3, 1, 1) for values in normalize)
+        pixels = (pixels - mean) / std
+    x, y = torch.from_numpy(pixels), torch.from_numpy(data.y)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(60):
         optimizer.zero_grad()
@@ -66,7 +73,7 @@ def train_and_log(data: ArraySet, name: str) -> str:
     assert (model(x).argmax(1) == y).float().mean() == 1.0, "the members are memorised"
     with mlflow.start_run(run_name=f"a user's training of {name}"):
         mlflow.pytorch.log_model(
-            model, name="model", input_example=chw(data.x[:2]), registered_model_name=name, pip_requirements=["torch"]
+            model, name="model", input_example=pixels[:2], registered_model_name=name, pip_requirements=["torch"]
         )
     return f"models:/{name}/1"
 
@@ -145,3 +152,22 @@ def test_rgb_images_of_another_size_are_refused_in_one_line_and_resized_when_ask
     )
     resized = CliRunner().invoke(main, ["audit", *options, "--image-size", "32"])
     assert resized.exit_code == 0, resized.output
+
+
+def test_a_model_trained_on_imagenet_normalised_pixels_is_audited_with_normalize_imagenet(colour_files):
+    """Target and calibration model take torchvision's ImageNet normalisation, per channel, as pretrained ResNets do."""
+    from mlflow.tracking import MlflowClient
+
+    from ema.inputs import IMAGENET_NORMALIZE
+
+    files = {
+        **colour_files,
+        "target": train_and_log(noise_set("members", 0), "imagenet-cnn", IMAGENET_NORMALIZE),
+        "calibration": train_and_log(noise_set("cal_members", 2), "imagenet-cnn-calibration", IMAGENET_NORMALIZE),
+    }
+    member_output, member = ema_audit(*audit_options(files, "members"), "--normalize", "imagenet")
+    held_out_output, held_out = ema_audit(*audit_options(files, "held_out"), "--normalize", "imagenet")
+    assert (member, held_out) == ("memorized", "not_memorized"), member_output + held_out_output
+    trail = MlflowClient().get_model_version("imagenet-cnn", "1").tags
+    inputs = {json.loads(value)["options"]["input"] for key, value in trail.items() if key.startswith("ema.audit.")}
+    assert inputs == {"x1 norm 0.485,0.456,0.406,0.229,0.224,0.225"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import types
 
 import mlflow.pyfunc
@@ -12,7 +13,7 @@ import pytest
 from mlflow.models import infer_signature
 
 from ema.errors import InputError
-from ema.inputs import InputSpec, InputTransform, parse_input_shape
+from ema.inputs import IMAGENET_NORMALIZE, InputSpec, InputTransform, parse_input_shape, parse_normalize
 from ema.oracle import Oracle, numeric_outputs, parse_reply
 from ema.oracle.model_info import input_spec_from
 from ema.oracle.pyfunc import schema_reason
@@ -215,6 +216,33 @@ def test_scaling_suggestion_scores_nothing_again_when_no_scaling_could_beat_the_
 
     assert scaling_suggestion(Counted(outputs="probabilities"), reference, proba) is None
     assert Counted.calls == 0
+
+
+COLOUR = np.random.default_rng(1).integers(0, 256, (500, 8, 8, 3), dtype=np.uint8)
+
+
+class ImageNetModel(Oracle):
+    """Knows every label of :data:`COLOUR` when its pixels come normalised as torchvision's ImageNet models want."""
+
+    def _predict_batch(self, inputs):
+        mean, std = (np.reshape(values, (1, 3, 1, 1)) for values in IMAGENET_NORMALIZE)
+        pixels = COLOUR[: len(inputs)].transpose(0, 3, 1, 2) / 255.0
+        known = np.isclose(inputs * std + mean, pixels, atol=1e-5).all(axis=(1, 2, 3))
+        labels = np.arange(len(inputs)) % 10
+        return np.eye(10)[np.where(known, labels, (labels + 1) % 10)]
+
+
+def test_scaling_suggestion_names_imagenets_normalisation_for_a_colour_model_that_takes_it():
+    from ema.data.arrays import ArraySet
+
+    reference = ArraySet("reference", COLOUR, np.arange(500) % 10, np.arange(500))
+    oracle = ImageNetModel(outputs="probabilities", input_spec=InputSpec((-1, 3, 8, 8)))
+    warning = scaling_suggestion(oracle, reference, oracle.predict_proba(reference))
+    assert "1.000 with --normalize imagenet" in warning and "rerun with --normalize imagenet" in warning
+    per_channel = re.search(r"0\.000 with --normalize ((?:[0-9.]+,){5}[0-9.]+), ", warning)
+    assert per_channel, warning  # the reference's own statistics, per channel, tried and named
+    mean, std = parse_normalize(per_channel[1])
+    assert len(mean) == len(std) == 3
 
 
 def test_input_dtype_overrides_what_an_http_endpoint_without_a_registry_entry_is_sent(tmp_path):
