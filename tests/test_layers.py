@@ -21,6 +21,7 @@ LAYER_OF_PREFIX = {
     "ema.errors": "base",
     "ema.validation": "base",
     "ema.limits": "base",
+    "ema.run_warnings": "base",
     "ema.model_package": "base",
     "ema.signals": "core",
     "ema.thresholds": "core",

@@ -18,6 +18,7 @@ from ema.data.arrays import ArraySet
 from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
 from ema.errors import InputError
 from ema.inputs import listed_names
+from ema.run_warnings import FOR_THE_RECORD
 
 #: The label column unless ``--label-column`` names another.
 DEFAULT_LABEL_COLUMN = "label"
@@ -69,7 +70,7 @@ def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_
     if text and len(text) < features.shape[1]:  # IDs, names, notes: the audit sends numbers only
         logging.getLogger(__name__).warning(
             "%s: %d column(s) of text left out, as the audit sends a model numbers only: %s", where, len(text),
-            listed_names(text),
+            listed_names(text), extra=FOR_THE_RECORD,
         )  # fmt: skip
         features = features.drop(columns=text)
     return ArraySet(name, feature_matrix(features, where=where), labels, index, tuple(map(str, features.columns)))

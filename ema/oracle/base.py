@@ -13,6 +13,7 @@ from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, align_columns, prepare_inputs
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, looks_like_probabilities, numeric_outputs
+from ema.run_warnings import FOR_THE_RECORD
 from ema.validation import check_choice, check_positive_int
 
 #: Images per call to the model.
@@ -116,6 +117,7 @@ class Oracle:
                 "declared logits (--outputs logits), but %s returns rows of non-negative values summing to 1: the "
                 "softmax of probabilities flattens them; if they are probabilities, pass --outputs auto",
                 self.source,
+                extra=FOR_THE_RECORD,
             )
         return interpret_outputs(outputs, self.outputs)
 
@@ -151,6 +153,7 @@ def log_by_position(where: str, features: Sequence[str]) -> None:
         where,
         len(features),
         ", ".join(features[:4]) + (", ..." if len(features) > 4 else ""),
+        extra=FOR_THE_RECORD,
     )
 
 
@@ -162,4 +165,5 @@ def log_left_out(where: str, extra: list[str]) -> None:
             where,
             len(extra),
             ", ".join(extra[:8]) + (" ..." if len(extra) > 8 else ""),
+            extra=FOR_THE_RECORD,
         )

@@ -21,6 +21,7 @@ from ema.errors import InputError, ModelAccessError
 from ema.inputs import InputSpec
 from ema.oracle.base import Oracle
 from ema.oracle.model_info import check_model_path, input_spec_from, missing_module_error, model_read_error
+from ema.run_warnings import FOR_THE_RECORD
 
 #: Longest model message kept in an error (MLflow's schema errors quote the data; the reason comes last).
 MAX_MESSAGE = 1000
@@ -325,4 +326,5 @@ def warn_about_mismatches(model_uri: str, requirements_file: Path, model_python:
             "model %r was logged for an environment that differs from this one (its predictions may differ too): %s",
             model_uri,
             "; ".join(mismatches),
+            extra=FOR_THE_RECORD,
         )

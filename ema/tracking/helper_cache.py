@@ -12,25 +12,23 @@ only if:
 - the version's files, downloaded now, have that digest; and the logged model they come
   from was logged by that same run.
 
-Any other candidate is *foreign*: it is skipped with a warning naming it
-(:func:`collect_foreign_entries` gathers the warnings for the run that is looking), and the
-caller trains a fresh entry. The check is about which entry to use; what keeps the auditor
-from running registry code is how a helper is loaded (weights into architectures the auditor
-builds, :mod:`ema.training.helper_loading`), whatever entry is found.
+Any other candidate is *foreign*: it is skipped with a warning naming it (in the record of the
+audit that is looking: :mod:`ema.run_warnings`), and the caller trains a fresh entry. The check
+is about which entry to use; what keeps the auditor from running registry code is how a helper
+is loaded (weights into architectures the auditor builds, :mod:`ema.training.helper_loading`),
+whatever entry is found.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextvars
 import functools
 import hashlib
 import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ema.errors import EMAError
+from ema.run_warnings import FOR_THE_RECORD
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion
 from ema.tracking.store import retry_busy, retry_set
@@ -49,8 +48,6 @@ _logger = logging.getLogger(__name__)
 TAG_HELPER = "ema.helper"
 #: The prefix of a logged model's URI in MLflow 3 (``models:/m-<id>``).
 LOGGED_MODEL_PREFIX = "models:/m-"
-
-_foreign: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("ema_foreign_entries", default=None)
 
 
 @dataclass(frozen=True)
@@ -91,7 +88,7 @@ def find_entry(
 
     Versions that carry the key but fail the check, or whose files ``read`` refuses with an
     :class:`~ema.errors.EMAError`, are skipped, each with a warning (logged, and gathered by
-    :func:`collect_foreign_entries`). A model that is not registered has no entries.
+    :func:`ema.run_warnings.gather_run_warnings`). A model that is not registered has no entries.
     """
     client = MlflowClient()
     found = retry_busy(
@@ -107,27 +104,14 @@ def find_entry(
                 entry, reason = None, str(exc)
         if entry is not None:
             return entry
-        _warn_foreign(f"ignored a foreign cache entry {version.uri} (cache key {cache_key}): {reason}; not used")
+        _logger.warning(
+            "ignored a foreign cache entry %s (cache key %s): %s; not used",
+            version.uri,
+            cache_key,
+            reason,
+            extra=FOR_THE_RECORD,
+        )
     return None
-
-
-def _warn_foreign(message: str) -> None:
-    """Log ``message`` and hand it to the run that collects foreign entries, if one does."""
-    _logger.warning(message)
-    collected = _foreign.get()
-    if collected is not None and message not in collected:
-        collected.append(message)
-
-
-@contextmanager
-def collect_foreign_entries() -> Iterator[list[str]]:
-    """Gather the warnings of foreign cache entries ignored inside the block (for an audit's ``ema.warnings``)."""
-    collected: list[str] = []
-    token = _foreign.set(collected)
-    try:
-        yield collected
-    finally:
-        _foreign.reset(token)
 
 
 def _checked(

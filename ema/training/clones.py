@@ -27,6 +27,7 @@ import numpy as np
 
 from ema.errors import InputError
 from ema.inputs import InputTransform, to_model_inputs
+from ema.run_warnings import FOR_THE_RECORD
 from ema.training.recipes import Classifier, SklearnClassifier, transform_dict
 from ema.training.spec import TrainSpec
 from ema.validation import short_hash
@@ -119,6 +120,7 @@ class SklearnCloneRecipe:
                 class_name(kind),
                 kind.__name__,
                 OTHER_CALIBRATION,
+                extra=FOR_THE_RECORD,
             )
 
     def fit(

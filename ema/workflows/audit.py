@@ -18,8 +18,8 @@ from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, VERDICT_CODES, Audi
 from ema.data.arrays import ArraySet
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.oracle import Oracle
+from ema.run_warnings import gather_run_warnings
 from ema.tracking import keys
-from ema.tracking.helper_cache import collect_foreign_entries
 from ema.tracking.registry import audited_model_tag
 from ema.tracking.runs import log_artifacts_atomically, log_batch, start_run
 from ema.workflows.audit_config import AuditConfig, SuppliedCalibration
@@ -76,10 +76,11 @@ def audit(
     }
     with start_run(f"audit {config.method}", tags=tags) as run:
         score = engine_row(config.engine).score
-        with collect_foreign_entries() as foreign, score(config, oracle, progress) as scored:
+        with gather_run_warnings() as logged, score(config, oracle, progress) as scored:
             session, results, tags = scored.session, scored.results, dict(scored.tags)
             expected = expected_verdict(config, session.target, session.data)
-            warnings = audit_warnings(session, results, scored.query_correct) + foreign
+            warnings = audit_warnings(session, results, scored.query_correct)
+            warnings += [message for message in logged if message not in warnings]
             if config.strict and warnings:
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
                 results = _inconclusive(results, method_plan(config.method)[0], tags[keys.TAG_STRICT])

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
+from ema.run_warnings import gather_run_warnings
 from ema.tracking import keys
-from ema.tracking.helper_cache import TAG_HELPER, collect_foreign_entries, files_digest, find_entry
+from ema.tracking.helper_cache import TAG_HELPER, files_digest, find_entry
 from ema.training.spec import TrainSpec
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.train import train_target
@@ -104,7 +105,7 @@ def test_find_entry_ignores_versions_whose_run_did_not_record_them(audited, tmp_
     name = keys.CALIBRATION_MODEL_NAME
     key = recorded(name).tags[keys.TAG_CACHE_KEY]
     number = plant(name, tmp_path / "canary")
-    with collect_foreign_entries() as foreign:
+    with gather_run_warnings() as foreign:
         entry = find_entry(name, key)
     assert entry is not None and entry.version.version != number
     assert [w for w in foreign if f"models:/{name}/{number}" in w]
@@ -120,7 +121,7 @@ def test_a_helper_whose_files_changed_after_its_run_recorded_them_is_ignored(aud
     weights = Path(source.removeprefix("file://")) / "artifacts" / "weights.pt"
     weights.write_bytes(weights.read_bytes() + b"\0")  # changed in the artifact store, not in the registry
     monkeypatch.setattr(helper_cache, "_DOWNLOADS", {})  # a new process would download the files anew
-    with collect_foreign_entries() as foreign:
+    with gather_run_warnings() as foreign:
         entry = find_entry(name, real.tags[keys.TAG_CACHE_KEY])
     assert entry is None or entry.version.version != str(real.version)
     assert [w for w in foreign if f"models:/{name}/{real.version}" in w and "digest mismatch" in w]
@@ -137,7 +138,7 @@ def test_a_planted_unlearned_version_with_copied_tags_and_metrics_is_not_reused(
     first, _ = unlearn_cached(config, progress=False)
     canary = tmp_path / "canary"
     planted = plant(version.name, canary, like=first.version)
-    with collect_foreign_entries() as foreign:
+    with gather_run_warnings() as foreign:
         again, reused = unlearn_cached(config, progress=False)
     assert reused and again.version.version == first.version.version
     assert [w for w in foreign if f"models:/{version.name}/{planted}" in w]
@@ -166,7 +167,7 @@ def test_a_forged_grid_target_with_a_forged_run_record_runs_nothing(audited, tmp
     canary = tmp_path / "canary"
     planted = plant(GRID_TARGET_NAME, canary, like=real.version)
     forge_record(GRID_TARGET_NAME, planted, real.version, tmp_path)
-    with collect_foreign_entries() as foreign:
+    with gather_run_warnings() as foreign:
         again, cached = ensure_target(spec, **options)
     assert cached and again.version.version == real.version.version
     assert [w for w in foreign if f"models:/{GRID_TARGET_NAME}/{planted}" in w]
@@ -193,7 +194,7 @@ def test_a_planted_unlearned_version_with_a_forged_run_record_is_not_reused_nor_
     canary = tmp_path / "canary"
     planted = plant(version.name, canary, like=first.version)
     forge_record(version.name, planted, first.version, tmp_path)
-    with collect_foreign_entries() as foreign:
+    with gather_run_warnings() as foreign:
         again, reused = unlearn_cached(config, progress=False)
     assert reused and again.version.version == first.version.version
     assert [w for w in foreign if f"models:/{version.name}/{planted}" in w]

@@ -9,6 +9,7 @@ auditor's own ``--calibration-file``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 
 import mlflow
@@ -222,6 +223,9 @@ def test_audit_query_extra_columns_are_ignored_and_listed(tabular, tmp_path, cap
         outcome = audit_file(model_uri, tmp_path / "members.csv", tmp_path / "calibration.csv")
     assert outcome.primary.verdict == "memorized"
     assert "left out: patient_id" in caplog.text
+    recorded = json.loads(mlflow.get_run(outcome.run_id).data.tags[keys.TAG_WARNINGS])
+    left_out = "members: 1 column(s) the model's signature does not name are left out: patient_id"
+    assert left_out in recorded and left_out in outcome.warnings
 
 
 def test_a_query_column_the_model_does_not_take_is_needed_nowhere_else_and_trains_no_clone(tabular, tmp_path):

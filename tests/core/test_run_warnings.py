@@ -1,0 +1,38 @@
+"""Warnings logged deep below an audit reach its record: marked ones only, each once, whatever the root level."""
+
+from __future__ import annotations
+
+import logging
+
+from ema.run_warnings import FOR_THE_RECORD, gather_run_warnings
+
+
+def test_marked_warnings_are_gathered_once_in_order_and_unmarked_ones_not():
+    logger = logging.getLogger("ema.oracle.base")
+    with gather_run_warnings() as gathered:
+        logger.warning("columns %s sent by position", "a, b", extra=FOR_THE_RECORD)
+        logger.warning("a lease renewed late")  # operational: not for the record
+        logger.warning("text column %s left out", "id", extra=FOR_THE_RECORD)
+        logger.warning("columns %s sent by position", "a, b", extra=FOR_THE_RECORD)
+    logger.warning("after the audit", extra=FOR_THE_RECORD)
+    assert gathered == ["columns a, b sent by position", "text column id left out"]
+
+
+def test_warnings_are_gathered_where_a_library_raised_the_level_and_the_level_comes_back(monkeypatch):
+    """Importing ``mlflow.pytorch`` runs ``logging.basicConfig(level=ERROR)``: the root level hides warnings."""
+    monkeypatch.setattr(logging.getLogger(), "level", logging.ERROR)
+    ema = logging.getLogger("ema")
+    monkeypatch.setattr(ema, "level", logging.NOTSET)
+    with gather_run_warnings() as gathered:
+        logging.getLogger("ema.data.tables").warning("kept", extra=FOR_THE_RECORD)
+    assert gathered == ["kept"] and ema.level == logging.NOTSET
+
+
+def test_nested_gatherers_each_keep_their_own():
+    logger = logging.getLogger("ema.training.clones")
+    with gather_run_warnings() as outer:
+        logger.warning("outer", extra=FOR_THE_RECORD)
+        with gather_run_warnings() as inner:
+            logger.warning("inner", extra=FOR_THE_RECORD)
+        logger.warning("outer again", extra=FOR_THE_RECORD)
+    assert (outer, inner) == (["outer", "outer again"], ["inner"])
