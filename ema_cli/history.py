@@ -3,7 +3,7 @@
 import click
 
 from ema.workflows.options import VERDICTS
-from ema_cli.options import workflow_command
+from ema_cli.options import reading_command
 
 #: What the tables show where a run logged no value (a calibrated audit has no rho_EMA).
 MISSING = "-"
@@ -21,7 +21,7 @@ MISSING = "-"
     is_flag=True,
     help="Also failed and unfinished audits (a RUNNING one whose process is gone shows as STALE).",
 )
-@workflow_command
+@reading_command
 def history(model_name, query, verdict, include_all):
     """List the finished audits of a model across runs and versions, newest first."""
     import pandas as pd
@@ -44,7 +44,7 @@ def history(model_name, query, verdict, include_all):
 @click.argument("run_ids", nargs=-1)
 @click.option("--model", "model_name", help="With --query: every version of this registered model, side by side.")
 @click.option("--query", help="With --model: the query set (or file-<fingerprint>) whose audits to line up.")
-@workflow_command
+@reading_command
 def compare(run_ids, model_name, query):
     """Audit runs side by side (RUN_ID...), or every version's audits of one query (--model NAME --query Q)."""
     if bool(run_ids) == bool(model_name or query) or bool(model_name) != bool(query):

@@ -368,16 +368,25 @@ def workflow_command(fn: Callable) -> Callable:
     credentials as ``***`` (:func:`ema.validation.redact_url`). The command exits with its
     kind's code (:mod:`ema_cli.exit_codes`).
     """
+    return experiment_option(_tracked(fn, select_experiment=True))
 
-    @experiment_option
+
+def reading_command(fn: Callable) -> Callable:
+    """As :func:`workflow_command`, for a command that only reads the store (``history``, ``compare``): it takes
+    no --experiment-name and creates no experiment."""
+    return _tracked(fn, select_experiment=False)
+
+
+def _tracked(fn: Callable, *, select_experiment: bool) -> Callable:
     @verbose_option
     @functools.wraps(fn)
-    def wrapper(experiment_name: str, verbose: bool, **kwargs):
+    def wrapper(verbose: bool, **kwargs):
+        experiment = kwargs.pop("experiment_name", DEFAULT_EXPERIMENT)
         limits = {name: kwargs.pop(name) for name in LIMIT_OPTIONS if name in kwargs}
         started = (click.get_current_context().find_root().obj or {}).get(STARTED)
         try:
             with command_limits(**limits, started=started):
-                configure(experiment_name)
+                configure(experiment, select_experiment=select_experiment)
                 return fn(**kwargs)
         except EMAError as exc:
             if verbose:

@@ -30,8 +30,9 @@ from ema.tracking import keys, store
 QUIET_LINKS_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 
 
-def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
-    """Use ``MLFLOW_TRACKING_URI`` or sqlite in the working directory, and the named experiment.
+def configure(experiment: str = keys.DEFAULT_EXPERIMENT, *, select_experiment: bool = True) -> None:
+    """Use ``MLFLOW_TRACKING_URI`` or sqlite in the working directory, and the named experiment (created if
+    need be; not with ``select_experiment=False``, for a command that only reads).
 
     Under ``mlflow run`` the project's run already exists (``MLFLOW_RUN_ID``): its
     experiment is kept, so that nested runs land beside their parent.
@@ -53,7 +54,7 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT) -> None:
     # A tracking server makes MLflow print a "View run" link per run to stdout, into our tables.
     os.environ.setdefault(QUIET_LINKS_ENV, "true")
     with store.opened(uri):
-        if os.environ.get("MLFLOW_RUN_ID") or mlflow.active_run() is not None:
+        if not select_experiment or os.environ.get("MLFLOW_RUN_ID") or mlflow.active_run() is not None:
             return
         try:
             store.retry_busy(lambda: mlflow.set_experiment(experiment), what=f"experiment {experiment!r} in {uri}")

@@ -39,11 +39,11 @@ from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINES
 from ema.workflows.methods import METHODS, engine_help, method_help
 
 
-def configure(experiment_name: str) -> None:
+def configure(experiment_name: str, *, select_experiment: bool = True) -> None:
     """Point tracking at the store and experiment (:func:`ema.tracking.runs.configure`), importing mlflow now."""
     from ema.tracking.runs import configure as configure_tracking
 
-    configure_tracking(experiment_name)
+    configure_tracking(experiment_name, select_experiment=select_experiment)
 
 
 #: The target ``--model`` names when none is given.

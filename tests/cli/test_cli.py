@@ -126,7 +126,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         raise EMAError("captured")
 
     monkeypatch.setattr(workflow, "audit", capture)  # the command imports it when it runs
-    monkeypatch.setattr("ema_cli.options.configure", lambda name: None)
+    monkeypatch.setattr("ema_cli.options.configure", lambda name, **_: None)
     given = {
         "--model": "models:/m@a",
         "--model-url": "http://127.0.0.1:1/invocations",

@@ -122,3 +122,15 @@ def test_an_audit_of_a_folder_without_mlmodel_exits_as_an_input_error(store, tmp
     result = CliRunner().invoke(main, ["audit", "--model", str(tmp_path), "--query", "M1", "--no-progress"])
     assert result.exit_code == 3, result.output
     assert "No such artifact: 'MLmodel'" in result.output
+
+
+@pytest.mark.parametrize("command", [["history", "--model", "any"], ["compare", "--model", "any", "--query", "M1"]])
+def test_reading_commands_create_no_experiment_and_take_no_experiment_option(tmp_path, monkeypatch, command):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 3 and "Error: registered model 'any' " in result.output
+    assert [e.name for e in MlflowClient().search_experiments()] == ["Default"]
+    refused = CliRunner().invoke(main, [*command, "--experiment-name", "x"])
+    assert refused.exit_code == 2 and "No such option '--experiment-name'" in refused.output

@@ -25,7 +25,7 @@ def parsed_back(command: str, monkeypatch) -> AuditConfig:
         raise Parsed(config)
 
     monkeypatch.setattr(ema.workflows.audit, "audit", stand_in)  # the command imports it when it runs
-    monkeypatch.setattr("ema_cli.options.configure", lambda experiment: None)
+    monkeypatch.setattr("ema_cli.options.configure", lambda experiment, **_: None)
     words = shlex.split(command.split("  #")[0])
     assert words[:2] == ["ema", "audit"]
     result = CliRunner().invoke(main, words[1:])
