@@ -264,6 +264,10 @@ def looks_like_probabilities(outputs: np.ndarray) -> bool:
     )
 
 
+#: The keys of a prediction record (a predicted label and its score), which is not a map of classes.
+LABEL_SCORE_RECORD = frozenset({"label", "score"})
+
+
 def _is_class_maps(value: object) -> bool:
     """A list of ``{class: probability}`` maps (ONNX ``ZipMap``) of two classes or more: integer classes (JSON writes
     them as strings), or the class names of a model fitted on text labels, whose values then sum to 1 (not records
@@ -274,6 +278,8 @@ def _is_class_maps(value: object) -> bool:
     if len(first) < 2 or not all(isinstance(key, (int, np.integer, str)) and _is_number(p) for key, p in first.items()):
         return False
     named = not all(_is_integer_key(key) for key in first)
+    if named and set(first) == LABEL_SCORE_RECORD:  # {"label": 0, "score": 1.0} sums to 1 too
+        return False
     return not named or all(abs(sum(row.values()) - 1.0) <= ROW_SUM_TOLERANCE for row in value[:1000])
 
 

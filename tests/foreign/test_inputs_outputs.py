@@ -115,9 +115,12 @@ def test_class_maps_of_named_classes_are_ordered_as_scikit_learn_sorts_them():
         numeric_outputs([maps[0], {"bird": 0.5, "cat": 0.5}])
     over_json = numeric_outputs([{"-1": 0.1, "-2": 0.9, "10": 0.0}, {"10": 1.0, "-2": 0.0, "-1": 0.0}])
     np.testing.assert_allclose(over_json, [[0.9, 0.1, 0.0], [0.0, 0.0, 1.0]])  # by value: -2, -1, 10
-    records = [{"label": 0, "score": 0.93}, {"label": 1, "score": 0.61}]  # a pipeline's top class: no probabilities
-    with pytest.raises(InputError, match="Python objects"):
-        numeric_outputs(records)
+    for records in (
+        [{"label": 0, "score": 0.93}, {"label": 1, "score": 0.61}],  # a pipeline's top class: no probabilities
+        [{"label": 0, "score": 1.0}, {"label": 1, "score": 0.0}],  # the same, whose numbers sum to 1
+    ):
+        with pytest.raises(InputError, match="Python objects"):
+            numeric_outputs(records)
 
 
 def test_dataframe_outputs_in_records_and_columns():
