@@ -130,6 +130,11 @@ CORRUPTIONS = {"noise+rotation": noise_and_rotation, "noise": noise_only}
 DEFAULT_CORRUPTION = "noise+rotation"
 
 
+def corruption_as_applied(name: str, kind: str) -> str:
+    """What the protocol ``name`` does to a set of ``kind``: a table's rows get noise only, whatever its name."""
+    return "noise" if kind == "table" else name
+
+
 def apply_corruption(name: str, data: ArraySet, k: int, seed: int = 0) -> ArraySet:
     """The set at quality ``k`` under the named protocol."""
     return CORRUPTIONS[check_choice("corruption", name, CORRUPTIONS)](data, k, seed)

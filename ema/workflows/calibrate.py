@@ -19,7 +19,7 @@ import numpy as np
 
 from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import ArraySet, class_count
-from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality
+from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality, corruption_as_applied
 from ema.errors import InputError
 from ema.signals import SIGNALS
 from ema.tracking import keys
@@ -169,7 +169,7 @@ class CalibrationPlan:
         return {
             keys.PARAM_K: self.k,
             keys.PARAM_CAL_SEED: self.cal_seed,
-            keys.PARAM_CORRUPTION: self.corruption,
+            keys.PARAM_CORRUPTION: corruption_as_applied(self.corruption, self.clean.kind),
             keys.PARAM_MODEL_URI: redact_url(self.target.model_uri or self.target.model_url),
             keys.PARAM_RECIPE: recipe_to_json(self.target.require_recipe())[:500],
             keys.PARAM_DEVICE: describe_device(self.target.device),

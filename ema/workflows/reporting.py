@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ema.auditors.result import AuditResult
+from ema.data.corruption import corruption_as_applied
 from ema.errors import InputError
 from ema.reports.audit import render_audit_report
 from ema.signals import SIGNALS, compute_scores
@@ -111,9 +112,13 @@ def reproduce_command(config: AuditConfig) -> str:
 
 def _corruption(config: AuditConfig, target: Target) -> str:
     """The calibration's corruption as it acts: a table's rows get noise only, whatever the protocol's name."""
-    if target.calibration_data is not None and target.calibration_data.kind == "table":
-        return f"noise ({config.corruption}; a table has no rotation)"
-    return config.corruption
+    data = target.calibration_data
+    applied = corruption_as_applied(config.corruption, data.kind) if data is not None else config.corruption
+    return (
+        config.corruption
+        if applied == config.corruption
+        else f"{applied} ({config.corruption}; a table has no rotation)"
+    )
 
 
 def audit_lineage(

@@ -360,6 +360,11 @@ def test_the_report_of_a_file_audit_names_no_split_and_a_tables_noise_only(tabul
     page = Path(MlflowClient().download_artifacts(outcome.run_id, keys.ARTIFACT_REPORT)).read_text()
     assert "Splits (named queries" not in page and "mnist" not in page
     assert "corruption=noise (noise+rotation; a table has no rotation)" in page
+    runs = MlflowClient().search_runs(
+        [mlflow.get_experiment_by_name("ema").experiment_id], f"params.{keys.PARAM_MODEL_URI} = '{model_uri}'"
+    )
+    acted = {run.data.params[keys.PARAM_CORRUPTION] for run in runs if run.data.tags.get(keys.TAG_RUN_KIND) != "audit"}
+    assert acted == {"noise"}  # the calibration run records what it did; the audit run, the option it was given
 
 
 def test_audit_calibration_file_unlike_the_query_is_refused(tabular, tmp_path):
