@@ -12,7 +12,7 @@ import pandas as pd
 
 from ema.data.arrays import IMAGE_SHAPE, ArraySet
 from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
-from ema.data.tables import feature_matrix
+from ema.data.tables import feature_matrix, whole_numbers
 from ema.errors import InputError
 from ema.validation import check_choice
 
@@ -75,10 +75,10 @@ def set_from_frame(
     if kind == "table":
         frame = features if isinstance(features, pd.DataFrame) else pd.DataFrame(np.asarray(features))
         x = feature_matrix(frame, where=f"evaluation table {name}")
-        y = _as_labels(labels, x.shape[0])
+        y = _as_labels(labels, x.shape[0], f"evaluation table {name}")
         return ArraySet(name, x, y, np.arange(x.shape[0], dtype=np.int64), tuple(map(str, frame.columns)))
     x = _as_uint8(_images(features))
-    y = _as_labels(labels, x.shape[0])
+    y = _as_labels(labels, x.shape[0], f"evaluation table {name}")
     return ArraySet(name, x, y, np.arange(x.shape[0], dtype=np.int64))
 
 
@@ -131,13 +131,13 @@ def _as_uint8(pixels: np.ndarray) -> np.ndarray:
     return pixels.astype(np.uint8)
 
 
-def _as_labels(labels: np.ndarray, n: int) -> np.ndarray:
-    try:
-        values = np.asarray(labels, dtype=float).reshape(-1)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"expected integer class labels, got values that are not numbers ({exc})") from exc
+def _as_labels(labels: np.ndarray, n: int, where: str) -> np.ndarray:
+    """The targets as class numbers, read as a table file's label column is (text labels refused with the codes a
+    scikit-learn model fitted on them would use)."""
+    values = np.asarray(labels).reshape(-1)
     if values.shape != (n,):
         raise InputError(f"expected {n} labels, one per image, got {values.size}")
-    if not np.isfinite(values).all() or (values != np.round(values)).any() or (values < 0).any():
-        raise InputError("expected non-negative integer class labels, got fractional, negative, NaN or infinite values")
-    return values.astype(np.int64)
+    classes = whole_numbers(pd.Series(values), "targets", where, labels=True)
+    if (classes < 0).any():
+        raise InputError(f"{where}: expected non-negative integer class labels, got {classes.min()}")
+    return classes

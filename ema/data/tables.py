@@ -59,9 +59,9 @@ def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_
         )
     if frame.empty:
         raise InputError(f"{where}: expected at least one row, got an empty table")
-    labels = _whole_numbers(frame[label_column], label_column, where, labels=True)
+    labels = whole_numbers(frame[label_column], label_column, where, labels=True)
     index = (
-        _whole_numbers(frame[INDEX_COLUMN], INDEX_COLUMN, where)
+        whole_numbers(frame[INDEX_COLUMN], INDEX_COLUMN, where)
         if INDEX_COLUMN in frame.columns and label_column != INDEX_COLUMN
         else np.arange(len(frame), dtype=np.int64)
     )
@@ -152,7 +152,7 @@ def _sorted_codes(column: pd.Series, most: int = 6) -> str:
     return f"a scikit-learn model fitted on these labels sorts them: {codes}{more}"
 
 
-def _whole_numbers(column: pd.Series, name: str, where: str, *, labels: bool = False) -> np.ndarray:
+def whole_numbers(column: pd.Series, name: str, where: str, *, labels: bool = False) -> np.ndarray:
     """A column of whole numbers as int64, refused naming a value that is none (for ``labels``, with the advice to
     number classes as the model's outputs: text labels, even "0" and "1", are the model's to order)."""
     missing = column.isna().to_numpy()

@@ -45,7 +45,14 @@ def test_set_from_frame_accepts_float_columns_holding_integers():
         (pixel_frame().astype(int) + 1, LABELS, "expected pixel values 0-255, got values from 1 to 256"),
         (pixel_frame().iloc[:0], LABELS[:0], "at least one sample"),
         (pixel_frame(), LABELS[:3], "expected 4 labels, one per image, got 3"),
-        (pixel_frame(), LABELS + 0.5, "non-negative integer class labels"),
+        (pixel_frame(), LABELS + 0.5, "column 'targets', got fractional values such as 3.5"),
+        (pixel_frame(), LABELS - 5, "expected non-negative integer class labels, got -4"),
+        (
+            pixel_frame(),
+            np.array(["cat", "dog", "cat", "dog"]),
+            r"got \w+ values such as 'cat'; encode classes as 0..k-1 in the order of the model's outputs \(a "
+            r"scikit-learn model fitted on these labels sorts them: 'cat' = 0, 'dog' = 1\)",
+        ),
         (
             pd.DataFrame({"image": [IMAGES[0], IMAGES[1][:5]]}),
             LABELS[:2],
@@ -53,7 +60,18 @@ def test_set_from_frame_accepts_float_columns_holding_integers():
         ),
         (pd.DataFrame({"image": ["a", "b"]}), LABELS[:2], "numeric"),
     ],
-    ids=["columns", "unit-scale", "range", "empty", "label-count", "label-fraction", "ragged", "text"],
+    ids=[
+        "columns",
+        "unit-scale",
+        "range",
+        "empty",
+        "label-count",
+        "label-fraction",
+        "label-negative",
+        "label-text",
+        "ragged",
+        "text",
+    ],
 )
 def test_set_from_frame_refuses(features, labels, match):
     with pytest.raises(InputError, match=match):
