@@ -60,12 +60,12 @@ def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_
     if frame.empty:
         raise InputError(f"{where}: expected at least one row, got an empty table")
     labels = whole_numbers(frame[label_column], label_column, where, labels=True)
+    # an index of text (patient IDs) holds no positions: the rows are numbered, and it goes with the text columns
+    positions = INDEX_COLUMN in frame.columns and label_column != INDEX_COLUMN and not _is_text(frame[INDEX_COLUMN])
     index = (
-        whole_numbers(frame[INDEX_COLUMN], INDEX_COLUMN, where)
-        if INDEX_COLUMN in frame.columns and label_column != INDEX_COLUMN
-        else np.arange(len(frame), dtype=np.int64)
+        whole_numbers(frame[INDEX_COLUMN], INDEX_COLUMN, where) if positions else np.arange(len(frame), dtype=np.int64)
     )
-    features = frame.drop(columns=[c for c in (label_column, INDEX_COLUMN) if c in frame.columns])
+    features = frame.drop(columns=[label_column, *([INDEX_COLUMN] if positions else [])])
     text = [str(c) for c in features.columns if _is_text(features[c])]
     if text and len(text) < features.shape[1]:  # IDs, names, notes: the audit sends numbers only
         logging.getLogger(__name__).warning(

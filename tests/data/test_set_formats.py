@@ -69,16 +69,18 @@ def test_bad_tables_are_refused_in_one_line(tmp_path, change, match):
     assert "\n" not in str(error.value)
 
 
-def test_a_column_of_text_ids_is_left_out_with_a_warning_and_a_text_index_refused_without_class_advice(
-    tmp_path, caplog
-):
+def test_a_column_of_text_ids_is_left_out_with_a_warning_as_is_an_index_of_text(tmp_path, caplog):
     table_frame().assign(patient=[f"P{i:04d}" for i in range(6)]).to_csv(tmp_path / "q.csv", index=False)
     data = read_set(tmp_path / "q.csv")
     assert "patient" not in data.features and data.x.shape == (6, len(data.features))
     assert "1 column(s) of text left out, as the audit sends a model numbers only: 'patient'" in caplog.text
     table_frame().assign(index=[f"P{i:04d}" for i in range(6)]).to_csv(tmp_path / "i.csv", index=False)
-    with pytest.raises(InputError, match=r"in column 'index', got \S+ values such as 'P0000'$"):
-        read_set(tmp_path / "i.csv")
+    ids = read_set(tmp_path / "i.csv")
+    assert ids.features == data.features and ids.index.tolist() == list(range(6))  # rows numbered
+    assert "1 column(s) of text left out, as the audit sends a model numbers only: 'index'" in caplog.text
+    table_frame().assign(index=["P1", 2, 3, 4, 5, 6]).to_csv(tmp_path / "mixed.csv", index=False)
+    with pytest.raises(InputError, match=r"in column 'index', got \S+ values such as 'P1'$"):
+        read_set(tmp_path / "mixed.csv")  # numbers with some text: a broken index, not IDs
 
 
 def test_a_big_integer_index_is_kept_exactly_and_labels_written_as_text_are_refused(tmp_path):
