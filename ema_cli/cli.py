@@ -23,6 +23,7 @@ import gc
 import importlib
 import logging
 import os
+import sys
 import time
 
 import click
@@ -138,6 +139,27 @@ def run(args: list[str] | None = None) -> None:
     callers that go on invoke ``main`` itself, which leaves the collector as it found it.
     """
     try:
-        main(args, prog_name="ema", obj={STARTED: time.monotonic()})
+        main(option_spellings(sys.argv[1:] if args is None else args), prog_name="ema", obj={STARTED: time.monotonic()})
     finally:
         gc.freeze()
+
+
+def option_spellings(args: list[str]) -> list[str]:
+    """``args`` with every option name of underscores (``--threshold_mode``) spelled with hyphens, as commands take it.
+
+    ``mlflow run -e audit -P threshold_mode=per-class`` passes a parameter the entry point does not
+    declare as ``--threshold_mode per-class``: so spelled, every option of a command reaches it
+    (flags, which take no value, do not). Values and the arguments after ``--`` are left alone.
+
+    >>> option_spellings(["--query_file", "my_file.npz", "--max_query=5", "--", "--not_an_option"])
+    ['--query-file', 'my_file.npz', '--max-query=5', '--', '--not_an_option']
+    """
+    end = args.index("--") if "--" in args else len(args)
+    return [_hyphenated(word) if i < end else word for i, word in enumerate(args)]
+
+
+def _hyphenated(word: str) -> str:
+    if not word.startswith("--"):
+        return word
+    name, equals, value = word[2:].partition("=")
+    return f"--{name.replace('_', '-')}{equals}{value}"

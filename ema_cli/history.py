@@ -63,7 +63,14 @@ def compare(run_ids, model_name, query):
 
 def shown(table, *, index: bool = True) -> str:
     """``table`` as text, every missing value written as :data:`MISSING`: a float column's NaN and a text column's None
-    (which ``na_rep`` leaves as ``None``); numbers keep their own formatting."""
+    (which ``na_rep`` leaves as ``None``); numbers keep their own formatting, and a number among text (``compare``'s
+    metrics beside params) its significant digits (pandas writes 1.4e-14 there as 0.0)."""
     text = table.select_dtypes(include=["object", "str"]).columns
-    filled = table.assign(**{c: table[c].where(table[c].notna(), MISSING) for c in text})
+    filled = table.assign(**{c: table[c].map(_text_cell) for c in text})
     return filled.to_string(na_rep=MISSING, index=index)
+
+
+def _text_cell(value: object) -> object:
+    if value is None or (isinstance(value, float) and value != value):
+        return MISSING
+    return f"{value:.7g}" if isinstance(value, float) else value

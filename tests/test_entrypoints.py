@@ -68,6 +68,19 @@ def test_entrypoint_script_runs_the_cli():
     assert completed.stdout.startswith("Usage: ema train [OPTIONS]")
 
 
+def test_an_undeclared_parameter_reaches_its_option_as_mlflow_run_spells_it():
+    """``mlflow run -e audit -P threshold_mode=X`` passes ``--threshold_mode X``; the option is ``--threshold-mode``."""
+    completed = subprocess.run(
+        [sys.executable, "entrypoints/audit.py", "--threshold_mode", "bogus"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 2
+    assert "Invalid value for '--threshold-mode': 'bogus' is not one of 'global', 'per-class'" in completed.stderr
+
+
 def test_entrypoints_is_not_a_package():
     assert not (FOLDER / "__init__.py").exists()
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+

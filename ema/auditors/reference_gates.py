@@ -47,6 +47,7 @@ def reference_gate_warnings(
     balanced_accuracy: float | None = None,
     auc: float | None = None,
     nonmember_flag_rate: float | None = None,
+    separation_of: str | None = None,
 ) -> list[str]:
     """Warnings that no verdict on this target and reference can be trusted as it stands (for every method).
 
@@ -63,6 +64,9 @@ def reference_gate_warnings(
         :data:`MIN_SEPARATION` (either one given alone suffices).
     nonmember_flag_rate : float, optional
         Share of non-members a method flags as members (EMA's flags, or this auditor's).
+    separation_of : str, optional
+        Whose separation ``balanced_accuracy`` and ``auc`` measure, named in the warning where two
+        methods of one audit measure it apart (EMA's signals on its calibration halves).
 
     Returns
     -------
@@ -83,6 +87,7 @@ def reference_gate_warnings(
         shown = ", ".join(
             f"{name} {value:.3f}" for name, value in (("balanced accuracy", balanced_accuracy), ("AUC", auc)) if value
         )
+        shown = f"{separation_of}: {shown}" if separation_of else shown
         warnings.append(
             f"members and non-members barely separate on the target ({shown} < {MIN_SEPARATION}): only large query "
             "sets can be told apart; see power_retained and min_detectable_fraction"

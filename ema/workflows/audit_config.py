@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ema.auditors.calibrated import CalibratedAuditor
+from ema.auditors.ema import EMAAuditor
 from ema.auditors.marks import MarksAuditor
 from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN, default_certify_level
 from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
@@ -33,6 +34,7 @@ from ema.validation import (
     check_model_name,
     check_open_unit,
     check_positive_int,
+    check_seed,
     redact_url,
 )
 from ema.workflows.calibrate import fit_thresholds
@@ -42,6 +44,8 @@ from ema.workflows.target import Target
 
 #: Clean images a marks audit queries by default (each twice: clean and stamped).
 DEFAULT_MARK_QUERIES = 200
+#: EMA's test of the query's flags, by default (``--test``): Welch's t-test, as the paper's.
+AUDIT_TEST_DEFAULT = EMA_TESTS[0]
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,7 @@ class AuditConfig:
     label_column: str = DEFAULT_LABEL_COLUMN
     calibration_file: str | None = None
     method: str = "ema"
-    test: str = "t"
+    test: str = AUDIT_TEST_DEFAULT
     alpha: float = 0.1
     threshold_mode: str = "global"
     k: int = 100
@@ -253,6 +257,7 @@ class AuditConfig:
         check_choice("corruption", self.corruption, tuple(CORRUPTIONS))
         check_open_unit("alpha", self.alpha)
         check_quality(self.k)
+        check_seed("cal_seed", self.cal_seed)
         check_model_name("calibration name", self.calibration_name)
         check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
         check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
@@ -264,6 +269,7 @@ class AuditConfig:
                 f"({', '.join(running)}), got --method {self.method}"
             )
         self._check_certify_options()
+        self._check_test()
         self._check_marks()
         check_positive_int("max query", self.max_query)
         check_positive_int("HTTP concurrency", self.http_concurrency)
@@ -290,6 +296,16 @@ class AuditConfig:
             check_open_unit("margin", self.margin)
         if self.certify_level is not None:
             check_certify_level(self.certify_level)
+
+    def _check_test(self) -> None:
+        """``--test`` other than the default only with a method that runs EMA, whose test it is."""
+        runs_ema = EMAAuditor.method in method_plan(self.method)
+        if self.test != AUDIT_TEST_DEFAULT and not runs_ema:
+            with_ema = ", ".join(name for name in METHODS if EMAAuditor.method in method_plan(name))
+            raise InputError(
+                f"expected --test with a method that runs EMA ({with_ema}), got --test {self.test} with --method "
+                f"{self.method}: it would change nothing"
+            )
 
     def _check_marks(self) -> None:
         """``--mark-key`` exactly when the method runs the marks auditor; ``--queries`` only then."""

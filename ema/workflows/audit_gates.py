@@ -45,6 +45,7 @@ def audit_warnings(
         reference_accuracy=reference_accuracy,
         balanced_accuracy=_ema_balanced_accuracy(results),
         nonmember_flag_rate=_ema_nonmember_flag_rate(results, proba, labels),
+        separation_of="EMA's signals on its calibration halves",
     )
     held_out = _recorded_held_out_accuracy(session)
     if held_out is not None and held_out - reference_accuracy > ACCURACY_GAP_LIMIT:

@@ -38,7 +38,7 @@ from ema.tracking.single_flight import single_flight
 from ema.training.clones import CloneRecipe, package_trained
 from ema.training.devices import CPU, describe_device, resolve_device
 from ema.training.recipes import Recipe, proba_over_classes, recipe_to_json
-from ema.validation import check_model_name, redact_url, short_hash
+from ema.validation import check_model_name, check_seed, redact_url, short_hash
 from ema.workflows.cached_models import usable_entry
 from ema.workflows.target import Target, resolve_target
 
@@ -323,6 +323,7 @@ def calibrate(
     The one place that moves the ``calibration`` alias: to the version it trained or reused.
     The calibration model trains on ``device`` (``auto``, ``cpu``, ``cuda[:N]``), resolved before the run starts.
     """
+    check_seed("cal_seed", cal_seed)
     device = resolve_device(device)
     with start_run(f"calibrate k={k} {model_uri}"):
         check_quality(k)

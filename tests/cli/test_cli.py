@@ -285,3 +285,9 @@ def test_history_and_compare_write_every_missing_value_alike_and_numbers_as_numb
     lines = shown(table, index=False).splitlines()
     assert lines[1].split() == ["ema", MISSING, "2.300000e-17"]
     assert lines[2].split() == ["calibrated", "0.3", MISSING]
+    mixed = pd.DataFrame({"run": {"metric rho_ema": 1.3860750875554306e-14, "param test": "t", "metric n": 200.0}})
+    assert [line.split() for line in shown(mixed).splitlines()[1:]] == [
+        ["metric", "rho_ema", "1.386075e-14"],
+        ["param", "test", "t"],
+        ["metric", "n", "200"],
+    ]

@@ -254,6 +254,10 @@ def test_calibrate_chance_level_reference_warns():
     [
         ({"reference_accuracy": 0.148}, "near chance (0.100, always answering its commonest class)"),
         ({"reference_accuracy": 0.9, "balanced_accuracy": 0.53, "auc": 0.54}, "barely separate"),
+        (
+            {"reference_accuracy": 0.9, "balanced_accuracy": 0.539, "separation_of": "EMA's signals"},
+            "barely separate on the target (EMA's signals: balanced accuracy 0.539 < 0.55)",
+        ),
         ({"reference_accuracy": 0.9, "nonmember_flag_rate": 0.97}, "flagged at a rate of 0.970 >= 0.95"),
     ],
 )

@@ -54,6 +54,16 @@ CASES = {
     "history of no such model": (["history", "--model", "no-such"], "registered model 'no-such' does not exist"),
     "compare a run id's prefix": (["compare", "0123abcd"], r"'0123abcd' does not exist .*whole id: 32 characters"),
     "no such version": ([*AUDIT, "--model", "models:/ema-target/99"], r"has no version 99; known versions: \[1"),
+    "audit cal seed negative": ([*AUDIT, "--cal-seed", "-1"], "expected cal_seed to be a non-negative integer, got -1"),
+    "calibrate cal seed negative": (
+        ["calibrate", "--cal-seed", "-1", "--no-progress"],
+        "expected cal_seed to be a non-negative integer, got -1",
+    ),
+    "test without ema": (
+        [*AUDIT, "--method", "calibrated", "--test", "ks"],
+        r"expected --test with a method that runs EMA \(ema, both, ema\+calibrated\), got --test ks with --method "
+        "calibrated: it would change nothing",
+    ),
 }
 
 

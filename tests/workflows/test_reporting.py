@@ -41,7 +41,7 @@ def parsed_back(command: str, monkeypatch) -> AuditConfig:
             model_uri="models:/ema-target/3",
             model_url="http://127.0.0.1:5001/invocations",
             query_file="my queries/q 1.npz",
-            method="calibrated",
+            method="ema+calibrated",
             test="ks",
             alpha=0.05,
             threshold_mode="per-class",
