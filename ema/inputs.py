@@ -134,6 +134,12 @@ class InputTransform:
             return None
         return ",".join(f"{value:g}" for value in (*self._listed(self.mean), *self._listed(self.std)))
 
+    def describe(self) -> str:
+        """How pixels in [0, 1] reach the model, in a few characters: ``x255``, ``x1 norm 0.1307,0.3081`` (per channel,
+        the means then the stds, as ``--normalize`` takes them)."""
+        normalize = self.normalize_text()
+        return f"x{self.scale:g}" if normalize is None else f"x{self.scale:g} norm {normalize}"
+
     def as_options(self) -> list[str]:
         """The ``ema audit`` options that select it: ``--input-scale S``, and ``--normalize ...`` when it normalises."""
         words = ["--input-scale", str(self.scale)]
@@ -312,6 +318,8 @@ def _image_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> 
             return np.ascontiguousarray(x, dtype=spec.dtype)  # as stored: the model shapes them itself
         return np.ascontiguousarray(_fit_shape(_integer_pixels(x), spec.shape), dtype=spec.dtype)
     pixels = to_model_inputs(x) if x.dtype == np.uint8 else np.asarray(x, dtype=np.float32)
+    if transform.channels not in (None, pixels.shape[1]) and spec.shape is not None:
+        _fit_shape(pixels, spec.shape)  # images of other channels than the model's: say so, with how to convert them
     # float pixels keep their memory order: stored (n, H, W, C) images become channels-first pixels
     # that are channels-last in memory, on which torch's CPU convolutions run about 25% faster than
     # on a C-ordered copy (and the copy itself is saved)

@@ -19,14 +19,15 @@ AUC_METRIC = "mia_auc"
 #: What each attack-strength metric is, by the name it is logged under (``<name>.<signal>``).
 ATTACK_METRICS = {
     AUC_METRIC: "ROC AUC of the {signal} score separating {where}'s members from its non-members (0.5: chance)",
-    "tpr_at_fpr_1pct": "share of {where}'s members the {signal} score finds at 1% false positives",
+    "tpr_at_fpr_1pct": "share of {where}'s members the {signal} score finds at 1% false positives "
+    "(not resolved below 100 non-members)",
     "tpr_at_fpr_0_1pct": "share of {where}'s members the {signal} score finds at 0.1% false positives "
     "(not resolved below 1,000 non-members)",
     "mia_n_nonmembers": "non-members behind the {signal} score's ROC curve on {where}",
 }
 #: The false-positive rates at which the true-positive rate is reported (1% and 0.1%).
 LOW_FPRS = {"tpr_at_fpr_1pct": 0.01, "tpr_at_fpr_0_1pct": 0.001}
-#: Non-members needed for the 0.1% point to rest on at least one false positive.
+#: Non-members needed for the 0.1% point to rest on at least one false positive (the 1% point needs a tenth).
 RESOLVED_NONMEMBERS = 1000
 #: The most points of the curve kept for the figure (log-spaced in FPR).
 CURVE_POINTS = 200
@@ -51,7 +52,7 @@ class AttackStrength:
         The highest true-positive rate at a false-positive rate of at most 1% and 0.1%.
     n_members, n_nonmembers : int
         The samples behind the curve; below :data:`RESOLVED_NONMEMBERS` non-members the 0.1%
-        point is not resolved (it rests on no false positive at all).
+        point is not resolved (it rests on no false positive at all), below 100 the 1% point.
     fpr, tpr : tuple of float
         The curve, at most :data:`CURVE_POINTS` points, for the report's figure.
     """
@@ -68,6 +69,11 @@ class AttackStrength:
     def resolves_0_1pct(self) -> bool:
         """Whether enough non-members back the 0.1% point."""
         return self.n_nonmembers >= RESOLVED_NONMEMBERS
+
+    @property
+    def resolves_1pct(self) -> bool:
+        """Whether enough non-members back the 1% point (one false positive in a hundred)."""
+        return self.n_nonmembers * LOW_FPRS["tpr_at_fpr_1pct"] >= 1
 
     def metrics(self) -> dict[str, float]:
         """The headline numbers by metric name (without a signal suffix)."""

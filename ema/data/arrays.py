@@ -157,8 +157,21 @@ def in_query_layout(data: ArraySet, query: ArraySet, *, role: str) -> ArraySet:
         detail = f" (missing {listed_names(missing) or 'none'}; extra {listed_names(extra) or 'none'})"
     raise InputError(
         f"{role} {data.name}: expected inputs like the query's ({query.describe()}), got {data.describe()}{detail}; "
-        f"give a {role} with the query's columns"
+        f"{_layout_advice(data, query, role)}"
     )
+
+
+def _layout_advice(data: ArraySet, query: ArraySet, role: str) -> str:
+    """What makes ``data`` (the ``role``) like ``query``: the query's columns, its channels, or its image size."""
+    if query.kind == "table" or data.kind != query.kind:
+        return f"give a {role} with the query's {'columns' if query.kind == 'table' else 'kind of inputs'}"
+    height, width = query.x.shape[1:3]
+    if data.x.shape[3:] != query.x.shape[3:]:
+        channels = query.x.shape[3] if query.x.ndim == 4 else 1
+        return f"give a {role} of {channels}-channel images, as the query's"
+    if height != width:
+        return f"give a {role} of {height}x{width} images, as the query's"
+    return f"resize it with --image-size {height}, as the query's"
 
 
 def check_within_classes(data: ArraySet, n_classes: int, *, role: str) -> None:

@@ -188,6 +188,7 @@ def _verdict_section(results: Mapping[str, AuditResult], warnings: Sequence[str]
         caveats.append(f"<p>Other methods in this run: {esc('; '.join(others))}.</p>")
     if warnings or disagree:
         css, heading = "warned", f"{heading} (with caveats)"
+        sentence = f"What {method} found, not yet evidence: {sentence[:1].lower()}{sentence[1:]}"
     return (
         f'<div class="verdict {esc(css)}" id="verdict"><div class="word">Verdict: {esc(heading)}</div>'
         f"<p>{esc(sentence)}</p><p>Decided by method <b>{esc(method)}</b> {esc(_alpha_words(primary))} on "

@@ -118,6 +118,12 @@ PARAM_DATA = "data"
 PARAM_DATA_SEED = "data_seed"
 PARAM_LABEL_COLUMN = "label_column"
 PARAM_CALIBRATION_FILE = "calibration_file"
+PARAM_INPUT_TRANSFORM = "input_transform"
+PARAM_IMAGE_SIZE = "image_size"
+PARAM_RECIPE_FILE = "recipe_file"
+PARAM_REFERENCE_FILE = "reference_file"
+PARAM_MEMBERS_FILE = "members_file"
+PARAM_CALIBRATION_MODEL = "calibration_model"
 #: The most query images audited (``--queries``, the marks method's default).
 PARAM_QUERIES = "queries"
 #: The content fingerprint of the marked copy a mark key was made for (the key itself is never logged).

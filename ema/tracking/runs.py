@@ -28,6 +28,8 @@ from ema.tracking import keys, store
 
 #: MLflow's switch for the run links it prints to stdout when the store is a tracking server.
 QUIET_LINKS_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+#: The tag MLflow gives a run ``mlflow run`` created (its entry point's name).
+PROJECT_ENTRY_POINT_TAG = "mlflow.project.entryPoint"
 
 
 def configure(experiment: str = keys.DEFAULT_EXPERIMENT, *, select_experiment: bool = True) -> None:
@@ -170,14 +172,32 @@ def log_batch(
     metrics: dict[str, float] | None = None,
     tags: dict[str, str] | None = None,
 ) -> None:
-    """Params, metrics and tags of the active run in one store call (each MLflow call costs several ms of SQL)."""
+    """Params, metrics and tags of the active run in one store call (each MLflow call costs several ms of SQL).
+
+    In a run ``mlflow run`` created, whose params already hold the ``-P`` values as written, a
+    param of ours is left out where it repeats one, and logged as ``<key>.resolved`` where it
+    differs (``-P input_shape=784`` is resolved as ``-1,784``): MLflow refuses to change a param.
+    """
     now = int(time.time() * 1000)
+    run = mlflow.active_run()
+    values = {key: str(value) for key, value in (params or {}).items()}
+    if values and PROJECT_ENTRY_POINT_TAG in run.data.tags:
+        values = _beside_project_params(MlflowClient().get_run(run.info.run_id).data.params, values)
     MlflowClient().log_batch(
-        mlflow.active_run().info.run_id,
+        run.info.run_id,
         metrics=[Metric(key, float(value), now, 0) for key, value in (metrics or {}).items()],
-        params=[Param(key, str(value)) for key, value in (params or {}).items()],
+        params=[Param(key, value) for key, value in values.items()],
         tags=[RunTag(key, str(value)) for key, value in (tags or {}).items()],
     )
+
+
+def _beside_project_params(logged: dict[str, str], values: dict[str, str]) -> dict[str, str]:
+    """``values`` less those ``logged`` already holds; one it holds with another value as ``<key>.resolved``."""
+    return {
+        key if key not in logged else f"{key}.resolved": value
+        for key, value in values.items()
+        if logged.get(key) != value
+    }
 
 
 def log_params(params: dict[str, object]) -> None:

@@ -355,9 +355,22 @@ class AuditConfig:
             keys.PARAM_ENGINE: self.engine,
             keys.PARAM_LABEL_COLUMN: self.label_column,
             keys.PARAM_DEVICE: describe_device(target.device),
+            keys.PARAM_INPUT_TRANSFORM: target.transform.describe(),
             # only when given: under `mlflow run` the project logs its own empty default ('') first
             **({keys.PARAM_CALIBRATION_FILE: self.calibration_file} if self.calibration_file else {}),
             **({keys.PARAM_QUERIES: self.query_limit} if self.query_limit is not None else {}),
+            **{key: value for key, value in self._given_sources().items() if value},
+        }
+
+    def _given_sources(self) -> dict[str, object]:
+        """What changes a verdict besides the options above, by param: the files and models given, the image size."""
+        supplied = self.calibration
+        return {
+            keys.PARAM_IMAGE_SIZE: self.image_size,
+            keys.PARAM_RECIPE_FILE: self.recipe_file,
+            keys.PARAM_REFERENCE_FILE: self.reference_file,
+            keys.PARAM_MEMBERS_FILE: self.members_file,
+            keys.PARAM_CALIBRATION_MODEL: redact_url(supplied.model_uri) if supplied else None,
         }
 
     def resolved_device(self) -> AuditConfig:

@@ -15,7 +15,6 @@ from ema.auditors.reference_record import AUTO_MARGIN
 from ema.auditors.result import AuditResult
 from ema.data.shifts import AUGMENT_NONE
 from ema.data.tables import DEFAULT_LABEL_COLUMN
-from ema.inputs import InputTransform
 from ema.tracking import keys
 from ema.tracking.registry import RegisteredVersion, set_version_tags
 from ema.tracking.trail import CERTIFIED_BY, answer, trail_record
@@ -42,7 +41,7 @@ def trail_options(
     certified = certified_with(results)
     method, margin, level = certified if certified is not None else (None, None, None)
     return {
-        "input": describe_transform(session.target.transform),
+        "input": session.target.transform.describe(),
         "calibration": tags.get(keys.TAG_CALIBRATION_SOURCE),
         "route": tags.get(keys.TAG_CALIBRATED_ROUTE),
         "members": tags.get(keys.TAG_MEMBER_REFERENCE),
@@ -85,16 +84,6 @@ def certified_with(results: Mapping[str, AuditResult]) -> tuple[str, float, floa
         if "margin" in thresholds and "confidence_level" in thresholds:
             return method, float(thresholds["margin"]), (1.0 + float(thresholds["confidence_level"])) / 2.0
     return None
-
-
-def describe_transform(transform: InputTransform) -> str:
-    """How pixels in [0, 1] reach the model, in a few characters: ``x255``, ``x1 norm 0.1307,0.3081``.
-
-    A per-channel normalisation is written as ``--normalize`` takes it: the means, then the stds.
-    """
-    scaled = f"x{transform.scale:g}"
-    normalize = transform.normalize_text()
-    return scaled if normalize is None else f"{scaled} norm {normalize}"
 
 
 def record_on_version(

@@ -27,8 +27,8 @@ TRIAL_IMAGES = 500
 
 def alternatives(reference: ArraySet) -> dict[str, InputTransform]:
     """The scalings tried, by the option that selects each: 0-255, standardised with the reference's statistics
-    (per channel for images with several), and for colour images ImageNet's normalisation, which
-    torchvision's pretrained models (and models fine-tuned from them) take."""
+    (per channel for images with several), pixels in [-1, 1], and for colour images ImageNet's
+    normalisation, which torchvision's pretrained models (and models fine-tuned from them) take."""
     pixels = reference.x[:TRIAL_IMAGES].astype(np.float64) / 255.0
     over = tuple(range(pixels.ndim - 1)) if pixels.ndim == 4 else None  # per channel of (n, H, W, C)
     mean, std = np.round(pixels.mean(axis=over), 4), np.round(np.maximum(pixels.std(axis=over), 1e-4), 4)
@@ -36,6 +36,7 @@ def alternatives(reference: ArraySet) -> dict[str, InputTransform]:
     tried = {
         "--input-scale 255": InputTransform(scale=255.0),
         f"--normalize {standardised.normalize_text()}": standardised,
+        "--normalize 0.5,0.5": InputTransform(mean=0.5, std=0.5),  # pixels in [-1, 1]: Normalize((0.5,), (0.5,))
     }
     if pixels.ndim == 4 and pixels.shape[-1] == len(IMAGENET_NORMALIZE[0]):
         tried["--normalize imagenet"] = InputTransform(mean=IMAGENET_NORMALIZE[0], std=IMAGENET_NORMALIZE[1])

@@ -26,7 +26,7 @@ from ema.training.clones import CloneRecipe, SklearnCloneRecipe, TorchCloneRecip
 from ema.training.devices import CPU
 from ema.training.helper_loading import load_helper
 from ema.training.recipes import Recipe, TorchRecipe, load_recipe, recipe_from_json
-from ema.training.spec import TrainSpec
+from ema.training.spec import ARCHITECTURES, TrainSpec
 from ema.validation import redact_url
 
 #: Values of the tag ``ema.calibration_source``: how the calibration model came to be.
@@ -286,6 +286,13 @@ def resolve_target(
     uri = version.uri if version else model_uri
     if recipe_file is not None:
         recipe = load_recipe(recipe_file)
+        if model_url is not None and not getattr(recipe, "names_architecture", True):
+            raise InputError(
+                f"expected a recipe that names its architecture ('arch': {', '.join(ARCHITECTURES)}) for a model "
+                f"scored over HTTP (--model-url), got {recipe_file} with training settings alone: they clone the "
+                "target's own architecture only when the target is loaded in this process; add 'arch', or give "
+                "--calibration-model"
+            )
     elif keys.TAG_RECIPE in tags:
         recipe = recipe_from_json(tags[keys.TAG_RECIPE])
     else:

@@ -28,6 +28,19 @@ def test_attack_strength_separated_scores_are_found_at_low_fpr():
 def test_attack_strength_few_nonmembers_do_not_resolve_the_0_1pct_point():
     strength = attack_strength(np.arange(10.0), np.arange(RESOLVED_NONMEMBERS - 1.0))
     assert not strength.resolves_0_1pct and strength.n_nonmembers == RESOLVED_NONMEMBERS - 1
+    assert strength.resolves_1pct
+
+
+@pytest.mark.parametrize(("n_nonmembers", "resolved"), [(40, False), (99, False), (100, True)])
+def test_attack_strength_the_1pct_point_needs_a_hundred_nonmembers(n_nonmembers, resolved):
+    from ema.reports.attack import attack_section
+
+    strength = attack_strength(np.arange(10.0) + 100, np.arange(float(n_nonmembers)))
+    assert strength.resolves_1pct is resolved
+    page = attack_section({"confidence": strength}, {})
+    assert (
+        f"<td class=num>1 (not resolved: {n_nonmembers} non-members)</td><td class=num>1 (not" in page
+    ) is not resolved
 
 
 def test_attack_strength_curve_is_bounded_and_round_trips():

@@ -196,6 +196,8 @@ def test_a_per_channel_normalisation_refuses_images_of_another_channel_count_nam
     transform = InputTransform(mean=IMAGENET_NORMALIZE[0], std=IMAGENET_NORMALIZE[1])
     with pytest.raises(InputError, match=r"expected 3-channel images for --normalize 0.485,.*, got 1-channel images"):
         prepare_inputs(GREY, transform, InputSpec())
+    with pytest.raises(InputError, match=r"the model takes 3-channel images and these have 1: .*np.repeat"):
+        prepare_inputs(GREY, transform, InputSpec((-1, 3, 64, 64)))  # the model's channels first, with the fix
     with pytest.raises(InputError, match=r"expected 3-channel images .* got inputs of shape \(4,\)"):
         transform.apply(np.zeros((2, 4), np.float32))
 

@@ -137,3 +137,26 @@ def test_feature_names_only_for_a_table(tmp_path):
     np.savez(tmp_path / "q.npz", x=np.zeros((2, 8, 8), np.uint8), y=np.array([1, 2]), features=np.array(["a"]))
     with pytest.raises(InputError, match="expected `features` as no strings naming the columns of a table"):
         read_set(tmp_path / "q.npz")
+
+
+@pytest.mark.parametrize(
+    ("shape", "advice"),
+    [
+        ((4, 80, 80, 3), "got image 80x80x3; resize it with --image-size 48, as the query's"),
+        ((4, 48, 48), "got image 48x48; give a calibration file of 3-channel images, as the query's"),
+        ((4, 12), "got table of 12 features; give a calibration file with the query's kind of inputs"),
+    ],
+)
+def test_a_set_unlike_the_query_is_refused_naming_what_makes_it_alike(shape, advice):
+    from ema.data.arrays import ArraySet, in_query_layout
+
+    def made(name, shape):
+        x = np.zeros(shape, np.uint8 if len(shape) > 2 else np.float64)
+        return ArraySet(name, x, np.zeros(shape[0], np.int64), np.arange(shape[0]))
+
+    query = made("query", (4, 48, 48, 3))
+    with pytest.raises(InputError) as refused:
+        in_query_layout(made("cal", shape), query, role="calibration file")
+    message = str(refused.value)
+    assert message.startswith("calibration file cal: expected inputs like the query's (image 48x48x3), ")
+    assert message.endswith(advice), message

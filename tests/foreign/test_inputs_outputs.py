@@ -248,6 +248,19 @@ def test_scaling_suggestion_names_imagenets_normalisation_for_a_colour_model_tha
     assert len(mean) == len(std) == 3
 
 
+def test_a_recipe_of_settings_alone_is_refused_for_a_model_scored_over_http(tmp_path):
+    """In process such a recipe clones the target's architecture; over HTTP nothing is loaded to clone, and the
+    default architecture (an MLP) was trained for a ResNet-18 target without a word."""
+    from ema.workflows.target import resolve_target
+
+    (tmp_path / "settings.json").write_text('{"framework": "torch", "epochs": 10, "lr": 0.001}')
+    (tmp_path / "named.json").write_text('{"framework": "torch", "arch": "resnet18", "epochs": 10}')
+    url = "http://127.0.0.1:1/invocations"
+    with pytest.raises(InputError, match=r"settings.json with training settings alone: .*add 'arch', or give --calib"):
+        resolve_target(model_url=url, recipe_file=str(tmp_path / "settings.json"))
+    assert resolve_target(model_url=url, recipe_file=str(tmp_path / "named.json")).recipe.spec.arch == "resnet18"
+
+
 def test_input_dtype_overrides_what_an_http_endpoint_without_a_registry_entry_is_sent(tmp_path):
     from ema.workflows.target import resolve_target
 

@@ -157,6 +157,7 @@ def test_render_audit_report_with_a_gate_fired_puts_the_warnings_inside_an_amber
     box = verdict_box(page)
     assert "Verdict: Not memorized (with caveats)" in box and "near chance (0.100)" in box
     assert "1 warning(s)" in box
+    assert "What ema found, not yet evidence: the audit finds no sign that the model carries these records" in box
     assert "near chance (0.100)" in page.split('id="warnings"')[1]  # and still listed in its own section
 
 

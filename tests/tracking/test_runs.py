@@ -60,3 +60,22 @@ def test_log_dataset_outside_a_notebook_leaves_ipython_unimported(configured, mo
     assert "IPython" not in sys.modules
     (logged,) = MlflowClient().get_run(run.info.run_id).inputs.dataset_inputs
     assert logged.dataset.name == "query tiny" and logged.dataset.digest == data.fingerprint
+
+
+def test_params_beside_the_ones_mlflow_run_logged_keep_both(configured, monkeypatch):
+    """``mlflow run -P input_shape=784`` logs '784' first; the audit's own '-1,784' cannot replace it."""
+    from ema.tracking.runs import log_params
+
+    client = MlflowClient()
+    project_run = client.create_run(
+        client.get_experiment_by_name("ema").experiment_id, tags={"mlflow.project.entryPoint": "audit"}
+    )
+    run_id = project_run.info.run_id
+    client.log_param(run_id, "input_shape", "784")
+    client.log_param(run_id, "alpha", "0.1")
+    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
+    with start_run("resumed") as run:
+        assert run.info.run_id == run_id
+        log_params({"input_shape": "-1,784", "alpha": 0.1, "method": "ema"})
+    params = client.get_run(run_id).data.params
+    assert params == {"input_shape": "784", "input_shape.resolved": "-1,784", "alpha": "0.1", "method": "ema"}

@@ -12,7 +12,6 @@ from ema.inputs import InputTransform
 from ema.tracking.history import trail_table
 from ema.tracking.trail import answer, trail_record, trail_rows
 from ema.workflows.audit_session import audit_run_name
-from ema.workflows.audit_trail import describe_transform
 
 WHEN = time.gmtime(0)
 OPTIONS = {"input": "x255", "calibration": "recipe", "members": "folds 1-4", "margin": 0.1, "strict": False}
@@ -122,9 +121,9 @@ def test_audit_run_name_keeps_query_method_and_model_visible(query, method, mode
 
 
 def test_describe_transform_says_scale_and_normalisation():
-    assert describe_transform(InputTransform()) == "x1"
-    assert describe_transform(InputTransform(scale=255.0)) == "x255"
-    assert describe_transform(InputTransform(mean=0.1307, std=0.3081)) == "x1 norm 0.1307,0.3081"
+    assert InputTransform().describe() == "x1"
+    assert InputTransform(scale=255.0).describe() == "x255"
+    assert InputTransform(mean=0.1307, std=0.3081).describe() == "x1 norm 0.1307,0.3081"
 
 
 def test_trail_options_record_emas_settings_where_not_the_default():
@@ -140,3 +139,25 @@ def test_trail_options_record_emas_settings_where_not_the_default():
         "cal_seed": 3,
     }
     assert {non_default(AuditConfig(query="M1"), name) for name in SETTINGS} == {None}
+
+
+def test_audit_params_record_the_inputs_transform_and_the_files_and_models_given():
+    """``ema compare RUN RUN`` shows params: two audits that differ in these must show how."""
+    from ema.workflows.audit_config import AuditConfig, SuppliedCalibration
+    from ema.workflows.target import resolve_target
+
+    transform = InputTransform(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    target = resolve_target(model_url="http://127.0.0.1:1/invocations", transform=transform)
+    config = AuditConfig(
+        query="M1",
+        image_size=48,
+        reference_file="ref.npz",
+        members_file="members.npz",
+        calibration=SuppliedCalibration("models:/cal/1", "cal_members.npz", "cal_nonmembers.npz"),
+    )
+    params = config.params(target)
+    assert params["input_transform"] == "x1 norm 0.485,0.456,0.406,0.229,0.224,0.225"
+    assert (params["image_size"], params["reference_file"], params["members_file"]) == (48, "ref.npz", "members.npz")
+    assert params["calibration_model"] == "models:/cal/1" and "recipe_file" not in params
+    plain = AuditConfig(query="M1").params(resolve_target(model_url="http://127.0.0.1:1/invocations"))
+    assert plain["input_transform"] == "x1" and not {"image_size", "reference_file", "calibration_model"} & set(plain)
