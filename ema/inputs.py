@@ -97,8 +97,12 @@ class InputTransform:
 
     def __post_init__(self) -> None:
         for name in ("mean", "std"):
-            if isinstance(getattr(self, name), list):  # a recipe's JSON
-                object.__setattr__(self, name, tuple(getattr(self, name)))
+            value = getattr(self, name)
+            if isinstance(value, list):  # a recipe's JSON
+                value = tuple(value)
+            if isinstance(value, tuple) and len(value) == 1:  # one channel's: the number for every channel
+                value = value[0]
+            object.__setattr__(self, name, value)
         per_channel = [isinstance(value, tuple) for value in (self.mean, self.std)]
         if any(per_channel) and (not all(per_channel) or len(self.mean) != len(self.std) or not self.mean):
             raise InputError(
@@ -128,11 +132,15 @@ class InputTransform:
         """How many channels a per-channel normalisation is for; None for one mean and std for all."""
         return len(self.mean) if isinstance(self.mean, tuple) else None
 
-    def normalize_text(self) -> str | None:
-        """``--normalize`` as it selects this transform (``M,S`` or ``M1,M2,M3,S1,S2,S3``); None when it does not."""
+    def normalize_text(self, *, exact: bool = False) -> str | None:
+        """``--normalize`` as it selects this transform (``M,S`` or ``M1,M2,M3,S1,S2,S3``); None when it does not.
+
+        Six significant digits, for messages; ``exact``: every digit, for a command that reruns it.
+        """
         if (self.mean, self.std) == (0.0, 1.0):
             return None
-        return ",".join(f"{value:g}" for value in (*self._listed(self.mean), *self._listed(self.std)))
+        shown = repr if exact else "{:g}".format
+        return ",".join(shown(float(value)) for value in (*self._listed(self.mean), *self._listed(self.std)))
 
     def describe(self) -> str:
         """How pixels in [0, 1] reach the model, in a few characters: ``x255``, ``x1 norm 0.1307,0.3081`` (per channel,
@@ -143,7 +151,7 @@ class InputTransform:
     def as_options(self) -> list[str]:
         """The ``ema audit`` options that select it: ``--input-scale S``, and ``--normalize ...`` when it normalises."""
         words = ["--input-scale", str(self.scale)]
-        if (normalize := self.normalize_text()) is not None:
+        if (normalize := self.normalize_text(exact=True)) is not None:
             words += ["--normalize", normalize]
         return words
 
@@ -188,7 +196,8 @@ def parse_normalize(text: str) -> tuple[Channelwise, Channelwise]:
     if len(numbers) == 2:
         return numbers[0], numbers[1]
     if len(numbers) % 2 or not 2 <= half <= max(IMAGE_CHANNELS):
-        raise InputError(f"expected --normalize {NORMALIZE_FORMS}; got {len(numbers)} numbers in {text!r}")
+        count = f"{len(numbers)} number{'s' if len(numbers) != 1 else ''}"
+        raise InputError(f"expected --normalize {NORMALIZE_FORMS}; got {count} in {text!r}")
     return tuple(numbers[:half]), tuple(numbers[half:])
 
 

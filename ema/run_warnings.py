@@ -22,7 +22,11 @@ _gathered: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("em
 
 
 class _ToTheRecord(logging.Handler):
-    """Hands each warning marked :data:`FOR_THE_RECORD` to the list being gathered, once."""
+    """Hands each warning marked :data:`FOR_THE_RECORD` to the list being gathered, once.
+
+    Where no other handler would show a record (no logging configured), it shows it as Python's
+    last resort would have, had this handler not been there.
+    """
 
     def emit(self, record: logging.LogRecord) -> None:
         gathered = _gathered.get()
@@ -30,6 +34,19 @@ class _ToTheRecord(logging.Handler):
             message = record.getMessage()
             if message not in gathered:
                 gathered.append(message)
+        if not _shown_elsewhere(record) and logging.lastResort is not None:
+            if record.levelno >= logging.lastResort.level:
+                logging.lastResort.handle(record)
+
+
+def _shown_elsewhere(record: logging.LogRecord) -> bool:
+    """Whether a handler other than this module's takes ``record`` on its way up the logger tree."""
+    logger: logging.Logger | None = logging.getLogger(record.name)
+    while logger is not None:
+        if any(handler is not _HANDLER for handler in logger.handlers):
+            return True
+        logger = logger.parent if logger.propagate else None
+    return False
 
 
 _HANDLER = _ToTheRecord(logging.WARNING)
@@ -44,13 +61,15 @@ def gather_run_warnings() -> Iterator[list[str]]:
     """
     logger = logging.getLogger("ema")
     gathered: list[str] = []
-    token, level = _gathered.set(gathered), logger.level
+    token, level, outermost = _gathered.set(gathered), logger.level, _HANDLER not in logger.handlers
     if logger.getEffectiveLevel() > logging.WARNING:
         logger.setLevel(logging.WARNING)
-    if _HANDLER not in logger.handlers:
+    if outermost:
         logger.addHandler(_HANDLER)
     try:
         yield gathered
     finally:
         _gathered.reset(token)
         logger.setLevel(level)
+        if outermost:
+            logger.removeHandler(_HANDLER)

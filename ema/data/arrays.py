@@ -148,6 +148,8 @@ def in_query_layout(data: ArraySet, query: ArraySet, *, role: str) -> ArraySet:
     ):
         order = [data.features.index(name) for name in query.features]
         data = ArraySet(data.name, data.x[:, order], data.y, data.index, query.features)
+    if data.kind == query.kind == "image" and data.layout == query.layout:  # a grey image's axis or its absence
+        data = ArraySet(data.name, data.x.reshape(len(data.x), *query.x.shape[1:]), data.y, data.index)
     if data.kind == query.kind and data.x.shape[1:] == query.x.shape[1:] and data.features == query.features:
         return data
     detail = ""
@@ -165,9 +167,8 @@ def _layout_advice(data: ArraySet, query: ArraySet, role: str) -> str:
     """What makes ``data`` (the ``role``) like ``query``: the query's columns, its channels, or its image size."""
     if query.kind == "table" or data.kind != query.kind:
         return f"give a {role} with the query's {'columns' if query.kind == 'table' else 'kind of inputs'}"
-    height, width = query.x.shape[1:3]
-    if data.x.shape[3:] != query.x.shape[3:]:
-        channels = query.x.shape[3] if query.x.ndim == 4 else 1
+    (channels, height, width), (own_channels, *_) = query.layout[1], data.layout[1]
+    if own_channels != channels:
         return f"give a {role} of {channels}-channel images, as the query's"
     if height != width:
         return f"give a {role} of {height}x{width} images, as the query's"

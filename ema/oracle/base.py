@@ -60,14 +60,18 @@ class Oracle:
             )
         self.outputs, self.batch_size, self.transform = outputs, batch_size, transform
         self.input_spec, self.output_name = spec, output_name
-        self._warned_orders: set[tuple[str, ...]] = set()  # column orders already warned about (once each)
-        self._warned_logits = False  # declared logits that read as probabilities, warned about once
+        self.forget_warnings()
 
     #: How errors name the model.
     source = "the model"
     #: Whether a table's column order is the model owner's to keep (warned about when the signature names no
     #: columns); False for the auditor's own helper models, trained on the query's layout.
     owner_column_order = True
+
+    def forget_warnings(self) -> None:
+        """Warn again, once each, about what the scoring finds: every audit through this oracle records its own."""
+        self._warned_orders: set[tuple[str, ...]] = set()  # column orders already warned about (once each)
+        self._warned_logits = False  # declared logits that read as probabilities, warned about once
 
     def _predict_batch(self, inputs: np.ndarray) -> np.ndarray:
         raise NotImplementedError

@@ -93,7 +93,7 @@ def reproducible_on(device) -> Iterator[None]:
     With torch's defaults, two fits of one seed on an NVIDIA H200 differed by 5.5 to 6.3 (two runs) in a
     ResNet-18 weight and 5.8e-5 in the CNN's (cuDNN picks and sums as it likes); with
     deterministic algorithms they were bitwise equal (``python -m benchmarks.gpu_determinism``,
-    benchmarks/RESULTS_GPU.md). The CPU's kernels already are, and nothing changes there. An
+    benchmarks/RESULTS_GPU_DETERMINISM.md). The CPU's kernels already are, and nothing changes there. An
     operation with no deterministic CUDA kernel (in a user's own network) warns instead of
     failing. The previous settings are restored on exit.
     """

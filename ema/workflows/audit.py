@@ -69,6 +69,8 @@ def audit(
     ``config.device`` is resolved before the run starts: a device this machine lacks leaves no run.
     """
     config = config.resolved_device().validate()
+    if oracle is not None:
+        oracle.forget_warnings()  # shared by a grid's cells: each cell's record holds what its own scoring found
     tags = {
         keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT,
         keys.TAG_ENGINE: config.engine,

@@ -180,7 +180,7 @@ def test_normalize_option_forms(text, mean, std):
 
 
 @pytest.mark.parametrize(
-    ("text", "count"), [("0.5,0.5,0.5", "3 numbers"), ("1,2,3,4,5,6,7,8,9,10", "10 numbers"), ("0.5", "1 numbers")]
+    ("text", "count"), [("0.5,0.5,0.5", "3 numbers"), ("1,2,3,4,5,6,7,8,9,10", "10 numbers"), ("0.5", "1 number")]
 )
 def test_normalize_option_of_another_count_names_the_forms_and_the_count(text, count):
     with pytest.raises(InputError, match=f"one mean per channel then one std per channel .*; got {count}"):
@@ -218,3 +218,11 @@ def test_a_recipes_per_channel_input_round_trips_through_its_json():
     assert recipe.transform == InputTransform(mean=(0.5, 0.4, 0.3), std=(0.2, 0.2, 0.1))
     assert recipe_from_json(recipe_to_json(recipe)).transform == recipe.transform
     assert recipe.transform.as_options() == ["--input-scale", "1.0", "--normalize", "0.5,0.4,0.3,0.2,0.2,0.1"]
+
+
+def test_one_channels_normalisation_is_the_number_for_every_channel_and_options_keep_every_digit():
+    """A recipe's ``"mean": [0.1307]`` is the scalar transform (one calibration cache key, any input shape)."""
+    assert InputTransform(mean=[0.1307], std=(0.3081,)) == InputTransform(mean=0.1307, std=0.3081)
+    precise = InputTransform(mean=0.123456789, std=0.987654321)
+    assert precise.as_options()[-1] == "0.123456789,0.987654321"  # the report's command reruns this transform
+    assert precise.describe() == "x1 norm 0.123457,0.987654"  # short, for tags and tables

@@ -36,3 +36,19 @@ def test_nested_gatherers_each_keep_their_own():
             logger.warning("inner", extra=FOR_THE_RECORD)
         logger.warning("outer again", extra=FOR_THE_RECORD)
     assert (outer, inner) == (["outer", "outer again"], ["inner"])
+
+
+def test_where_no_logging_is_set_up_warnings_still_reach_stderr_during_and_after(monkeypatch, capsys):
+    """The gathering handler would otherwise stand in for Python's last resort, which shows warnings to stderr."""
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    logger = logging.getLogger("ema.tracking.single_flight")
+    with gather_run_warnings() as gathered:
+        logger.warning("a lease renewed late")
+        logger.warning("columns sent by position", extra=FOR_THE_RECORD)
+    logger.warning("after the audit")
+    assert capsys.readouterr().err.splitlines() == [
+        "a lease renewed late",
+        "columns sent by position",
+        "after the audit",
+    ]
+    assert gathered == ["columns sent by position"] and logging.getLogger("ema").handlers == []

@@ -144,6 +144,7 @@ def test_feature_names_only_for_a_table(tmp_path):
     [
         ((4, 80, 80, 3), "got image 80x80x3; resize it with --image-size 48, as the query's"),
         ((4, 48, 48), "got image 48x48; give a calibration file of 3-channel images, as the query's"),
+        ((4, 28, 28, 3), "got image 28x28x3; resize it with --image-size 48, as the query's"),
         ((4, 12), "got table of 12 features; give a calibration file with the query's kind of inputs"),
     ],
 )
@@ -160,3 +161,15 @@ def test_a_set_unlike_the_query_is_refused_naming_what_makes_it_alike(shape, adv
     message = str(refused.value)
     assert message.startswith("calibration file cal: expected inputs like the query's (image 48x48x3), ")
     assert message.endswith(advice), message
+
+
+def test_a_grey_set_with_or_without_a_channel_axis_is_laid_out_as_the_query():
+    from ema.data.arrays import ArraySet, in_query_layout
+
+    grey = np.arange(2 * 32 * 32, dtype=np.uint8).reshape(2, 32, 32)
+    query = ArraySet("query", grey[..., None], np.zeros(2, np.int64), np.arange(2))
+    reference = in_query_layout(ArraySet("ref", grey, np.zeros(2, np.int64), np.arange(2)), query, role="reference")
+    assert reference.x.shape == (2, 32, 32, 1) and np.array_equal(reference.x[..., 0], grey)
+    small = ArraySet("ref", grey[:, :28, :28, None], np.zeros(2, np.int64), np.arange(2))
+    with pytest.raises(InputError, match=r"got image 28x28x1; resize it with --image-size 32, as the query's$"):
+        in_query_layout(small, ArraySet("query", grey, np.zeros(2, np.int64), np.arange(2)), role="reference")

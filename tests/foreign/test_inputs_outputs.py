@@ -367,3 +367,19 @@ def test_scikit_learns_own_warning_for_columns_by_position_is_not_repeated_to_th
         PyfuncOracle(str(tmp_path / "model")).predict(ArraySet("rows", x, y, np.arange(40), ("a", "b", "c")))
     assert [str(w.message) for w in caught if "feature names" in str(w.message)] == []
     assert any("sent in the file's order" in r.getMessage() for r in caplog.records)
+
+
+def test_an_oracle_warns_once_per_audit_and_again_for_the_next_one_it_scores(caplog):
+    """A grid scores every cell through one oracle: each cell's record must hold what its scoring found."""
+
+    class Probabilities(Oracle):
+        def _predict_batch(self, inputs):
+            return np.full((len(inputs), 2), 0.5)
+
+    oracle = Probabilities(outputs="logits")
+    with caplog.at_level("WARNING", logger="ema.oracle.base"):
+        oracle.predict(IMAGES)
+        oracle.predict(IMAGES)
+        oracle.forget_warnings()
+        oracle.predict(IMAGES)
+    assert sum("declared logits (--outputs logits)" in r.getMessage() for r in caplog.records) == 2

@@ -73,8 +73,10 @@ def assert_all_found_no_such_model(results: list[tuple[int, str, str]]) -> None:
 
 
 def test_four_commands_at_once_on_a_fresh_folder_all_answer_and_a_fifth_after(tmp_path):
-    """Three commands at once used to leave a half-migrated store (`table _alembic_tmp_tags already exists`)."""
-    assert_all_found_no_such_model(ema_processes([["history", "--model", "none"]] * 4, tmp_path))
+    """Three commands at once used to leave a half-migrated store (`table _alembic_tmp_tags already exists`); each
+    `calibrate` creates the experiment if it is missing, and it is created once."""
+    calibrate = ["calibrate", "--model", "models:/none/1", "--no-progress"]
+    assert_all_found_no_such_model(ema_processes([calibrate] * 4, tmp_path))
     assert_all_found_no_such_model(ema_processes([["history", "--model", "none"]], tmp_path))
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert [e.name for e in client.search_experiments()].count(keys.DEFAULT_EXPERIMENT) == 1
