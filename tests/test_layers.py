@@ -28,6 +28,7 @@ LAYER_OF_PREFIX = {
     "ema.stats": "core",
     "ema.auditors": "core",
     "ema.inputs": "data",
+    "ema.input_transform": "data",
     "ema.data": "data",
     "ema.training": "training",
     "ema.oracle": "oracle",

@@ -15,7 +15,7 @@ import numpy as np
 
 from ema.data.arrays import ArraySet
 from ema.errors import EMAError
-from ema.inputs import IMAGENET_NORMALIZE, InputTransform
+from ema.input_transform import IMAGENET_NORMALIZE, InputTransform
 from ema.oracle import Oracle
 
 #: An alternative is suggested only if it beats the default by at least this much accuracy on the same images

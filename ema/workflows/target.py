@@ -16,7 +16,8 @@ from ema.data.sources.images import resize_set
 from ema.data.splits import Splits
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
-from ema.inputs import InputSpec, InputTransform, parse_input_shape, parse_normalize
+from ema.input_transform import InputTransform, parse_normalize
+from ema.inputs import InputSpec, parse_input_shape
 from ema.oracle import HttpOracle, LocalOracle, Oracle, PyfuncOracle
 from ema.oracle.model_info import declared_input_spec, load_native_model, model_flavors
 from ema.oracle.scoring_server import AUTO_FORMAT
@@ -351,8 +352,8 @@ def own_architecture(
 
 
 def transform_from_options(input_scale: float | None, normalize: str | None) -> InputTransform | None:
-    """An input transform from ``--input-scale`` and ``--normalize`` (:func:`ema.inputs.parse_normalize`); None when
-    neither is given."""
+    """An input transform from ``--input-scale`` and ``--normalize`` (:func:`ema.input_transform.parse_normalize`);
+    None when neither is given."""
     if input_scale is None and normalize is None:
         return None
     mean, std = parse_normalize(normalize) if normalize is not None else (0.0, 1.0)

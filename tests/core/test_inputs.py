@@ -10,13 +10,12 @@ import pytest
 
 from ema.data.arrays import ArraySet
 from ema.errors import InputError
+from ema.input_transform import IMAGENET_NORMALIZE, parse_normalize
 from ema.inputs import (
-    IMAGENET_NORMALIZE,
     InputSpec,
     InputTransform,
     align_columns,
     input_kind,
-    parse_normalize,
     prepare_inputs,
     to_model_inputs,
 )

@@ -158,7 +158,7 @@ def test_a_model_trained_on_imagenet_normalised_pixels_is_audited_with_normalize
     """Target and calibration model take torchvision's ImageNet normalisation, per channel, as pretrained ResNets do."""
     from mlflow.tracking import MlflowClient
 
-    from ema.inputs import IMAGENET_NORMALIZE
+    from ema.input_transform import IMAGENET_NORMALIZE
 
     files = {
         **colour_files,

@@ -13,7 +13,8 @@ import pytest
 from mlflow.models import infer_signature
 
 from ema.errors import InputError
-from ema.inputs import IMAGENET_NORMALIZE, InputSpec, InputTransform, parse_input_shape, parse_normalize
+from ema.input_transform import IMAGENET_NORMALIZE, parse_normalize
+from ema.inputs import InputSpec, InputTransform, parse_input_shape
 from ema.oracle import Oracle, numeric_outputs, parse_reply
 from ema.oracle.model_info import input_spec_from
 from ema.oracle.pyfunc import schema_reason
