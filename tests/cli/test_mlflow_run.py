@@ -21,7 +21,8 @@ def test_mlflow_run_train_then_audit(store, tmp_path):
     for entry, params in (
         ("train", ["-P", "epochs=2"]),
         ("unlearn", ["-P", "method=finetune", "-P", "epochs=1", "-P", "forget=M2"]),
-        ("audit", ["-P", "query=M6"]),
+        # threshold_mode is no entry-point parameter: mlflow passes it as --threshold_mode, read as --threshold-mode
+        ("audit", ["-P", "query=M6", "-P", "threshold_mode=per-class", "-P", "alpha=0.10"]),
     ):
         subprocess.run(
             [
@@ -48,6 +49,9 @@ def test_mlflow_run_train_then_audit(store, tmp_path):
     audits = [r for r in runs if r.data.params.get("query") == "M6" and r.data.tags.get("ema.run_kind") == "audit"]
     assert len(audits) == 1 and audits[0].info.status == "FINISHED"
     assert "rho_ema" in audits[0].data.metrics
+    params = audits[0].data.params
+    assert params["threshold_mode"] == "per-class"
+    assert (params["alpha"], params["alpha.resolved"]) == ("0.10", "0.1")  # mlflow's text kept, the value beside it
     assert str(client.get_model_version_by_alias("ema-target", "target").version) == "1"
     unlearned = client.get_model_version_by_alias("ema-target", "unlearned")
     assert str(unlearned.version) == "2" and unlearned.tags["ema.unlearned_from"] == "1"
