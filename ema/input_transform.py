@@ -87,11 +87,13 @@ class InputTransform:
         shown = repr if exact else "{:g}".format
         return ",".join(shown(float(value)) for value in (*self._listed(self.mean), *self._listed(self.std)))
 
-    def describe(self) -> str:
+    def describe(self, *, exact: bool = False) -> str:
         """How pixels in [0, 1] reach the model, in a few characters: ``x255``, ``x1 norm 0.1307,0.3081`` (per channel,
-        the means then the stds, as ``--normalize`` takes them)."""
-        normalize = self.normalize_text()
-        return f"x{self.scale:g}" if normalize is None else f"x{self.scale:g} norm {normalize}"
+        the means then the stds, as ``--normalize`` takes them); ``exact``: every digit (a run's param, which
+        ``ema compare`` sets side by side)."""
+        scale = repr(float(self.scale)) if exact else f"{self.scale:g}"
+        normalize = self.normalize_text(exact=exact)
+        return f"x{scale}" if normalize is None else f"x{scale} norm {normalize}"
 
     def as_options(self) -> list[str]:
         """The ``ema audit`` options that select it: ``--input-scale S``, and ``--normalize ...`` when it normalises."""
@@ -133,14 +135,17 @@ def parse_normalize(text: str) -> tuple[Channelwise, Channelwise]:
     """
     if str(text).strip().lower() == "imagenet":
         return IMAGENET_NORMALIZE
+    shown = repr(text) if len(str(text)) <= 80 else f"{str(text)[:80]!r}..."
     try:
+        if "_" in str(text):  # float() reads "1_0" as 10
+            raise ValueError(text)
         numbers = [float(part) for part in str(text).split(",")]
     except ValueError as exc:
-        raise InputError(f"expected --normalize {NORMALIZE_FORMS}; got {text!r}") from exc
+        raise InputError(f"expected --normalize {NORMALIZE_FORMS}; got {shown}") from exc
     half = len(numbers) // 2
     if len(numbers) == 2:
         return numbers[0], numbers[1]
     if len(numbers) % 2 or not 2 <= half <= max(IMAGE_CHANNELS):
         count = f"{len(numbers)} number{'s' if len(numbers) != 1 else ''}"
-        raise InputError(f"expected --normalize {NORMALIZE_FORMS}; got {count} in {text!r}")
+        raise InputError(f"expected --normalize {NORMALIZE_FORMS}; got {count} in {shown}")
     return tuple(numbers[:half]), tuple(numbers[half:])

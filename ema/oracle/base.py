@@ -56,7 +56,8 @@ class Oracle:
         if spec.takes_integers and not transform.is_identity:
             raise InputError(
                 f"expected no input scaling for a model that takes integer pixels ({spec.describe()}: it scales "
-                f"them itself), got {' '.join(transform.as_options())}; drop --input-scale and --normalize"
+                f"them itself), got pixels scaled {transform.describe()} (from --input-scale, --normalize or the "
+                'recipe\'s "input"); drop them'
             )
         self.outputs, self.batch_size, self.transform = outputs, batch_size, transform
         self.input_spec, self.output_name = spec, output_name

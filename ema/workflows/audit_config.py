@@ -27,6 +27,7 @@ from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking import keys
 from ema.training.devices import CPU, describe_device, resolve_device
+from ema.training.recipes import load_recipe
 from ema.validation import (
     check_certify_level,
     check_choice,
@@ -258,6 +259,8 @@ class AuditConfig:
         check_open_unit("alpha", self.alpha)
         check_quality(self.k)
         check_seed("cal_seed", self.cal_seed)
+        if self.recipe_file is not None:
+            load_recipe(self.recipe_file)  # a recipe refused now leaves no run
         check_model_name("calibration name", self.calibration_name)
         check_finite("timeout", self.timeout, minimum=0.0, open_minimum=True)
         check_finite("request timeout", self.request_timeout, minimum=0.0, open_minimum=True)
@@ -355,7 +358,7 @@ class AuditConfig:
             keys.PARAM_ENGINE: self.engine,
             keys.PARAM_LABEL_COLUMN: self.label_column,
             keys.PARAM_DEVICE: describe_device(target.device),
-            keys.PARAM_INPUT_TRANSFORM: target.transform.describe(),
+            keys.PARAM_INPUT_TRANSFORM: target.transform.describe(exact=True),
             # only when given: under `mlflow run` the project logs its own empty default ('') first
             **({keys.PARAM_CALIBRATION_FILE: self.calibration_file} if self.calibration_file else {}),
             **({keys.PARAM_QUERIES: self.query_limit} if self.query_limit is not None else {}),
@@ -367,9 +370,10 @@ class AuditConfig:
         supplied = self.calibration
         return {
             keys.PARAM_IMAGE_SIZE: self.image_size,
-            keys.PARAM_RECIPE_FILE: self.recipe_file,
-            keys.PARAM_REFERENCE_FILE: self.reference_file,
-            keys.PARAM_MEMBERS_FILE: self.members_file,
+            # absolute: one file shows alike however it was named, two files of one name apart
+            keys.PARAM_RECIPE_FILE: _absolute(self.recipe_file),
+            keys.PARAM_REFERENCE_FILE: _absolute(self.reference_file),
+            keys.PARAM_MEMBERS_FILE: _absolute(self.members_file),
             keys.PARAM_CALIBRATION_MODEL: redact_url(supplied.model_uri) if supplied else None,
         }
 
@@ -382,3 +386,10 @@ class AuditConfig:
             If the device is not one of the accepted forms, or names CUDA this machine lacks.
         """
         return dataclasses.replace(self, device=resolve_device(self.device))
+
+
+def _absolute(path: str | None) -> str | None:
+    """A file path as its absolute form (a named recipe, such as ``paper-medical``, as it is); None as None."""
+    if path is None or not Path(path).exists():
+        return path
+    return str(Path(path).resolve())

@@ -33,13 +33,13 @@ def alternatives(reference: ArraySet) -> dict[str, InputTransform]:
     over = tuple(range(pixels.ndim - 1)) if pixels.ndim == 4 else None  # per channel of (n, H, W, C)
     mean, std = np.round(pixels.mean(axis=over), 4), np.round(np.maximum(pixels.std(axis=over), 1e-4), 4)
     standardised = InputTransform(mean=_numbers(mean), std=_numbers(std))
-    tried = {
-        "--input-scale 255": InputTransform(scale=255.0),
-        f"--normalize {standardised.normalize_text()}": standardised,
-        "--normalize 0.5,0.5": InputTransform(mean=0.5, std=0.5),  # pixels in [-1, 1]: Normalize((0.5,), (0.5,))
-    }
+    # the standard options first: on a tie, the first best is named, not numbers of this reference's
+    tried = {}
     if pixels.ndim == 4 and pixels.shape[-1] == len(IMAGENET_NORMALIZE[0]):
         tried["--normalize imagenet"] = InputTransform(mean=IMAGENET_NORMALIZE[0], std=IMAGENET_NORMALIZE[1])
+    tried["--input-scale 255"] = InputTransform(scale=255.0)
+    tried["--normalize 0.5,0.5"] = InputTransform(mean=0.5, std=0.5)  # pixels in [-1, 1]: Normalize((0.5,), (0.5,))
+    tried[f"--normalize {standardised.normalize_text()}"] = standardised
     return tried
 
 

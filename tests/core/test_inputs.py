@@ -189,6 +189,10 @@ def test_normalize_option_of_another_count_names_the_forms_and_the_count(text, c
 def test_normalize_option_of_words_names_the_forms():
     with pytest.raises(InputError, match=r"or imagenet; got 'mean,std'"):
         parse_normalize("mean,std")
+    with pytest.raises(InputError, match=r"or imagenet; got '1_0,5'$"):
+        parse_normalize("1_0,5")  # float() would read 10
+    with pytest.raises(InputError, match=r"got 2000 numbers in '(0.5,){20}'\.\.\.$"):
+        parse_normalize(",".join(["0.5"] * 2000))  # the message stays one short line
 
 
 def test_a_per_channel_normalisation_refuses_images_of_another_channel_count_naming_both():

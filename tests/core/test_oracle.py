@@ -53,9 +53,14 @@ def test_float32_rounding_below_zero_is_read_as_probabilities_and_declared_logit
     assert len(warned) == 1 and "--outputs auto" in warned[0].getMessage()
 
 
-def test_an_integer_pixel_model_refuses_input_scaling_naming_the_options_given():
-    with pytest.raises(InputError, match=r"got --input-scale 255.0 --normalize 0.5,0.2; drop --input-scale and"):
+def test_an_integer_pixel_model_refuses_input_scaling_naming_the_scaling_not_options_never_given():
+    with pytest.raises(InputError, match=r"got pixels scaled x255 norm 0.5,0.2 \(from --input-scale, --normalize or"):
         Oracle(transform=InputTransform(scale=255.0, mean=0.5, std=0.2), input_spec=InputSpec(dtype="uint8"))
+    with pytest.raises(InputError, match=r"got pixels scaled x1 norm 0.485,0.456,0.406,0.229,0.224,0.225 \(from"):
+        Oracle(
+            transform=InputTransform(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+            input_spec=InputSpec(dtype="uint8"),
+        )
 
 
 def test_with_classes_refuses_labels_beyond_the_calibration():

@@ -243,10 +243,26 @@ def test_scaling_suggestion_names_imagenets_normalisation_for_a_colour_model_tha
     oracle = ImageNetModel(outputs="probabilities", input_spec=InputSpec((-1, 3, 8, 8)))
     warning = scaling_suggestion(oracle, reference, oracle.predict_proba(reference))
     assert "1.000 with --normalize imagenet" in warning and "rerun with --normalize imagenet" in warning
-    per_channel = re.search(r"0\.000 with --normalize ((?:[0-9.]+,){5}[0-9.]+), ", warning)
+    per_channel = re.search(r"0\.000 with --normalize ((?:[0-9.]+,){5}[0-9.]+)[:,] ", warning)
     assert per_channel, warning  # the reference's own statistics, per channel, tried and named
     mean, std = parse_normalize(per_channel[1])
     assert len(mean) == len(std) == 3
+
+
+def test_scaling_suggestion_names_the_standard_option_when_several_fit_alike():
+    """A model that knows its labels for any normalised pixels: the reference's own numbers fit as well as ImageNet's,
+    and the option named is the one a user would recognise."""
+    from ema.data.arrays import ArraySet
+
+    class AnyNormalised(Oracle):
+        def _predict_batch(self, inputs):
+            labels = np.arange(len(inputs)) % 10
+            return np.eye(10)[np.where(np.asarray(inputs).min(axis=(1, 2, 3)) < 0, labels, (labels + 1) % 10)]
+
+    reference = ArraySet("reference", COLOUR, np.arange(500) % 10, np.arange(500))
+    oracle = AnyNormalised(outputs="probabilities", input_spec=InputSpec((-1, 3, 8, 8)))
+    warning = scaling_suggestion(oracle, reference, oracle.predict_proba(reference))
+    assert warning.count("1.000 with") == 3 and "rerun with --normalize imagenet if so" in warning
 
 
 def test_a_recipe_of_settings_alone_is_refused_for_a_model_scored_over_http(tmp_path):

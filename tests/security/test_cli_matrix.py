@@ -98,6 +98,17 @@ def test_bad_option_is_refused_before_any_work(trained, case):  # noqa: F811 - t
             assert client.list_artifacts(run_id) == [], (case, run.info.run_name)
 
 
+def test_a_recipe_refused_for_its_input_leaves_no_run(trained, tmp_path):  # noqa: F811 - the imported fixture
+    """The same values given as --normalize are refused before any run: a recipe's "input" must be too."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"arch": "mlp", "input": {"mean": [0.4, 0.4, 0.4], "std": [0.2, -0.2, 0.2]}}')
+    client = MlflowClient()
+    runs = all_runs(client)
+    result = CliRunner().invoke(main, [*AUDIT, "--recipe", str(bad)])
+    assert result.exit_code == 3 and "expected input scale > 0 and std > 0" in result.output, result.output
+    assert all_runs(client).keys() == runs.keys()
+
+
 def dead_pid() -> int:
     process = subprocess.Popen([sys.executable, "-c", "pass"])
     process.wait()

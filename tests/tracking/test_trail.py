@@ -141,7 +141,7 @@ def test_trail_options_record_emas_settings_where_not_the_default():
     assert {non_default(AuditConfig(query="M1"), name) for name in SETTINGS} == {None}
 
 
-def test_audit_params_record_the_inputs_transform_and_the_files_and_models_given():
+def test_audit_params_record_the_inputs_transform_and_the_files_and_models_given(tmp_path, monkeypatch):
     """``ema compare RUN RUN`` shows params: two audits that differ in these must show how."""
     from ema.workflows.audit_config import AuditConfig, SuppliedCalibration
     from ema.workflows.target import resolve_target
@@ -156,8 +156,14 @@ def test_audit_params_record_the_inputs_transform_and_the_files_and_models_given
         calibration=SuppliedCalibration("models:/cal/1", "cal_members.npz", "cal_nonmembers.npz"),
     )
     params = config.params(target)
-    assert params["input_transform"] == "x1 norm 0.485,0.456,0.406,0.229,0.224,0.225"
+    assert params["input_transform"] == "x1.0 norm 0.485,0.456,0.406,0.229,0.224,0.225"
     assert (params["image_size"], params["reference_file"], params["members_file"]) == (48, "ref.npz", "members.npz")
+    precise = resolve_target(model_url="http://127.0.0.1:1/invocations", transform=InputTransform(mean=0.1234561))
+    assert AuditConfig(query="M1").params(precise)["input_transform"] == "x1.0 norm 0.1234561,1.0"  # every digit
     assert params["calibration_model"] == "models:/cal/1" and "recipe_file" not in params
+    (tmp_path / "ref.npz").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    named_here = AuditConfig(query="M1", reference_file="ref.npz").params(target)["reference_file"]
+    assert named_here == str(tmp_path.resolve() / "ref.npz")  # one file shows alike however it was named
     plain = AuditConfig(query="M1").params(resolve_target(model_url="http://127.0.0.1:1/invocations"))
-    assert plain["input_transform"] == "x1" and not {"image_size", "reference_file", "calibration_model"} & set(plain)
+    assert plain["input_transform"] == "x1.0" and not {"image_size", "reference_file", "calibration_model"} & set(plain)
