@@ -187,10 +187,12 @@ def test_pyproject_declares_the_ema_evaluator_entry_point():
     assert not loaded.can_evaluate(model_type="regressor", evaluator_config={})
 
 
-def test_audit_config_maps_every_evaluator_key_as_ema_audit_names_it():
+def test_audit_config_maps_every_evaluator_key_as_ema_audit_names_it(tmp_path, monkeypatch):
     from ema.inputs import InputTransform
     from ema.workflows.evaluation import audit_config
 
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recipe.yaml").write_text("arch: mlp\n")  # a recipe is read when the options are checked
     config = audit_config(
         "models:/m/1",
         "q.npz",
