@@ -8,6 +8,8 @@ the runner of any auditor that calibrates on the target's member and non-member 
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import sys
 from collections.abc import Callable
 
@@ -29,6 +31,7 @@ from ema.data.shifts import AUGMENT_NONE
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, Predictions
+from ema.run_warnings import FOR_THE_RECORD
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.tracking import keys
 from ema.workflows.audit_config import AuditConfig
@@ -37,12 +40,18 @@ from ema.workflows.cached_models import cached_model, helper_oracle
 from ema.workflows.calibrate import CalibrationPlan, ensure_plan
 from ema.workflows.mark_audit import audit_key
 from ema.workflows.method_rows import Runner
+from ema.workflows.methods import method_plan
 from ema.workflows.references import nonmember_reference
 from ema.workflows.target import Target
 
 #: How the calibrated auditor knew how members behave.
 ROUTE_MEMBER_REFERENCE = "member reference scored on the target"
 ROUTE_TRANSFER = "transfer from the calibration model"
+#: The options of EMA's calibration (option -> AuditConfig field) that the calibrated auditor reads on its
+#: transfer route only, and the other built-in methods that read each (EMA's thresholds; the KS ratio's
+#: calibration-set model trains on the corrupted calibration set).
+TRANSFER_OPTIONS = {"--threshold-mode": "threshold_mode", "--k": "k"}
+_READ_BY = {"--threshold-mode": (EMAAuditor.method,), "--k": (EMAAuditor.method, KSRatioAuditor.method)}
 
 
 def ema_auditor(session: AuditSession, access: str) -> tuple[EMAAuditor, dict[str, str]]:
@@ -98,6 +107,7 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
             alpha=config.alpha, margin=config.resolved_margin, certify_level=config.certify_level
         ).calibrate(member_proba, session.members.data.y, nonmember_proba, session.nonmembers.data.y)
         tags.update({**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_MEMBER_REFERENCE})
+        warn_unused_transfer_options(config, session.members.description)
         return auditor.audit(query_proba, labels), tags
     check_transfer_options(config)
     auditor, tags = fit_calibrated(
@@ -114,6 +124,33 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
     )
     tags.update({**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
     return auditor.audit(predictions.proba, labels), tags
+
+
+def warn_unused_transfer_options(config: AuditConfig, members: str) -> None:
+    """Warn, for the record, of ``--threshold-mode`` or ``--k`` given (not at its default) on the member-reference
+    route, where the calibrated auditor reads neither, when no other method of the audit reads it either.
+
+    ``members``: the member reference the route used, in words. EMA (``--method ema+calibrated``) reads
+    both, the KS ratio reads ``--k``: alongside them nothing is warned.
+    """
+    defaults = {field.name: field.default for field in dataclasses.fields(AuditConfig)}
+    others = set(method_plan(config.method)) - {CalibratedAuditor.method}
+    unused = {
+        flag: getattr(config, name)
+        for flag, name in TRANSFER_OPTIONS.items()
+        if getattr(config, name) != defaults[name] and not others & set(_READ_BY[flag])
+    }
+    if unused:
+        given = " ".join(f"{flag} {value}" for flag, value in unused.items())
+        logging.getLogger(__name__).warning(
+            "%s changed nothing: the calibrated auditor tested the query against a member reference scored on the "
+            "target (%s), and %s only to EMA's thresholds (--method ema+calibrated) and to the calibrated "
+            "auditor's transfer route (no members known)",
+            given,
+            members,
+            " and ".join(unused) + (" apply" if len(unused) > 1 else " applies"),
+            extra=FOR_THE_RECORD,
+        )
 
 
 def check_transfer_options(config: AuditConfig) -> None:

@@ -250,6 +250,27 @@ def test_audit_calibrated_tests_both_directions_against_the_target_s_own_members
     assert any("another domain" in w for w in other.warnings)
 
 
+def test_audit_calibrated_on_the_member_route_warns_of_threshold_mode_and_k_it_does_not_read(trained):
+    _, outcome = trained
+    uri = outcome.version.uri
+    given = audit(
+        AuditConfig(model_uri=uri, query="M6", method="calibrated", threshold_mode="per-class", k=60), progress=False
+    )
+    unused = [w for w in given.warnings if "changed nothing" in w]
+    assert unused == [
+        w for w in json.loads(run_of(given.run_id).data.tags[keys.TAG_WARNINGS]) if "changed nothing" in w
+    ]
+    assert len(unused) == 1 and unused[0].startswith("--threshold-mode per-class --k 60 changed nothing: "), unused
+    assert "--threshold-mode and --k apply only to EMA's thresholds" in unused[0] and "transfer route" in unused[0]
+    assert run_of(given.run_id).data.tags[keys.TAG_CALIBRATED_ROUTE] == ROUTE_MEMBER_REFERENCE
+    # EMA reads --threshold-mode: beside it nothing is warned, nor when the option is left at its default
+    with_ema = audit(
+        AuditConfig(model_uri=uri, query="M6", method="ema+calibrated", threshold_mode="per-class"), progress=False
+    )
+    plain = audit(AuditConfig(model_uri=uri, query="M6", method="calibrated", k=100), progress=False)
+    assert not any("changed nothing" in w for w in with_ema.warnings + plain.warnings)
+
+
 def test_audit_calibrated_without_known_members_falls_back_to_transfer(trained):
     _, outcome = trained
     version = MlflowClient().get_model_version(outcome.version.name, outcome.version.version)
