@@ -322,7 +322,7 @@ def audit(
     click.echo(f"{outcome.query}: |D_q|={outcome.primary.n_query} ({outcome.access}; run {outcome.run_id})")
     for method, result in outcome.results.items():
         headline = {k: v for k, v in result.metrics.items() if k != METRIC_N_QUERY and not is_attack_metric(k)}
-        click.echo(f"  {method}: {' '.join(f'{k} {v:.4g}' for k, v in headline.items())} -> {result.verdict}")
+        click.echo(f"  {method}: {' '.join(shown_metric(k, v) for k, v in headline.items())} -> {result.verdict}")
         aucs = {k.partition(".")[2]: v for k, v in result.metrics.items() if k.startswith(f"{AUC_METRIC}.")}
         if aucs:
             strength = ", ".join(f"{signal} {auc:.3g}" for signal, auc in aucs.items())
@@ -336,3 +336,14 @@ def audit(
             f"--strict: the audit carries {len(outcome.warnings)} warning(s), so its verdict is inconclusive "
             f"(run {outcome.run_id})"
         )
+
+
+def shown_metric(key: str, value: float) -> str:
+    """``key value`` as the audit prints it; a NaN (not computed, not logged) as its metric calls it:
+    ``information (not estimable)``, ``min_detectable_fraction (undefined)``."""
+    from ema.workflows.methods import metric_vocabulary
+
+    if value == value:
+        return f"{key} {value:.4g}"
+    vocabulary = metric_vocabulary()
+    return f"{key} ({vocabulary[key].undefined if key in vocabulary else 'undefined'})"

@@ -44,6 +44,9 @@ class Metric:
         One of :data:`METRIC_KINDS`.
     meaning : str
         One phrase a reader of the report understands.
+    undefined : str
+        What the report and the printout say where the value is NaN (not computed, not logged):
+        ``"undefined"`` unless the metric names why (``"not estimable"``).
 
     Raises
     ------
@@ -61,6 +64,7 @@ class Metric:
     key: str
     kind: str
     meaning: str
+    undefined: str = "undefined"
 
     def __post_init__(self) -> None:
         if self.kind not in METRIC_KINDS:
@@ -81,3 +85,12 @@ def metric_kind(key: str, vocabulary: Mapping[str, Metric]) -> str:
     if key in vocabulary:
         return vocabulary[key].kind
     return PVALUE if is_pvalue(key) else ESTIMATE
+
+
+def undefined_text(key: str, vocabulary: Mapping[str, Metric]) -> str:
+    """What the report and the printout call a NaN value of ``key``: its metric's ``undefined``, else "undefined".
+
+    >>> undefined_text("information", {"information": Metric("information", ESTIMATE, "", "not estimable")})
+    'not estimable'
+    """
+    return vocabulary[key].undefined if key in vocabulary else "undefined"

@@ -41,7 +41,9 @@ from ema.auditors.reference_record import (
     decide_reference_verdict,
     default_certify_level,
     evidence_note,
+    information_metrics,
     shift_warnings,
+    single_view_metrics,
     tests_record,
 )
 from ema.auditors.result import AuditResult
@@ -131,10 +133,12 @@ class ReferenceAuditor:
     information_, information_lower_ : float
         Fisher information per sample about the retained share at pi = 0, cross-fitted on the two
         references, and its lower bound, which :meth:`certifiable_margin` takes
-        (:func:`~ema.stats.information.binned_information`).
+        (:func:`~ema.stats.information.binned_information`); both 0 where it is not estimable.
+    information_estimate_ : InformationEstimate
+        The estimate itself, with its standard error and whether it is estimable.
     n_views_ : int
         Views of each sample the references came with (1, or 9 under ``--augment shifts``).
-    information_single_view_, information_single_view_lower_, single_view_counts_
+    information_single_view_, information_single_view_lower_, single_view_estimate_, single_view_counts_
         The same of the identity view's score alone, and the references' counts in its bins.
 
     Examples
@@ -236,6 +240,7 @@ class ReferenceAuditor:
         self.warnings_ = reference_gate_warnings(self.n_classes_, nonmember_labels, **gates)
         self.attack_ = attack_strength(members, nonmembers)
         information = cross_fitted_information_estimate(members, nonmembers, levels, random_state=self.random_state)
+        self.information_estimate_ = information
         self.information_, self.information_lower_ = information.estimate, information.lower_bound()
         # With several views, what the identity alone carries: the report says what the views bought.
         single, self.single_view_counts_ = (
@@ -248,6 +253,7 @@ class ReferenceAuditor:
                 self.random_state,
             )
         )
+        self.single_view_estimate_ = single
         self.information_single_view_, self.information_single_view_lower_ = single.estimate, single.lower_bound()
         self.levels_ = levels
         self._power_cache: dict[int, DetectionPower] = {}
@@ -407,9 +413,8 @@ class ReferenceAuditor:
                 "power_retained": power.power_retained,
                 "min_detectable_fraction": power.min_detectable_fraction,
                 "certifiable_margin": certifiable,
-                "information": self.information_,
-                "information_lower": self.information_lower_,
-                **self._single_view_metrics(n),
+                **information_metrics(self.information_estimate_),
+                **single_view_metrics(self, n),
                 "retained_upper_bound": upper_bound,
                 "p_class_mix": p_class_mix,
                 "p_mixture_fit": fraction.fit_pvalue,
@@ -421,16 +426,6 @@ class ReferenceAuditor:
             alpha=float(self.alpha),
             thresholds=thresholds,
         )
-
-    def _single_view_metrics(self, n_query: int) -> dict[str, float]:
-        """With several views: the information and certifiable margin of the identity view alone; else none."""
-        if self.n_views_ == 1:
-            return {}
-        return {
-            "information_single_view": self.information_single_view_,
-            "information_single_view_lower": self.information_single_view_lower_,
-            "certifiable_margin_single_view": self.certifiable_margin(n_query, single_view=True),
-        }
 
     def _upper_bound(self, fraction: RetainedFractionResult, query_counts: np.ndarray) -> float:
         """The retained share's one-sided upper bound at the certify level (the interval's upper end if they match)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,7 @@ from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED
 from ema.auditors.views import view_score_name
 from ema.stats.binned_tests import PermutationTestResult
 from ema.stats.certify import CERTIFY_PROBABILITY, level_text, reference_floor
+from ema.stats.information import InformationEstimate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -209,6 +211,28 @@ def reference_advice(
 def _floor_text(floor: float) -> str:
     """A floor as the advice words it: its value, or "none below 1" where nothing below 1 is certifiable."""
     return "none below 1" if floor >= 1.0 else f"{floor:.3f}"
+
+
+def information_metrics(estimate: InformationEstimate, suffix: str = "") -> dict[str, float]:
+    """``information{suffix}`` and ``information{suffix}_lower`` as an audit reports them: the estimate and its
+    lower bound, or NaN for both where the references estimated nothing (:attr:`InformationEstimate.estimable`).
+
+    The 0 the certifiable margin then plans with is a convention, not a measurement: a NaN metric is
+    not logged, and the report and printout say "not estimable".
+    """
+    if not estimate.estimable:
+        return {f"information{suffix}": math.nan, f"information{suffix}_lower": math.nan}
+    return {f"information{suffix}": estimate.estimate, f"information{suffix}_lower": estimate.lower_bound()}
+
+
+def single_view_metrics(auditor: ReferenceAuditor, n_query: int) -> dict[str, float]:
+    """With several views: the information and certifiable margin of the identity view alone; else none."""
+    if auditor.n_views_ == 1:
+        return {}
+    return {
+        **information_metrics(auditor.single_view_estimate_, "_single_view"),
+        "certifiable_margin_single_view": auditor.certifiable_margin(n_query, single_view=True),
+    }
 
 
 def certify_record(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ema.auditors.attack import AttackStrength
-from ema.auditors.metrics import POWER, PVALUE, PVALUE_KINDS, Metric, metric_kind
+from ema.auditors.metrics import POWER, PVALUE, PVALUE_KINDS, Metric, metric_kind, undefined_text
 from ema.auditors.result import INCONCLUSIVE, MEMORIZED, NOT_MEMORIZED, AuditResult
 from ema.errors import InputError
 from ema.reports import svg
@@ -227,7 +227,7 @@ def _versus_alpha(value: float, alpha: float) -> str:
 
 def _power(results: Mapping[str, AuditResult], vocabulary: Mapping[str, Metric]) -> str:
     rows = [
-        (method, name, number(value), _meaning(name, vocabulary))
+        (method, name, number(value, undefined_text(name, vocabulary)), _meaning(name, vocabulary))
         for method, result in results.items()
         for name, value in result.metrics.items()
         if metric_kind(name, vocabulary) == POWER
@@ -239,7 +239,7 @@ def _power(results: Mapping[str, AuditResult], vocabulary: Mapping[str, Metric])
 
 def _numbers(results: Mapping[str, AuditResult], vocabulary: Mapping[str, Metric]) -> str:
     rows = [
-        (method, name, number(value), _meaning(name, vocabulary))
+        (method, name, number(value, undefined_text(name, vocabulary)), _meaning(name, vocabulary))
         for method, result in results.items()
         for name, value in result.metrics.items()
     ]

@@ -27,9 +27,8 @@ def certification_section(results: Mapping[str, AuditResult], query_kind: str | 
             f'<p id="certifiable-margin-{esc(UNSAFE.sub("-", method))}"><b>Certifiable margin: '
             f"{esc(number(margin))}</b>{esc(nothing)}: the smallest retained share that {esc(method)} certifies "
             f"(says not_memorized) with probability 0.85 if these {result.n_query} records were in fact removed, "
-            "computed from the query and reference sizes and the lower bound of the score's information "
-            f"({esc(number(result.metrics.get('information_lower', math.nan)))} per sample; estimate "
-            f"{esc(number(result.metrics.get('information', math.nan)))}) before the query was scored.</p>"
+            f"computed from the query and reference sizes and {esc(_margin_information(result.metrics))} before the "
+            "query was scored.</p>"
             f"<p>Margin used: <b>{esc(number(used))}</b>{' (auto: the certifiable margin)' if asked == 'auto' else ''}"
             f"; upper bound on the retained share (one-sided {level_text(level)}): "
             f"<b>{esc(number(result.metrics.get('retained_upper_bound', math.nan)))}</b>.</p>"
@@ -54,12 +53,41 @@ def _augment_words(result: AuditResult, kind: str | None) -> str:
             "Shifted queries (--augment shifts: each sample and its 8 one-pixel shifts, 9x the queries) may lower "
             "the certifiable margin on images; what they buy on this target must be measured with --augment shifts."
         )
-    metric = result.metrics.get
+    with_them = _at_least(_information(result.metrics), lead="an information of ")
+    without = _at_least(_information(result.metrics, "_single_view"))
     return (
-        f"With shifted queries (--augment shifts): certifiable margin {number(metric('certifiable_margin'))}, from "
-        f"an information of at least {number(metric('information_lower', math.nan))} (estimate "
-        f"{number(metric('information', math.nan))}); without them: {number(single)}, from at least "
-        f"{number(metric('information_single_view_lower', math.nan))} (estimate "
-        f"{number(metric('information_single_view', math.nan))}). Each margin also depends on how fast its score's "
-        "binned likelihood drops out to the margin, so the smaller margin need not come with the larger information."
+        f"With shifted queries (--augment shifts): certifiable margin {number(result.metrics['certifiable_margin'])}, "
+        f"from {with_them}; without them: {number(single)}, from {without}. Each margin also depends on how fast its "
+        "score's binned likelihood drops out to the margin, so the smaller margin need not come with the larger "
+        "information."
     )
+
+
+#: The report's words for an information the references could not estimate (its metrics are NaN, not logged).
+NOT_ESTIMABLE = "not estimable on these references (the margin assumed none)"
+
+
+def _margin_information(metrics: Mapping[str, float]) -> str:
+    """What the certifiable margin was computed from: the information's lower bound and estimate, or that it was not
+    estimable."""
+    information = _information(metrics)
+    if information is None:
+        return f"the score's information, {NOT_ESTIMABLE},"
+    lower, estimate = information
+    return f"the lower bound of the score's information ({lower} per sample; estimate {estimate})"
+
+
+def _at_least(information: tuple[str, str] | None, *, lead: str = "") -> str:
+    """``lead`` "at least X (estimate Y)", or that the information was not estimable."""
+    if information is None:
+        return f"an information {NOT_ESTIMABLE}"
+    return f"{lead}at least {information[0]} (estimate {information[1]})"
+
+
+def _information(metrics: Mapping[str, float], suffix: str = "") -> tuple[str, str] | None:
+    """The score's information as text, its lower bound and its estimate; None where it was not estimable (both NaN:
+    the references' held-out scores did not vary)."""
+    lower, estimate = metrics.get(f"information{suffix}_lower", math.nan), metrics.get(f"information{suffix}", math.nan)
+    if math.isnan(lower) and math.isnan(estimate):
+        return None
+    return number(lower), number(estimate)

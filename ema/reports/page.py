@@ -39,11 +39,11 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def number(value: float) -> str:
-    """A metric as text: four significant digits, integers without a fraction, NaN as 'undefined'."""
+def number(value: float, undefined: str = "undefined") -> str:
+    """A metric as text: four significant digits, integers without a fraction, NaN as ``undefined``."""
     value = float(value)
     if math.isnan(value):
-        return "undefined"
+        return undefined
     if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
         return str(int(value))
     return f"{value:.4g}"

@@ -55,6 +55,17 @@ class InformationEstimate:
     estimate: float
     standard_error: float
 
+    @property
+    def estimable(self) -> bool:
+        """Whether the references estimated anything: every fold assignment's held-out scores varied (a finite
+        standard error). Where one did not (a few references, one bin), ``estimate`` holds that assignment's 0,
+        and the lower bound is 0: what the margin plans with, not a measurement.
+
+        >>> InformationEstimate(0.0, math.inf).estimable
+        False
+        """
+        return math.isfinite(self.standard_error)
+
     def lower_bound(self, standard_errors: float = INFORMATION_LOWER_SE) -> float:
         """``estimate - standard_errors * standard_error``, at least 0: the information the margin plans with.
 

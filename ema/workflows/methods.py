@@ -50,6 +50,8 @@ from ema.workflows.method_rows import Combination, Method, MethodSpec, Runner
 #: A single method's name is a run tag's suffix (``verdict.<name>``) and a column prefix; a combination joins with +.
 _SINGLE_NAME = re.compile(r"[a-z][a-z0-9-]*")
 _COMBINED_NAME = re.compile(r"[a-z][a-z0-9+-]*")
+#: What a NaN information metric is: the references' held-out scores did not vary (not logged).
+NOT_ESTIMABLE = "not estimable"
 
 
 def _deferred(name: str) -> Runner:
@@ -166,23 +168,27 @@ _BUILT_IN: tuple[Method, ...] = (
                 "information",
                 ESTIMATE,
                 "Fisher information per sample about the retained share, cross-fitted on the two references",
+                NOT_ESTIMABLE,
             ),
             Metric(
                 "information_lower",
                 ESTIMATE,
                 "the information's lower bound (one standard error below it), from which the certifiable "
                 "margin is computed",
+                NOT_ESTIMABLE,
             ),
             Metric(
                 "information_single_view",
                 ESTIMATE,
                 "with --augment shifts: the information of the unshifted images' score alone",
+                NOT_ESTIMABLE,
             ),
             Metric(
                 "information_single_view_lower",
                 ESTIMATE,
                 "with --augment shifts: the unshifted images' information lower bound, from which their margin is "
                 "computed",
+                NOT_ESTIMABLE,
             ),
             Metric(
                 "certifiable_margin_single_view",

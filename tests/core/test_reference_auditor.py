@@ -4,6 +4,8 @@ The synthetic "target" gives the true class a probability drawn from a Beta law,
 members than for non-members, and spreads the rest over the other classes.
 """
 
+import math
+
 import numpy as np
 import pytest
 from scipy import optimize, special
@@ -506,3 +508,16 @@ def test_audit_states_its_certifiable_margin_from_the_information_lower_bound_an
     assert m["certifiable_margin"] > quadratic > certifiable_margin(200, N_NONMEMBERS, m["information"])
     assert certify["margin_from"] == "information_lower" and certify["information_lower"] == m["information_lower"]
     assert strong.to_dict()["information_lower"] == strong.information_lower_
+
+
+def test_audit_of_references_whose_scores_do_not_vary_states_no_information_rather_than_zero():
+    """Every sample scored alike: no fold's held-out scores vary, so the references estimate no information.
+    The metrics are NaN (not logged; "not estimable" in the report), not a 0 that reads as a measurement; the
+    margin still plans with none (nothing below 1 certifiable)."""
+    labels = np.random.default_rng(0).integers(0, N_CLASSES, 40)
+    proba = np.full((40, N_CLASSES), 1 / N_CLASSES)
+    auditor = ReferenceAuditor(n_permutations=100, n_power_resamples=100).calibrate(proba, labels, proba, labels)
+    result = auditor.audit(proba[:20], labels[:20])
+    assert not auditor.information_estimate_.estimable and auditor.information_lower_ == 0.0
+    assert math.isnan(result.metrics["information"]) and math.isnan(result.metrics["information_lower"])
+    assert result.metrics["certifiable_margin"] == 1.0

@@ -143,8 +143,9 @@ def test_cross_fitted_information_of_references_whose_held_out_scores_do_not_var
     nonmembers = np.full(6, -1.0)
     with np.errstate(all="raise"):
         estimate = cross_fitted_information_estimate(members, nonmembers, LEVELS)
-    assert estimate.standard_error == math.inf and estimate.lower_bound() == 0.0
+    assert estimate.standard_error == math.inf and estimate.lower_bound() == 0.0 and not estimate.estimable
     assert certifiable_margin(12, 6, estimate.lower_bound()) == math.inf
+    assert cross_fitted_information_estimate(members, np.linspace(-1.0, 1.0, 12), LEVELS).estimable
 
 
 def test_certifiable_margin_with_the_bins_keeps_the_promise_where_the_likelihood_drops_slowly():

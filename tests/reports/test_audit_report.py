@@ -239,6 +239,30 @@ def test_render_audit_report_of_the_reference_auditor_shows_power_warnings_and_a
     ) in words
 
 
+def test_render_audit_report_says_an_information_that_was_not_estimable_is_not_estimable_not_zero():
+    nan = float("nan")
+    metrics = {"certifiable_margin": 1.0, "information": nan, "information_lower": nan, "retained_upper_bound": 1.0}
+    result = make_result(method="reference", metrics=metrics, thresholds={"certify": {"margin_used": 0.1}})
+    page = render(results={"reference": result}).html
+    certify = page.split('id="certify"')[1].split("</section>")[0]
+    assert "information, not estimable on these references (the margin assumed none), before the query" in certify
+    assert "per sample; estimate" not in certify
+    numbers = page.split('id="numbers"')[1].split("</section>")[0]
+    assert re.search(r"<td>information</td><td class=num>not estimable</td>", numbers), numbers
+    assert re.search(r"<td>information_lower</td><td class=num>not estimable</td>", numbers)
+    shifted = dataclasses.replace(
+        result,
+        metrics={
+            **metrics,
+            "certifiable_margin_single_view": 1.0,
+            "information_single_view": nan,
+            "information_single_view_lower": nan,
+        },
+    )
+    words = render(results={"reference": shifted}).html
+    assert "from an information not estimable on these references (the margin assumed none); without them" in words
+
+
 def test_render_audit_report_reads_kinds_and_meanings_from_the_vocabulary_it_is_given():
     from ema.auditors.metrics import CHECK, POWER, Metric
 

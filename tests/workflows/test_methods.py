@@ -238,3 +238,32 @@ def test_the_calibrated_auditors_shift_checks_are_checks_not_pvalues_compared_wi
     vocabulary = metric_vocabulary()
     assert {vocabulary[k].kind for k in ("p_too_forgotten", "p_class_mix", "p_mixture_fit")} == {CHECK}
     assert vocabulary["p_removed"].kind == PVALUE
+
+
+def test_an_information_the_references_could_not_estimate_is_logged_as_nothing_and_printed_as_not_estimable(
+    monkeypatch,
+):
+    """References scored alike estimate no information: the run logs no ``information`` metric (merged_metrics
+    leaves NaN out, and `ema compare` shows it missing), and `ema audit` prints it as not estimable, not 0."""
+    import numpy as np
+    from click.testing import CliRunner
+
+    import ema.workflows.audit
+    from ema.auditors.reference import ReferenceAuditor
+    from ema.workflows.audit import AuditOutcome, merged_metrics
+    from ema_cli.cli import main
+
+    labels = np.random.default_rng(0).integers(0, 3, 40)
+    proba = np.full((40, 3), 1 / 3)
+    auditor = ReferenceAuditor(n_permutations=100, n_power_resamples=100).calibrate(proba, labels, proba, labels)
+    result = dataclasses.replace(auditor.audit(proba[:20], labels[:20]), method="calibrated")
+    logged = merged_metrics({"calibrated": result})
+    assert "information" not in logged and "information_lower" not in logged and "certifiable_margin" in logged
+
+    outcome = AuditOutcome("r1", "M1", "calibrated", None, ACCESS_PROBABILITIES, {"calibrated": result})
+    monkeypatch.setattr(ema.workflows.audit, "audit", lambda config, progress: outcome)
+    monkeypatch.setattr("ema_cli.options.configure", lambda experiment, **_: None)
+    printed = CliRunner().invoke(main, ["audit", "--query", "M1", "--method", "calibrated", "--no-progress"])
+    assert printed.exit_code == 0, printed.output
+    assert "information (not estimable) information_lower (not estimable)" in printed.output
+    assert "information 0" not in printed.output
