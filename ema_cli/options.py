@@ -79,9 +79,28 @@ certify_level_option = click.option(
     default=None,
     help="One-sided level of the retained share's upper bound that certifies not_memorized (default: 1 - alpha / 2).",
 )
+
+
+class OpenUnitType(click.types.FloatParamType):
+    """A number strictly between 0 and 1: refused alike out of range (``2``) and where it is no number in range
+    (``nan``, which click's ``FloatRange`` lets through, as every comparison with it is false). A float type, as
+    MLproject declares it."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = float("nan")
+        if not 0 < number < 1:
+            self.fail(f"expected a number strictly between 0 and 1, got {value!r}", param, ctx)
+        return number
+
+
 alpha_option = click.option(
     "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=OpenUnitType(),
     default=0.1,
     show_default=True,
     help="Significance level: rho <= alpha means not memorized.",

@@ -275,6 +275,18 @@ def test_audit_margin_takes_a_share_or_auto_and_refuses_anything_else():
     assert CliRunner().invoke(main, ["audit", "--query", "M1", "--margin", "1.5"]).exit_code == 2
 
 
+@pytest.mark.parametrize("command", [["audit", "--query", "M1"], ["power"], ["demo"], ["grid", "errors"]])
+@pytest.mark.parametrize("alpha", ["2", "nan", "0", "1", "-inf", "a tenth"])
+def test_a_bad_alpha_is_a_usage_error_alike_out_of_range_and_nan(store, command, alpha):
+    """Click's FloatRange refused 2 (exit 2) and let nan through to the workflow's check (exit 3)."""
+    refused = CliRunner().invoke(main, [*command, "--alpha", alpha, "--no-progress"])
+    assert refused.exit_code == 2, refused.output
+    errors = [line for line in refused.output.splitlines() if line.startswith("Error:")]
+    assert errors == [
+        f"Error: Invalid value for '--alpha': expected a number strictly between 0 and 1, got {alpha!r}"
+    ], refused.output
+
+
 def test_history_and_compare_write_every_missing_value_alike_and_numbers_as_numbers():
     """A margin no method certified with is None in a text column, a metric a method does not log NaN: both '-'."""
     import pandas as pd

@@ -33,7 +33,10 @@ CASES = {
     "momentum nan": ([*TRAIN, "--momentum", "nan"], "expected momentum to be a finite number >= 0, got nan"),
     "weight decay inf": ([*TRAIN, "--weight-decay", "inf"], "expected weight_decay to be a finite number"),
     "diverging lr": ([*TRAIN, "--epochs", "2", "--lr", "1e30"], "training diverged"),
-    "demo alpha nan": (["demo", "--alpha", "nan", "--epochs", "1", "--no-progress"], r"expected alpha in \(0, 1\)"),
+    "demo alpha nan": (
+        ["demo", "--alpha", "nan", "--epochs", "1", "--no-progress"],
+        "expected a number strictly between 0 and 1, got 'nan'",
+    ),
     "errors grid sizes": (["grid", "errors", "--sizes", "0,-5"], "expected query size to be a positive integer, got 0"),
     "paper grid draws": (["grid", "paper", "benchmark", "--draws", "5"], "No such option '--draws'"),
     "errors grid k": (["grid", "errors", "--data", "fashion", "--k", "60"], "No such option '--k'"),
