@@ -9,11 +9,13 @@ import os
 import socket
 
 import pandas as pd
+from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ema.errors import InputError
 from ema.tracking import keys
+from ema.tracking.runs import PROJECT_ENTRY_POINT_TAG
 from ema.tracking.search import quoted
 from ema.tracking.trail import OPTIONS, OPTIONS_WHERE_SET, RETAINED, retained_interval, trail_rows
 
@@ -115,7 +117,14 @@ RUN_ID_LENGTH = 32
 
 
 def compare_runs(run_ids: list[str]) -> pd.DataFrame:
-    """Params, metrics and the verdict of runs side by side: one column per run, headed by its id's first 8."""
+    """Params, metrics and the verdict of audit runs side by side: one column per run, headed by its id's first 8.
+
+    Raises
+    ------
+    InputError
+        If a run does not exist, or is not an audit (:func:`is_audit`: a training, calibration or grid
+        parent run, an evaluation run mirroring an audit), named with what it is.
+    """
     client = MlflowClient()
     columns = {}
     for run_id in run_ids:
@@ -124,6 +133,11 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
         except MlflowException as exc:
             whole = "" if len(run_id) >= RUN_ID_LENGTH else f" (give the whole id: {RUN_ID_LENGTH} characters)"
             raise InputError(f"run {run_id!r} does not exist in this tracking store{whole}") from exc
+        if not is_audit(run.data.tags):
+            raise InputError(
+                f"expected runs of `ema audit`, got run {run_id} ({_what_run(run)}), which is not an audit: "
+                f"{_compare_instead(run)}"
+            )
         values = {f"param {k}": v for k, v in run.data.params.items()}
         values.update({f"metric {k}": v for k, v in run.data.metrics.items()})
         values.update(
@@ -135,6 +149,24 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
         )
         columns[run_id[:8]] = values
     return pd.DataFrame(columns).sort_index().fillna("")
+
+
+def _what_run(run: Run) -> str:
+    """What a run is, in words: its name, and the ``mlflow run`` entry point and the parent run where it has them."""
+    tags = run.data.tags
+    words = [f"named {run.info.run_name!r}"]
+    if PROJECT_ENTRY_POINT_TAG in tags:
+        words.append(f"entry point {tags[PROJECT_ENTRY_POINT_TAG]!r}")
+    if keys.TAG_PARENT_RUN in tags:
+        words.append(f"nested in run {tags[keys.TAG_PARENT_RUN]}")
+    return ", ".join(words)
+
+
+def _compare_instead(run: Run) -> str:
+    """What to compare instead of a run that is not an audit."""
+    if keys.TAG_AUDIT_RUN in run.data.tags:
+        return f"it mirrors the results of audit run {run.data.tags[keys.TAG_AUDIT_RUN]}: compare that one"
+    return "compare the audit runs `ema history --model NAME` lists"
 
 
 #: The trail table's leading columns; its numbers, options and run id follow (:func:`trail_table`).

@@ -1,0 +1,56 @@
+"""`ema compare RUN_ID...`: audit runs side by side, and any other run refused, named with what it is."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
+
+from ema.errors import InputError
+from ema.tracking import keys
+from ema.tracking.history import compare_runs
+from ema.tracking.runs import PROJECT_ENTRY_POINT_TAG
+from ema_cli.cli import main
+
+
+def a_run(name: str, **tags: str) -> str:
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("Default").experiment_id
+    run = client.create_run(experiment, run_name=name, tags=tags)
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def test_compare_runs_lines_up_audits(store):
+    first = a_run("M1 · ema · ema-target v1", **{keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_VERDICT: "memorized"})
+    legacy = a_run("M6", **{keys.TAG_VERDICT: "not_memorized"})  # logged before the run-kind tag: its verdict says
+    table = compare_runs([first, legacy])
+    assert list(table.columns) == [first[:8], legacy[:8]]
+    assert table.loc["verdict"].tolist() == ["memorized", "not_memorized"]
+
+
+@pytest.mark.parametrize(
+    ("name", "tags", "what"),
+    [
+        ("train mlp ema-target", {}, r"\(named 'train mlp ema-target'\)"),
+        ("grid paper", {PROJECT_ENTRY_POINT_TAG: "grid"}, r"\(named 'grid paper', entry point 'grid'\)"),
+        ("calibrate k=100", {keys.TAG_PARENT_RUN: "f" * 32}, rf"\(named 'calibrate k=100', nested in run {'f' * 32}\)"),
+    ],
+)
+def test_compare_runs_refuses_a_run_that_is_not_an_audit_naming_what_it_is(store, name, tags, what):
+    audit = a_run("M1 · ema · ema-target v1", **{keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT})
+    other = a_run(name, **tags)
+    refusal = rf"expected runs of `ema audit`, got run {other} {what}, which is not an audit"
+    with pytest.raises(InputError, match=refusal):
+        compare_runs([audit, other])
+    refused = CliRunner().invoke(main, ["compare", audit, other])
+    assert refused.exit_code == 3 and "Traceback" not in refused.output
+    assert refused.output.startswith(f"Error: expected runs of `ema audit`, got run {other} ("), refused.output
+    assert "compare the audit runs `ema history --model NAME` lists" in refused.output
+
+
+def test_compare_runs_refuses_an_evaluation_run_naming_the_audit_it_mirrors(store):
+    audit = a_run("M1 · ema · ema-target v1", **{keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT})
+    mirror = a_run("evaluate", **{keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_AUDIT_RUN: audit})
+    with pytest.raises(InputError, match=rf"it mirrors the results of audit run {audit}: compare that one"):
+        compare_runs([mirror])
