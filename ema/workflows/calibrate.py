@@ -13,6 +13,7 @@ under it because someone audited with another k.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import ArraySet, class_count
 from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality, corruption_as_applied
 from ema.errors import InputError
+from ema.run_warnings import FOR_THE_RECORD
 from ema.signals import SIGNALS
 from ema.tracking import keys
 from ema.tracking.helper_cache import TrustedEntry, record_entry
@@ -46,6 +48,10 @@ from ema.workflows.target import Target, resolve_target
 CACHE_HIT, CACHE_MISS, CACHE_STALE = "hit", "miss", "stale"
 #: Longest reason kept in a stale tag.
 MAX_REASON = 400
+#: Rows of each class a calibration file should hold at least: the calibration model trains on one half of them and
+#: EMA's thresholds are picked on the other (one per class with ``--threshold-mode per-class``), so a class of fewer
+#: leaves each half at most a handful (even the demo's 50 + 50 per class make per-class thresholds noisy).
+MIN_CALIBRATION_PER_CLASS = 10
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,30 @@ class CalibrationOutcome:
     @property
     def version(self) -> RegisteredVersion:
         return self.entry.version
+
+
+def warn_small_classes(calibration: ArraySet, described: str) -> None:
+    """Warn, for the record, of the classes of a calibration set (``described`` in words) with fewer than
+    :data:`MIN_CALIBRATION_PER_CLASS` rows.
+
+    A calibration file without a class the model outputs is refused (the in-process engine); a class
+    of a few rows only warns: the audit still runs, and its record says how little the class rests on.
+    """
+    classes, counts = np.unique(calibration.y, return_counts=True)
+    small = [f"class {c}: {n}" for c, n in zip(classes, counts, strict=True) if n < MIN_CALIBRATION_PER_CLASS]
+    if small:
+        logging.getLogger(__name__).warning(
+            "%s: expected at least %d rows of each class, got fewer in %d of %d classes (%s): the calibration model "
+            "trains on one half of the set and EMA's thresholds are picked on the other (one per class with "
+            "--threshold-mode per-class), so such a class is barely learnt and its thresholds rest on a handful of "
+            "rows; give --calibration-file FILE with more of each class",
+            described,
+            MIN_CALIBRATION_PER_CLASS,
+            len(small),
+            classes.size,
+            ", ".join(small[:8]) + (f" and {len(small) - 8} more" if len(small) > 8 else ""),
+            extra=FOR_THE_RECORD,
+        )
 
 
 def calibration_halves(calibration: ArraySet, seed: int) -> tuple[ArraySet, ArraySet]:
@@ -139,6 +169,7 @@ class CalibrationPlan:
     ) -> CalibrationPlan:
         """The plan of ``target``'s calibration set, refused when ``like`` (an audit's query) is of another layout:
         a calibration model trained on the preset's digits would not take a colour model's or a table's inputs.
+        A class of fewer than :data:`MIN_CALIBRATION_PER_CLASS` rows is warned of (:func:`warn_small_classes`).
 
         Raises
         ------
@@ -152,6 +183,7 @@ class CalibrationPlan:
                 f"{target.describe_calibration()} ({clean.describe()}): give --calibration-file FILE with samples "
                 "like the query's, of every class the model outputs"
             )
+        warn_small_classes(clean, target.describe_calibration())
         cache_key = calibration_cache_key(target.require_recipe(), clean, k, cal_seed, corruption)
         cached = usable_entry(model_name, cache_key, target)
         return cls(

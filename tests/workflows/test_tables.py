@@ -319,6 +319,24 @@ def test_a_calibration_file_with_one_row_of_a_class_trains_a_calibration_model_o
     assert result.exit_code == 0, result.output
 
 
+def test_a_calibration_file_of_a_few_rows_per_class_is_warned_of_in_the_audits_record(tabular, tmp_path):
+    """Two rows of each class give a verdict (thresholds from one row a class in each half): said, not silent."""
+    model_uri, folder = tabular
+    calibration = pd.read_csv(folder / "calibration.csv")
+    calibration.groupby(LABEL).head(2).to_csv(tmp_path / "two_per_class.csv", index=False)
+    few = audit_file(model_uri, folder / "held_out.csv", tmp_path / "two_per_class.csv")
+    warned = [w for w in few.warnings if "rows of each class" in w]
+    assert warned == [
+        "calibration file two_per_class: expected at least 10 rows of each class, got fewer in 2 of 2 classes "
+        "(class 0: 2, class 1: 2): the calibration model trains on one half of the set and EMA's thresholds are "
+        "picked on the other (one per class with --threshold-mode per-class), so such a class is barely learnt and "
+        "its thresholds rest on a handful of rows; give --calibration-file FILE with more of each class"
+    ]
+    assert warned[0] in json.loads(mlflow.get_run(few.run_id).data.tags[keys.TAG_WARNINGS])
+    enough = audit_file(model_uri, folder / "held_out.csv", folder / "calibration.csv")
+    assert not any("rows of each class" in w for w in enough.warnings)
+
+
 def test_a_label_only_model_of_classes_3_and_7_is_audited_on_a_calibration_file_of_those_classes(tabular, tmp_path):
     _, folder = tabular
     splits = load_splits("breast-cancer", 0)
