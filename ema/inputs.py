@@ -3,7 +3,8 @@
 A labelled set stores its inputs as they come (:class:`ema.data.arrays.ArraySet`):
 
 - **images**: uint8 of shape (n, H, W) or (n, H, W, C), values 0-255, any size;
-- **tables**: numbers of shape (n, d), one column per named feature.
+- **tables**: shape (n, d), one column per named feature: numbers, or an object array when some
+  columns hold text (categories such as ``"north"``), which go to the model as text.
 
 :func:`to_model_inputs` turns them into what our own models take (images as float32
 (n, C, H, W) in [0, 1], as torchvision's ``ToTensor`` does; tables as float32), and
@@ -32,7 +33,8 @@ INPUT_KINDS = ("image", "table")
 
 
 def input_kind(x: np.ndarray) -> str:
-    """``"image"`` for uint8 (n, H, W) or (n, H, W, C), ``"table"`` for numbers of shape (n, d).
+    """``"image"`` for uint8 (n, H, W) or (n, H, W, C), ``"table"`` for numbers (or objects: text and numbers) of
+    shape (n, d).
 
     Raises
     ------
@@ -41,7 +43,7 @@ def input_kind(x: np.ndarray) -> str:
     """
     dtype = getattr(x, "dtype", None)
     shape = getattr(x, "shape", None)
-    if isinstance(x, np.ndarray) and dtype.kind in "uif" and x.ndim == 2:
+    if isinstance(x, np.ndarray) and dtype.kind in "uifO" and x.ndim == 2:
         return "table"
     if (
         isinstance(x, np.ndarray)
@@ -51,7 +53,8 @@ def input_kind(x: np.ndarray) -> str:
         return "image"
     raise InputError(
         "expected `x` as uint8 images of shape (n, height, width) or (n, height, width, channels), or a table of "
-        f"numbers of shape (n, features), got {dtype if dtype is not None else type(x).__name__} of shape {shape}"
+        f"numbers (or text) of shape (n, features), got {dtype if dtype is not None else type(x).__name__} of shape "
+        f"{shape}"
     )
 
 
@@ -59,9 +62,12 @@ def to_model_inputs(x: np.ndarray) -> np.ndarray:
     """What our own models take: images as float32 (n, C, H, W) in [0, 1], tables as float32 (n, d).
 
     Images are scaled as torchvision's ``ToTensor`` does, in one copy; float pixels already
-    of shape (n, C, H, W) pass unchanged.
+    of shape (n, C, H, W) pass unchanged; a table with text columns passes as it is (a
+    scikit-learn pipeline of the user's encodes them; our own recipes take numbers only).
     """
     x = np.asarray(x)
+    if x.dtype == object:
+        return x
     if x.dtype != np.uint8 or x.ndim == 2:
         return np.asarray(x, dtype=np.float32)
     channels_first = x[:, None, :, :] if x.ndim == 3 else x.transpose(0, 3, 1, 2)
@@ -72,6 +78,51 @@ def to_model_inputs(x: np.ndarray) -> np.ndarray:
 
 #: Input dtypes a model may declare for its pixels: integers get 0-255, floats get scaled pixels.
 INPUT_DTYPES = ("uint8", "int32", "int64", "float32", "float64")
+#: The dtype of a column of text in a column-based signature (MLflow's ``string``).
+TEXT_DTYPE = "str"
+
+
+def check_text_of_words(x: np.ndarray, names: Sequence[str], *, where: str, taker: str) -> None:
+    """Refuse a text column holding numbers among its words, for ``taker`` (a model, a recipe) that takes numbers
+    only: a column of numbers with a stray word ("unknown") is broken, not a category to leave out.
+
+    Raises
+    ------
+    InputError
+        Naming the first such column, the first cell that is not a number and its row.
+    """
+    for column in np.flatnonzero(text_columns(x)):
+        numbers = pd.to_numeric(pd.Series(x[:, column]), errors="coerce").notna().to_numpy()
+        if not numbers.any():
+            continue
+        row = int(np.argmin(numbers))
+        found = (
+            f"{int((~numbers).sum())} cell(s) of text among them, such as {x[row, column]!r} (data row {row}, counted "
+            "from 0)"
+            if not numbers.all()
+            else "a column read as text whose cells here are all numbers: another row of its file holds text"
+        )
+        raise InputError(
+            f"{where}: expected numbers in column {names[column]!r} ({taker} takes numbers), got {found}; correct "
+            "or remove the text (nothing is filled in)"
+        )
+
+
+def cells_as_text(x: np.ndarray) -> np.ndarray:
+    """A table with text columns as one array of text: its numbers as float64 text, so that 3 and 3.0 (an integer
+    column of a CSV, the same column read back from an ``.npz``) read alike."""
+    text = text_columns(x)
+    cells = np.empty(x.shape, dtype=object)
+    cells[:, text] = x[:, text]
+    cells[:, ~text] = x[:, ~text].astype(np.float64).astype(str)
+    return cells.astype(str)
+
+
+def text_columns(x: np.ndarray) -> np.ndarray:
+    """Which columns of a table hold text (its first row decides: a table's columns each hold one kind)."""
+    if x.dtype != object or len(x) == 0:
+        return np.zeros(x.shape[1], dtype=bool)
+    return np.array([isinstance(value, str) for value in x[0]], dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -90,7 +141,8 @@ class InputSpec:
         A column-based signature: a DataFrame with one column per feature (or pixel), named so.
     column_dtypes : tuple of str or None
         Each column's dtype, when a column-based signature mixes them (``dtype`` is then the
-        widest); None: every column has ``dtype``.
+        widest number, or :data:`TEXT_DTYPE` when every column holds text); None: every column
+        has ``dtype``. Only columns may hold text.
     tensor_name : str or None
         The name a tensor signature gives its input, if any (a Parquet request names its column so).
     """
@@ -102,9 +154,10 @@ class InputSpec:
     tensor_name: str | None = None
 
     def __post_init__(self) -> None:
+        allowed = INPUT_DTYPES if self.columns is None else (*INPUT_DTYPES, TEXT_DTYPE)
         for dtype in (self.dtype, *(self.column_dtypes or ())):
-            if dtype not in INPUT_DTYPES:
-                raise InputError(f"expected model inputs of a dtype in {INPUT_DTYPES}, got {dtype!r}")
+            if dtype not in allowed:
+                raise InputError(f"expected model inputs of a dtype in {allowed}, got {dtype!r}")
         if self.column_dtypes is not None and (self.columns is None or len(self.column_dtypes) != len(self.columns)):
             raise InputError(
                 f"expected one dtype per declared column, got {self.column_dtypes!r} for columns {self.columns!r}"
@@ -120,6 +173,12 @@ class InputSpec:
     @property
     def takes_integers(self) -> bool:
         return np.dtype(self.dtype).kind in "iu"
+
+    def declared_text(self) -> np.ndarray:
+        """Which declared columns take text (none for a tensor)."""
+        if self.columns is None:
+            return np.zeros(0, dtype=bool)
+        return np.array([dtype == TEXT_DTYPE for dtype in self.column_dtypes or (self.dtype,) * len(self.columns)])
 
     def describe(self) -> str:
         """In a few words, for messages and tags: ``float64 (-1, 784)``, ``784 float64 columns``."""
@@ -150,23 +209,34 @@ def prepare_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) ->
     else:
         inputs = _image_inputs(x, transform, spec)
     if spec.columns is not None:
-        frame = pd.DataFrame(inputs, columns=list(spec.columns))
-        if spec.column_dtypes is not None:
-            _check_whole_columns(inputs, spec)
-            frame = frame.astype(dict(zip(spec.columns, spec.column_dtypes, strict=True)))
-        return frame
+        return _typed_frame(inputs, spec)
     return inputs
+
+
+def _typed_frame(inputs: np.ndarray, spec: InputSpec) -> pd.DataFrame:
+    """A table's inputs as a DataFrame of the declared columns, each cast to its declared dtype (text stays text)."""
+    frame = pd.DataFrame(inputs, columns=list(spec.columns))
+    if spec.column_dtypes is None and inputs.dtype != object:
+        return frame
+    dtypes = spec.column_dtypes or (spec.dtype,) * len(spec.columns)
+    numeric = ~spec.declared_text()
+    if spec.column_dtypes is not None:
+        _check_whole_columns(inputs[:, numeric].astype(np.float64) if inputs.dtype == object else inputs, spec)
+    casts = {name: dtype for name, dtype, number in zip(spec.columns, dtypes, numeric, strict=True) if number}
+    return frame.astype(casts)
 
 
 def _check_whole_columns(values: np.ndarray, spec: InputSpec) -> None:
     """Refuse fractional values in a column the signature declares integer: the cast would cut them off silently."""
-    integer = np.flatnonzero([np.dtype(dtype).kind in "iu" for dtype in spec.column_dtypes])
+    numeric = [dtype for dtype in spec.column_dtypes if dtype != TEXT_DTYPE]  # ``values`` holds these columns
+    names = [name for name, dtype in zip(spec.columns, spec.column_dtypes, strict=True) if dtype != TEXT_DTYPE]
+    integer = np.flatnonzero([np.dtype(dtype).kind in "iu" for dtype in numeric])
     if values.dtype.kind != "f" or integer.size == 0:
         return
     fractional = values[:, integer] != np.rint(values[:, integer])
     if fractional.any():
         row, column = np.argwhere(fractional)[0]
-        name, dtype = spec.columns[integer[column]], spec.column_dtypes[integer[column]]
+        name, dtype = names[integer[column]], numeric[integer[column]]
         raise InputError(
             f"expected whole numbers in column {name!r} (the model's signature declares {dtype}), got "
             f"values such as {values[row, integer[column]]:g}: give the values the model was trained on"
@@ -174,16 +244,25 @@ def _check_whole_columns(values: np.ndarray, spec: InputSpec) -> None:
 
 
 def _table_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> np.ndarray:
+    if spec.shape is not None and spec.shape[1:] != x.shape[1:]:
+        raise InputError(
+            f"expected {spec.shape[1]} features for the model's declared inputs {spec.describe()}, got a table of "
+            f"{x.shape[1]} columns"
+        )
+    if x.dtype == object and not text_columns(x).any():  # its text columns left out: numbers
+        x = x.astype(np.float64)
+    if x.dtype == object:  # text columns: sent as they are, checked against the declared ones by the oracle
+        if not transform.is_identity:
+            raise InputError(
+                f"expected no input scaling for a table with text columns, got {transform.describe()}: text cannot be "
+                "scaled; leave out --input-scale and --normalize"
+            )
+        return x
     values = transform.apply(x) if not transform.is_identity else x
     if spec.takes_integers and values.dtype.kind == "f" and not np.array_equal(values, np.rint(values)):
         raise InputError(
             f"expected whole numbers for a model that takes {spec.describe()}, got fractional values "
             "(give the model a signature of float columns, or --input-dtype float64)"
-        )
-    if spec.shape is not None and spec.shape[1:] != values.shape[1:]:
-        raise InputError(
-            f"expected {spec.shape[1]} features for the model's declared inputs {spec.describe()}, got a table of "
-            f"{values.shape[1]} columns"
         )
     return np.ascontiguousarray(values, dtype=spec.dtype)
 

@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from ema.errors import InputError
-from ema.inputs import input_kind, listed_names, to_model_inputs
+from ema.inputs import cells_as_text, input_kind, listed_names, to_model_inputs
 
 #: The embedded data's images are square, IMAGE_SIZE pixels a side: (n, 28, 28) uint8 as stored.
 IMAGE_SIZE = 28
@@ -32,10 +32,11 @@ def class_count(labels: np.ndarray) -> int:
 
 
 def fingerprint(*arrays: np.ndarray) -> str:
-    """A short content hash of arrays (their dtype, shape and bytes), stable across runs."""
+    """A short content hash of arrays (their dtype, shape and bytes; a table with text columns as
+    :func:`~ema.inputs.cells_as_text`), stable across runs."""
     digest = hashlib.sha256()
     for array in arrays:
-        array = np.ascontiguousarray(array)
+        array = np.ascontiguousarray(cells_as_text(array) if array.dtype == object else array)
         digest.update(f"{array.dtype.str}{array.shape}".encode())
         digest.update(array.reshape(-1).view(np.uint8))  # the array's own bytes, not a copy
     return digest.hexdigest()[:FINGERPRINT_LENGTH]

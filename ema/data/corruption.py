@@ -19,6 +19,7 @@ from scipy import ndimage
 
 from ema.data.arrays import ArraySet
 from ema.errors import InputError
+from ema.inputs import text_columns
 from ema.validation import check_choice
 
 #: Standard deviation of the Gaussian noise, in units of the 0-255 pixel range.
@@ -48,12 +49,18 @@ def add_table_noise(
 
 
 def corrupt_table_rows(data: ArraySet, k: int, seed: int, name: str) -> ArraySet:
-    """The table with (100 - k)% of its rows, chosen with ``seed``, given :func:`add_table_noise`."""
+    """The table with (100 - k)% of its rows, chosen with ``seed``, given :func:`add_table_noise` on their numbers (a
+    text column, a category, is left as it is)."""
     rng = np.random.default_rng(seed)
     n = len(data)
     chosen = rng.permutation(n)[: round(n * (100 - k) / 100)]
-    x = data.x.astype(np.float64)
-    x[chosen] = add_table_noise(x[chosen], x.std(axis=0), rng)
+    numbers = ~text_columns(data.x)
+    values = data.x[:, numbers].astype(np.float64)
+    values[chosen] = add_table_noise(values[chosen], values.std(axis=0), rng)
+    if numbers.all():
+        return replace(data, name=name, x=values)
+    x = data.x.copy()
+    x[:, numbers] = values
     return replace(data, name=name, x=x)
 
 

@@ -25,11 +25,12 @@ from ema.data.arrays import ArraySet
 from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
 from ema.data.tables import DEFAULT_LABEL_COLUMN, TABLE_SUFFIXES, check_finite_cells, read_feature_table
 from ema.errors import InputError
-from ema.inputs import IMAGE_CHANNELS
+from ema.inputs import IMAGE_CHANNELS, text_columns
 
 REQUIRED_ARRAYS = ("x", "y")
-#: Positions in the source (0..n-1 when a file leaves it out); a table's column names.
-OPTIONAL_ARRAYS = ("index", "features")
+#: Positions in the source (0..n-1 when a file leaves it out); a table's column names; a table's text columns
+#: (``text``: their cells as strings, (N, k); ``text_columns``: their positions in ``x``, whose cells there are 0).
+OPTIONAL_ARRAYS = ("index", "features", "text", "text_columns")
 #: How files start: a zip archive (an .npz; an empty archive), a single .npy array, a pickle.
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 NPY_MAGIC = b"\x93NUMPY"
@@ -61,7 +62,7 @@ def write_set(data: ArraySet, path: Path, *, overwrite: bool = True) -> Path:
     try:
         with partial.open("xb") as handle:
             features = {} if data.features is None else {"features": np.array(data.features, dtype=str)}
-            np.savez_compressed(handle, x=data.x, y=data.y, index=data.index, **features)
+            np.savez_compressed(handle, y=data.y, index=data.index, **features, **_input_arrays(data.x))
         if overwrite:
             os.replace(partial, path)
         else:
@@ -69,6 +70,32 @@ def write_set(data: ArraySet, path: Path, *, overwrite: bool = True) -> Path:
     finally:
         partial.unlink(missing_ok=True)
     return path
+
+
+def _input_arrays(x: np.ndarray) -> dict[str, np.ndarray]:
+    """A set's inputs as ``.npz`` arrays without pickled objects: ``x``, and a table's text apart (see
+    :data:`OPTIONAL_ARRAYS`)."""
+    text = text_columns(x)
+    if not text.any():
+        return {"x": x}
+    numbers = np.zeros(x.shape, dtype=np.float64)
+    numbers[:, ~text] = x[:, ~text]
+    return {"x": numbers, "text": x[:, text].astype(str), "text_columns": np.flatnonzero(text)}
+
+
+def _with_text(arrays: dict[str, np.ndarray], *, where: str) -> np.ndarray:
+    """``x`` with a table's text columns put back (an object array), as :func:`_input_arrays` set them apart."""
+    if "text" not in arrays:
+        return arrays["x"]
+    positions, width = arrays["text_columns"], arrays["x"].shape[1]
+    if len(np.unique(positions)) != len(positions) or not ((positions >= 0) & (positions < width)).all():
+        raise InputError(
+            f"{where}: expected `text_columns` as distinct columns of `x` (0..{width - 1}), got "
+            f"{positions.tolist()[:8]}"
+        )
+    x = arrays["x"].astype(object)
+    x[:, positions] = arrays["text"].astype(object)
+    return x
 
 
 def _publish_new(partial: Path, path: Path) -> None:
@@ -160,7 +187,7 @@ def read_npz(path: Path, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
     features = tuple(arrays["features"].tolist()) if "features" in arrays else None
     if arrays["x"].dtype.kind == "f":
         check_finite_cells(arrays["x"], features, where=str(path))
-    return ArraySet(path.stem, arrays["x"], arrays["y"].astype(np.int64), index, features)
+    return ArraySet(path.stem, _with_text(arrays, where=str(path)), arrays["y"].astype(np.int64), index, features)
 
 
 def _describe_start(head: bytes) -> str:
@@ -220,6 +247,17 @@ def _check_declared(declared: dict, path: Path) -> None:
             raise InputError(
                 f"{path}: expected `{name}` as integers of shape ({shape[0]},), got {other_dtype} of shape "
                 f"{other_shape}"
+            )
+    if ("text" in declared) != ("text_columns" in declared):
+        raise InputError(f"{path}: expected `text` and `text_columns` together (a table's text columns), got one")
+    if "text" in declared:
+        (text_shape, text_dtype), (where_shape, where_dtype) = declared["text"], declared["text_columns"]
+        fits = text_shape == (shape[0], *where_shape)
+        if not is_table or text_dtype.kind != "U" or where_dtype.kind not in "iu" or not fits:
+            raise InputError(
+                f"{path}: expected `text` as strings of shape ({shape[0]}, k) and `text_columns` as k integers (the "
+                f"columns of a table `x` they fill), got {text_dtype} of shape {text_shape} and {where_dtype} of "
+                f"shape {where_shape}"
             )
     if "features" in declared:
         names_shape, names_dtype = declared["features"]

@@ -40,7 +40,7 @@ def set_from_frame(
         One row per sample. ``kind="image"``: either 784 (28 x 28) numeric columns in row-major
         pixel order, or a single column whose cells are images (arrays of shape (H, W) or
         (H, W, C), any size; or 784 values); pixel values are integers 0-255, as query files store
-        them. ``kind="table"``: one numeric column per feature, kept with its name.
+        them. ``kind="table"``: one column per feature (numbers, or text), kept with its name.
     labels : array-like of shape (n,)
         Integer class labels.
     name : str
@@ -60,7 +60,7 @@ def set_from_frame(
     InputError
         If the table has more than ``max_images`` rows, or no rows; for images, another number of
         pixel columns, cells of different shapes, non-numeric or fractional pixels, pixels outside
-        0-255; for tables, a non-numeric or missing value; labels that are not integers.
+        0-255; for tables, a missing value or a column of numbers and text mixed; labels that are not integers.
 
     Examples
     --------
@@ -116,7 +116,10 @@ def _numbers(values: np.ndarray) -> np.ndarray:
     try:
         return np.asarray(values, dtype=float)
     except (TypeError, ValueError) as exc:
-        raise InputError(f"expected numeric pixel columns, got values that are not numbers ({exc})") from exc
+        raise InputError(
+            f"expected numeric pixel columns, got values that are not numbers ({exc}); for a table of features "
+            "(numbers or text), pass evaluator_config={'ema': {'kind': 'table'}}"
+        ) from exc
 
 
 def _as_uint8(pixels: np.ndarray) -> np.ndarray:

@@ -279,13 +279,13 @@ def _check_feature_columns(types: dict[str, object], *, where: str, label_column
     not_numbers = [
         name
         for name, kind in types.items()
-        if not (_is_integer(kind) if name in (label_column, INDEX_COLUMN) else _is_number(kind))
+        if not (_is_integer(kind) if name in (label_column, INDEX_COLUMN) else _is_number(kind) or _is_text(kind))
     ]
     if not_numbers:
         raise InputError(
-            f"{where}: expected numbers in every column of a table of features (integers in {label_column!r} and "
-            f"{INDEX_COLUMN!r}), got {listed_names([f'{n} ({types[n]})' for n in not_numbers])}; encode them as "
-            "numbers first, or name an image table's image column `pixels`"
+            f"{where}: expected numbers or text in every column of a table of features (integers in "
+            f"{label_column!r} and {INDEX_COLUMN!r}), got {listed_names([f'{n} ({types[n]})' for n in not_numbers])}; "
+            "encode them as numbers or text first, or name an image table's image column `pixels`"
         )
 
 
@@ -299,6 +299,12 @@ def _is_number(kind: object) -> bool:
     if isinstance(kind, pa.DataType):
         return pa.types.is_integer(kind) or pa.types.is_floating(kind)
     return str(kind) in SPARK_NUMBER_TYPES
+
+
+def _is_text(kind: object) -> bool:
+    if isinstance(kind, pa.DataType):
+        return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    return str(kind) == "string"
 
 
 def _is_binary(kind: object) -> bool:

@@ -1,14 +1,14 @@
 """Feature tables from users: ``.csv`` and ``.parquet`` files, one row per sample, one column per feature.
 
 The label column is named by ``--label-column`` (default ``label``); an ``index`` column, if
-present, gives each row's position in its source. Every other column is a feature and must
-hold numbers, with no missing values: a model is audited on exactly the values it is given, so
-nothing is filled in or dropped silently. The row count is bounded before the rows are read.
+present, gives each row's position in its source. Every other column is a feature and holds
+numbers or text (categories, which go to a model that declares them text), with no missing
+values: a model is audited on exactly the values it is given, so nothing is filled in or
+dropped silently. The row count is bounded before the rows are read.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,6 @@ from ema.data.arrays import ArraySet
 from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
 from ema.errors import InputError
 from ema.inputs import listed_names
-from ema.run_warnings import FOR_THE_RECORD
 
 #: The label column unless ``--label-column`` names another.
 DEFAULT_LABEL_COLUMN = "label"
@@ -66,13 +65,6 @@ def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_
         whole_numbers(frame[INDEX_COLUMN], INDEX_COLUMN, where) if positions else np.arange(len(frame), dtype=np.int64)
     )
     features = frame.drop(columns=[label_column, *([INDEX_COLUMN] if positions else [])])
-    text = [str(c) for c in features.columns if _is_text(features[c])]
-    if text and len(text) < features.shape[1]:  # IDs, names, notes: the audit sends numbers only
-        logging.getLogger(__name__).warning(
-            "%s: %d column(s) of text left out, as the audit sends a model numbers only: %s", where, len(text),
-            listed_names(text), extra=FOR_THE_RECORD,
-        )  # fmt: skip
-        features = features.drop(columns=text)
     return ArraySet(name, feature_matrix(features, where=where), labels, index, tuple(map(str, features.columns)))
 
 
@@ -115,18 +107,48 @@ def check_distinct_columns(names: list[object], *, where: str) -> None:
 
 
 def feature_matrix(features: pd.DataFrame, *, where: str) -> np.ndarray:
-    """A frame's feature columns as one array: integers if all are, else float64; refused if not all finite numbers."""
+    """A frame's feature columns as one array: integers if all are, else float64; with text columns (see
+    :func:`text_column`), an object array of their text and the other columns' numbers. Refused unless every
+    cell is a finite number or text."""
     if features.shape[1] == 0:
         raise InputError(f"{where}: expected at least one feature column beside the label, got none")
-    not_numeric = [str(c) for c, kind in features.dtypes.items() if not _is_number_column(kind)]
+    text = [_is_text_column(features[c]) for c in features.columns]
+    not_numeric = [str(c) for (c, kind), t in zip(features.dtypes.items(), text, strict=True)
+                   if not t and not _is_number_column(kind)]  # fmt: skip
     if not_numeric:
         raise InputError(
-            f"{where}: expected numbers in every feature column, got other values in {listed_names(not_numeric)}; "
-            "encode them as numbers first"
+            f"{where}: expected numbers or text in every feature column, got other values in "
+            f"{listed_names(not_numeric)}; encode them as numbers or text first"
         )
-    values = features.to_numpy(dtype=np.float64 if (features.dtypes.map(lambda t: t.kind) == "f").any() else None)
-    check_finite_cells(values, tuple(map(str, features.columns)), where=where)
-    return values
+    numbers = features.loc[:, [not t for t in text]]
+    values = numbers.to_numpy(dtype=np.float64 if (numbers.dtypes.map(lambda t: t.kind) == "f").any() else None)
+    check_finite_cells(values, tuple(map(str, numbers.columns)), where=where)
+    if not any(text):
+        return values
+    table = np.empty(features.shape, dtype=object)
+    table[:, np.logical_not(text)] = values
+    for position in np.flatnonzero(text):
+        table[:, position] = text_column(features.iloc[:, position], where=where)
+    return table
+
+
+def text_column(column: pd.Series, *, where: str) -> np.ndarray:
+    """A column of text (categories) as an object array of str, refused if a cell is missing or not text."""
+    missing = column.isna().to_numpy()
+    odd = ~missing & ~column.map(lambda value: isinstance(value, str)).to_numpy(dtype=bool)
+    for bad, what in ((missing, "missing"), (odd, "not text")):
+        if bad.any():
+            raise InputError(
+                f"{where}: expected text in every cell of column {str(column.name)!r}, got {int(bad.sum())} {what} "
+                f"(first at data row {int(np.argmax(bad))}, counted from 0: {column.iloc[int(np.argmax(bad))]!r}); "
+                "nothing is filled in"
+            )
+    return column.to_numpy(dtype=object)
+
+
+def _is_text_column(column: pd.Series) -> bool:
+    """A column read as text (pandas' object or string dtype): categories, IDs, or numbers with some text."""
+    return pd.api.types.is_string_dtype(column.dtype) or pd.api.types.is_object_dtype(column.dtype)
 
 
 def check_finite_cells(values: np.ndarray, columns: tuple[str, ...] | None, *, where: str) -> None:

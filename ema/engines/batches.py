@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ema.auditors.ema import EMAAuditor
+from ema.data.arrays import ArraySet
 from ema.data.parquet import LEGACY_IMAGE_SHAPE, images_from_bytes
 from ema.data.sources.images import fit_square_images
 from ema.data.tables import feature_matrix
@@ -60,7 +61,11 @@ class AuditBatch:
     def __call__(self, frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         oracle = self.oracle()
         for frame in frames:
-            proba = oracle.predict(self.inputs(frame)).with_classes(self.n_classes).proba
             labels = frame["label"].to_numpy(dtype=np.int64)
+            inputs = self.inputs(frame)
+            if self.features is not None:  # a table: its text columns matched to the model's, as in-process
+                index = frame["index"].to_numpy(dtype=np.int64)
+                inputs = ArraySet(self.where, inputs, labels, index, self.features)
+            proba = oracle.predict(inputs).with_classes(self.n_classes).proba
             samples = self.auditor.flag(proba, labels)
             yield pd.DataFrame({"index": frame["index"].to_numpy(dtype=np.int64), "label": labels, **samples.columns()})

@@ -13,6 +13,7 @@ from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, align_columns, prepare_inputs
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, looks_like_probabilities, numeric_outputs
+from ema.oracle.text_columns import text_as_declared, without_text
 from ema.run_warnings import FOR_THE_RECORD
 from ema.validation import check_choice, check_positive_int
 
@@ -132,9 +133,14 @@ class Oracle:
             return data.x
         x, extra = align_columns(data.x, data.features, self.input_spec, where=data.name)
         log_left_out(data.name, extra)
-        if self.owner_column_order and self.input_spec.columns is None and data.features not in self._warned_orders:
-            self._warned_orders.add(data.features)
-            log_by_position(data.name, data.features)
+        features = self.input_spec.columns or data.features
+        if self.input_spec.columns is not None:
+            x = text_as_declared(x, self.input_spec, where=data.name)
+        elif self.owner_column_order:  # not a helper of ours, trained on the query's layout, text included
+            x, features = without_text(x, data.features, where=data.name)
+        if self.owner_column_order and self.input_spec.columns is None and features not in self._warned_orders:
+            self._warned_orders.add(features)
+            log_by_position(data.name, features)
         return x
 
     def _scored_batches(self, pixels: np.ndarray, starts: range) -> Iterator[np.ndarray]:

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from ema.errors import EXTRA_OF_MODULE, EMAError, InputError, MissingDependencyError, ModelAccessError, pip_command
-from ema.inputs import INPUT_DTYPES, InputSpec
+from ema.inputs import INPUT_DTYPES, TEXT_DTYPE, InputSpec
 from ema.validation import redact_url
 
 
@@ -58,16 +58,20 @@ def _tensor_spec(shape: tuple[int, ...], dtype: str, name: str | None = None) ->
 
 
 def _column_spec(columns: tuple[str, ...], dtypes: tuple[str, ...]) -> InputSpec:
-    """One column per feature (or pixel), each of a numeric dtype; mixed dtypes (a table's int and float
-    columns) are kept per column, so that integers reach the model as integers."""
-    if any(dtype not in INPUT_DTYPES for dtype in dtypes):
+    """One column per feature (or pixel), each of a numeric dtype or text; mixed dtypes (a table's int and float
+    columns, its categories as text) are kept per column, so that integers reach the model as integers."""
+    dtypes = tuple(TEXT_DTYPE if np.dtype(dtype).kind in "OUS" else dtype for dtype in dtypes)
+    known = (*INPUT_DTYPES, TEXT_DTYPE)
+    odd = [(name, dtype) for name, dtype in zip(columns, dtypes, strict=True) if dtype not in known]
+    if odd:
         raise InputError(
-            f"expected a column-based signature of numeric columns, each of a dtype in {INPUT_DTYPES}, got "
-            f"{len(columns)} columns of dtypes {sorted(set(dtypes))}"
+            f"expected a column-based signature of numeric or text columns (dtypes {(*INPUT_DTYPES, 'string')}), got "
+            f"{len(odd)} of another type: {', '.join(f'{name!r} ({dtype})' for name, dtype in odd[:5])}"
         )
     if len(set(dtypes)) == 1:
         return InputSpec(dtype=dtypes[0], columns=columns)
-    return InputSpec(dtype=str(np.result_type(*dtypes)), columns=columns, column_dtypes=dtypes)
+    numbers = [dtype for dtype in dtypes if dtype != TEXT_DTYPE]
+    return InputSpec(dtype=str(np.result_type(*numbers)), columns=columns, column_dtypes=dtypes)
 
 
 #: Schemes of a scoring server's URL, which ``--model-url`` takes, not ``--model``.

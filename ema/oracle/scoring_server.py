@@ -18,7 +18,7 @@ import pandas as pd
 
 from ema.data.arrays import ArraySet
 from ema.errors import InputError, ModelAccessError
-from ema.inputs import InputSpec
+from ema.inputs import TEXT_DTYPE, InputSpec, text_columns
 from ema.oracle.base import Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
@@ -146,8 +146,11 @@ class HttpOracle(Oracle):
         column as integers where the whole set's values are whole (a signature's integer columns need them, its
         float ones take them)."""
         if self.table_names and data.kind == "table" and (self.input_spec.columns is None or self._named_here):
-            whole = np.all(data.x == np.rint(data.x), axis=0) & np.all(np.abs(data.x) < 2**53, axis=0)
-            dtypes = tuple("int64" if column else "float64" for column in whole)
+            text = text_columns(data.x)
+            numbers = data.x[:, ~text].astype(np.float64)
+            whole = np.ones(len(text), dtype=bool)
+            whole[~text] = np.all(numbers == np.rint(numbers), axis=0) & np.all(np.abs(numbers) < 2**53, axis=0)
+            dtypes = tuple(TEXT_DTYPE if t else "int64" if w else "float64" for t, w in zip(text, whole, strict=True))
             self.input_spec = InputSpec(dtype="float64", columns=data.features, column_dtypes=dtypes)
             self._named_here = True
         return super()._inputs_of(data)

@@ -80,9 +80,12 @@ def json_array(values: np.ndarray) -> str:
 
 
 def _value_texts(values: np.ndarray) -> np.ndarray:
-    """Each value as JSON text, in an array of ``values``' shape: integers as they are, floats as described above."""
+    """Each value as JSON text, in an array of ``values``' shape: integers as they are, floats as described above,
+    text (a table's text column) as JSON strings."""
     if values.dtype.kind in "iu":
         return values.astype(str)
+    if values.dtype == object:
+        return np.array([json.dumps(str(value)) for value in values.reshape(-1)]).reshape(values.shape)
     floats = values if values.dtype in (np.float32, np.float64) else values.astype(np.float64)
     distinct, inverse = np.unique(floats, return_inverse=True)
     table = np.array([np.format_float_positional(v, unique=True, trim="0") for v in distinct])

@@ -101,7 +101,7 @@ class AuditEvaluator(ModelEvaluator):
             On a bad config (refused first, by :meth:`checked_config`), without a model (static
             predictions cannot be audited: the audit queries the model itself), when the model's
             registered version cannot be told, on a table that is not images (or, with the config's
-            ``kind="table"``, numeric features) with integer labels, or one of more rows than the
+            ``kind="table"``, features of numbers or text) with integer labels, or one of more rows than the
             config's ``max_query``. Refused for good: fix the call.
         ModelAccessError, StoreBusyError
             When the model could not be loaded or scored, or the tracking store stayed busy

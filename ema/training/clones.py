@@ -96,6 +96,12 @@ class SklearnCloneRecipe:
             **({"columns": short_hash(json.dumps(list(self.columns)))} if self.columns else {}),
         }
 
+    @property
+    def takes_text(self) -> bool:
+        """Whether the clone is fitted on a table's text columns: only where the target names its columns (a
+        signature that declares some text); a target that names none takes numbers, and so does its clone."""
+        return self.columns is not None
+
     def check_cloneable(self) -> None:
         """Refuse a template whose clone could not be saved; warn for each class whose clone would keep no settings.
 
@@ -142,7 +148,7 @@ class SklearnCloneRecipe:
         self.check_cloneable()
         name = class_name(type(self.template))
         try:  # the estimator's own code runs here, whatever it raises
-            classifier = SklearnClassifier(clone(self.template), self.transform, self.columns)
+            classifier = SklearnClassifier(clone(self.template), self.transform, self.columns, self.takes_text)
             classifier.estimator.fit(classifier.features(pixels), labels)
         except Exception as exc:
             raise InputError(

@@ -104,7 +104,9 @@ def load_helper(
     estimator = load_skops(folder / SKOPS_FILE, TRUSTED_SKLEARN_TYPES | extra)
     if type(estimator) is not expected:
         raise HelperLoadError(f"expected a fitted {expected.__name__} in {folder}, got {type(estimator).__name__}")
-    return SklearnClassifier(estimator, recipe.transform, getattr(recipe, "columns", None))
+    if isinstance(recipe, SklearnCloneRecipe):
+        return SklearnClassifier(estimator, recipe.transform, recipe.columns, recipe.takes_text)
+    return SklearnClassifier(estimator, recipe.transform, takes_text=False)  # our recipes take numbers
 
 
 def sklearn_types(estimator: object) -> frozenset[str]:

@@ -25,6 +25,7 @@ from checked data and trains them.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +34,9 @@ from typing import Protocol
 import numpy as np
 
 from ema.errors import InputError
-from ema.inputs import InputTransform
+from ema.inputs import InputTransform, check_text_of_words, listed_names, text_columns
 from ema.limits import interruptible
+from ema.run_warnings import FOR_THE_RECORD
 from ema.training.allow_list import (
     check_input_fields,
     check_sklearn_params,
@@ -98,8 +100,22 @@ class TorchRecipe:
         n_classes: int | None = None,
     ) -> Classifier:
         """Train the architecture on ``pixels`` (scaled by the transform) and ``labels``, on ``device``, with
-        ``n_classes`` outputs (None: one per class of ``labels``, :func:`~ema.data.arrays.class_count`)."""
+        ``n_classes`` outputs (None: one per class of ``labels``, :func:`~ema.data.arrays.class_count`).
+
+        Raises
+        ------
+        InputError
+            For a table with text columns: a network takes numbers.
+        """
         from ema.training.fit import TorchClassifier, fit
+
+        text = np.flatnonzero(text_columns(pixels))
+        if text.size:
+            raise InputError(
+                f"expected numbers for a torch recipe ({self.spec.arch}), got a table with text columns "
+                f"{listed_names(text.astype(str).tolist())} (by position): encode them as numbers, or train a "
+                "scikit-learn recipe, whose text columns are left out"
+            )
 
         return TorchClassifier(
             fit(
@@ -198,11 +214,12 @@ class SklearnRecipe:
             If the command's ``--timeout`` passes while it trains.
         """
         estimator = self.build()
+        pixels, columns = numbers_only(pixels, columns, what=self.estimator)
         n_features = math.prod(pixels.shape[1:])
         check_size(sklearn_size(estimator, len(pixels), n_features, len(np.unique(labels))))
         try:
             with interruptible(f"train {self.estimator}"):
-                classifier = SklearnClassifier(estimator, self.transform, columns)
+                classifier = SklearnClassifier(estimator, self.transform, columns, takes_text=False)
                 estimator = estimator.fit(classifier.features(pixels), labels)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
@@ -213,14 +230,27 @@ class SklearnRecipe:
 
 @dataclass(frozen=True)
 class SklearnClassifier:
-    """A fitted scikit-learn estimator, the transform of its inputs, and the column names it was fitted on (tables)."""
+    """A fitted scikit-learn estimator, the transform of its inputs, and the column names it was fitted on (tables).
+
+    ``takes_text``: whether it was fitted on a table's text columns too (a clone of the user's
+    pipeline, which encodes them), or on its numbers alone (our own recipes: the text columns of
+    what it scores are left out, as they were when it was trained).
+    """
 
     estimator: object
     transform: InputTransform
     columns: tuple[str, ...] | None = None
+    takes_text: bool = True
 
     def features(self, pixels: np.ndarray):
-        """What the estimator takes: flattened, transformed inputs; a DataFrame of ``columns`` when it has names."""
+        """What the estimator takes: flattened, transformed inputs; a DataFrame of ``columns`` when it has names
+        (a table's text columns in it as text, its numbers as numbers)."""
+        if pixels.dtype == object and not self.takes_text:
+            pixels = pixels[:, ~text_columns(pixels)].astype(np.float64)
+        if pixels.dtype == object:  # a table with text: not scaled (the transform is the identity for tables)
+            import pandas as pd
+
+            return pd.DataFrame(pixels, columns=list(self.columns or range(pixels.shape[1]))).infer_objects()
         flat = flatten(self.transform.apply(pixels))
         if self.columns is None:
             return flat
@@ -230,6 +260,37 @@ class SklearnClassifier:
 
     def predict_proba(self, pixels: np.ndarray) -> np.ndarray:
         return self.estimator.predict_proba(self.features(pixels))
+
+
+def numbers_only(
+    pixels: np.ndarray, columns: tuple[str, ...] | None, *, what: str
+) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """A table's numeric columns (and their names), for a recipe of ours that takes numbers; the text columns left
+    out are logged for the record. Images and tables without text pass unchanged.
+
+    Raises
+    ------
+    InputError
+        If every column holds text.
+    """
+    text = text_columns(pixels)
+    if not text.any():
+        return pixels, columns
+    names = [str(name) for name in columns] if columns is not None else [f"number {i}" for i in range(len(text))]
+    check_text_of_words(pixels, names, where="the training table", taker=what)
+    if text.all():
+        raise InputError(
+            f"expected numeric columns for {what}, got only text ({listed_names(names)}): encode them as numbers"
+        )
+    logging.getLogger(__name__).warning(
+        "%d column(s) of text left out of the %s trained here, as it takes numbers: %s",
+        int(text.sum()), what, listed_names([name for name, t in zip(names, text, strict=True) if t]),
+        extra=FOR_THE_RECORD,
+    )  # fmt: skip
+    kept = ~text
+    return pixels[:, kept].astype(np.float64), (
+        None if columns is None else tuple(name for name, k in zip(columns, kept, strict=True) if k)
+    )
 
 
 def proba_over_classes(classifier: Classifier, pixels: np.ndarray, n_classes: int) -> np.ndarray:

@@ -33,6 +33,7 @@ from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import EMAError, InputError
+from ema.inputs import cells_as_text
 from ema.tracking import keys
 from ema.tracking.registry import resolve_version
 from ema.tracking.runs import MissingArtifact, download_artifact, training_dataset_files
@@ -47,17 +48,28 @@ class Reference:
     description: str
 
 
-def _row_keys(data: ArraySet, dtype: np.dtype | None = None) -> np.ndarray:
+def _row_keys(data: ArraySet, dtype: np.dtype) -> np.ndarray:
     """One opaque key per sample (its input's bytes as ``dtype``, image or table row, and label), comparable with
-    ``np.isin`` between sets keyed with the same ``dtype``."""
-    pixels = np.ascontiguousarray(data.x, dtype=dtype).reshape(len(data), -1).view(np.uint8)
+    ``np.isin`` between sets keyed with the same ``dtype`` (text, for tables with text columns: see
+    :func:`without_query`)."""
+    inputs = cells_as_text(data.x) if dtype.kind == "U" else data.x
+    pixels = np.ascontiguousarray(inputs, dtype=dtype).reshape(len(data), -1).view(np.uint8)
     rows = np.concatenate([pixels, data.y.astype("<i8").view(np.uint8).reshape(len(data), -1)], axis=1)
     return rows.view(np.dtype((np.void, rows.shape[1]))).ravel()
 
 
+def _key_dtype(*sets: ArraySet) -> np.dtype:
+    """The dtype in which samples of ``sets`` compare: their inputs' common one, or text of one width when a table
+    holds text."""
+    inputs = [data.x for data in sets]
+    if any(x.dtype == object for x in inputs):  # text and numbers: every cell as text
+        inputs = [cells_as_text(x) for x in inputs]
+    return np.result_type(*inputs)
+
+
 def without_query(pool: ArraySet, query: ArraySet) -> ArraySet:
     """``pool`` minus every sample that also stands in ``query`` (same image or row, whatever its dtype, and label)."""
-    dtype = np.result_type(pool.x, query.x)
+    dtype = _key_dtype(pool, query)
     keep = ~np.isin(_row_keys(pool, dtype), _row_keys(query, dtype))
     return pool.take(np.flatnonzero(keep), name=f"{pool.name} without the query")
 
@@ -128,7 +140,7 @@ def is_forget_set(target: Target, data: ArraySet) -> bool:
 
 def contains_all(pool: ArraySet, subset: ArraySet) -> np.ndarray:
     """Whether each sample of ``subset`` stands in ``pool`` (same image or row and label), shape (len(subset),)."""
-    dtype = np.result_type(pool.x, subset.x)
+    dtype = _key_dtype(pool, subset)
     return np.isin(_row_keys(subset, dtype), _row_keys(pool, dtype))
 
 

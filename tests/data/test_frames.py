@@ -95,11 +95,12 @@ def test_set_from_frame_reads_a_table_with_its_column_names():
     ("frame", "match"),
     [
         (pd.DataFrame({"age": [61.0, np.nan]}), r"finite number in every feature cell, got 1 missing .* column 'age'"),
-        (pd.DataFrame({"site": ["a", "b"]}), r"numbers in every feature column, got other values in 'site'"),
+        (pd.DataFrame({"site": ["a", 7]}), r"every cell of column 'site', got 1 not text \(first at data row 1"),
+        (pd.DataFrame({"site": ["a", None]}), r"every cell of column 'site', got 1 missing \(first at data row 1"),
     ],
-    ids=["missing", "text"],
+    ids=["missing", "number-among-text", "missing-text"],
 )
-def test_set_from_frame_refuses_tables_with_missing_or_text_values(frame, match):
+def test_set_from_frame_refuses_tables_with_missing_values_or_numbers_among_text(frame, match):
     with pytest.raises(InputError, match=match):
         set_from_frame(frame, np.array([0, 1]), name="q", kind="table")
 

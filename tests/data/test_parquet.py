@@ -41,7 +41,7 @@ def test_read_table_names_missing_columns(tmp_path):
 
 def test_read_table_without_pixels_is_a_table_of_features_and_says_so(tmp_path):
     pq.write_table(pa.table({"label": [1], "index": [0], "image": [b"x"]}), tmp_path / "t.parquet")
-    with pytest.raises(InputError, match=r"expected numbers in every column .* got 'image \(binary\)'.*`pixels`$"):
+    with pytest.raises(InputError, match=r"numbers or text in every column .* got 'image \(binary\)'.*`pixels`$"):
         read_table(tmp_path / "t.parquet")
 
 

@@ -47,7 +47,6 @@ def test_the_label_column_is_named_by_the_caller_and_an_index_column_kept(tmp_pa
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        (lambda f: f.assign(age=["unknown", *X[1:, 0]]), r"numbers in every feature column, got other values in 'age'"),
         (lambda f: f.assign(age=[np.nan, *X[1:, 0]]), "got 1 missing or infinite .*column 'age', data row 0"),
         (lambda f: f.assign(label=Y + 0.5), "whole numbers in column 'label', got fractional values such as 0.5"),
         (lambda f: f.assign(label=[1e300, *Y[1:]]), "in column 'label', got values beyond 9e\\+15 such as 1e\\+300"),
@@ -60,7 +59,7 @@ def test_the_label_column_is_named_by_the_caller_and_an_index_column_kept(tmp_pa
         ),
         (lambda f: f.iloc[:0], "at least one row"),
     ],
-    ids=["text", "missing", "fractional-labels", "huge-labels", "missing-label", "text-label", "text-labels", "empty"],
+    ids=["missing", "fractional-labels", "huge-labels", "missing-label", "text-label", "text-labels", "empty"],
 )
 def test_bad_tables_are_refused_in_one_line(tmp_path, change, match):
     change(table_frame()).to_csv(tmp_path / "q.csv", index=False)
@@ -69,18 +68,43 @@ def test_bad_tables_are_refused_in_one_line(tmp_path, change, match):
     assert "\n" not in str(error.value)
 
 
-def test_a_column_of_text_ids_is_left_out_with_a_warning_as_is_an_index_of_text(tmp_path, caplog):
-    table_frame().assign(patient=[f"P{i:04d}" for i in range(6)]).to_csv(tmp_path / "q.csv", index=False)
-    data = read_set(tmp_path / "q.csv")
-    assert "patient" not in data.features and data.x.shape == (6, len(data.features))
-    assert "1 column(s) of text left out, as the audit sends a model numbers only: 'patient'" in caplog.text
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_text_columns_are_kept_as_text_beside_the_numbers_and_survive_an_npz(tmp_path, suffix):
+    path = tmp_path / f"q{suffix}"
+    sites = ["north", "south", "north", "east", "west", "south"]
+    frame = table_frame().assign(site=sites, patient=[f"P{i:04d}" for i in range(6)])
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
+    data = read_set(path)
+    assert data.kind == "table" and data.features == ("age", "dose", "weight", "site", "patient")
+    assert data.x.dtype == object and data.x[:, 3].tolist() == sites and data.x[0, 4] == "P0000"
+    np.testing.assert_array_equal(data.x[:, :3].astype(np.float64), X)
+    back = read_set(write_set(data, tmp_path / "q.npz"))  # no pickle: the text travels as strings
+    assert back.features == data.features and back.x[:, 3].tolist() == sites
+    assert back.fingerprint == data.fingerprint  # numbers read back as floats: the same content
+    other = read_set(write_set(data.take(np.array([1, 0, 2, 3, 4, 5])), tmp_path / "swapped.npz"))
+    assert other.fingerprint != data.fingerprint  # a row order is content
+
+
+def test_an_index_of_text_numbers_the_rows_and_an_index_of_numbers_and_text_is_refused(tmp_path):
     table_frame().assign(index=[f"P{i:04d}" for i in range(6)]).to_csv(tmp_path / "i.csv", index=False)
     ids = read_set(tmp_path / "i.csv")
-    assert ids.features == data.features and ids.index.tolist() == list(range(6))  # rows numbered
-    assert "1 column(s) of text left out, as the audit sends a model numbers only: 'index'" in caplog.text
+    assert ids.index.tolist() == list(range(6)) and ids.features[-1] == "index"  # a column of text, as IDs are
     table_frame().assign(index=["P1", 2, 3, 4, 5, 6]).to_csv(tmp_path / "mixed.csv", index=False)
     with pytest.raises(InputError, match=r"in column 'index', got \S+ values such as 'P1'$"):
         read_set(tmp_path / "mixed.csv")  # numbers with some text: a broken index, not IDs
+
+
+def test_an_npz_whose_text_columns_do_not_fit_its_table_is_refused(tmp_path):
+    path = tmp_path / "bad.npz"
+    np.savez(path, x=X, y=Y, text=np.array([["a"]] * 6), text_columns=np.array([3]))
+    with pytest.raises(InputError, match=r"`text_columns` as distinct columns of `x` \(0..2\), got \[3\]"):
+        read_set(path)
+    np.savez(path, x=X, y=Y, text=np.array([["a"]] * 5), text_columns=np.array([0]))
+    with pytest.raises(InputError, match=r"`text` as strings of shape \(6, k\)"):
+        read_set(path)
+    np.savez(path, x=X, y=Y, text=np.array([["a"]] * 6))
+    with pytest.raises(InputError, match="`text` and `text_columns` together"):
+        read_set(path)
 
 
 def test_a_big_integer_index_is_kept_exactly_and_labels_written_as_text_are_refused(tmp_path):

@@ -78,8 +78,11 @@ def test_input_spec_from_tensor_and_column_signatures_and_examples():
     assert input_spec_from(None, None) is None
     mixed = input_spec_from(infer_signature(pd.DataFrame({"a": [1.5], "n": [2]})).inputs)
     assert (mixed.dtype, mixed.column_dtypes) == ("float64", ("float64", "int64"))
-    with pytest.raises(InputError, match="expected a column-based signature of numeric columns"):
-        input_spec_from(infer_signature(pd.DataFrame({"a": [1.0], "b": ["x"]})).inputs)
+    text = input_spec_from(infer_signature(pd.DataFrame({"a": [1.0], "b": ["x"]})).inputs)
+    assert (text.dtype, text.column_dtypes, text.declared_text().tolist()) == ("float64", ("float64", "str"), [0, 1])
+    assert input_spec_from(None, pd.DataFrame({"b": ["x"]})).dtype == "str"  # an input example's text
+    with pytest.raises(InputError, match=r"numeric or text columns .* got 1 of another type: 'when' \(datetime64"):
+        input_spec_from(infer_signature(pd.DataFrame({"a": [1.0], "when": pd.to_datetime(["2026-01-01"])})).inputs)
 
 
 def test_parse_input_shape_accepts_sizes_after_the_batch():

@@ -1,0 +1,84 @@
+"""A table's text columns (categories such as ``"north"``) matched to what a model declares it takes.
+
+A table holds text where its file does; a model's column-based signature says which columns
+it takes as text (MLflow's ``string``) and which as numbers. Text goes only to a column
+declared text; whole numbers in such a column go as their decimal text (a ZIP code a CSV
+reader took for a number); a model that names no columns takes numbers only, so text columns
+are left out of what it is sent. Each departure from the file is logged for the record.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ema.errors import InputError
+from ema.inputs import InputSpec, check_text_of_words, listed_names, text_columns
+from ema.run_warnings import FOR_THE_RECORD
+
+
+def without_text(x: np.ndarray, features: Sequence[str], *, where: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """``x`` without its text columns, for a model that names no columns (it takes numbers), and the names kept."""
+    text = text_columns(x)
+    if not text.any():
+        return x, tuple(features)
+    check_text_of_words(x, features, where=where, taker="the model, whose signature names no columns,")
+    if text.all():
+        raise InputError(
+            f"{where}: expected numbers for a model whose signature names no columns, got only text columns "
+            f"({listed_names([str(f) for f in features])}); log the model with a signature that names them"
+        )
+    logging.getLogger(__name__).warning(
+        "%s: %d column(s) of text left out, as the model's signature names no columns (it takes numbers): %s",
+        where, int(text.sum()), listed_names([name for name, t in zip(features, text, strict=True) if t]),
+        extra=FOR_THE_RECORD,
+    )  # fmt: skip
+    kept = ~text
+    return x[:, kept].astype(np.float64), tuple(name for name, k in zip(features, kept, strict=True) if k)
+
+
+def text_as_declared(x: np.ndarray, spec: InputSpec, *, where: str) -> np.ndarray:
+    """``x`` (in ``spec``'s columns) with text in the columns ``spec`` declares text, refused where it declares
+    numbers and the table holds text.
+
+    Raises
+    ------
+    InputError
+        Naming the columns of text the model takes as numbers, or a declared text column given fractions.
+    """
+    text, declared = text_columns(x), spec.declared_text()
+    wrong = np.flatnonzero(text & ~declared)
+    if wrong.size:
+        column = int(wrong[0])
+        dtypes = spec.column_dtypes or (spec.dtype,) * len(spec.columns)
+        words = np.flatnonzero(pd.to_numeric(pd.Series(x[:, column]), errors="coerce").isna().to_numpy())
+        row = int(words[0]) if words.size else 0  # a cell that is not even a number written as text
+        raise InputError(
+            f"{where}: expected numbers in column {spec.columns[column]!r} (the model's signature declares "
+            f"{dtypes[column]}), got text such as {x[row, column]!r} (data row {row}, counted from 0)"
+            + (f", and text in {len(wrong) - 1} more such column(s)" if wrong.size > 1 else "")
+            + "; give the values the model was trained on"
+        )
+    numbers = np.flatnonzero(declared & ~text)
+    if numbers.size == 0:
+        return x
+    values = x[:, numbers].astype(np.float64)
+    fractional = values != np.rint(values)
+    if fractional.any():
+        column = int(numbers[np.argwhere(fractional)[0][1]])
+        raise InputError(
+            f"{where}: expected text in column {spec.columns[column]!r} (the model's signature declares a string), "
+            f"got fractional numbers such as {float(values[fractional][0]):g}; give the values the model was trained on"
+        )
+    logging.getLogger(__name__).warning(
+        "%s: column(s) %s hold numbers where the model's signature declares text: sent as their decimal text "
+        "(such as %r); a leading zero a file lost is not restored",
+        where, listed_names([spec.columns[c] for c in numbers]), str(int(values[0, 0])),
+        extra=FOR_THE_RECORD,
+    )  # fmt: skip
+    typed = x.astype(object)
+    typed[:, numbers] = values.astype(np.int64).astype(str).astype(object)
+    return typed

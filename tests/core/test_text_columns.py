@@ -1,0 +1,154 @@
+"""Tables with text columns: kept as text, sent as text where a model declares it, left out where it takes numbers."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ema.auditors.ema import EMAAuditor
+from ema.data.arrays import ArraySet
+from ema.data.corruption import noise_only
+from ema.engines.batches import AuditBatch
+from ema.errors import InputError
+from ema.inputs import InputSpec, InputTransform, cells_as_text, prepare_inputs, text_columns
+from ema.oracle import Oracle
+from ema.oracle.wire_format import request_body
+from ema.training.recipes import SklearnRecipe, TorchRecipe
+from ema.training.spec import TrainSpec
+from ema.workflows.references import contains_all, without_query
+
+SITES = np.array(["north", "south", "east", "west"] * 5, dtype=object)
+NUMBERS = np.random.default_rng(0).normal(size=(20, 2)).round(3)
+
+
+def mixed(numbers: np.ndarray = NUMBERS, sites: np.ndarray = SITES) -> np.ndarray:
+    """A table as a file with a text column holds it: two numbers and a site per row."""
+    x = np.empty((len(numbers), 3), dtype=object)
+    x[:, :2], x[:, 2] = numbers, sites
+    return x
+
+
+def table(x: np.ndarray, name: str = "q", labels: np.ndarray | None = None) -> ArraySet:
+    labels = np.arange(len(x), dtype=np.int64) % 2 if labels is None else labels
+    return ArraySet(name, x, labels, np.arange(len(x), dtype=np.int64), ("age", "dose", "site"))
+
+
+#: A model declaring the site as text (MLflow's string) and its numbers as doubles.
+TEXT_SPEC = InputSpec(dtype="float64", columns=("age", "dose", "site"), column_dtypes=("float64", "float64", "str"))
+
+
+class Seen(Oracle):
+    """Returns probabilities and keeps what it was handed, to check what a model receives."""
+
+    def _predict_batch(self, inputs):
+        self.handed = inputs
+        return np.full((len(inputs), 2), 0.5)
+
+
+def test_a_table_with_text_is_a_table_whose_text_columns_are_known_and_fingerprinted_as_content():
+    data = table(mixed())
+    assert data.kind == "table" and text_columns(data.x).tolist() == [False, False, True]
+    as_floats = table(mixed(NUMBERS.astype(object)))  # the same numbers, whatever type holds them
+    ints = mixed(np.arange(40).reshape(20, 2))
+    assert table(ints).fingerprint == table(mixed(np.arange(40.0).reshape(20, 2))).fingerprint
+    assert as_floats.fingerprint == data.fingerprint
+    assert table(mixed(sites=SITES[::-1])).fingerprint != data.fingerprint
+    assert cells_as_text(ints)[1].tolist() == ["2.0", "3.0", "south"]
+
+
+def test_a_model_declaring_text_gets_a_frame_of_text_and_numbers_of_the_declared_dtypes():
+    frame = prepare_inputs(mixed(), InputTransform(), TEXT_SPEC)
+    assert frame.dtypes.iloc[:2].tolist() == [np.float64, np.float64] and frame["site"].tolist() == SITES.tolist()
+    assert pd.api.types.is_string_dtype(frame["site"])
+    whole = InputSpec(dtype="float64", columns=("age", "dose", "site"), column_dtypes=("int64", "float64", "str"))
+    with pytest.raises(InputError, match=r"whole numbers in column 'age' .* got values such as 0\.126"):
+        prepare_inputs(mixed(), InputTransform(), whole)
+    with pytest.raises(InputError, match=r"no input scaling for a table with text columns, got"):
+        prepare_inputs(mixed(), InputTransform(scale=255.0), TEXT_SPEC)
+
+
+def test_the_oracle_sends_text_where_declared_and_whole_numbers_as_their_text_on_record(caplog):
+    oracle = Seen(input_spec=TEXT_SPEC, outputs="probabilities")
+    oracle.predict(table(mixed()))
+    assert oracle.handed["site"].tolist() == SITES.tolist() and "text" not in caplog.text
+    codes = mixed(sites=np.arange(20) % 4)  # sites written as numbers, as a CSV reader reads "0".."3"
+    with caplog.at_level(logging.WARNING):
+        oracle.predict(table(codes))
+    assert oracle.handed["site"].tolist() == [str(i % 4) for i in range(20)]
+    assert "'site' hold numbers where the model's signature declares text: sent as their decimal text" in caplog.text
+    with pytest.raises(InputError, match=r"expected text in column 'site' .* got fractional numbers such as 0\.5"):
+        oracle.predict(table(mixed(sites=np.full(20, 0.5))))
+
+
+def test_the_oracle_refuses_text_in_a_column_declared_numbers_naming_the_first_word_and_its_row():
+    spec = InputSpec(dtype="float64", columns=("age", "dose", "site"))
+    x = mixed()
+    x[:, 0] = x[:, 0].astype(str)
+    x[3, 0] = "unknown"
+    with pytest.raises(InputError, match=r"q: expected numbers in column 'age' \(the model's signature declares "
+                                         r"float64\), got text such as 'unknown' \(data row 3"):  # fmt: skip
+        Seen(input_spec=spec, outputs="probabilities").predict(table(x))
+
+
+def test_a_model_naming_no_columns_gets_the_numbers_the_words_left_out_on_record(caplog):
+    oracle = Seen(outputs="probabilities", input_spec=InputSpec((-1, 2), "float64"))
+    with caplog.at_level(logging.WARNING):
+        oracle.predict(table(mixed()))
+    np.testing.assert_array_equal(oracle.handed, NUMBERS)
+    assert "1 column(s) of text left out, as the model's signature names no columns (it takes numbers): 'site'" in (
+        caplog.text
+    )
+    broken = mixed(sites=np.array(["1.5", "n/a"] * 10, dtype=object))  # numbers with a word: broken, not a category
+    with pytest.raises(InputError, match=r"column 'site' \(the model, whose .* got 10 cell\(s\) of text among them, "
+                                         r"such as 'n/a' \(data row 1"):  # fmt: skip
+        oracle.predict(table(broken))
+
+
+def test_a_json_request_writes_text_as_json_strings():
+    frame = prepare_inputs(mixed(sites=np.array(['say "hi"', "é"] * 10, dtype=object)), InputTransform(), TEXT_SPEC)
+    sent = json.loads(request_body(frame))["dataframe_split"]
+    assert sent["columns"] == ["age", "dose", "site"] and sent["data"][0] == [*NUMBERS[0].tolist(), 'say "hi"']
+
+
+def test_calibration_noise_leaves_the_text_as_it_is_and_the_numbers_as_a_table_of_numbers_gets_them():
+    data = table(mixed())
+    noisy = noise_only(data, 50, seed=1)
+    assert noisy.x[:, 2].tolist() == SITES.tolist()
+    numbers = ArraySet("q", NUMBERS, data.y, data.index, ("age", "dose"))
+    np.testing.assert_array_equal(noisy.x[:, :2].astype(np.float64), noise_only(numbers, 50, seed=1).x)
+
+
+def test_our_recipes_train_on_the_numbers_and_say_so_and_a_network_refuses_text(caplog):
+    labels = np.arange(20) % 2
+    recipe = SklearnRecipe("LogisticRegression")
+    with caplog.at_level(logging.WARNING):
+        classifier = recipe.fit(mixed(), labels, progress=False, columns=("age", "dose", "site"))
+    assert "1 column(s) of text left out of the LogisticRegression trained here, as it takes numbers: 'site'" in (
+        caplog.text
+    )
+    assert classifier.columns == ("age", "dose") and classifier.predict_proba(mixed()).shape == (20, 2)
+    with pytest.raises(InputError, match=r"numbers for a torch recipe \(mlp\), got a table with text columns '2'"):
+        TorchRecipe(TrainSpec(arch="mlp", epochs=1)).fit(mixed(), labels, progress=False)
+
+
+def test_a_reference_drops_the_query_rows_whatever_type_holds_their_numbers():
+    query = table(mixed(np.arange(40).reshape(20, 2)))
+    pool = table(mixed(np.arange(40.0).reshape(20, 2)).take(np.arange(10, 30) % 20, axis=0), "pool")
+    assert contains_all(pool, query).all()
+    assert len(without_query(pool, query.take(np.arange(5)))) == 15
+
+
+def test_a_spark_batch_of_a_table_with_text_is_matched_to_the_declared_columns():
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 2, 400)
+    auditor = EMAAuditor().calibrate(rng.dirichlet([1, 0.1], 400), labels, rng.dirichlet([1, 1], 400), labels)
+    oracle = Seen(input_spec=TEXT_SPEC, outputs="probabilities")
+    frame = pd.DataFrame({"index": np.arange(20), "label": np.arange(20) % 2, "age": NUMBERS[:, 0],
+                          "dose": NUMBERS[:, 1], "site": np.arange(20) % 4})  # fmt: skip
+    batch = AuditBatch(lambda: oracle, auditor, 2, features=("age", "dose", "site"))
+    (flagged,) = batch(iter([frame]))
+    assert len(flagged) == 20 and oracle.handed["site"].tolist() == [str(i % 4) for i in range(20)]
