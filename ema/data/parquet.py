@@ -302,7 +302,10 @@ def _is_number(kind: object) -> bool:
 
 
 def _is_text(kind: object) -> bool:
+    """Text, or categories of text (pandas' categorical: a Parquet dictionary, which Spark reads as text)."""
     if isinstance(kind, pa.DataType):
+        if pa.types.is_dictionary(kind):
+            return _is_text(kind.value_type)
         return pa.types.is_string(kind) or pa.types.is_large_string(kind)
     return str(kind) == "string"
 

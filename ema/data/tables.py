@@ -147,8 +147,12 @@ def text_column(column: pd.Series, *, where: str) -> np.ndarray:
 
 
 def _is_text_column(column: pd.Series) -> bool:
-    """A column read as text (pandas' object or string dtype): categories, IDs, or numbers with some text."""
-    return pd.api.types.is_string_dtype(column.dtype) or pd.api.types.is_object_dtype(column.dtype)
+    """A column read as text (pandas' object or string dtype, or a categorical of text): categories, IDs, or numbers
+    with some text."""
+    kind = column.dtype
+    if isinstance(kind, pd.CategoricalDtype):
+        return _is_text_column(pd.Series(kind.categories))
+    return pd.api.types.is_string_dtype(kind) or pd.api.types.is_object_dtype(kind)
 
 
 def check_finite_cells(values: np.ndarray, columns: tuple[str, ...] | None, *, where: str) -> None:

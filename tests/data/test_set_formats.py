@@ -72,7 +72,7 @@ def test_bad_tables_are_refused_in_one_line(tmp_path, change, match):
 def test_text_columns_are_kept_as_text_beside_the_numbers_and_survive_an_npz(tmp_path, suffix):
     path = tmp_path / f"q{suffix}"
     sites = ["north", "south", "north", "east", "west", "south"]
-    frame = table_frame().assign(site=sites, patient=[f"P{i:04d}" for i in range(6)])
+    frame = table_frame().assign(site=pd.Categorical(sites), patient=[f"P{i:04d}" for i in range(6)])
     frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
     data = read_set(path)
     assert data.kind == "table" and data.features == ("age", "dose", "weight", "site", "patient")
