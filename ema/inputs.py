@@ -108,6 +108,33 @@ def check_text_of_words(x: np.ndarray, names: Sequence[str], *, where: str, take
         )
 
 
+def numeric_columns(
+    x: np.ndarray, names: Sequence[str], *, where: str, taker: str, advice: str = "encode them as numbers"
+) -> tuple[np.ndarray, tuple[str, ...], list[str]]:
+    """A table's numeric columns (float64 when it had text), their names, and the names of the text columns left out,
+    for ``taker`` (a model, a recipe) that takes numbers; a table without text as it is.
+
+    Raises
+    ------
+    InputError
+        If a text column holds numbers among its words (:func:`check_text_of_words`), or every column holds text
+        (``advice`` says what to do).
+    """
+    text = text_columns(x)
+    if not text.any():
+        return x, tuple(names), []
+    check_text_of_words(x, names, where=where, taker=taker)
+    if text.all():
+        raise InputError(f"{where}: expected numbers for {taker}, got only text columns ({listed_names(list(names))}); "
+                         f"{advice}")  # fmt: skip
+    kept = ~text
+    return (
+        x[:, kept].astype(np.float64),
+        tuple(name for name, k in zip(names, kept, strict=True) if k),
+        [str(name) for name, t in zip(names, text, strict=True) if t],
+    )
+
+
 def cells_as_text(x: np.ndarray) -> np.ndarray:
     """A table with text columns as one array of text: its numbers as float64 text, so that 3 and 3.0 (an integer
     column of a CSV, the same column read back from an ``.npz``) read alike."""
@@ -145,6 +172,9 @@ class InputSpec:
         has ``dtype``. Only columns may hold text.
     tensor_name : str or None
         The name a tensor signature gives its input, if any (a Parquet request names its column so).
+    types_declared : bool
+        False for columns known by name alone (a scikit-learn model's ``feature_names_in_``, no
+        signature): each column then takes what the table holds, text as text, numbers as ``dtype``.
     """
 
     shape: tuple[int, ...] | None = None
@@ -152,6 +182,7 @@ class InputSpec:
     columns: tuple[str, ...] | None = None
     column_dtypes: tuple[str, ...] | None = None
     tensor_name: str | None = None
+    types_declared: bool = True
 
     def __post_init__(self) -> None:
         allowed = INPUT_DTYPES if self.columns is None else (*INPUT_DTYPES, TEXT_DTYPE)
@@ -219,7 +250,7 @@ def _typed_frame(inputs: np.ndarray, spec: InputSpec) -> pd.DataFrame:
     if spec.column_dtypes is None and inputs.dtype != object:
         return frame
     dtypes = spec.column_dtypes or (spec.dtype,) * len(spec.columns)
-    numeric = ~spec.declared_text()
+    numeric = ~spec.declared_text() if spec.types_declared else ~text_columns(inputs)
     if spec.column_dtypes is not None:
         _check_whole_columns(inputs[:, numeric].astype(np.float64) if inputs.dtype == object else inputs, spec)
     casts = {name: dtype for name, dtype, number in zip(spec.columns, dtypes, numeric, strict=True) if number}

@@ -33,6 +33,7 @@ made to match (resized, grey or colour); the MNIST-like sources stay 28x28 grey.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,6 +48,7 @@ from ema.data.sources.images import resize_images, to_channels
 from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, Splits, SplitSizes, draw_splits
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
+from ema.inputs import listed_names, numeric_columns
 from ema.validation import check_choice
 
 #: The split every preset draws its in-domain pool from.
@@ -135,10 +137,19 @@ def _breast_cancer_plan(root: Path | None, image: ImageFormat) -> SplitPlan:
 
 
 def _file_plan(root: Path | None, label_column: str) -> SplitPlan:
-    """A user's set file (``root``), split with no other domain."""
+    """A user's set file (``root``), split with no other domain; a table's text columns left out (the workbench's
+    recipes train on numbers, and an audit reads the target's splits back as they were trained on)."""
     if root is None:
         raise InputError(f"{FILE_SOURCE}: expected the path of a .csv, .parquet or .npz set file, got none")
     pool = read_set(root, label_column=label_column)
+    if pool.kind == "table":
+        x, kept, left_out = numeric_columns(pool.x, pool.features, where=str(root), taker="the workbench's recipes")
+        if left_out:
+            logging.getLogger(__name__).warning(
+                "%s: %d column(s) of text left out of the training data, as the workbench's recipes take numbers: %s",
+                root, len(left_out), listed_names(left_out),
+            )  # fmt: skip
+            pool = ArraySet(pool.name, x, pool.y, pool.index, kept)
     return SplitPlan(pool, None, SplitSizes.for_pool(len(pool)))
 
 

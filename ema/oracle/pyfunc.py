@@ -112,7 +112,7 @@ class PyfuncOracle(Oracle):
             return None
         if names is None or not all(isinstance(name, str) for name in names):
             return None
-        return InputSpec(dtype="float64", columns=tuple(names))
+        return InputSpec(dtype="float64", columns=tuple(names), types_declared=False)
 
     def _input_example(self) -> object:
         """The logged input example, read only for a model without a signature."""

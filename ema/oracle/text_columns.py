@@ -16,39 +16,33 @@ import numpy as np
 import pandas as pd
 
 from ema.errors import InputError
-from ema.inputs import InputSpec, check_text_of_words, listed_names, text_columns
+from ema.inputs import InputSpec, listed_names, numeric_columns, text_columns
 from ema.run_warnings import FOR_THE_RECORD
 
 
 def without_text(x: np.ndarray, features: Sequence[str], *, where: str) -> tuple[np.ndarray, tuple[str, ...]]:
     """``x`` without its text columns, for a model that names no columns (it takes numbers), and the names kept."""
-    text = text_columns(x)
-    if not text.any():
-        return x, tuple(features)
-    check_text_of_words(x, features, where=where, taker="the model, whose signature names no columns,")
-    if text.all():
-        raise InputError(
-            f"{where}: expected numbers for a model whose signature names no columns, got only text columns "
-            f"({listed_names([str(f) for f in features])}); log the model with a signature that names them"
-        )
-    logging.getLogger(__name__).warning(
-        "%s: %d column(s) of text left out, as the model's signature names no columns (it takes numbers): %s",
-        where, int(text.sum()), listed_names([name for name, t in zip(features, text, strict=True) if t]),
-        extra=FOR_THE_RECORD,
-    )  # fmt: skip
-    kept = ~text
-    return x[:, kept].astype(np.float64), tuple(name for name, k in zip(features, kept, strict=True) if k)
+    taker, advice = "the model, whose signature names no columns,", "log the model with a signature that names them"
+    numbers, kept, left_out = numeric_columns(x, features, where=where, taker=taker, advice=advice)
+    if left_out:
+        logging.getLogger(__name__).warning(
+            "%s: %d column(s) of text left out, as the model's signature names no columns (it takes numbers): %s",
+            where, len(left_out), listed_names(left_out), extra=FOR_THE_RECORD,
+        )  # fmt: skip
+    return numbers, kept
 
 
 def text_as_declared(x: np.ndarray, spec: InputSpec, *, where: str) -> np.ndarray:
     """``x`` (in ``spec``'s columns) with text in the columns ``spec`` declares text, refused where it declares
-    numbers and the table holds text.
+    numbers and the table holds text; as it is where ``spec`` names its columns but declares no types.
 
     Raises
     ------
     InputError
         Naming the columns of text the model takes as numbers, or a declared text column given fractions.
     """
+    if not spec.types_declared:  # columns known by name alone: each takes what the table holds
+        return x
     text, declared = text_columns(x), spec.declared_text()
     wrong = np.flatnonzero(text & ~declared)
     if wrong.size:

@@ -34,7 +34,7 @@ from typing import Protocol
 import numpy as np
 
 from ema.errors import InputError
-from ema.inputs import InputTransform, check_text_of_words, listed_names, text_columns
+from ema.inputs import InputTransform, listed_names, numeric_columns, text_columns
 from ema.limits import interruptible
 from ema.run_warnings import FOR_THE_RECORD
 from ema.training.allow_list import (
@@ -266,31 +266,23 @@ def numbers_only(
     pixels: np.ndarray, columns: tuple[str, ...] | None, *, what: str
 ) -> tuple[np.ndarray, tuple[str, ...] | None]:
     """A table's numeric columns (and their names), for a recipe of ours that takes numbers; the text columns left
-    out are logged for the record. Images and tables without text pass unchanged.
+    out are logged for the record (by position, counted from 0, where the recipe is given no names). Images and
+    tables without text pass unchanged.
 
     Raises
     ------
     InputError
-        If every column holds text.
+        If every column holds text, or a text column holds numbers among its words.
     """
-    text = text_columns(pixels)
-    if not text.any():
+    if not text_columns(pixels).any():
         return pixels, columns
-    names = [str(name) for name in columns] if columns is not None else [f"number {i}" for i in range(len(text))]
-    check_text_of_words(pixels, names, where="the training table", taker=what)
-    if text.all():
-        raise InputError(
-            f"expected numeric columns for {what}, got only text ({listed_names(names)}): encode them as numbers"
-        )
+    names = columns if columns is not None else [f"at position {i}" for i in range(pixels.shape[1])]
+    numbers, kept, left_out = numeric_columns(pixels, names, where="the training table", taker=what)
     logging.getLogger(__name__).warning(
         "%d column(s) of text left out of the %s trained here, as it takes numbers: %s",
-        int(text.sum()), what, listed_names([name for name, t in zip(names, text, strict=True) if t]),
-        extra=FOR_THE_RECORD,
+        len(left_out), what, listed_names(left_out), extra=FOR_THE_RECORD,
     )  # fmt: skip
-    kept = ~text
-    return pixels[:, kept].astype(np.float64), (
-        None if columns is None else tuple(name for name, k in zip(columns, kept, strict=True) if k)
-    )
+    return numbers, kept if columns is not None else None
 
 
 def proba_over_classes(classifier: Classifier, pixels: np.ndarray, n_classes: int) -> np.ndarray:

@@ -11,6 +11,7 @@ whose ``MethodSpec.engines`` name it (EMA); the audit refuses the rest.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from ema.oracle import Oracle, PyfuncOracle, log_left_out
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
 from ema.workflows.audit_config import AuditConfig
+from ema.workflows.audit_in_process import in_model_columns
 from ema.workflows.audit_methods import ema_auditor
 from ema.workflows.audit_session import AuditSession, Scored, audit_target, log_audit_params
 
@@ -77,6 +79,9 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
     oracle = oracle or target.oracle(outputs=config.outputs)
     if not isinstance(oracle, PyfuncOracle):
         raise InputError(f"expected a pyfunc model for --engine spark, got {type(oracle).__name__}")
+    if target.calibration_data is not None:  # in the model's columns, as the in-process engine lays it out
+        calibration = in_model_columns(target.calibration_data, oracle.input_spec)
+        target = dataclasses.replace(target, calibration_data=calibration)
     with tempfile.TemporaryDirectory(prefix="ema-spark-") as scratch:
         out_uri = config.membership_out or str(Path(scratch) / keys.ARTIFACT_MEMBERSHIP_PARQUET)
         with spark_engine.spark_session(config.spark_master) as spark:

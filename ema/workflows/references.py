@@ -60,7 +60,20 @@ def _row_keys(data: ArraySet, dtype: np.dtype) -> np.ndarray:
 
 def _key_dtype(*sets: ArraySet) -> np.dtype:
     """The dtype in which samples of ``sets`` compare: their inputs' common one, or text of one width when a table
-    holds text."""
+    holds text.
+
+    Raises
+    ------
+    InputError
+        If the sets' samples are not of one layout (a table of other columns): their rows cannot be compared.
+    """
+    first, *others = sets
+    for other in others:
+        if other.x.shape[1:] != first.x.shape[1:] or other.features != first.features:
+            raise InputError(
+                f"expected {other.name} laid out as {first.name} ({first.describe()}) to compare their samples, got "
+                f"{other.describe()}"
+            )
     inputs = [data.x for data in sets]
     if any(x.dtype == object for x in inputs):  # text and numbers: every cell as text
         inputs = [cells_as_text(x) for x in inputs]
@@ -95,6 +108,8 @@ def member_reference(
         known = training_data(target, max_images=max_images)
     if known is None:
         return None
+    if query is not None and query.kind == "table" and not members_file:  # columns the model never took, left out
+        known = Reference(in_query_layout(known.data, query, role="training data"), known.description)
     members = without_query(known.data, query) if query is not None else known.data
     if len(members) == 0 and members_file:
         raise InputError(

@@ -342,8 +342,11 @@ def own_architecture(
     """
     flavors = model_flavors(model_uri)
     if "sklearn" in flavors and recipe is None:
-        columns = getattr(declared_input_spec(model_uri), "columns", None)
-        return SklearnCloneRecipe(load_native_model(model_uri, "sklearn"), columns=columns)
+        template = load_native_model(model_uri, "sklearn")
+        fitted = getattr(template, "feature_names_in_", None)  # a model fitted on a frame and logged unsigned
+        named = fitted is not None and all(isinstance(name, str) for name in fitted)
+        columns = getattr(declared_input_spec(model_uri), "columns", None) or (tuple(fitted) if named else None)
+        return SklearnCloneRecipe(template, columns=columns)
     if "pytorch" in flavors:
         spec = recipe.spec if recipe is not None else TrainSpec()
         shape = input_shape or getattr(declared_input_spec(model_uri), "shape", None)

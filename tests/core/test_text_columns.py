@@ -131,6 +131,11 @@ def test_our_recipes_train_on_the_numbers_and_say_so_and_a_network_refuses_text(
         caplog.text
     )
     assert classifier.columns == ("age", "dose") and classifier.predict_proba(mixed()).shape == (20, 2)
+    recipe.fit(mixed(), labels, progress=False)  # no names reach the recipe: the column is named by its position
+    assert (
+        "1 column(s) of text left out of the LogisticRegression trained here, as it takes numbers: 'at position 2'"
+        in (caplog.text)
+    )
     with pytest.raises(InputError, match=r"numbers for a torch recipe \(mlp\), got a table with text columns '2'"):
         TorchRecipe(TrainSpec(arch="mlp", epochs=1)).fit(mixed(), labels, progress=False)
 
@@ -140,6 +145,10 @@ def test_a_reference_drops_the_query_rows_whatever_type_holds_their_numbers():
     pool = table(mixed(np.arange(40.0).reshape(20, 2)).take(np.arange(10, 30) % 20, axis=0), "pool")
     assert contains_all(pool, query).all()
     assert len(without_query(pool, query.take(np.arange(5)))) == 15
+    wider = ArraySet("wider", np.column_stack([mixed(), SITES]), query.y, query.index, ("age", "dose", "site", "ward"))
+    with pytest.raises(InputError, match=r"expected wider laid out as pool \(table of 3 features\) to compare their "
+                                         r"samples, got table of 4 features"):  # fmt: skip
+        without_query(pool, wider)
 
 
 def test_a_spark_batch_of_a_table_with_text_is_matched_to_the_declared_columns():

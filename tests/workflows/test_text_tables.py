@@ -163,6 +163,21 @@ def test_whole_numbers_in_a_column_the_model_takes_as_text_go_as_their_text_on_r
     assert not any(said in w for w in json.loads(mlflow.get_run(as_text.run_id).data.tags[keys.TAG_WARNINGS]))
 
 
+def test_a_pipeline_logged_without_a_signature_takes_its_text_by_the_names_it_was_fitted_on(tables):
+    model_uri, folder, _ = tables
+    signed = audit_of(model_uri, folder, "members.csv")
+    unsigned = mlflow.sklearn.load_model(model_uri)
+    with mlflow.start_run(run_name="a user's pipeline logged bare"):
+        info = mlflow.sklearn.log_model(
+            unsigned, name="model", pyfunc_predict_fn="predict_proba", registered_model_name="unsigned-text-target",
+            serialization_format=mlflow.sklearn.SERIALIZATION_FORMAT_CLOUDPICKLE,
+        )  # fmt: skip
+    assert get_model_info(f"models:/unsigned-text-target/{info.registered_model_version}").signature is None
+    bare = audit_of(f"models:/unsigned-text-target/{info.registered_model_version}", folder, "members.csv")
+    for mine, theirs in zip(bare.results.values(), signed.results.values(), strict=True):
+        assert mine.metrics == theirs.metrics
+
+
 def test_a_model_naming_no_columns_is_sent_the_numbers_and_the_text_left_out_on_record(tables):
     _, folder, sets = tables
     features, labels = training(sets)
@@ -180,12 +195,22 @@ def test_a_model_naming_no_columns_is_sent_the_numbers_and_the_text_left_out_on_
     assert any("1 column(s) of text left out, as the model's signature names no columns" in w for w in warnings)
 
 
-def test_ema_train_on_a_table_with_text_trains_on_its_numbers_and_says_so(tables, caplog):
-    _, folder, _ = tables
-    result = CliRunner().invoke(main, ["train", "--data-file", str(folder / "members.csv"), "--model-name",
+def test_ema_train_on_a_table_with_text_trains_on_its_numbers_says_so_and_audits_from_its_lineage(
+    tables, tmp_path, caplog
+):
+    _, folder, sets = tables
+    both = pd.concat([frame(sets[name]).assign(label=sets[name].y) for name in ("members", "held_out")])
+    both.to_csv(tmp_path / "training.csv", index=False)
+    result = CliRunner().invoke(main, ["train", "--data-file", str(tmp_path / "training.csv"), "--model-name",
                                        "own-text-target", "--no-progress"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "1 column(s) of text left out of the ExtraTreesClassifier trained here, as it takes numbers: 'size'" in (
+    # the query keeps its text; the lineage's sets (calibration, member pool) are the training file's numbers
+    lineage = audit(AuditConfig(model_uri="models:/own-text-target/1", query_file=str(folder / "members.csv"),
+                                method="ema+calibrated"), progress=False)  # fmt: skip
+    tags = mlflow.get_run(lineage.run_id).data.tags
+    assert tags[keys.TAG_CALIBRATED_ROUTE] == "member reference scored on the target"
+    assert tags[keys.TAG_MEMBER_REFERENCE].startswith("training data of own-text-target v1 (file, split seed 0)")
+    assert "1 column(s) of text left out of the training data, as the workbench's recipes take numbers: 'size'" in (
         caplog.text
     )
     columns = get_model_info("models:/own-text-target/1").signature.inputs.input_names()
@@ -232,12 +257,15 @@ spark_engine = pytest.importorskip("ema.engines.spark", reason="the Spark engine
 
 
 @pytest.mark.slow
-def test_spark_audits_a_query_table_with_text_as_in_process(tables):
+def test_spark_audits_a_query_table_with_text_as_in_process(tables, tmp_path):
+    """The calibration file holds a column the model does not take (a ward): left out on Spark as in-process."""
     model_uri, folder, _ = tables
+    calibration = pd.read_csv(folder / "calibration.csv")
+    calibration.assign(ward=[f"W{i % 3}" for i in range(len(calibration))]).to_csv(tmp_path / "cal.csv", index=False)
     with spark_engine.spark_session("local[2]"):
         options = {"method": "ema", "query_table": str(folder / "members.parquet")}
-        local = audit(AuditConfig(model_uri=model_uri, calibration_file=str(folder / "calibration.csv"), **options),
+        local = audit(AuditConfig(model_uri=model_uri, calibration_file=str(tmp_path / "cal.csv"), **options),
                       progress=False)  # fmt: skip
-        on_spark = audit(AuditConfig(model_uri=model_uri, calibration_file=str(folder / "calibration.csv"),
+        on_spark = audit(AuditConfig(model_uri=model_uri, calibration_file=str(tmp_path / "cal.csv"),
                                      engine="spark", **options), progress=False)  # fmt: skip
     assert on_spark.primary.metrics == local.primary.metrics and on_spark.primary.verdict == "memorized"
