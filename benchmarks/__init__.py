@@ -29,6 +29,7 @@ MEASUREMENTS = (
     "scoring",
     "image_sizes",
     "table_memory",
+    "text_tables",
     "http",
     "cli",
     "training",

@@ -90,6 +90,15 @@ def test_results_markdown_and_table_from_rows(tmp_path):
     assert "loop / ours" in table and "ERROR" in table
 
 
+def test_text_tables_scores_both_tables_through_their_pipelines():
+    from benchmarks.text_tables import measure as text_tables
+
+    (r,) = text_tables(TINY, n_rows=2_000)
+    assert set(ROW_KEYS) <= set(r) and r["benchmark"] == "text_tables"
+    assert r["ours"] > 0 and r["baseline"] > 0 and r["ratio"] == pytest.approx(r["ours"] / r["baseline"])
+    assert "2,000 rows with 2 text categories" in r["case"]
+
+
 def test_parse_args_refuses_unknown_measurements():
     assert parse_args([]).only == list(MEASUREMENTS)
     assert parse_args(["--only", "memory,thresholds"]).only == ["thresholds", "memory"]
