@@ -73,34 +73,39 @@ k_option = click.option(
 cal_seed_option = click.option(
     "--cal-seed", type=int, default=0, show_default=True, help="Seed of the calibration split and corruption."
 )
-certify_level_option = click.option(
-    "--certify-level",
-    type=click.FloatRange(0.5, 1, min_open=True, max_open=True),
-    default=None,
-    help="One-sided level of the retained share's upper bound that certifies not_memorized (default: 1 - alpha / 2).",
-)
 
 
-class OpenUnitType(click.types.FloatParamType):
-    """A number strictly between 0 and 1: refused alike out of range (``2``) and where it is no number in range
-    (``nan``, which click's ``FloatRange`` lets through, as every comparison with it is false). A float type, as
-    MLproject declares it."""
+class OpenRangeType(click.types.FloatParamType):
+    """A number strictly between ``low`` and ``high``: refused alike out of range (``2``) and where it is no number
+    in range (``nan``, which click's ``FloatRange`` lets through, as every comparison with it is false). A float
+    type, as MLproject declares it."""
 
     name = "float"
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
 
     def convert(self, value, param, ctx):
         try:
             number = float(value)
         except (TypeError, ValueError):
             number = float("nan")
-        if not 0 < number < 1:
-            self.fail(f"expected a number strictly between 0 and 1, got {value!r}", param, ctx)
+        if not self.low < number < self.high:
+            self.fail(f"expected a number strictly between {self.low:g} and {self.high:g}, got {value!r}", param, ctx)
         return number
+
+
+certify_level_option = click.option(
+    "--certify-level",
+    type=OpenRangeType(0.5, 1),
+    default=None,
+    help="One-sided level of the retained share's upper bound that certifies not_memorized (default: 1 - alpha / 2).",
+)
 
 
 alpha_option = click.option(
     "--alpha",
-    type=OpenUnitType(),
+    type=OpenRangeType(0, 1),
     default=0.1,
     show_default=True,
     help="Significance level: rho <= alpha means not memorized.",

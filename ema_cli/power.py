@@ -135,13 +135,21 @@ def _certification(
         click.echo(
             f"certifying a retained share of at most {plan.margin:g} with probability {plan.probability:g} "
             f"(one-sided {level_text(plan.certify_level)} bound) needs |D_q| >= {plan.query_size} and a non-member "
-            f"reference of {plan.reference_size} (planned from the information's lower bound "
-            f"{plan.information_lower:.3g} per sample; estimate {plan.information:.3g})"
+            f"reference of {plan.reference_size} ({_planned_from(plan)})"
         )
     else:
         click.echo(
             f"margin {plan.margin:g} is unreachable on this target: the smallest reachable margin is "
             f"{plan.smallest_reachable_margin:.3g} (with a reference of {plan.reference_size}, an unbounded query "
-            f"and probability {plan.probability:g}; planned from the information's lower bound "
-            f"{plan.information_lower:.3g} per sample; estimate {plan.information:.3g})"
+            f"and probability {plan.probability:g}; {_planned_from(plan)})"
         )
+
+
+def _planned_from(plan) -> str:
+    """What a certification plan was solved from: the information's lower bound and estimate, or none."""
+    if math.isnan(plan.information):
+        return "planned with no information: the references' scores did not vary, so it is not estimable"
+    return (
+        f"planned from the information's lower bound {plan.information_lower:.3g} per sample; estimate "
+        f"{plan.information:.3g}"
+    )

@@ -11,6 +11,7 @@ from ema.auditors.views import check_view_probabilities, n_views
 from ema.errors import InputError
 from ema.signals import check_signal_names
 from ema.stats.binned_tests import check_levels
+from ema.stats.information import INFORMATION_FOLDS
 from ema.validation import check_certify_level, check_open_unit
 
 if TYPE_CHECKING:
@@ -65,6 +66,14 @@ def check_references(
         raise InputError(
             f"expected member and non-member references with the same views of each sample, got "
             f"{n_views(member_proba)} and {n_views(nonmember_proba)}"
+        )
+    smallest = 2 * INFORMATION_FOLDS
+    if min(len(member_labels), len(nonmember_labels)) < smallest:
+        raise InputError(
+            f"expected at least {smallest} samples in each reference (the information about the retained share is "
+            f"cross-fitted on {INFORMATION_FOLDS} folds of at least 2), got {len(member_labels)} members and "
+            f"{len(nonmember_labels)} non-members (after the query's own rows are left out); give larger --members "
+            "and --reference files"
         )
     return member_proba, member_labels, nonmember_proba, nonmember_labels
 

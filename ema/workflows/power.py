@@ -9,6 +9,9 @@ auditor's interval).
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 from ema.auditors.reference import ReferenceAuditor
 from ema.data.corruption import check_quality
 from ema.data.limits import DEFAULT_MAX_QUERY
@@ -174,6 +177,8 @@ def certification_plan(
             probability=probability,
             binned_references=(auditor.member_counts_, auditor.nonmember_counts_),
         )
+        if not auditor.information_estimate_.estimable:  # planned with none: no measurement to report
+            plan = dataclasses.replace(plan, information=math.nan, information_lower=math.nan)
         log_params(
             {
                 keys.PARAM_MARGIN: margin,
@@ -183,15 +188,14 @@ def certification_plan(
                 keys.PARAM_MODEL_URI: target.model_uri,
             }
         )
-        log_metrics(
-            {
-                keys.METRIC_INFORMATION: plan.information,
-                keys.METRIC_INFORMATION_LOWER: plan.information_lower,
-                keys.METRIC_CERTIFY_QUERY_SIZE: float(plan.query_size or -1),
-                keys.METRIC_CERTIFY_REFERENCE_SIZE: float(plan.reference_size),
-                keys.METRIC_SMALLEST_REACHABLE_MARGIN: plan.smallest_reachable_margin,
-            }
-        )
+        metrics = {
+            keys.METRIC_INFORMATION: plan.information,
+            keys.METRIC_INFORMATION_LOWER: plan.information_lower,
+            keys.METRIC_CERTIFY_QUERY_SIZE: float(plan.query_size or -1),
+            keys.METRIC_CERTIFY_REFERENCE_SIZE: float(plan.reference_size),
+            keys.METRIC_SMALLEST_REACHABLE_MARGIN: plan.smallest_reachable_margin,
+        }
+        log_metrics({key: value for key, value in metrics.items() if not math.isnan(value)})
     return plan
 
 

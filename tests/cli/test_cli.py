@@ -287,6 +287,15 @@ def test_a_bad_alpha_is_a_usage_error_alike_out_of_range_and_nan(store, command,
     ], refused.output
 
 
+@pytest.mark.parametrize("level", ["nan", "0.5", "1", "x"])
+def test_a_bad_certify_level_is_a_usage_error_alike_out_of_range_and_nan(store, level):
+    refused = CliRunner().invoke(main, ["audit", "--query", "M1", "--certify-level", level, "--no-progress"])
+    assert refused.exit_code == 2, refused.output
+    assert f"Invalid value for '--certify-level': expected a number strictly between 0.5 and 1, got {level!r}" in (
+        refused.output
+    )
+
+
 def test_history_and_compare_write_every_missing_value_alike_and_numbers_as_numbers():
     """A margin no method certified with is None in a text column, a metric a method does not log NaN: both '-'."""
     import pandas as pd

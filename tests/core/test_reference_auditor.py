@@ -107,6 +107,14 @@ def test_calibrate_class_count_mismatch_raises():
         ReferenceAuditor().calibrate(*make_proba(rng, 50, (5, 1)), *make_proba(rng, 50, (2, 1), n_classes=3))
 
 
+@pytest.mark.parametrize(("n_members", "n_nonmembers"), [(3, 50), (50, 2)])
+def test_calibrate_refuses_a_reference_too_small_to_cross_fit_naming_both_sizes(n_members, n_nonmembers):
+    rng = np.random.default_rng(0)
+    with pytest.raises(InputError, match=f"at least 4 samples in each reference .* got {n_members} members and "
+                                         f"{n_nonmembers} non-members"):  # fmt: skip
+        ReferenceAuditor().calibrate(*make_proba(rng, n_members, (5, 1)), *make_proba(rng, n_nonmembers, (2, 1)))
+
+
 def test_audit_class_count_mismatch_raises(strong):
     rng = np.random.default_rng(0)
     with pytest.raises(InputError, match="calibrated 10 classes, got 3 columns"):

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import mlflow
+import numpy as np
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
+from ema.data.files import write_set
+from ema.data.presets import load_splits
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema_cli.cli import main
@@ -61,7 +65,34 @@ def test_power_certify_options_need_each_other():
     assert "--certify needs --margin M" in power("--certify").output
     assert "expected --margin, --json with --certify" in power("--margin", "0.3", "--json").output
     assert "got it without --certify" in power("--json").output
-    assert "not in the range 0.5<x<1" in power("--certify", "--margin", "0.3", "--certify-level", "0.5").output
+    refused = power("--certify", "--margin", "0.3", "--certify-level", "0.5").output
+    assert "expected a number strictly between 0.5 and 1, got '0.5'" in refused
+
+
+class Uniform(mlflow.pyfunc.PythonModel):
+    """A model that says nothing: the same probabilities for every image."""
+
+    def predict(self, context, model_input, params=None):
+        return np.full((len(model_input), 10), 0.1)
+
+
+def test_power_certify_on_references_scored_alike_plans_with_no_information_and_says_so(trained, tmp_path):
+    splits = load_splits()
+    files = [str(write_set(splits.query(name).take(np.arange(200)), tmp_path / f"{name}.npz")) for name in ("M2", "M6")]
+    with mlflow.start_run(run_name="a model that says nothing"):
+        example = np.zeros((2, 28, 28), np.uint8)
+        info = mlflow.pyfunc.log_model(
+            name="model", python_model=Uniform(), input_example=example, registered_model_name="uniform"
+        )
+    options = ("--model", f"models:/uniform/{info.registered_model_version}", "--members", files[0], "--reference",
+               files[1], "--certify", "--margin", "0.5")  # fmt: skip
+    shown = power(*options)
+    assert shown.exit_code == 0, shown.output
+    assert "planned with no information: the references' scores did not vary, so it is not estimable" in shown.output
+    plan = json.loads(power(*options, "--json").output)
+    assert plan["information"] is None and plan["information_lower"] is None and plan["reachable"] is False
+    logged = MlflowClient().search_runs([mlflow.get_experiment_by_name("ema").experiment_id], max_results=1)[0]
+    assert "information" not in logged.data.metrics and "smallest_reachable_margin" in logged.data.metrics
 
 
 def test_audit_at_margin_auto_certifies_at_its_certifiable_margin_and_records_the_level(trained):
