@@ -48,10 +48,19 @@ from ema.workflows.target import Target
 ROUTE_MEMBER_REFERENCE = "member reference scored on the target"
 ROUTE_TRANSFER = "transfer from the calibration model"
 #: The options of EMA's calibration (option -> AuditConfig field) that the calibrated auditor reads on its
-#: transfer route only, and the other built-in methods that read each (EMA's thresholds; the KS ratio's
-#: calibration-set model trains on the corrupted calibration set).
-TRANSFER_OPTIONS = {"--threshold-mode": "threshold_mode", "--k": "k"}
-_READ_BY = {"--threshold-mode": (EMAAuditor.method,), "--k": (EMAAuditor.method, KSRatioAuditor.method)}
+#: transfer route only, and the other built-in methods that read each (EMA's thresholds; the calibration model
+#: EMA and the KS ratio train on the corrupted calibration set, split and corrupted with --cal-seed).
+TRANSFER_OPTIONS = {
+    "--threshold-mode": "threshold_mode",
+    "--k": "k",
+    "--cal-seed": "cal_seed",
+    "--corruption": "corruption",
+}
+_CALIBRATION_READERS = (EMAAuditor.method, KSRatioAuditor.method)
+_READ_BY = {
+    "--threshold-mode": (EMAAuditor.method,),
+    **dict.fromkeys(("--k", "--cal-seed", "--corruption"), _CALIBRATION_READERS),
+}
 
 
 def ema_auditor(session: AuditSession, access: str) -> tuple[EMAAuditor, dict[str, str]]:
@@ -127,11 +136,11 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
 
 
 def warn_unused_transfer_options(config: AuditConfig, members: str) -> None:
-    """Warn, for the record, of ``--threshold-mode`` or ``--k`` given (not at its default) on the member-reference
-    route, where the calibrated auditor reads neither, when no other method of the audit reads it either.
+    """Warn, for the record, of options of the calibration (:data:`TRANSFER_OPTIONS`) given (not at their default) on
+    the member-reference route, where the calibrated auditor reads none, when no other method of the audit reads them.
 
     ``members``: the member reference the route used, in words. EMA (``--method ema+calibrated``) reads
-    both, the KS ratio reads ``--k``: alongside them nothing is warned.
+    them all, the KS ratio all but ``--threshold-mode``: alongside them nothing is warned.
     """
     defaults = {field.name: field.default for field in dataclasses.fields(AuditConfig)}
     others = set(method_plan(config.method)) - {CalibratedAuditor.method}
@@ -144,8 +153,8 @@ def warn_unused_transfer_options(config: AuditConfig, members: str) -> None:
         given = " ".join(f"{flag} {value}" for flag, value in unused.items())
         logging.getLogger(__name__).warning(
             "%s changed nothing: the calibrated auditor tested the query against a member reference scored on the "
-            "target (%s), and %s only to EMA's thresholds (--method ema+calibrated) and to the calibrated "
-            "auditor's transfer route (no members known)",
+            "target (%s), and %s only to EMA's calibration and thresholds (--method ema+calibrated), the KS "
+            "ratio's calibration, and the calibrated auditor's transfer route (no members known)",
             given,
             members,
             " and ".join(unused) + (" apply" if len(unused) > 1 else " applies"),

@@ -254,14 +254,19 @@ def test_audit_calibrated_on_the_member_route_warns_of_threshold_mode_and_k_it_d
     _, outcome = trained
     uri = outcome.version.uri
     given = audit(
-        AuditConfig(model_uri=uri, query="M6", method="calibrated", threshold_mode="per-class", k=60), progress=False
-    )
+        AuditConfig(
+            model_uri=uri, query="M6", method="calibrated", threshold_mode="per-class", k=60, cal_seed=3,
+            corruption="noise",
+        ),
+        progress=False,
+    )  # fmt: skip
     unused = [w for w in given.warnings if "changed nothing" in w]
     assert unused == [
         w for w in json.loads(run_of(given.run_id).data.tags[keys.TAG_WARNINGS]) if "changed nothing" in w
     ]
-    assert len(unused) == 1 and unused[0].startswith("--threshold-mode per-class --k 60 changed nothing: "), unused
-    assert "--threshold-mode and --k apply only to EMA's thresholds" in unused[0] and "transfer route" in unused[0]
+    said = "--threshold-mode per-class --k 60 --cal-seed 3 --corruption noise changed nothing: "
+    assert len(unused) == 1 and unused[0].startswith(said), unused
+    assert "--threshold-mode and --k and --cal-seed and --corruption apply only to EMA's calibration" in unused[0]
     assert run_of(given.run_id).data.tags[keys.TAG_CALIBRATED_ROUTE] == ROUTE_MEMBER_REFERENCE
     # EMA reads --threshold-mode: beside it nothing is warned, nor when the option is left at its default
     with_ema = audit(
