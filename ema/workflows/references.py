@@ -80,10 +80,28 @@ def _key_dtype(*sets: ArraySet) -> np.dtype:
     return np.result_type(*inputs)
 
 
+def _comparable(first: ArraySet, second: ArraySet) -> tuple[ArraySet, ArraySet]:
+    """Two sets laid out alike to compare their samples: of two tables, the one holding the other's columns and more
+    cut to them (a forget file's text columns beside a training file's numbers), in its order.
+
+    Raises
+    ------
+    InputError
+        If neither table holds all the other's columns (:func:`~ema.data.arrays.in_query_layout`).
+    """
+    if first.kind == second.kind == "table" and first.features != second.features:
+        if set(first.features) >= set(second.features):
+            return in_query_layout(first, second, role="set"), second
+        return first, in_query_layout(second, first, role="set")
+    return first, second
+
+
 def without_query(pool: ArraySet, query: ArraySet) -> ArraySet:
-    """``pool`` minus every sample that also stands in ``query`` (same image or row, whatever its dtype, and label)."""
-    dtype = _key_dtype(pool, query)
-    keep = ~np.isin(_row_keys(pool, dtype), _row_keys(query, dtype))
+    """``pool`` minus every sample that also stands in ``query`` (same image or row, whatever its dtype, and label;
+    of tables, in the columns both hold)."""
+    laid_out, query = _comparable(pool, query)
+    dtype = _key_dtype(laid_out, query)
+    keep = ~np.isin(_row_keys(laid_out, dtype), _row_keys(query, dtype))
     return pool.take(np.flatnonzero(keep), name=f"{pool.name} without the query")
 
 
@@ -154,7 +172,9 @@ def is_forget_set(target: Target, data: ArraySet) -> bool:
 
 
 def contains_all(pool: ArraySet, subset: ArraySet) -> np.ndarray:
-    """Whether each sample of ``subset`` stands in ``pool`` (same image or row and label), shape (len(subset),)."""
+    """Whether each sample of ``subset`` stands in ``pool`` (same image or row and label; of tables, in the columns both
+    hold), shape (len(subset),)."""
+    pool, subset = _comparable(pool, subset)
     dtype = _key_dtype(pool, subset)
     return np.isin(_row_keys(subset, dtype), _row_keys(pool, dtype))
 

@@ -145,10 +145,14 @@ def test_a_reference_drops_the_query_rows_whatever_type_holds_their_numbers():
     pool = table(mixed(np.arange(40.0).reshape(20, 2)).take(np.arange(10, 30) % 20, axis=0), "pool")
     assert contains_all(pool, query).all()
     assert len(without_query(pool, query.take(np.arange(5)))) == 15
-    wider = ArraySet("wider", np.column_stack([mixed(), SITES]), query.y, query.index, ("age", "dose", "site", "ward"))
-    with pytest.raises(InputError, match=r"expected wider laid out as pool \(table of 3 features\) to compare their "
-                                         r"samples, got table of 4 features"):  # fmt: skip
-        without_query(pool, wider)
+    # a forget file's extra column beside a training file's: compared in the columns both hold
+    ids = np.array([f"P{i}" for i in range(20)], dtype=object)
+    wider = ArraySet("wider", np.column_stack([ids, query.x]), query.y, query.index, ("id", "age", "dose", "site"))
+    assert contains_all(pool, wider).all() and len(without_query(pool, wider.take(np.arange(5)))) == 15
+    other = ArraySet("other", query.x, query.y, query.index, ("age", "dose", "ward"))
+    with pytest.raises(InputError, match=r"set other: expected inputs like the query's .* \(missing 'site'; extra "
+                                         r"'ward'\)"):  # fmt: skip
+        without_query(pool, other)
 
 
 def test_a_spark_batch_of_a_table_with_text_is_matched_to_the_declared_columns():

@@ -26,6 +26,7 @@ from sklearn.preprocessing import OneHotEncoder
 
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
+from ema.data.presets import load_splits
 from ema.errors import InputError
 from ema.tracking import keys
 from ema.training.recipes import DEFAULT_TABLE_RECIPE
@@ -210,6 +211,13 @@ def test_ema_train_on_a_table_with_text_trains_on_its_numbers_says_so_and_audits
     tags = mlflow.get_run(lineage.run_id).data.tags
     assert tags[keys.TAG_CALIBRATED_ROUTE] == "member reference scored on the target"
     assert tags[keys.TAG_MEMBER_REFERENCE].startswith("training data of own-text-target v1 (file, split seed 0)")
+    # a forget file with its text is found in the training data by the columns both hold
+    fold = load_splits("file", 0, tmp_path / "training.csv").query("M1")  # as `ema train` split the file
+    both.iloc[fold.index].to_csv(tmp_path / "forget.csv", index=False)
+    removed = CliRunner().invoke(main, ["unlearn", "--model", "models:/own-text-target/1", "--forget",
+                                        str(tmp_path / "forget.csv"),
+                                        "--method", "retrain", "--no-progress"])  # fmt: skip
+    assert removed.exit_code == 0, removed.output
     assert "1 column(s) of text left out of the training data, as the workbench's recipes take numbers: 'size'" in (
         caplog.text
     )
