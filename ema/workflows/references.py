@@ -68,8 +68,8 @@ def _key_dtype(*sets: ArraySet) -> np.dtype:
         If the sets' samples are not of one layout (a table of other columns): their rows cannot be compared.
     """
     first, *others = sets
-    for other in others:
-        if other.x.shape[1:] != first.x.shape[1:] or other.features != first.features:
+    for other in others:  # a grey image with its channel axis or without it: the same values
+        if np.prod(other.x.shape[1:]) != np.prod(first.x.shape[1:]) or other.features != first.features:
             raise InputError(
                 f"expected {other.name} laid out as {first.name} ({first.describe()}) to compare their samples, got "
                 f"{other.describe()}"

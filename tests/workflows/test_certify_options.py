@@ -51,7 +51,8 @@ def test_a_certify_level_at_or_below_one_half_is_refused_in_one_line(trained, le
     refused = ema(
         "audit", "--model", outcome.version.uri, "--query", "M6", "--method", "calibrated", "--certify-level", level
     )
-    assert refused.exit_code == 2 and "not in the range 0.5<x<1" in refused.output, refused.output
+    expected = f"expected a number strictly between 0.5 and 1, got {level!r}"
+    assert refused.exit_code == 2 and expected in refused.output, refused.output
     with pytest.raises(InputError, match=r"certify level in \(0.5, 1\)"):
         AuditConfig(
             model_uri=outcome.version.uri, query="M6", method="calibrated", certify_level=float(level)
