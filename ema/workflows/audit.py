@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, VERDICT_CODES, AuditResult
-from ema.data.arrays import ArraySet
 from ema.data.splits import EXPECTED_VERDICTS
 from ema.oracle import Oracle
 from ema.run_warnings import gather_run_warnings
@@ -80,7 +79,9 @@ def audit(
         score = engine_row(config.engine).score
         with gather_run_warnings() as logged, score(config, oracle, progress) as scored:
             session, results, tags = scored.session, scored.results, dict(scored.tags)
-            expected = expected_verdict(config, session.target, session.data)
+            expected = expected_verdict(
+                config, session.target, scored.fingerprint if session.data is not None else None
+            )
             warnings = audit_warnings(session, results, scored.query_correct)
             warnings += [message for message in logged if message not in warnings]
             if config.strict and warnings:
@@ -154,13 +155,14 @@ def _inconclusive(results: dict[str, AuditResult], method: str, why: str) -> dic
     return {**results, method: dataclasses.replace(result, verdict=INCONCLUSIVE, thresholds=thresholds)}
 
 
-def expected_verdict(config: AuditConfig, target: Target, data: ArraySet | None) -> str | None:
+def expected_verdict(config: AuditConfig, target: Target, fingerprint: str | None) -> str | None:
     """What a correct auditor says about a named query set of our splits (None for files).
 
-    The forget set of an unlearned version should read as removed, whatever its name (``data``
-    None: a Spark table this process never holds, known by its name only).
+    The forget set of an unlearned version should read as removed, whatever its name, known by the
+    ``fingerprint`` of the query as read (a table with every column of its file, before the model's
+    were picked out; None: a Spark table this process never holds, known by its name only).
     """
-    if data is not None and is_forget_set(target, data):
+    if fingerprint is not None and is_forget_set(target, fingerprint):
         return NOT_MEMORIZED
     return EXPECTED_VERDICTS.get(config.query) if config.query is not None else None
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet, check_has_classes, check_within_classes, in_query_layout
-from ema.inputs import InputSpec, align_columns, listed_names
+from ema.inputs import InputSpec, align_columns, listed_names, numeric_columns
 from ema.limits import seconds_left
 from ema.oracle import ACCESS_PROBABILITIES, Oracle, Predictions
 from ema.tracking import keys
@@ -70,14 +70,18 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
 
 
 def in_model_columns(data: ArraySet, spec: InputSpec) -> ArraySet:
-    """A table with only the columns the model's signature names, in its order; anything else as it is.
+    """A table with only the columns the model's signature names, in its order (without its text columns where the
+    signature names none: such a model takes numbers); anything else as it is.
 
     The columns it leaves out (an ID, a ward) were logged when the query was scored. Every file laid
     out like the query (calibration, members, non-members) then needs only the model's columns,
     and the calibration clone trains on the features the target takes, not on the file's others.
     """
-    if data.kind != "table" or spec.columns is None:
+    if data.kind != "table":
         return data
+    if spec.columns is None:
+        x, kept, left_out = numeric_columns(data.x, data.features, where=data.name, taker="the model")
+        return ArraySet(data.name, x, data.y, data.index, kept) if left_out else data
     x, _ = align_columns(data.x, data.features, spec, where=data.name)
     return ArraySet(data.name, x, data.y, data.index, tuple(spec.columns))
 

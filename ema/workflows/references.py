@@ -166,9 +166,10 @@ def training_data(target: Target, *, max_images: int = DEFAULT_MAX_QUERY) -> Ref
     return None
 
 
-def is_forget_set(target: Target, data: ArraySet) -> bool:
-    """Whether ``data`` is the forget set the target version was unlearned from (by the fingerprint on the version)."""
-    return target.version is not None and target.version.tags.get(keys.TAG_FORGET_FINGERPRINT) == data.fingerprint
+def is_forget_set(target: Target, fingerprint: str) -> bool:
+    """Whether a query of this ``fingerprint`` (as read, every column of its file) is the forget set the target
+    version was unlearned from (by the fingerprint on the version)."""
+    return target.version is not None and target.version.tags.get(keys.TAG_FORGET_FINGERPRINT) == fingerprint
 
 
 def contains_all(pool: ArraySet, subset: ArraySet) -> np.ndarray:

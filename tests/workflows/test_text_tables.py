@@ -218,6 +218,10 @@ def test_ema_train_on_a_table_with_text_trains_on_its_numbers_says_so_and_audits
                                         str(tmp_path / "forget.csv"),
                                         "--method", "retrain", "--no-progress"])  # fmt: skip
     assert removed.exit_code == 0, removed.output
+    # the forget file, audited on the new version, is known as the forget set by every column it was read with
+    forgotten = audit(AuditConfig(model_uri="models:/own-text-target@unlearned", method="ema",
+                                  query_file=str(tmp_path / "forget.csv")), progress=False)  # fmt: skip
+    assert forgotten.expected_verdict == "not_memorized"
     assert "1 column(s) of text left out of the training data, as the workbench's recipes take numbers: 'size'" in (
         caplog.text
     )
