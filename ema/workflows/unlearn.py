@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.splits import QUERY_NAMES
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import EMAError, InputError
+from ema.inputs import InputSpec
+from ema.oracle.model_info import declared_input_spec
 from ema.tracking import keys
 from ema.tracking.helper_cache import find_entry, record_entry
 from ema.tracking.registry import MODELS_URI, RegisteredVersion, log_and_register
@@ -38,6 +41,7 @@ from ema.training.helper_loading import load_helper
 from ema.training.recipes import Classifier, SklearnRecipe, TorchRecipe, recipe_to_json
 from ema.training.unlearn_spec import DEFAULT_RETAIN_MARGIN, UnlearnSpec
 from ema.validation import check_alias, check_finite, check_positive_int, short_hash
+from ema.workflows.audit_in_process import in_model_columns
 from ema.workflows.references import contains_all, training_data, without_query
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.unlearn_methods import resolved_spec, run_method
@@ -161,18 +165,20 @@ def unlearn(config: UnlearnConfig, *, progress: bool = True) -> UnlearnOutcome:
         # MLflow keeps one record per dataset name and digest in an experiment: a file gets a name of its own
         source = str(Path(config.retain_file).resolve()) if config.retain_file else None
         log_dataset(retain, name=f"retained {source or ''}".strip(), context="training", source=source)
-        classifier, seconds = run_method(target, spec, retain, forget, progress)
+        kept, removed = (in_target_columns(target, data) for data in (retain, forget))
+        classifier, seconds = run_method(target, spec, kept, removed, progress)
+        held_out = target.splits().held_out  # a model of other inputs than its splits' (no lineage): not measured
         metrics = {
-            keys.METRIC_RETAIN_ACCURACY: accuracy(classifier, retain),
-            keys.METRIC_FORGET_ACCURACY: accuracy(classifier, forget),
-            keys.METRIC_TEST_ACCURACY: accuracy(classifier, target.splits().held_out),
+            keys.METRIC_RETAIN_ACCURACY: accuracy(classifier, kept),
+            keys.METRIC_FORGET_ACCURACY: accuracy(classifier, removed),
+            keys.METRIC_TEST_ACCURACY: accuracy(classifier, held_out) if held_out.layout == kept.layout else math.nan,
             keys.METRIC_UNLEARN_SECONDS: seconds,
         }
         log_batch(metrics=metrics)
-        _check_retained(metrics[keys.METRIC_RETAIN_ACCURACY], retain, spec, config.min_retain_accuracy)
+        _check_retained(metrics[keys.METRIC_RETAIN_ACCURACY], kept, spec, config.min_retain_accuracy)
         log_artifacts_atomically({keys.ARTIFACT_FORGET: _npz_bytes(forget)})
         cache_key = unlearn_cache_key(target, forget, spec, retain.fingerprint if config.retain_file else None)
-        with package_trained(classifier, retain.x) as package:
+        with package_trained(classifier, kept.x) as package:
             version = log_and_register(
                 package,
                 name=target.version.name,
@@ -261,6 +267,16 @@ def unlearn_cache_key(target: Target, forget: ArraySet, spec: UnlearnSpec, retai
             "retain": retain_fingerprint,
         }
     )
+
+
+def in_target_columns(target: Target, data: ArraySet) -> ArraySet:
+    """A table in the columns the target takes, by name (those its clone is fitted on, else its signature's), as an
+    audit lays its query out: a retained file's columns in another order, or beside others, train the right features.
+    """
+    if data.kind != "table":
+        return data
+    columns = getattr(target.recipe, "columns", None) or getattr(declared_input_spec(target.model_uri), "columns", None)
+    return in_model_columns(data, InputSpec(dtype="float64", columns=columns)) if columns else data
 
 
 def accuracy(classifier: Classifier, data: ArraySet) -> float:

@@ -179,6 +179,26 @@ def test_a_pipeline_logged_without_a_signature_takes_its_text_by_the_names_it_wa
         assert mine.metrics == theirs.metrics
 
 
+def test_unlearning_a_users_pipeline_retrains_its_clone_on_the_retained_files_columns_by_name(tables, tmp_path):
+    """No lineage: the retained data is a file, its columns in another order; the held-out split is not the model's."""
+    model_uri, folder, _ = tables
+    retained = pd.read_csv(folder / "more_members.csv")
+    retained[list(reversed(retained.columns))].to_csv(tmp_path / "retained.csv", index=False)
+    removed = CliRunner().invoke(main, ["unlearn", "--model", model_uri, "--forget", str(folder / "members.csv"),
+                                        "--retain", str(tmp_path / "retained.csv"), "--method", "retrain",
+                                        "--alias", "text-unlearned", "--no-progress"])  # fmt: skip
+    assert removed.exit_code == 0, removed.output
+    name = model_uri.split("/")[1]
+    pipeline = mlflow.sklearn.load_model(f"models:/{name}@text-unlearned")
+    encoder = pipeline[0].named_transformers_["categories"]
+    assert encoder.categories_[0].tolist() == ["large", "medium", "small"]  # the sizes, not a numeric column
+    run = mlflow.get_run(mlflow.MlflowClient().get_model_version_by_alias(name, "text-unlearned").run_id)
+    assert np.isnan(run.data.metrics["test_accuracy"]) and run.data.metrics["retain_accuracy"] == 1.0
+    retained_file = str(tmp_path / "retained.csv")
+    forgotten = audit_of(f"models:/{name}@text-unlearned", folder, "members.csv", members_file=retained_file)
+    assert forgotten.expected_verdict == "not_memorized"
+
+
 def test_a_model_naming_no_columns_is_sent_the_numbers_and_the_text_left_out_on_record(tables):
     _, folder, sets = tables
     features, labels = training(sets)
