@@ -39,7 +39,7 @@ def text_as_declared(x: np.ndarray, spec: InputSpec, *, where: str) -> np.ndarra
     Raises
     ------
     InputError
-        Naming the columns of text the model takes as numbers, or a declared text column given fractions.
+        Naming the columns of text the model takes as numbers.
     """
     if not spec.types_declared:  # columns known by name alone: each takes what the table holds
         return x
@@ -59,20 +59,29 @@ def text_as_declared(x: np.ndarray, spec: InputSpec, *, where: str) -> np.ndarra
     numbers = np.flatnonzero(declared & ~text)
     if numbers.size == 0:
         return x
-    values = x[:, numbers].astype(np.float64)
-    fractional = values != np.rint(values)
-    if fractional.any():
-        column = int(numbers[np.argwhere(fractional)[0][1]])
-        raise InputError(
-            f"{where}: expected text in column {spec.columns[column]!r} (the model's signature declares a string), "
-            f"got fractional numbers such as {float(values[fractional][0]):g}; give the values the model was trained on"
-        )
+    texts = np.column_stack([decimal_text(x[:, column]) for column in numbers])
     logging.getLogger(__name__).warning(
         "%s: column(s) %s hold numbers where the model's signature declares text: sent as their decimal text "
-        "(such as %r); a leading zero a file lost is not restored",
-        where, listed_names([spec.columns[c] for c in numbers]), str(int(values[0, 0])),
+        "(such as %r); a file's own spelling of them (a leading zero, 1.50) is not restored",
+        where, listed_names([spec.columns[c] for c in numbers]), str(texts[0, 0]),
         extra=FOR_THE_RECORD,
     )  # fmt: skip
     typed = x.astype(object)
-    typed[:, numbers] = values.astype(np.int64).astype(str).astype(object)
+    typed[:, numbers] = texts.astype(object)
     return typed
+
+
+def decimal_text(numbers: np.ndarray) -> np.ndarray:
+    """Numbers as a file shows them: integers exactly, whole floats without a fraction (up to 2**53, where they are
+    exact), other floats in their shortest form (``1.5``, ``1e+30``).
+
+    >>> decimal_text(np.array([2.0, 1.5, 1e30])).tolist()
+    ['2', '1.5', '1e+30']
+    """
+    values = np.array(numbers.tolist()) if numbers.dtype == object else numbers  # a column's own number type
+    if values.dtype.kind in "iu":
+        return values.astype(str)
+    whole = (values == np.rint(values)) & (np.abs(values) <= 2**53)
+    text = values.astype(str)
+    text[whole] = values[whole].astype(np.int64).astype(str)
+    return text
