@@ -25,7 +25,6 @@ from checked data and trains them.
 from __future__ import annotations
 
 import json
-import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,6 @@ import numpy as np
 from ema.errors import InputError
 from ema.inputs import InputTransform, listed_names, numeric_columns, text_columns
 from ema.limits import interruptible
-from ema.run_warnings import FOR_THE_RECORD
 from ema.training.allow_list import (
     check_input_fields,
     check_sklearn_params,
@@ -265,23 +263,20 @@ class SklearnClassifier:
 def numbers_only(
     pixels: np.ndarray, columns: tuple[str, ...] | None, *, what: str
 ) -> tuple[np.ndarray, tuple[str, ...] | None]:
-    """A table's numeric columns (and their names), for a recipe of ours that takes numbers; the text columns left
-    out are logged for the record (by position, counted from 0, where the recipe is given no names). Images and
-    tables without text pass unchanged.
+    """A table's numeric columns (and their names), for a recipe of ours that takes numbers; images and tables
+    without text as they are. Whoever hands a recipe a table with text says which columns it leaves out, by name
+    (``ema train``'s data file, a calibration set: :func:`ema.workflows.calibrate.warn_text_left_out`).
 
     Raises
     ------
     InputError
-        If every column holds text, or a text column holds numbers among its words.
+        If every column holds text, or a text column holds numbers among its words (named by position, counted
+        from 0, where the recipe is given no names).
     """
     if not text_columns(pixels).any():
         return pixels, columns
     names = columns if columns is not None else [f"at position {i}" for i in range(pixels.shape[1])]
-    numbers, kept, left_out = numeric_columns(pixels, names, where="the training table", taker=what)
-    logging.getLogger(__name__).warning(
-        "%d column(s) of text left out of the %s trained here, as it takes numbers: %s",
-        len(left_out), what, listed_names(left_out), extra=FOR_THE_RECORD,
-    )  # fmt: skip
+    numbers, kept, _ = numeric_columns(pixels, names, where="the training table", taker=what)
     return numbers, kept if columns is not None else None
 
 

@@ -22,6 +22,7 @@ from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import ArraySet, class_count
 from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality, corruption_as_applied
 from ema.errors import InputError
+from ema.inputs import listed_names, text_columns
 from ema.run_warnings import FOR_THE_RECORD
 from ema.signals import SIGNALS
 from ema.tracking import keys
@@ -98,6 +99,20 @@ def warn_small_classes(calibration: ArraySet, described: str) -> None:
             ", ".join(small[:8]) + (f" and {len(small) - 8} more" if len(small) > 8 else ""),
             extra=FOR_THE_RECORD,
         )
+
+
+def warn_text_left_out(calibration: ArraySet, recipe: Recipe | CloneRecipe, described: str) -> None:
+    """Warn, for the record (every audit that uses the model, trained now or found in the cache), of the text columns
+    of a calibration set (``described`` in words) that a recipe of ours leaves out of the calibration model."""
+    text = text_columns(calibration.x) if calibration.kind == "table" else np.zeros(0, dtype=bool)
+    if text.any() and not getattr(recipe, "takes_text", False):
+        logging.getLogger(__name__).warning(
+            "%s: %d column(s) of text left out of the calibration model, as the recipe that trains it takes numbers: "
+            "%s; a calibration model that sees them (a clone of a scikit-learn target, or --calibration-model) "
+            "behaves more like the target",
+            described, int(text.sum()), listed_names([f for f, t in zip(calibration.features, text, strict=True) if t]),
+            extra=FOR_THE_RECORD,
+        )  # fmt: skip
 
 
 def calibration_halves(calibration: ArraySet, seed: int) -> tuple[ArraySet, ArraySet]:
@@ -184,6 +199,7 @@ class CalibrationPlan:
                 "like the query's, of every class the model outputs"
             )
         warn_small_classes(clean, target.describe_calibration())
+        warn_text_left_out(clean, target.require_recipe(), target.describe_calibration())
         cache_key = calibration_cache_key(target.require_recipe(), clean, k, cal_seed, corruption)
         cached = usable_entry(model_name, cache_key, target)
         return cls(
