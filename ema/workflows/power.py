@@ -17,6 +17,7 @@ from ema.data.corruption import check_quality
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
+from ema.oracle import Oracle
 from ema.stats import QuerySizeResult
 from ema.stats.certify import PLAN_PROBABILITY, CertifyPlan, level_text, plan_certification
 from ema.stats.power import smallest_size
@@ -26,7 +27,7 @@ from ema.validation import check_open_unit
 from ema.workflows.audit import fit_calibrated
 from ema.workflows.calibrate import CalibrationPlan
 from ema.workflows.references import member_reference, nonmember_reference, of_kind
-from ema.workflows.target import resolve_target
+from ema.workflows.target import Target, resolve_target
 
 #: The largest query size :func:`reference_query_size` searches.
 MAX_PLANNED_QUERY = 100_000
@@ -76,6 +77,7 @@ def query_size_for_power(
                 {keys.TAG_POWER_ROUTE: f"member reference ({members.description})"},
             )
         else:
+            check_transfer_data(target, oracle)
             plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
             auditor, tags = fit_calibrated(
                 target,
@@ -100,6 +102,27 @@ def query_size_for_power(
         set_tags(tags)
         log_metrics({keys.METRIC_N_REQUIRED: float(result.n_required or -1), keys.METRIC_POWER_REACHED: result.power})
     return result
+
+
+def check_transfer_data(target: Target, oracle: Oracle) -> None:
+    """Refuse to plan by transfer for a model of table inputs whose calibration set is the preset's images (a user's
+    model without recorded training data): the calibration model could not take them, and would not stand for it.
+    A model whose columns are the images' pixels (a DataFrame of 784 columns) takes them.
+
+    Raises
+    ------
+    InputError
+        Naming the model's inputs, the calibration set, and ``--members`` / ``--reference``.
+    """
+    calibration, spec = target.calibration_set(), oracle.input_spec
+    pixels = math.prod(calibration.x.shape[1:])
+    if spec is not None and spec.columns is not None and calibration.kind != "table" and len(spec.columns) != pixels:
+        raise InputError(
+            f"expected --members FILE for ema power on a model of table inputs ({oracle.input_spec.describe()}) "
+            f"without recorded training data, got none: without a member reference the power is planned on a "
+            f"calibration model trained on the {target.describe_calibration()} ({calibration.describe()}), which the "
+            "model does not take; give --members FILE (rows it was trained on) and --reference FILE (rows it never saw)"
+        )
 
 
 def reference_query_size(auditor: ReferenceAuditor, *, max_n: int = MAX_PLANNED_QUERY) -> QuerySizeResult:

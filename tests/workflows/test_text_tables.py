@@ -199,6 +199,18 @@ def test_unlearning_a_users_pipeline_retrains_its_clone_on_the_retained_files_co
     assert forgotten.expected_verdict == "not_memorized"
 
 
+def test_power_of_a_users_table_model_without_members_says_to_give_them_and_plans_with_them(tables):
+    model_uri, folder, _ = tables
+    power = ["power", "--model", model_uri, "--no-progress"]
+    refused = CliRunner().invoke(main, power)
+    assert refused.exit_code == 3 and "expected --members FILE for ema power on a model of table inputs" in (
+        refused.output
+    ), refused.output
+    files = ["--members", str(folder / "more_members.csv"), "--reference", str(folder / "calibration.csv")]
+    planned = CliRunner().invoke(main, [*power, *files])
+    assert planned.exit_code == 0 and "|D_q| >=" in planned.output, planned.output
+
+
 def test_a_model_naming_no_columns_is_sent_the_numbers_and_the_text_left_out_on_record(tables):
     _, folder, sets = tables
     features, labels = training(sets)
