@@ -100,5 +100,5 @@ def _transfer_warnings(results: dict[str, AuditResult]) -> list[str]:
     return [
         f"the calibration model generalises unlike the target (accuracy gap {diagnostics['transfer_gap']:+.3f}, "
         f"tolerance {diagnostics['transfer_tolerance']}): H0 retained was not tested, so the calibrated auditor "
-        "cannot say not_memorized; give --members FILE.npz (samples the target was trained on)"
+        "cannot say not_memorized; give --members FILE (samples the target was trained on)"
     ]

@@ -298,14 +298,14 @@ def run_on_references(make_auditor: Callable[[AuditConfig], Auditor]) -> Runner:
     Raises
     ------
     InputError
-        (From the runner) when no member reference is known: give ``--members FILE.npz``.
+        (From the runner) when no member reference is known: give ``--members FILE``.
     """
 
     def run(session: AuditSession, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:
         if session.members is None:
             raise InputError(
                 f"--method {session.config.method} needs samples the target was trained on, got none known; "
-                "give --members FILE.npz"
+                "give --members FILE"
             )
         auditor = make_auditor(session.config).calibrate(
             session.member_proba, session.members.data.y, session.nonmember_proba, session.nonmembers.data.y

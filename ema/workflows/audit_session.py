@@ -198,7 +198,7 @@ class AuditSession:
         if self.members is None:
             raise InputError(
                 f"expected a member reference with --augment {self.config.augment} (the transfer route scores one "
-                f"view of each sample), got none known for {self.target.label}; give --members FILE.npz"
+                f"view of each sample), got none known for {self.target.label}; give --members FILE"
             )
 
     def augment_cost(self) -> str:

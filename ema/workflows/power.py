@@ -176,7 +176,7 @@ def certification_plan(
         if members is None:
             raise InputError(
                 f"ema power --certify needs samples the target was trained on, got none known for {target.label}; "
-                "give --members FILE.npz"
+                "give --members FILE"
             )
         nonmembers = of_kind(
             nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column),

@@ -320,7 +320,7 @@ def _retained_data(
     if known is None and retain_file is None:
         raise InputError(
             f"{target.label} has no recorded training data (no `ema train` lineage, no logged training .npz): "
-            "pass --retain FILE.npz with the data to keep"
+            "pass --retain FILE (.npz, .csv or .parquet) with the data to keep"
         )
     if known is not None:
         outside = int((~contains_all(known.data, forget)).sum())

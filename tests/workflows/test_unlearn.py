@@ -145,7 +145,7 @@ def test_a_model_without_recorded_training_data_needs_retain(trained, tmp_path):
     assert result.exit_code != 0
     assert result.output.strip().splitlines() == [
         "Error: no-lineage v1 has no recorded training data (no `ema train` lineage, no logged training .npz): "
-        "pass --retain FILE.npz with the data to keep"
+        "pass --retain FILE (.npz, .csv or .parquet) with the data to keep"
     ]
     assert _versions("no-lineage") == ["1"]
     retain = write_set(without_query(splits.train, splits.query("M1")), tmp_path / "retain.npz")
