@@ -21,6 +21,7 @@ from ema.workflows.options import (
     METRIC_N_QUERY,
     N_SHIFT_VIEWS,
     OUTPUT_KINDS,
+    QUERY_NAMES,
     THRESHOLD_MODES,
     engine_help,
     is_attack_metric,
@@ -40,11 +41,14 @@ from ema_cli.options import (
     max_query_option,
     progress_option,
     query_file_option,
-    query_option,
     recipe_option,
     timeout_option,
     workflow_command,
 )
+
+#: MLproject's ``query`` left at its default (an empty ``--query``): M1, unless ``-P query_file`` or ``query_table``
+#: names the query (MLproject passes ``--query {query}`` always).
+PROJECT_DEFAULT_QUERY = ""
 
 
 @click.command("audit")
@@ -89,15 +93,22 @@ from ema_cli.options import (
         "(images that do not fit the model's signature are refused)."
     ),
 )
-@query_option
+@click.option(
+    "--query",
+    type=click.Choice((*QUERY_NAMES, PROJECT_DEFAULT_QUERY)),
+    help=(
+        "A named query set: M1..M5 (members), M6 (held out), S (other domain). Empty (MLproject's default): M1, "
+        "unless --query-file or --query-table names the query (`mlflow run -e audit -P query_file=FILE`)."
+    ),
+)
 @query_file_option
 @label_column_option
 @click.option(
     "--query-table",
     help=(
         "A Parquet query table, as `ema data export` writes: images (label, index, pixels, height, width, channels) "
-        "or features (label, optional index, one numeric column each); with --engine spark any URI Spark reads "
-        "(hdfs://, s3a://)."
+        "or features (label, optional index, one column each, numbers or text); with --engine spark any URI Spark "
+        "reads (hdfs://, s3a://)."
     ),
 )
 @click.option(
@@ -301,6 +312,8 @@ def audit(
     from ema.workflows.audit import audit as audit_workflow
     from ema.workflows.target import input_shape_from_option, transform_from_options
 
+    if query == PROJECT_DEFAULT_QUERY:  # MLproject's `query` left as it is: a file or table named by -P, else M1
+        query = None if query_file is not None or options["query_table"] is not None else QUERY_NAMES[0]
     if sum(v is not None for v in (query, query_file, options["query_table"])) != 1:
         raise click.UsageError("give exactly one of --query NAME, --query-file FILE or --query-table URI")
     supplied = (calibration_model, calibration_members, calibration_nonmembers)

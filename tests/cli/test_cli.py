@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from ema_cli.cli import main
+from ema_cli.cli import main, option_spellings
 
 
 def invoke(*args: str):
@@ -108,6 +108,34 @@ def test_train_rejects_zero_epochs(store):
 @pytest.mark.parametrize("command", ["train", "calibrate", "audit", "demo", "data", "mark"])
 def test_help_of_every_command(command):
     assert invoke(command, "--help").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("parameters", "query", "query_file"),
+    [
+        (["--query", ""], "M1", None),  # the entry point's defaults: M1
+        (["--query", "", "--query_file", "patients.csv"], None, "patients.csv"),  # -P query_file=patients.csv
+        (["--query", "M3"], "M3", None),  # -P query=M3
+    ],
+    ids=["default", "query-file", "named"],
+)
+def test_the_audit_entry_points_default_query_gives_way_to_a_query_file(monkeypatch, parameters, query, query_file):
+    """MLproject passes ``--query {query}`` always, empty by default: ``-P query_file=FILE`` then names the query."""
+    import ema.workflows.audit as workflow
+    from ema.workflows.options import EMAError
+
+    seen = {}
+
+    def capture(config, progress):
+        seen["config"] = config
+        raise EMAError("captured")
+
+    monkeypatch.setattr(workflow, "audit", capture)
+    monkeypatch.setattr("ema_cli.options.configure", lambda name, **_: None)
+    CliRunner().invoke(main, option_spellings(["audit", *parameters]))  # as entrypoints/audit.py calls the CLI
+    assert (seen["config"].query, seen["config"].query_file) == (query, query_file)
+    both = CliRunner().invoke(main, option_spellings(["audit", "--query", "M2", "--query_file", "patients.csv"]))
+    assert both.exit_code == 2 and "give exactly one of --query NAME, --query-file FILE" in both.output
 
 
 def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
