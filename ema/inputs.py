@@ -82,7 +82,7 @@ INPUT_DTYPES = ("uint8", "int32", "int64", "float32", "float64")
 TEXT_DTYPE = "str"
 
 
-def check_text_of_words(x: np.ndarray, names: Sequence[str], *, where: str, taker: str) -> None:
+def _check_text_of_words(x: np.ndarray, names: Sequence[str], *, where: str, taker: str) -> None:
     """Refuse a text column holding numbers among its words, for ``taker`` (a model, a recipe) that takes numbers
     only: a column of numbers with a stray word ("unknown") is broken, not a category to leave out.
 
@@ -117,13 +117,13 @@ def numeric_columns(
     Raises
     ------
     InputError
-        If a text column holds numbers among its words (:func:`check_text_of_words`), or every column holds text
+        If a text column holds numbers among its words (:func:`_check_text_of_words`), or every column holds text
         (``advice`` says what to do).
     """
     text = text_columns(x)
     if not text.any():
         return x, tuple(names), []
-    check_text_of_words(x, names, where=where, taker=taker)
+    _check_text_of_words(x, names, where=where, taker=taker)
     if text.all():
         raise InputError(f"{where}: expected numbers for {taker}, got only text columns ({listed_names(list(names))}); "
                          f"{advice}")  # fmt: skip
