@@ -45,6 +45,7 @@ from ema_cli.options import (
     timeout_option,
     workflow_command,
 )
+from ema_cli.supplied_calibration import supplied_calibration, supplied_calibration_options
 
 #: MLproject's ``query`` left at its default (an empty ``--query``): M1, unless ``-P query_file`` or ``query_table``
 #: names the query (MLproject passes ``--query {query}`` always).
@@ -189,17 +190,7 @@ PROJECT_DEFAULT_QUERY = ""
         "on (its registered data source)."
     ),
 )
-@click.option("--calibration-model", help="An already-trained calibration model URI (instead of training one).")
-@click.option(
-    "--calibration-members",
-    type=click.Path(dir_okay=False),
-    help="With --calibration-model: a set file (.npz, .csv, .parquet) of the samples it was trained on.",
-)
-@click.option(
-    "--calibration-nonmembers",
-    type=click.Path(dir_okay=False),
-    help="With --calibration-model: a set file (.npz, .csv, .parquet) of samples it was not trained on.",
-)
+@supplied_calibration_options
 @click.option(
     "--reference",
     "reference_file",
@@ -308,7 +299,7 @@ def audit(
     **options,
 ):
     """Was this query set used to train the model? Logs rho_EMA, the verdict and per-sample flags."""
-    from ema.workflows.audit import AuditConfig, SuppliedCalibration
+    from ema.workflows.audit import AuditConfig
     from ema.workflows.audit import audit as audit_workflow
     from ema.workflows.target import input_shape_from_option, transform_from_options
 
@@ -316,9 +307,6 @@ def audit(
         query = None if query_file is not None or options["query_table"] is not None else QUERY_NAMES[0]
     if sum(v is not None for v in (query, query_file, options["query_table"])) != 1:
         raise click.UsageError("give exactly one of --query NAME, --query-file FILE or --query-table URI")
-    supplied = (calibration_model, calibration_members, calibration_nonmembers)
-    if any(supplied) and not all(supplied):
-        raise click.UsageError("--calibration-model needs --calibration-members and --calibration-nonmembers")
     config = AuditConfig(
         model_uri=model_uri if model_uri is not None or model_url is not None else DEFAULT_TARGET_URI,
         model_url=model_url,
@@ -327,7 +315,7 @@ def audit(
         query=query,
         query_file=query_file,
         transform=transform_from_options(input_scale, normalize),
-        calibration=SuppliedCalibration(*supplied) if all(supplied) else None,
+        calibration=supplied_calibration(calibration_model, calibration_members, calibration_nonmembers),
         timeout=click.get_current_context().params["timeout"],  # the command's limit, recorded with the audit
         **options,
     )

@@ -39,7 +39,7 @@ from ema_cli.exit_codes import exit_code
 DEFAULTS = TrainSpec()
 
 
-def _compose(*decorators: Callable) -> Callable:
+def compose(*decorators: Callable) -> Callable:
     def apply(fn: Callable) -> Callable:
         for decorator in reversed(decorators):
             fn = decorator(fn)
@@ -312,7 +312,7 @@ device_option = click.option(
 )
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
 
-train_spec_options = _compose(
+train_spec_options = compose(
     click.option(
         "--arch", type=click.Choice(ARCHITECTURES), default=DEFAULTS.arch, show_default=True, help="Architecture."
     ),

@@ -17,6 +17,7 @@ from ema_cli.options import (
     recipe_option,
     workflow_command,
 )
+from ema_cli.supplied_calibration import supplied_calibration, supplied_calibration_options
 
 
 @click.command("power")
@@ -33,6 +34,7 @@ from ema_cli.options import (
 @k_option
 @cal_seed_option
 @recipe_option
+@supplied_calibration_options
 @click.option(
     "--reference",
     "reference_file",
@@ -73,11 +75,29 @@ from ema_cli.options import (
 @max_query_option
 @progress_option
 @workflow_command
-def power(target_power, certify, margin, certify_level, members_file, max_reference, as_json, **options):
+def power(
+    target_power,
+    certify,
+    margin,
+    certify_level,
+    members_file,
+    max_reference,
+    as_json,
+    calibration_model,
+    calibration_members,
+    calibration_nonmembers,
+    **options,
+):
     """The smallest |D_q| at which the calibrated auditor calls a member set memorized with the given power.
 
     With --certify: the |D_q| and reference size at which it certifies --margin for a removed set.
     """
+    calibration = supplied_calibration(calibration_model, calibration_members, calibration_nonmembers)
+    if certify and calibration is not None:
+        raise click.UsageError(
+            "expected --calibration-model without --certify (it plans detection by transfer when no members are "
+            "known), got it with --certify, which plans from a member reference scored on the target alone"
+        )
     certify_only = {"--margin": margin, "--certify-level": certify_level}
     certify_only |= {"--max-reference": max_reference, "--json": as_json or None}
     if not certify:
@@ -87,7 +107,7 @@ def power(target_power, certify, margin, certify_level, members_file, max_refere
                 f"expected {', '.join(given)} with --certify (they plan a certification), got "
                 f"{'it' if len(given) == 1 else 'them'} without --certify"
             )
-        _detection(target_power, members_file=members_file, **options)
+        _detection(target_power, members_file=members_file, calibration=calibration, **options)
     elif margin is None:
         raise click.UsageError("--certify needs --margin M, the retained share to certify (e.g. 0.3)")
     else:

@@ -38,10 +38,10 @@ from ema.validation import (
     check_seed,
     redact_url,
 )
-from ema.workflows.calibrate import fit_thresholds
+from ema.workflows.calibrate import CalibrationHelper
 from ema.workflows.engines import ENGINE_IN_PROCESS, check_engine
 from ema.workflows.methods import METHODS, certifies_margin, check_engine_runs, method_plan, methods_certifying
-from ema.workflows.target import Target
+from ema.workflows.target import SOURCE_SUPPLIED, Target
 
 #: Clean images a marks audit queries by default (each twice: clean and stamped).
 DEFAULT_MARK_QUERIES = 200
@@ -57,24 +57,27 @@ class SuppliedCalibration:
     members_file: str
     nonmembers_file: str
 
-    def thresholds(
+    def helper(
         self,
         target: Target,
         outputs: str = "auto",
         max_images: int = DEFAULT_MAX_QUERY,
-        label_column: str = "label",
-    ) -> dict:
-        """EMA's thresholds from this model's outputs (of kind ``outputs``) on its members and non-members.
-
-        Each file is read only when it holds at most ``max_images`` images (a table's labels in
-        ``label_column``), and resized as the target's sets are; the model scores on the target's device.
-        """
-        oracle = PyfuncOracle(self.model_uri, transform=target.transform, outputs=outputs, device=target.device)
+        label_column: str = DEFAULT_LABEL_COLUMN,
+    ) -> CalibrationHelper:
+        """The model, returning ``outputs`` and scoring on the target's device with its input transform, with its
+        members and non-members, each read only when it holds at most ``max_images`` samples (a table's labels in
+        ``label_column``) and resized as the target's sets are."""
+        model = PyfuncOracle(self.model_uri, transform=target.transform, outputs=outputs, device=target.device)
         members, nonmembers = (
             target.read_set(f, max_images=max_images, label_column=label_column)
             for f in (self.members_file, self.nonmembers_file)
         )
-        return fit_thresholds(oracle, members, nonmembers).to_dict()
+        tags = {
+            keys.TAG_CACHE: SOURCE_SUPPLIED,
+            keys.TAG_CALIBRATION_VERSION: self.model_uri,
+            keys.TAG_CALIBRATION_SOURCE: SOURCE_SUPPLIED,
+        }
+        return CalibrationHelper(model, members, nonmembers, tags)
 
 
 @dataclass(frozen=True, kw_only=True)

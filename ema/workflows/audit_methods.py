@@ -25,10 +25,8 @@ from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
-from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.marks import MarkKey, read_key
 from ema.data.shifts import AUGMENT_NONE
-from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.oracle import ACCESS_LABEL_ONLY, Oracle, Predictions
 from ema.run_warnings import FOR_THE_RECORD
@@ -36,12 +34,12 @@ from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.tracking import keys
 from ema.workflows.audit_config import AuditConfig
 from ema.workflows.audit_session import AuditSession
-from ema.workflows.cached_models import cached_model, helper_oracle
-from ema.workflows.calibrate import CalibrationPlan, ensure_plan
+from ema.workflows.cached_models import cached_model
+from ema.workflows.calibrate import CalibrationHelper
 from ema.workflows.mark_audit import audit_key
 from ema.workflows.method_rows import Runner
 from ema.workflows.methods import method_plan
-from ema.workflows.references import nonmember_reference
+from ema.workflows.references import Reference
 from ema.workflows.target import Target
 
 #: How the calibrated auditor knew how members behave.
@@ -120,16 +118,12 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
         return auditor.audit(query_proba, labels), tags
     check_transfer_options(config)
     auditor, tags = fit_calibrated(
-        session.target,
         session.oracle,
-        session.calibration_plan,
+        session.calibration_helper(),
+        session.nonmembers,
         alpha=config.alpha,
         margin=config.resolved_margin,
         threshold_mode=config.threshold_mode,
-        reference_file=config.reference_file,
-        max_images=config.max_query,
-        label_column=config.label_column,
-        progress=session.progress,
     )
     tags.update({**session.reference_tags(), keys.TAG_CALIBRATED_ROUTE: ROUTE_TRANSFER})
     return auditor.audit(predictions.proba, labels), tags
@@ -249,43 +243,28 @@ def check_mark_lineage(key: MarkKey, target: Target) -> None:
 
 
 def fit_calibrated(
-    target: Target,
     oracle: Oracle,
-    plan: CalibrationPlan,
+    helper: CalibrationHelper,
+    reference: Reference,
     *,
     alpha: float = 0.1,
     margin: float = DEFAULT_MARGIN,
     threshold_mode: str = "global",
-    reference_file: str | None = None,
-    max_images: int = DEFAULT_MAX_QUERY,
-    label_column: str = DEFAULT_LABEL_COLUMN,
-    progress: bool = True,
 ) -> tuple[CalibratedAuditor, dict[str, str]]:
-    """Score the reference through the target and the calibration halves through f_cal, and calibrate.
+    """Score the non-member ``reference`` through the target (``oracle``) and the calibration model's members and
+    non-members through it, and calibrate; returns the auditor and the tags saying what it used.
 
-    ``reference_file`` is read only when it holds at most ``max_images`` images (a table's labels
-    in ``label_column``); without one, the target's clean calibration set is the reference.
     ``margin``: the most the retained share's interval may reach for ``not_memorized``.
     """
-    reference = nonmember_reference(target, reference_file, max_images=max_images, label_column=label_column).data
-    outcome = ensure_plan(plan, progress=progress)
-    calibration_model = helper_oracle(outcome.entry, target)
-    members, nonmembers = plan.halves()
     auditor = CalibratedAuditor(threshold_mode=threshold_mode, alpha=alpha, margin=margin).calibrate(
-        oracle.predict_proba(reference),
-        reference.y,
-        calibration_model.predict_proba(members),
-        members.y,
-        calibration_model.predict_proba(nonmembers),
-        nonmembers.y,
+        oracle.predict_proba(reference.data),
+        reference.data.y,
+        helper.model.predict_proba(helper.members),
+        helper.members.y,
+        helper.model.predict_proba(helper.nonmembers),
+        helper.nonmembers.y,
     )
-    tags = {
-        keys.TAG_CACHE: outcome.cache,
-        keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
-        keys.TAG_CALIBRATION_SOURCE: target.calibration_source,
-        keys.TAG_REFERENCE: reference_file or f"{target.describe_calibration()} (clean), scored on the target",
-    }
-    return auditor, tags
+    return auditor, {**helper.tags, keys.TAG_REFERENCE: f"{reference.description}, scored on the target"}
 
 
 def run_on_references(make_auditor: Callable[[AuditConfig], Auditor]) -> Runner:

@@ -18,9 +18,16 @@ from ema.oracle import Oracle, Predictions
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
 from ema.workflows.audit_config import AuditConfig
-from ema.workflows.calibrate import CalibrationPlan, ensure_plan
+from ema.workflows.calibrate import (
+    CalibrationHelper,
+    CalibrationPlan,
+    ensure_plan,
+    fit_thresholds,
+    outcome_tags,
+    planned_helper,
+)
 from ema.workflows.references import Reference, member_reference, nonmember_reference
-from ema.workflows.target import SOURCE_SUPPLIED, Target, resolve_target
+from ema.workflows.target import Target, resolve_target
 
 
 def audit_target(config: AuditConfig) -> Target:
@@ -218,20 +225,20 @@ class AuditSession:
 
     def thresholds(self) -> tuple[dict, dict[str, str]]:
         """EMA's thresholds and the tags saying where they came from."""
-        supplied = self.config.calibration
-        if supplied is not None:
-            outputs = self.config.calibration_outputs or self.config.outputs
-            return supplied.thresholds(self.target, outputs, self.config.max_query, self.config.label_column), {
-                keys.TAG_CACHE: SOURCE_SUPPLIED,
-                keys.TAG_CALIBRATION_VERSION: supplied.model_uri,
-                keys.TAG_CALIBRATION_SOURCE: SOURCE_SUPPLIED,
-            }
+        if self.config.calibration is not None:
+            helper = self.calibration_helper()
+            return fit_thresholds(helper.model, helper.members, helper.nonmembers).to_dict(), helper.tags
         outcome = ensure_plan(self.calibration_plan, progress=self.progress)
-        return outcome.thresholds, {
-            keys.TAG_CACHE: outcome.cache,
-            keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
-            keys.TAG_CALIBRATION_SOURCE: self.target.calibration_source,
-        }
+        return outcome.thresholds, outcome_tags(outcome, self.calibration_plan)
+
+    def calibration_helper(self) -> CalibrationHelper:
+        """The calibration model member behaviour is read from: the one supplied (``--calibration-model``, scored on
+        its own members and non-members, returning ``--calibration-outputs``), else the plan's."""
+        supplied, config = self.config.calibration, self.config
+        if supplied is None:
+            return planned_helper(self.calibration_plan, progress=self.progress)
+        outputs = config.calibration_outputs or config.outputs
+        return supplied.helper(self.target, outputs, config.max_query, config.label_column)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from ema.data.arrays import ArraySet, class_count
 from ema.data.corruption import DEFAULT_CORRUPTION, apply_corruption, check_quality, corruption_as_applied
 from ema.errors import InputError
 from ema.inputs import listed_names, text_columns
+from ema.oracle import Oracle
 from ema.run_warnings import FOR_THE_RECORD
 from ema.signals import SIGNALS
 from ema.tracking import keys
@@ -42,7 +43,7 @@ from ema.training.clones import CloneRecipe, package_trained
 from ema.training.devices import CPU, describe_device, resolve_device
 from ema.training.recipes import Recipe, proba_over_classes, recipe_to_json
 from ema.validation import check_model_name, check_seed, redact_url, short_hash
-from ema.workflows.cached_models import usable_entry
+from ema.workflows.cached_models import helper_oracle, usable_entry
 from ema.workflows.target import Target, resolve_target
 
 #: Tag values of ``ema.calibration_cache``; a stale cache says ``stale: <why>``.
@@ -354,6 +355,35 @@ def ensure_plan(plan: CalibrationPlan, *, progress: bool = True) -> CalibrationO
 
     outcome, _ = single_flight(plan.model_name, plan.cache_key, find=lookup.find, build=build)
     return outcome
+
+
+@dataclass(frozen=True)
+class CalibrationHelper:
+    """A calibration model as the calibrated auditor's transfer route reads it: the model, the samples it was and was
+    not trained on, and the run tags that say which model it is."""
+
+    model: Oracle
+    members: ArraySet
+    nonmembers: ArraySet
+    tags: dict[str, str]
+
+
+def planned_helper(plan: CalibrationPlan, *, progress: bool = True) -> CalibrationHelper:
+    """The plan's calibration model (cached, or trained now) with its two halves."""
+    outcome = ensure_plan(plan, progress=progress)
+    members, nonmembers = plan.halves()
+    return CalibrationHelper(
+        helper_oracle(outcome.entry, plan.target), members, nonmembers, outcome_tags(outcome, plan)
+    )
+
+
+def outcome_tags(outcome: CalibrationOutcome, plan: CalibrationPlan) -> dict[str, str]:
+    """The run tags that say which of the plan's calibration models an audit used, and whether it was cached."""
+    return {
+        keys.TAG_CACHE: outcome.cache,
+        keys.TAG_CALIBRATION_VERSION: outcome.version.uri,
+        keys.TAG_CALIBRATION_SOURCE: plan.target.calibration_source,
+    }
 
 
 def calibrate(

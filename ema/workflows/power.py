@@ -10,6 +10,7 @@ auditor's interval).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 
 from ema.auditors.reference import ReferenceAuditor
@@ -18,14 +19,15 @@ from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.oracle import Oracle
+from ema.run_warnings import FOR_THE_RECORD
 from ema.stats import QuerySizeResult
 from ema.stats.certify import PLAN_PROBABILITY, CertifyPlan, level_text, plan_certification
 from ema.stats.power import smallest_size
 from ema.tracking import keys
 from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
 from ema.validation import check_open_unit
-from ema.workflows.audit import fit_calibrated
-from ema.workflows.calibrate import CalibrationPlan
+from ema.workflows.audit import SuppliedCalibration, fit_calibrated
+from ema.workflows.calibrate import CalibrationPlan, planned_helper
 from ema.workflows.references import member_reference, nonmember_reference, of_kind
 from ema.workflows.target import Target, resolve_target
 
@@ -45,13 +47,15 @@ def query_size_for_power(
     members_file: str | None = None,
     max_query: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
+    calibration: SuppliedCalibration | None = None,
     progress: bool = True,
 ) -> QuerySizeResult:
     """Calibrate the auditor an audit of the target would run and solve for the query size; logged as a run.
 
     With a member reference known (``members_file``, else the target's recorded training data) that
     is the member-reference auditor, whose resampled ``power_retained`` the size reaches; else the
-    transfer route's calibrated auditor and its tail tests (tag ``ema.power_route``).
+    transfer route's calibrated auditor and its tail tests (tag ``ema.power_route``), whose calibration
+    model is ``calibration`` (``--calibration-model``) when given, else the one the workbench trains.
     """
     with start_run(f"power {model_uri}"):
         check_open_unit("power", power)
@@ -76,19 +80,25 @@ def query_size_for_power(
                 reference_query_size(auditor),
                 {keys.TAG_POWER_ROUTE: f"member reference ({members.description})"},
             )
+            if calibration is not None:
+                logging.getLogger(__name__).warning(
+                    "--calibration-model %s changed nothing: members are known (%s), so the power is the "
+                    "member-reference auditor's, which reads no calibration model",
+                    calibration.model_uri,
+                    members.description,
+                    extra=FOR_THE_RECORD,
+                )
         else:
-            check_transfer_data(target, oracle)
-            plan = CalibrationPlan.for_target(target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME)
-            auditor, tags = fit_calibrated(
-                target,
-                oracle,
-                plan,
-                alpha=alpha,
-                reference_file=reference_file,
-                max_images=max_query,
-                label_column=label_column,
-                progress=progress,
-            )
+            if calibration is None:
+                check_transfer_data(target, oracle)
+                plan = CalibrationPlan.for_target(
+                    target, k=k, cal_seed=cal_seed, model_name=keys.CALIBRATION_MODEL_NAME
+                )
+                helper = planned_helper(plan, progress=progress)
+            else:
+                helper = calibration.helper(target, max_images=max_query, label_column=label_column)
+            reference = nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column)
+            auditor, tags = fit_calibrated(oracle, helper, reference, alpha=alpha)
             result, tags[keys.TAG_POWER_ROUTE] = auditor.required_query_size(power=power), "transfer (no members known)"
         log_params(
             {

@@ -28,7 +28,7 @@ from ema.tracking.runs import log_artifacts_atomically, log_params, start_run
 from ema.training.recipes import proba_over_classes
 from ema.workflows.audit import fit_calibrated
 from ema.workflows.cached_models import cached_model
-from ema.workflows.calibrate import CalibrationPlan, ensure_plan
+from ema.workflows.calibrate import CalibrationPlan, ensure_plan, planned_helper
 from ema.workflows.references import nonmember_reference, without_query
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.train import train_target
@@ -82,7 +82,9 @@ def audit_target(
             ensure_plan(plan, progress=progress).thresholds, signals=PAPER_SIGNALS, alpha=config.alpha
         ),
         "calibrated": reference_auditor(target, oracle, alpha=config.alpha),
-        "transfer": fit_calibrated(target, oracle, plan, alpha=config.alpha, progress=progress)[0],
+        "transfer": fit_calibrated(
+            oracle, planned_helper(plan, progress=progress), nonmember_reference(target), alpha=config.alpha
+        )[0],
     }
     n_classes = pools.proba["members"].shape[1]
     calset_model, _ = cached_model(target, "calset-model", plan.corrupted(), n_classes=n_classes, progress=progress)
