@@ -282,6 +282,11 @@ class AuditConfig:
         check_choice("HTTP format", self.http_format, HTTP_FORMATS)
         return self
 
+    def changed(self, options: dict[str, str]) -> dict[str, object]:
+        """Of ``options`` (option -> field), those given other than their defaults (option -> value)."""
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        return {flag: getattr(self, name) for flag, name in options.items() if getattr(self, name) != defaults[name]}
+
     @property
     def certify_options(self) -> dict[str, object]:
         """``--margin`` and ``--certify-level`` as given (option -> value), those left at their defaults out."""

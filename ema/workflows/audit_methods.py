@@ -8,7 +8,6 @@ the runner of any auditor that calibrates on the target's member and non-member 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from ema.run_warnings import FOR_THE_RECORD
 from ema.signals import LABEL_ONLY_SIGNALS, PAPER_SIGNALS
 from ema.tracking import keys
 from ema.workflows.audit_config import AuditConfig
-from ema.workflows.audit_session import AuditSession
+from ema.workflows.audit_session import PLAN_OPTIONS, AuditSession
 from ema.workflows.cached_models import cached_model
 from ema.workflows.calibrate import CalibrationHelper
 from ema.workflows.mark_audit import audit_key
@@ -48,12 +47,7 @@ ROUTE_TRANSFER = "transfer from the calibration model"
 #: The options of EMA's calibration (option -> AuditConfig field) that the calibrated auditor reads on its
 #: transfer route only, and the other built-in methods that read each (EMA's thresholds; the calibration model
 #: EMA and the KS ratio train on the corrupted calibration set, split and corrupted with --cal-seed).
-TRANSFER_OPTIONS = {
-    "--threshold-mode": "threshold_mode",
-    "--k": "k",
-    "--cal-seed": "cal_seed",
-    "--corruption": "corruption",
-}
+TRANSFER_OPTIONS = {"--threshold-mode": "threshold_mode", **PLAN_OPTIONS}
 _CALIBRATION_READERS = (EMAAuditor.method, KSRatioAuditor.method)
 _READ_BY = {
     "--threshold-mode": (EMAAuditor.method,),
@@ -136,12 +130,12 @@ def warn_unused_transfer_options(config: AuditConfig, members: str) -> None:
     ``members``: the member reference the route used, in words. EMA (``--method ema+calibrated``) reads
     them all, the KS ratio all but ``--threshold-mode``: alongside them nothing is warned.
     """
-    defaults = {field.name: field.default for field in dataclasses.fields(AuditConfig)}
     others = set(method_plan(config.method)) - {CalibratedAuditor.method}
+    warned = PLAN_OPTIONS if config.calibration is not None else {}  # by warn_unread_plan_options
     unused = {
-        flag: getattr(config, name)
-        for flag, name in TRANSFER_OPTIONS.items()
-        if getattr(config, name) != defaults[name] and not others & set(_READ_BY[flag])
+        flag: value
+        for flag, value in config.changed(TRANSFER_OPTIONS).items()
+        if not others & set(_READ_BY[flag]) and flag not in warned
     }
     if unused:
         given = " ".join(f"{flag} {value}" for flag, value in unused.items())

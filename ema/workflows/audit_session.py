@@ -5,16 +5,19 @@ references scored once, the calibration thresholds made on demand; the run's nam
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
+from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.shifts import AUGMENT_NONE, AUGMENT_SHIFTS, N_SHIFT_VIEWS, shifted_set
 from ema.errors import InputError
 from ema.oracle import Oracle, Predictions
+from ema.run_warnings import FOR_THE_RECORD
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
 from ema.workflows.audit_config import AuditConfig
@@ -26,6 +29,7 @@ from ema.workflows.calibrate import (
     outcome_tags,
     planned_helper,
 )
+from ema.workflows.methods import method_plan
 from ema.workflows.references import Reference, member_reference, nonmember_reference
 from ema.workflows.target import Target, resolve_target
 
@@ -47,12 +51,36 @@ def audit_target(config: AuditConfig) -> Target:
     )
     if config.calibration is None:
         target.require_recipe()
+    else:
+        warn_unread_plan_options(config)
     if config.calibration_file is None:
         return target
     calibration = target.read_set(
         config.calibration_file, max_images=config.max_query, label_column=config.label_column
     )
     return dataclasses.replace(target, calibration_data=calibration)
+
+
+#: The options (option -> AuditConfig field) of the calibration set the workbench's calibration model trains on.
+PLAN_OPTIONS = {"--k": "k", "--cal-seed": "cal_seed", "--corruption": "corruption"}
+
+
+def warn_unread_plan_options(config: AuditConfig) -> None:
+    """Warn, for the record, of :data:`PLAN_OPTIONS` given with a supplied calibration model, when no method of
+    the audit reads them: EMA and the calibrated auditor then read the user's model, and only the KS ratio trains
+    a model on the corrupted calibration set."""
+    given = config.changed(PLAN_OPTIONS)
+    if not given or KSRatioAuditor.method in method_plan(config.method):
+        return
+    logging.getLogger(__name__).warning(
+        "%s changed nothing: the calibration model was yours (--calibration-model %s, with its own members and "
+        "non-members), so no calibration set was split or corrupted; %s only to the workbench's own calibration "
+        "model and the KS ratio's (--method ks-ratio)",
+        " ".join(f"{flag} {value}" for flag, value in given.items()),
+        config.calibration.model_uri,
+        " and ".join(given) + (" apply" if len(given) > 1 else " applies"),
+        extra=FOR_THE_RECORD,
+    )
 
 
 def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> None:

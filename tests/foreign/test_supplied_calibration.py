@@ -9,6 +9,8 @@ non-members and the other half as the held-out query.
 
 from __future__ import annotations
 
+import json
+
 import mlflow
 import mlflow.pyfunc
 import numpy as np
@@ -130,3 +132,15 @@ def test_calibration_options_refused_where_they_cannot_apply(supplied, arguments
     result = CliRunner().invoke(main, [*arguments, "--model", target, *extra, "--no-progress"])
     assert result.exit_code == 2, result.output
     assert "--calibration-model" in result.output
+
+
+def test_calibration_set_options_are_warned_unread_with_a_supplied_model(supplied):
+    """--k and --cal-seed shape the calibration set the workbench's own model trains on: with the user's model
+    neither EMA nor the calibrated auditor reads them, and the run says so once."""
+    target, _, options, _ = supplied
+    output, _ = ema_audit(
+        "--model", target, "--query", "M1", "--method", "ema+calibrated", "--k", "50", "--cal-seed", "3", *options
+    )
+    warnings = [w for w in json.loads(run_of(output).data.tags[keys.TAG_WARNINGS]) if "changed nothing" in w]
+    assert len(warnings) == 1 and warnings[0].startswith("--k 50 --cal-seed 3 changed nothing"), warnings
+    assert options[1] in warnings[0]
