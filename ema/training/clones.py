@@ -33,7 +33,7 @@ from ema.training.spec import TrainSpec
 from ema.validation import short_hash
 
 #: What a user whose model cannot be cloned can do instead.
-OTHER_CALIBRATION = "pass --recipe FILE, or a calibration model of yours with --calibration-model"
+OTHER_CALIBRATION = "for an audit, pass --recipe FILE, or a calibration model of yours with --calibration-model"
 
 
 def class_name(kind: type) -> str:
@@ -109,20 +109,21 @@ class SklearnCloneRecipe:
         ------
         InputError
             If a class of the template (or of a Pipeline's step) cannot be imported by its name, as
-            skops must import it to save the calibration model (a class defined in a script's ``__main__``).
+            skops must import it to save a clone (a class defined in a script's ``__main__``).
         """
         classes = estimator_classes(self.template)
         unsaved = [class_name(kind) for kind in classes if not importable_by_name(kind)]
         if unsaved:
             raise InputError(
-                f"expected the target's classes to be importable by name (the calibration model, a clone, is saved "
-                f"with skops, which finds them so), got {', '.join(unsaved)}, which this Python cannot import: define "
-                f"them in a module on PYTHONPATH (log the model with code_paths=[...]); {OTHER_CALIBRATION}"
+                "expected the target's classes to be importable by name (a clone, a calibration model or a retrained "
+                f"version, is saved with skops, which finds them so), got {', '.join(unsaved)}, which this Python "
+                "cannot import: define them in a module on PYTHONPATH (log the model with code_paths=[...]); "
+                f"{OTHER_CALIBRATION}"
             )
         for kind in filter(takes_any_keywords, classes):
             logging.getLogger(__name__).warning(
-                "the target's %s takes **kwargs in __init__, so scikit-learn's clone keeps none of its settings: the "
-                "calibration model's %s has its defaults; %s",
+                "the target's %s takes **kwargs in __init__, so scikit-learn's clone keeps none of its settings: a "
+                "clone's %s (a calibration model, a retrained version) has its defaults; %s",
                 class_name(kind),
                 kind.__name__,
                 OTHER_CALIBRATION,
@@ -152,12 +153,12 @@ class SklearnCloneRecipe:
             classifier.estimator.fit(classifier.features(pixels), labels)
         except Exception as exc:
             raise InputError(
-                f"a clone of the target's {name} could not be made and trained on the calibration data: "
+                f"a clone of the target's {name} could not be made and trained on {len(labels)} rows: "
                 f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}; {OTHER_CALIBRATION}"
             ) from exc
         if not hasattr(classifier.estimator, "predict_proba"):
             raise InputError(
-                f"expected the target's {name} to have predict_proba (the calibration model must give "
+                f"expected the target's {name} to have predict_proba (the auditor reads a clone's "
                 f"probabilities), got none; {OTHER_CALIBRATION}"
             )
         return classifier

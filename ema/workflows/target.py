@@ -132,8 +132,10 @@ class Target:
         if self.image_size is not None:
             raise InputError(f"{name}: expected images to resize with --image-size, got a {description}")
 
-    def require_recipe(self) -> Recipe | CloneRecipe:
-        """The recipe, or a one-line error saying how to give one."""
+    def require_recipe(
+        self, purpose: str = "train the calibration model", fix: str = "pass --recipe FILE (or --calibration-model URI)"
+    ) -> Recipe | CloneRecipe:
+        """The recipe, or a one-line error saying what it was needed for (``purpose``) and what to do (``fix``)."""
         if self.recipe is not None:
             return self.recipe
         if self.model_url is not None:
@@ -142,10 +144,7 @@ class Target:
             where = f"model {self.version.uri} has no tag {keys.TAG_RECIPE!r} and is not a sklearn or pytorch model"
         else:
             where = f"{self.model_uri} is not a registered model and not a sklearn or pytorch model"
-        raise InputError(
-            f"expected a training recipe to train the calibration model; {where}: pass --recipe FILE "
-            "(or --calibration-model URI)"
-        )
+        raise InputError(f"expected a training recipe to {purpose}; {where}: {fix}")
 
     @property
     def label(self) -> str:

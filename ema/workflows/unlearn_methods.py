@@ -27,7 +27,12 @@ def resolved_spec(spec: UnlearnSpec, target: Target) -> UnlearnSpec:
     stands: approximate methods, ``--epochs`` and ``--lr`` are refused, and so is a seed other
     than 0 where the estimator has no ``random_state`` to take it (its training is deterministic).
     """
-    recipe = target.require_recipe()
+    recipe = target.require_recipe(
+        f"retrain {target.label} without the forget set",
+        "ema unlearn retrains versions `ema train` registered (their recipe tag), scikit-learn estimators and torch "
+        "modules (a clone of their own architecture); retrain this model with its own code, register the result "
+        "as a new version and audit it with ema audit",
+    )
     if isinstance(recipe, TorchRecipe):
         return spec.resolved(recipe.spec.epochs, recipe.spec.lr)
     scikit = isinstance(recipe, (SklearnRecipe, SklearnCloneRecipe))

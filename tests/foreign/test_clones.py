@@ -106,10 +106,12 @@ class TakesAnyKeywords(LogisticRegression):
 )
 def test_sklearn_clone_that_cannot_be_made_or_trained_is_one_input_error_naming_the_class(template, reason):
     name = f"tests.foreign.test_clones.{type(template).__qualname__}"
-    expected = rf"a clone of the target's {name} could not be made and trained on the calibration data: {reason}"
+    expected = rf"a clone of the target's {name} could not be made and trained on {len(LABELS)} rows: {reason}"
     with pytest.raises(InputError, match=expected) as refused:
         SklearnCloneRecipe(template).fit(PIXELS, LABELS, progress=False)
-    assert str(refused.value).endswith("pass --recipe FILE, or a calibration model of yours with --calibration-model")
+    assert str(refused.value).endswith(
+        "for an audit, pass --recipe FILE, or a calibration model of yours with --calibration-model"
+    )
 
 
 def test_sklearn_clone_of_a_class_not_importable_by_name_is_refused_before_training(monkeypatch):

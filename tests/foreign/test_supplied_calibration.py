@@ -144,3 +144,26 @@ def test_calibration_set_options_are_warned_unread_with_a_supplied_model(supplie
     warnings = [w for w in json.loads(run_of(output).data.tags[keys.TAG_WARNINGS]) if "changed nothing" in w]
     assert len(warnings) == 1 and warnings[0].startswith("--k 50 --cal-seed 3 changed nothing"), warnings
     assert options[1] in warnings[0]
+
+
+def test_unlearn_of_such_a_model_says_what_it_retrains_and_names_no_option_it_lacks(supplied, tmp_path):
+    target, _, options, _ = supplied
+    forget = str(write_set(load_splits().query("M1"), tmp_path / "forget.npz"))
+    result = CliRunner().invoke(
+        main,
+        [
+            "unlearn",
+            "--model",
+            target,
+            "--method",
+            "retrain",
+            "--forget",
+            forget,
+            "--retain",
+            options[3],
+            "--no-progress",
+        ],
+    )
+    assert result.exit_code == 3, result.output
+    assert "expected a training recipe to retrain wrapped-target v1 without the forget set" in result.output
+    assert "--recipe" not in result.output and "--calibration-model" not in result.output
