@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ema.errors import InputError
-from ema.inputs import InputTransform, to_model_inputs
+from ema.inputs import InputSpec, InputTransform, to_model_inputs
 from ema.run_warnings import FOR_THE_RECORD
 from ema.training.recipes import Classifier, SklearnClassifier, transform_dict
 from ema.training.spec import TrainSpec
@@ -168,8 +168,10 @@ class SklearnCloneRecipe:
 class TorchCloneRecipe:
     """Train a re-initialised copy of a loaded torch module with ``spec``'s optimizer settings.
 
-    ``input_shape`` is the shape the module takes, (-1, ...) (its signature's); pixels are
-    scaled by ``transform`` and reshaped to it.
+    ``input_shape`` and ``input_dtype`` are what the module takes, (-1, ...) and its element type (its
+    signature's): the clone gets its inputs as the target does (:func:`ema.inputs.prepare_inputs`),
+    pixels in [0, 1] scaled by ``transform`` or values 0-255 for an integer dtype, channels first
+    or last, or flattened, as the shape says.
     """
 
     template: object
@@ -177,6 +179,12 @@ class TorchCloneRecipe:
     input_shape: tuple[int, ...] | None = None
     transform: InputTransform = InputTransform()
     framework: str = "torch-clone"
+    input_dtype: str = "float32"
+
+    @property
+    def input_spec(self) -> InputSpec:
+        """The module's inputs as :func:`ema.inputs.prepare_inputs` lays them out."""
+        return InputSpec(shape=self.input_shape, dtype=self.input_dtype)
 
     def to_dict(self) -> dict:
         from ema.training.torch_clone import architecture_digest
@@ -186,6 +194,7 @@ class TorchCloneRecipe:
             "framework": self.framework,
             "architecture": architecture_digest(self.template),
             "input_shape": list(self.input_shape) if self.input_shape else None,
+            "input_dtype": self.input_dtype,
             **training,
             "input": transform_dict(self.transform),
         }

@@ -28,6 +28,12 @@ def to_tensor(array: np.ndarray, dtype: type = np.float32) -> torch.Tensor:
     return torch.from_numpy(np.require(array, dtype, ["C", "W"]))
 
 
+def input_tensor(inputs: np.ndarray) -> torch.Tensor:
+    """Model inputs as a tensor: integers as they are (a model that takes pixel values 0-255 scales them itself),
+    anything else as float32."""
+    return to_tensor(inputs, inputs.dtype if np.issubdtype(inputs.dtype, np.integer) else np.float32)
+
+
 def make_optimizer(spec: TrainSpec, params) -> torch.optim.Optimizer:
     if spec.optimizer == "sgd":
         return torch.optim.SGD(params, lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay)
@@ -123,7 +129,7 @@ def train_network(
         if spec.lr_decay > 0
         else None
     )
-    inputs, targets = to_tensor(pixels), to_tensor(labels, np.int64)
+    inputs, targets = input_tensor(pixels), to_tensor(labels, np.int64)
     device = model_device(network)
     with reproducible_on(device):
         bar = tqdm(range(spec.epochs), desc=desc, unit="epoch", disable=not progress, leave=False)
@@ -159,7 +165,7 @@ def predict_proba(model: nn.Module, pixels: np.ndarray, batch_size: int = SCORIN
 
     Returns a numpy array in this process's memory whatever the model's device.
     """
-    inputs, device = to_tensor(pixels), model_device(model)
+    inputs, device = input_tensor(pixels), model_device(model)
     with torch.inference_mode():
         return torch.cat([model(chunk.to(device)).cpu() for chunk in inputs.split(batch_size)]).numpy()
 

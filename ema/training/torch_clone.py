@@ -1,15 +1,17 @@
 """A loaded torch module, re-initialised and trained as the calibration model; packaged for logging.
 
 A module logged with MLflow's default ``pt2`` format loads as a ``torch.export`` graph: its
-parameters keep their names but its layers lose ``reset_parameters``, and it cannot be put
-in train mode. Parameters no layer resets get torch's own defaults by shape (weights of two or
-more dimensions Kaiming-uniform, their biases uniform in +-1/sqrt(fan_in), one-dimensional
-weights ones, as normalisation layers start), and training runs the graph as it is.
+parameters keep their names but its layers lose ``reset_parameters``, and it has no train
+mode. Parameters no layer resets get torch's own defaults by shape (weights of two or more
+dimensions Kaiming-uniform, their biases uniform in +-1/sqrt(fan_in), one-dimensional weights
+ones, as normalisation layers start); the graph's batch norms and dropouts are switched to
+training by their operations' flag while the clone trains, as ``train()`` switches a module's.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import tempfile
 from collections.abc import Iterator
@@ -22,7 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ema.errors import InputError
+from ema.inputs import prepare_inputs
 from ema.model_package import FLAVOR_PYTORCH, ModelPackage
+from ema.run_warnings import FOR_THE_RECORD
 from ema.training.clones import TorchCloneRecipe
 from ema.training.fit import model_device, on_cpu, predict_proba, train_network
 from ema.validation import short_hash
@@ -33,6 +37,21 @@ PROBABILITY_FLOOR = 1e-12
 PROBE_ROWS = 64
 #: How far from 1 a row of probabilities may sum (as :data:`ema.signals.ROW_SUM_TOLERANCE`).
 ROW_SUM_TOLERANCE = 1e-3
+#: The operations of an exported graph that run in train or eval mode by a flag, and that flag's argument position.
+MODE_FLAGS = {
+    **dict.fromkeys((torch.ops.aten.batch_norm.default, torch.ops.aten.instance_norm.default), 5),
+    **dict.fromkeys(
+        (
+            torch.ops.aten.dropout.default,
+            torch.ops.aten.alpha_dropout.default,
+            torch.ops.aten.feature_dropout.default,
+            torch.ops.aten.feature_alpha_dropout.default,
+        ),
+        2,
+    ),
+}
+#: Words in the name of an operation whose behaviour depends on the mode (warned of when not in :data:`MODE_FLAGS`).
+MODE_WORDS = ("batch_norm", "instance_norm", "dropout")
 #: The file beside a clone's ``pt2`` graph that holds its output kind and state dict, read back as weights only.
 CLONE_WEIGHTS_NAME = "clone_weights.pt"
 
@@ -84,11 +103,41 @@ def _default_init(name: str, parameter: torch.Tensor, parameters: dict[str, torc
 
 
 def _set_mode(module: nn.Module, training: bool) -> None:
-    """Train or eval mode, where the module has one (an exported graph has not, and runs as it was traced)."""
+    """Train or eval mode. An exported graph (``pt2``) ignores ``train()`` (or refuses it): its batch norms and
+    dropouts are switched by their operations' own flag (:func:`_set_graph_mode`)."""
     try:
         module.train(training)
     except NotImplementedError:
         pass
+    graph = getattr(module, "graph", None)
+    if isinstance(graph, torch.fx.Graph):
+        _set_graph_mode(module, graph, training)
+
+
+def _set_graph_mode(graph_module: nn.Module, graph: torch.fx.Graph, training: bool) -> None:
+    """Set the train-or-eval flag of every :data:`MODE_FLAGS` operation of an exported graph, in place.
+
+    A graph is traced in eval mode: without this its batch norms would train on running
+    statistics that never move and its dropouts would stay off. Other operations whose name
+    says they depend on the mode are warned of, for the record, once when training starts. A
+    layer the trace left out cannot come back (torch drops ``Dropout2d`` from an eval-mode graph).
+    """
+    unswitched = []
+    for node in graph.nodes:
+        position = MODE_FLAGS.get(node.target)
+        if position is not None and len(node.args) > position:
+            node.args = (*node.args[:position], training, *node.args[position + 1 :])
+        elif node.op == "call_function" and any(word in str(node.target) for word in MODE_WORDS):
+            unswitched.append(str(node.target))
+    graph_module.recompile()
+    if training and unswitched:
+        logging.getLogger(__name__).warning(
+            "the target's exported graph (pt2) has operations that behave differently in training, which the "
+            "calibration clone runs as they were traced, in eval mode: %s; log the model with "
+            "serialization_format='pickle', or give --recipe FILE or --calibration-model",
+            ", ".join(sorted(set(unswitched))),
+            extra=FOR_THE_RECORD,
+        )
 
 
 class ProbabilityOutputs(nn.Module):
@@ -143,10 +192,8 @@ def fit_clone(
 
 
 def _model_inputs(recipe: TorchCloneRecipe, pixels: np.ndarray) -> np.ndarray:
-    inputs = recipe.transform.apply(pixels)
-    if recipe.input_shape is None:
-        return inputs
-    return np.ascontiguousarray(inputs.reshape(len(inputs), *recipe.input_shape[1:]))
+    """``pixels`` (float (n, C, H, W) in [0, 1]) as the target takes them, C-ordered for torch."""
+    return np.ascontiguousarray(prepare_inputs(pixels, recipe.transform, recipe.input_spec))
 
 
 class TorchCloneClassifier:

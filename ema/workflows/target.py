@@ -300,7 +300,7 @@ def resolve_target(
     transform = transform if transform is not None else (recipe.transform if recipe else InputTransform())
     source = SOURCE_RECIPE if recipe is not None else None
     if model_url is None and uri is not None and (recipe is None or not getattr(recipe, "names_architecture", True)):
-        clone = own_architecture(uri, recipe, input_shape)
+        clone = own_architecture(uri, recipe, input_shape, input_dtype)
         if clone is not None:
             recipe, source = clone, SOURCE_CLONE
     return Target(
@@ -331,13 +331,16 @@ def resolve_target(
 
 
 def own_architecture(
-    model_uri: str, recipe: TorchRecipe | None, input_shape: tuple[int, ...] | None
+    model_uri: str,
+    recipe: TorchRecipe | None,
+    input_shape: tuple[int, ...] | None,
+    input_dtype: str | None = None,
 ) -> CloneRecipe | None:
     """A clone recipe of the target's own architecture, for the sklearn and pytorch flavors; None for others.
 
     scikit-learn: the loaded estimator or Pipeline, cloned. torch: the loaded module,
     re-initialised and trained with ``recipe``'s settings (the paper's defaults without one)
-    on inputs of the target's declared shape (or ``input_shape``).
+    on inputs of the target's declared shape and type (or ``input_shape`` and ``input_dtype``).
     """
     flavors = model_flavors(model_uri)
     if "sklearn" in flavors and recipe is None:
@@ -348,8 +351,9 @@ def own_architecture(
         return SklearnCloneRecipe(template, columns=columns)
     if "pytorch" in flavors:
         spec = recipe.spec if recipe is not None else TrainSpec()
-        shape = input_shape or getattr(declared_input_spec(model_uri), "shape", None)
-        return TorchCloneRecipe(load_native_model(model_uri, "pytorch"), spec, shape)
+        declared = with_declared(declared_input_spec(model_uri), input_shape, input_dtype) or InputSpec()
+        template = load_native_model(model_uri, "pytorch")
+        return TorchCloneRecipe(template, spec, declared.shape, input_dtype=declared.dtype)
     return None
 
 

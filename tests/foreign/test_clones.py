@@ -15,7 +15,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from torch import nn
 
+from ema.data.presets import load_splits
 from ema.errors import InputError
+from ema.inputs import InputSpec, InputTransform, prepare_inputs, to_model_inputs
+from ema.training import torch_clone
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, importable_by_name
 from ema.training.spec import TrainSpec
 from ema.training.torch_clone import reinitialise
@@ -68,6 +71,78 @@ def test_torch_clone_refuses_labels_beyond_the_targets_outputs_before_training()
     """The preset's ten digit classes for a model of four outputs: one line, not an index error from the loss."""
     with pytest.raises(InputError, match=r"target's 4 classes \(0..3\), got labels up to 9: give --calibration-file"):
         TorchCloneRecipe(Tiny(), TrainSpec(epochs=1)).fit(PIXELS, np.arange(40) % 10, progress=False)
+
+
+#: Real colour images: embedded digits, each grey digit put in a colour of its class, (n, H, W, C) uint8.
+COLOUR = load_splits().query("M1").take(np.arange(40))
+COLOUR_IMAGES = np.stack(
+    [COLOUR.x * (0.4 + 0.2 * (COLOUR.y % 3) == c)[:, None, None] for c in (0, 1, 2)], axis=-1
+).astype(np.uint8)
+
+
+class MeanOfChannels(nn.Module):
+    """A head over the mean of each channel; pixel values 0-255 in when ``integers``, as a model that scales them
+    itself takes them (its exported graph refuses anything else)."""
+
+    def __init__(self, channels_last: bool, integers: bool) -> None:
+        super().__init__()
+        self.channels_last, self.integers = channels_last, integers
+        self.head = nn.Linear(3, 4)
+
+    def forward(self, x):
+        pixels = x.float() / 255 if self.integers else x
+        return self.head(pixels.mean(dim=(1, 2) if self.channels_last else (2, 3)))
+
+
+def recording(seen: dict, name: str, original, position: int):
+    """``original``, keeping under ``name`` in ``seen`` the argument at ``position`` it was last called with."""
+
+    def call(*args, **options):
+        seen[name] = args[position]
+        return original(*args, **options)
+
+    return call
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [((-1, 28, 28, 3), "float32"), ((-1, 3, 28, 28), "uint8"), ((-1, 28, 28, 3), "uint8")],
+    ids=["channels last", "integers", "integers, channels last"],
+)
+def test_torch_clone_trains_and_scores_on_the_inputs_the_target_gets(shape, dtype, monkeypatch):
+    """Colour images moved channels last (not reshaped into scrambled pixels), and pixel values 0-255 for a model
+    that takes integers (not floats in [0, 1], which an exported graph refuses and a plain module divides again)."""
+    module = MeanOfChannels(channels_last=shape[-1] == 3, integers=dtype == "uint8").eval()
+    example = torch.zeros((2, *shape[1:]), dtype=getattr(torch, dtype))
+    graph = torch.export.export(module, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},)).module()
+    seen = {}
+    for step, position in (("train_network", 2), ("predict_proba", 1)):
+        monkeypatch.setattr(torch_clone, step, recording(seen, step, getattr(torch_clone, step), position))
+    recipe = TorchCloneRecipe(graph, TrainSpec(epochs=1, lr=0.01), shape, input_dtype=dtype)
+    classifier = recipe.fit(to_model_inputs(COLOUR_IMAGES), COLOUR.y % 4, progress=False)
+    classifier.predict_proba(to_model_inputs(COLOUR_IMAGES))
+    target_inputs = prepare_inputs(COLOUR_IMAGES, InputTransform(), InputSpec(shape=shape, dtype=dtype))
+    for step, inputs in seen.items():
+        assert inputs.dtype == target_inputs.dtype, step
+        np.testing.assert_array_equal(inputs, target_inputs, err_msg=step)
+
+
+def test_torch_clone_of_an_exported_graph_trains_its_batch_norms_and_dropouts():
+    """An exported graph is traced in eval mode: the clone trains with batch statistics (its running statistics
+    move from their reset values), and scores with them back in eval mode (deterministically, dropout off)."""
+    module = nn.Sequential(
+        nn.Conv2d(1, 4, 5, stride=4), nn.BatchNorm2d(4), nn.Flatten(), nn.Dropout(0.5), nn.Linear(144, 4)
+    ).eval()
+    graph = torch.export.export(
+        module, (torch.zeros(2, 1, 28, 28),), dynamic_shapes=({0: torch.export.Dim("batch")},)
+    ).module()
+    classifier = TorchCloneRecipe(graph, TrainSpec(epochs=2, lr=0.01), (-1, 1, 28, 28)).fit(
+        PIXELS, LABELS, progress=False
+    )
+    buffers = dict(classifier.model.network.named_buffers())
+    assert not torch.equal(buffers["1.running_mean"], torch.zeros(4))
+    assert not torch.equal(buffers["1.running_var"], torch.ones(4))
+    np.testing.assert_array_equal(classifier.predict_proba(PIXELS), classifier.predict_proba(PIXELS))
 
 
 def test_sklearn_clone_keeps_hyperparameters_and_drops_the_fit():
