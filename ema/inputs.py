@@ -362,7 +362,8 @@ def _shape_advice(chw: tuple[int, ...], declared: tuple[int, ...]) -> str:
         if 1 <= wanted <= 4 and wanted != channels:
             how = {
                 (1, 3): "a grey image repeated: np.repeat(x[..., None], 3, axis=-1)",
-                (3, 1): "colour made grey: x.mean(axis=-1).round().astype(np.uint8)",
+                (3, 1): "colour made grey by BT.601 luma, as the workbench's own folders are read: "
+                "ema.data.sources.images.to_grey(x)",
             }.get((channels, wanted), "converted as the model was trained")
             resize = f", {side[0]}x{side[1]} (--image-size)" if tuple(side) != tuple(size) else ""
             return (

@@ -144,13 +144,28 @@ def test_array_sets_name_unnamed_table_columns_and_fingerprint_the_names():
     [
         (np.zeros((2, 32, 32), np.uint8), (-1, 3, 32, 32), "takes 3-channel images and these have 1"),
         (np.zeros((2, 28, 28), np.uint8), (-1, 32, 32, 3), "3, axis=-1)), 32x32 (--image-size)"),
-        (np.zeros((2, 32, 32, 3), np.uint8), (-1, 1, 32, 32), "1 channel (colour made grey"),
+        (np.zeros((2, 32, 32, 3), np.uint8), (-1, 1, 32, 32), "1 channel (colour made grey by BT.601 luma"),
         (np.zeros((2, 28, 28), np.uint8), (-1, 1, 32, 32), "resize the images with --image-size 32"),
     ],
 )
 def test_images_that_do_not_fit_a_declared_shape_are_told_what_differs(images, declared, advice):
     with pytest.raises(InputError, match=re.escape(advice)):
         prepare_inputs(images, InputTransform(), InputSpec(declared))
+
+
+def test_colour_for_a_grey_model_is_advised_the_workbenchs_own_grey_conversion():
+    """The advised function is importable and makes the grey that colour folders read with --channels 1 get."""
+    import importlib
+
+    from ema.data.sources.images import to_channels
+
+    colour = np.random.default_rng(0).integers(0, 256, (2, 4, 4, 3), dtype=np.uint8)
+    with pytest.raises(InputError) as error:
+        prepare_inputs(colour, InputTransform(), InputSpec((-1, 1, 4, 4)))
+    dotted = re.search(r"(ema\.[\w.]+)\(x\)", str(error.value)).group(1)
+    module, name = dotted.rsplit(".", 1)
+    advised = getattr(importlib.import_module(module), name)
+    np.testing.assert_array_equal(advised(colour), to_channels(colour, 1))
 
 
 def test_a_per_channel_normalisation_is_torchvisions_normalize_on_every_declared_layout():
