@@ -119,7 +119,11 @@ def _labels_to_predictions(outputs: np.ndarray, detected: str) -> Predictions:
     """One-hot rows over the classes seen so far; :meth:`Predictions.with_classes` widens them to the calibration's."""
     labels = outputs.reshape(len(outputs), -1)
     if labels.shape[1] != 1:
-        raise InputError(f"expected one integer label per sample, got outputs of shape {outputs.shape}")
+        raise InputError(
+            f"expected one integer label per sample (--outputs labels), got outputs of shape {outputs.shape}: "
+            "several numbers per sample are scores; give --outputs auto (probabilities are detected), probabilities "
+            "or logits"
+        )
     if not np.array_equal(labels, np.rint(labels)) or np.abs(labels).max() >= 2**62:
         fractional = labels[labels != np.rint(labels)]
         example = f" such as {fractional[0]:.6g}" if fractional.size else ""

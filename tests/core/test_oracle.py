@@ -36,6 +36,13 @@ def test_interpret_outputs_refuses_logits_with_advice_and_applies_softmax_when_d
     assert predictions.proba[0].argmax() == 0
 
 
+def test_interpret_outputs_declared_labels_on_probabilities_names_the_way_out():
+    probabilities = np.full((4, 10), 0.1)
+    with pytest.raises(InputError, match=r"got outputs of shape \(4, 10\): .*give --outputs auto .*probabilities"):
+        interpret_outputs(probabilities, "labels")
+    assert interpret_outputs(probabilities, "auto").access == ACCESS_PROBABILITIES
+
+
 def test_float32_rounding_below_zero_is_read_as_probabilities_and_declared_logits_on_them_warned(caplog):
     rounded = np.array([[1.0000001, -1.1920929e-07], [0.25, 0.75]], dtype=np.float32)
     predictions = interpret_outputs(rounded)
