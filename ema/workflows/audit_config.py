@@ -379,9 +379,9 @@ class AuditConfig:
         return {
             keys.PARAM_IMAGE_SIZE: self.image_size,
             # absolute: one file shows alike however it was named, two files of one name apart
-            keys.PARAM_RECIPE_FILE: _absolute(self.recipe_file),
-            keys.PARAM_REFERENCE_FILE: _absolute(self.reference_file),
-            keys.PARAM_MEMBERS_FILE: _absolute(self.members_file),
+            keys.PARAM_RECIPE_FILE: absolute_path(self.recipe_file),
+            keys.PARAM_REFERENCE_FILE: absolute_path(self.reference_file),
+            keys.PARAM_MEMBERS_FILE: absolute_path(self.members_file),
             keys.PARAM_CALIBRATION_MODEL: redact_url(supplied.model_uri) if supplied else None,
         }
 
@@ -396,8 +396,9 @@ class AuditConfig:
         return dataclasses.replace(self, device=resolve_device(self.device))
 
 
-def _absolute(path: str | None) -> str | None:
-    """A file path as its absolute form (a named recipe, such as ``paper-medical``, as it is); None as None."""
+def absolute_path(path: str | None) -> str | None:
+    """A file path as its absolute form; what names no file here (a named recipe, such as ``paper-medical``, a
+    remote URI) as it is; None as None."""
     if path is None or not Path(path).exists():
         return path
     return str(Path(path).resolve())

@@ -21,6 +21,7 @@ from ema.reports.audit import render_audit_report
 from ema.signals import SIGNALS, compute_scores
 from ema.tracking import keys
 from ema.validation import redact_url
+from ema.workflows.audit_config import absolute_path
 from ema.workflows.methods import metric_vocabulary
 
 if TYPE_CHECKING:
@@ -66,6 +67,17 @@ CLI_FLAGS = {
     "mark_key": "--mark-key",
     "queries": "--queries",
 }
+#: AuditConfig fields that name files: written absolute, so that the command runs from any folder.
+FILE_FIELDS = (
+    "query_file",
+    "query_table",
+    "calibration_file",
+    "recipe_file",
+    "reference_file",
+    "members_file",
+    "mark_key",
+    "membership_out",
+)
 #: Always written, even at their defaults: what was audited, on what, how (``ema audit``'s default device,
 #: ``auto``, is not the library's, ``cpu``).
 ALWAYS = ("model_uri", "model_url", "query", "query_file", "query_table", "method", "device")
@@ -73,7 +85,9 @@ ALWAYS = ("model_uri", "model_url", "query", "query_file", "query_table", "metho
 
 def reproduce_command(config: AuditConfig) -> str:
     """The ``ema audit`` command line that asks for the same audit: the target, the query, the method, and
-    every option that differs from its default.
+    every option that differs from its default. Files given by relative paths are written absolute
+    (:func:`~ema.workflows.audit_config.absolute_path`), as the run's params record them, so that
+    the command runs from any folder.
 
     An option `ema audit` does not offer (``corruption``, set by grids) is appended as a
     shell comment, so the line stays runnable and says what it cannot set. Secrets in URLs
@@ -85,6 +99,8 @@ def reproduce_command(config: AuditConfig) -> str:
         value = getattr(config, field.name)
         if value is None or (field.name not in ALWAYS and value == field.default):
             continue
+        if field.name in FILE_FIELDS:
+            value = absolute_path(value)
         if field.name == "strict":
             words.append("--strict")
         elif field.name == "figures":
@@ -100,9 +116,9 @@ def reproduce_command(config: AuditConfig) -> str:
                 "--calibration-model",
                 value.model_uri,
                 "--calibration-members",
-                value.members_file,
+                absolute_path(value.members_file),
                 "--calibration-nonmembers",
-                value.nonmembers_file,
+                absolute_path(value.nonmembers_file),
             ]
         else:
             unset.append(f"{field.name}={value}")

@@ -96,3 +96,29 @@ def test_reproduce_command_writes_only_options_that_differ_from_their_defaults()
 def test_reproduce_command_names_what_ema_audit_cannot_set():
     command = reproduce_command(AuditConfig(model_uri="models:/m/1", query="M1", corruption="noise"))
     assert command.endswith("  # not an ema audit option: corruption=noise")
+
+
+def test_reproduce_command_names_files_absolute_so_it_runs_from_any_folder(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    for name in ("query.npz", "cal.npz", "reference.npz", "members.npz", "nonmembers.npz"):
+        (tmp_path / "data" / name).write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    config = AuditConfig(
+        model_uri="models:/m/1",
+        query_file="data/query.npz",
+        calibration_file="data/cal.npz",
+        reference_file="data/reference.npz",
+        recipe_file="paper-medical",
+        calibration=SuppliedCalibration("models:/cal/1", "data/members.npz", "data/nonmembers.npz"),
+    )
+    words = shlex.split(reproduce_command(config))
+    data = tmp_path.resolve() / "data"
+    for flag, name in [
+        ("--query-file", "query.npz"),
+        ("--calibration-file", "cal.npz"),
+        ("--reference", "reference.npz"),
+        ("--calibration-members", "members.npz"),
+        ("--calibration-nonmembers", "nonmembers.npz"),
+    ]:
+        assert words[words.index(flag) + 1] == str(data / name), flag
+    assert words[words.index("--recipe") + 1] == "paper-medical", "a named recipe is no file"
