@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ema.errors import InputError
+from ema.image_shapes import fit_shape, images_shape, integer_pixels
 from ema.input_transform import IMAGE_CHANNELS, InputTransform
 
 #: The kinds of input a labelled set can hold.
@@ -80,6 +81,8 @@ def to_model_inputs(x: np.ndarray) -> np.ndarray:
 INPUT_DTYPES = ("uint8", "int32", "int64", "float32", "float64")
 #: The dtype of a column of text in a column-based signature (MLflow's ``string``).
 TEXT_DTYPE = "str"
+#: Sizes of the last axis that make a tensor signature of variable height and width, (-1, -1, -1, C), channels last.
+LAST_AXIS_CHANNELS = (1, 3, 4)
 
 
 def _check_text_of_words(x: np.ndarray, names: Sequence[str], *, where: str, taker: str) -> None:
@@ -175,6 +178,10 @@ class InputSpec:
     types_declared : bool
         False for columns known by name alone (a scikit-learn model's ``feature_names_in_``, no
         signature): each column then takes what the table holds, text as text, numbers as ``dtype``.
+    channels_last : int or None
+        The channel count of a tensor signature of variable height and width that puts channels
+        last, (-1, -1, -1, C) with C in :data:`LAST_AXIS_CHANNELS` (``shape`` is then None): images
+        go channels last at their own size. None: images go as ``shape`` says.
     """
 
     shape: tuple[int, ...] | None = None
@@ -183,6 +190,7 @@ class InputSpec:
     column_dtypes: tuple[str, ...] | None = None
     tensor_name: str | None = None
     types_declared: bool = True
+    channels_last: int | None = None
 
     def __post_init__(self) -> None:
         allowed = INPUT_DTYPES if self.columns is None else (*INPUT_DTYPES, TEXT_DTYPE)
@@ -198,6 +206,13 @@ class InputSpec:
                 raise InputError(f"expected an input shape as integers (-1, ...), got {self.shape!r}")
             if any(d < 1 for d in self.shape[1:]):
                 raise InputError(f"expected an input shape with fixed sizes after the batch, got {self.shape!r}")
+        if self.channels_last is not None and (
+            self.channels_last not in LAST_AXIS_CHANNELS or self.shape is not None or self.columns is not None
+        ):
+            raise InputError(
+                f"expected channels_last among {LAST_AXIS_CHANNELS} for a tensor of variable height and width (no "
+                f"shape, no columns), got {self.channels_last!r} with shape {self.shape!r}"
+            )
         if self.columns is not None:
             object.__setattr__(self, "shape", (-1, len(self.columns)))
 
@@ -215,6 +230,8 @@ class InputSpec:
         """In a few words, for messages and tags: ``float64 (-1, 784)``, ``784 float64 columns``."""
         if self.columns is not None:
             return f"{len(self.columns)} {self.dtype} columns ({self.columns[0]}, ...)"
+        if self.channels_last is not None:
+            return f"{self.dtype} (-1, height, width, {self.channels_last})"
         return f"{self.dtype} {self.shape if self.shape is not None else '(-1, channels, height, width)'}"
 
 
@@ -315,70 +332,18 @@ def _table_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> 
 def _image_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> np.ndarray:
     if x.dtype == np.uint8:
         input_kind(x)  # refuses uint8 arrays of no known shape
+    shape = images_shape(x, spec.shape, spec.channels_last)
     if spec.takes_integers:
-        if x.dtype == np.uint8 and spec.shape is None:
+        if x.dtype == np.uint8 and shape is None:
             return np.ascontiguousarray(x, dtype=spec.dtype)  # as stored: the model shapes them itself
-        return np.ascontiguousarray(_fit_shape(_integer_pixels(x), spec.shape), dtype=spec.dtype)
+        return np.ascontiguousarray(fit_shape(integer_pixels(x), shape), dtype=spec.dtype)
     pixels = to_model_inputs(x) if x.dtype == np.uint8 else np.asarray(x, dtype=np.float32)
-    if transform.channels not in (None, pixels.shape[1]) and spec.shape is not None:
-        _fit_shape(pixels, spec.shape)  # images of other channels than the model's: say so, with how to convert them
+    if transform.channels not in (None, pixels.shape[1]) and shape is not None:
+        fit_shape(pixels, shape)  # images of other channels than the model's: say so, with how to convert them
     # float pixels keep their memory order: stored (n, H, W, C) images become channels-first pixels
     # that are channels-last in memory, on which torch's CPU convolutions run about 25% faster than
     # on a C-ordered copy (and the copy itself is saved)
-    return _fit_shape(transform.apply(pixels), spec.shape).astype(spec.dtype, copy=False)
-
-
-def _integer_pixels(x: np.ndarray) -> np.ndarray:
-    """Pixel values 0-255 as uint8 (n, C, H, W), from stored images or float pixels in [0, 1]."""
-    if x.dtype != np.uint8:
-        return np.rint(np.clip(x, 0, 1) * 255).astype(np.uint8)
-    return x[:, None, :, :] if x.ndim == 3 else x.transpose(0, 3, 1, 2)
-
-
-def _fit_shape(chw: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray:
-    """Channels-first images in the declared shape: as they are, channels last, or reshaped to as many values."""
-    if shape is None or chw.shape[1:] == shape[1:]:
-        return chw
-    if chw.ndim == 4 and tuple(shape[1:]) == (*chw.shape[2:], chw.shape[1]):
-        return chw.transpose(0, 2, 3, 1)
-    values = int(np.prod(chw.shape[1:]))
-    if int(np.prod(shape[1:])) != values:
-        raise InputError(
-            f"expected images that fit the model's declared input shape {shape}, got images of shape "
-            f"{_stored_shape(chw)} ({values} values); {_shape_advice(chw.shape[1:], tuple(shape[1:]))}"
-        )
-    return chw.reshape(len(chw), *shape[1:])
-
-
-def _shape_advice(chw: tuple[int, ...], declared: tuple[int, ...]) -> str:
-    """What to change when images do not fit a declared shape: their channels, their size, or the shape itself.
-
-    A declared image shape is (C, H, W) or (H, W, C) with 1-4 channels; images of another
-    channel count need converting by the user (the audit scores the inputs it is given).
-    """
-    channels, *size = chw
-    layouts = ((declared[0], declared[1:]), (declared[-1], declared[:-1])) if len(declared) == 3 else ()
-    for wanted, side in layouts:
-        if 1 <= wanted <= 4 and wanted != channels:
-            how = {
-                (1, 3): "a grey image repeated: np.repeat(x[..., None], 3, axis=-1)",
-                (3, 1): "colour made grey by BT.601 luma, as the workbench's own folders are read: "
-                "ema.data.sources.images.to_grey(x)",
-            }.get((channels, wanted), "converted as the model was trained")
-            resize = f", {side[0]}x{side[1]} (--image-size)" if tuple(side) != tuple(size) else ""
-            return (
-                f"the model takes {wanted}-channel images and these have {channels}: write the query, calibration "
-                f"and reference files with {wanted} channel{'s' if wanted > 1 else ''} ({how}){resize}"
-            )
-    side = declared[1:] if len(declared) == 3 and declared[0] in (1, 3, 4) else declared[:2]
-    size_words = f" {side[0]}" if len(declared) == 3 and side[0] == side[1] else " N"
-    return f"give the model's shape with --input-shape, or resize the images with --image-size{size_words}"
-
-
-def _stored_shape(chw: np.ndarray) -> tuple[int, ...]:
-    """How a user sees the images: (H, W) for grey, (H, W, C) for colour."""
-    channels, *size = chw.shape[1:]
-    return tuple(size) if channels == 1 else (*size, channels)
+    return fit_shape(transform.apply(pixels), shape).astype(spec.dtype, copy=False)
 
 
 def align_columns(x: np.ndarray, features: Sequence[str], spec: InputSpec, *, where: str) -> tuple[np.ndarray, list]:

@@ -29,6 +29,7 @@ LAYER_OF_PREFIX = {
     "ema.auditors": "core",
     "ema.inputs": "data",
     "ema.input_transform": "data",
+    "ema.image_shapes": "data",
     "ema.data": "data",
     "ema.training": "training",
     "ema.oracle": "oracle",

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from ema.errors import EXTRA_OF_MODULE, EMAError, InputError, MissingDependencyError, ModelAccessError, pip_command
-from ema.inputs import INPUT_DTYPES, TEXT_DTYPE, InputSpec
+from ema.inputs import INPUT_DTYPES, LAST_AXIS_CHANNELS, TEXT_DTYPE, InputSpec
 from ema.validation import redact_url
 
 
@@ -30,7 +30,8 @@ def input_spec_from(schema: object, example: object = None) -> InputSpec | None:
     Raises
     ------
     InputError
-        If the signature declares several tensors, or columns that are not all numbers of one type.
+        If the signature declares several tensors, binary columns (encoded image files), or columns that are
+        neither numbers nor text.
     """
     if schema is not None:
         if schema.is_tensor_spec():
@@ -41,6 +42,7 @@ def input_spec_from(schema: object, example: object = None) -> InputSpec | None:
                 )
             tensor = schema.inputs[0]
             return _tensor_spec(tuple(tensor.shape), np.dtype(tensor.type).name, tensor.name)
+        _refuse_binary_columns(schema)
         dtypes = tuple(str(np.dtype(column.type.to_numpy())) for column in schema.inputs)
         return _column_spec(tuple(schema.input_names()), dtypes)
     if isinstance(example, pd.DataFrame):
@@ -50,11 +52,32 @@ def input_spec_from(schema: object, example: object = None) -> InputSpec | None:
     return None
 
 
+def _refuse_binary_columns(schema: object) -> None:
+    """Refuse a column-based signature with ``binary`` columns: such a model takes encoded files (PNG or JPEG
+    bytes), and the audit sends pixel arrays or table cells, never files; no option changes that."""
+    binary = [
+        str(name)
+        for name, column in zip(schema.input_names(), schema.inputs, strict=True)
+        if getattr(column.type, "name", None) == "binary"
+    ]
+    if binary:
+        raise InputError(
+            f"expected a model that takes pixels or table cells, got a signature with {len(binary)} binary "
+            f"column(s) ({', '.join(map(repr, binary[:5]))}): such a model takes encoded image files (PNG or JPEG "
+            "bytes), and the audit sends images as pixel arrays, never as files; wrap the model in a pyfunc whose "
+            "predict takes uint8 pixels (n, height, width[, channels]) and encodes them itself, logged with that "
+            "tensor signature"
+        )
+
+
 def _tensor_spec(shape: tuple[int, ...], dtype: str, name: str | None = None) -> InputSpec:
     if dtype not in INPUT_DTYPES:
         raise InputError(f"expected a model whose input tensor holds numbers of a dtype in {INPUT_DTYPES}, got {dtype}")
-    fixed = all(size > 0 for size in shape[1:])  # a size left open (-1) beyond the batch: images go as they come
-    return InputSpec(shape if fixed else None, dtype, tensor_name=name)
+    if all(size > 0 for size in shape[1:]):
+        return InputSpec(shape, dtype, tensor_name=name)
+    # a size left open (-1) beyond the batch: images go as they come, channels last where the last axis says so
+    channels_last = len(shape) == 4 and shape[1] == shape[2] == -1 and shape[3] in LAST_AXIS_CHANNELS
+    return InputSpec(None, dtype, tensor_name=name, channels_last=shape[3] if channels_last else None)
 
 
 def _column_spec(columns: tuple[str, ...], dtypes: tuple[str, ...]) -> InputSpec:

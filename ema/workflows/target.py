@@ -243,13 +243,24 @@ class Target:
 def with_declared(spec: InputSpec | None, shape: tuple[int, ...] | None, dtype: str | None) -> InputSpec | None:
     """``spec`` with its shape and type replaced by ``--input-shape`` and ``--input-dtype``.
 
-    A column-based signature keeps its columns (and so its shape).
+    A column-based signature keeps its columns (and so its shape): ``--input-shape`` is refused
+    for it rather than left unread.
+
+    Raises
+    ------
+    InputError
+        If ``shape`` is given for a column-based signature.
     """
     if shape is None and dtype is None:
         return spec
+    if shape is not None and spec is not None and spec.columns is not None:
+        raise InputError(
+            f"expected --input-shape only for a model that takes a tensor, got a model whose signature names "
+            f"{spec.describe()}: it takes a DataFrame of those columns, whatever the shape; leave out --input-shape"
+        )
     changes = {"dtype": dtype} if dtype is not None else {}
-    if shape is not None and (spec is None or spec.columns is None):
-        changes["shape"] = shape
+    if shape is not None:
+        changes.update(shape=shape, channels_last=None)  # the shape given says where the channels go
     return dataclasses.replace(spec or InputSpec(), **changes)
 
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 
 import mlflow
+import mlflow.pyfunc
 import mlflow.pytorch
 import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from mlflow.models import ModelSignature
+from mlflow.types.schema import ColSpec, Schema, TensorSpec
 from torch import nn
 
 from ema.data.arrays import ArraySet
@@ -42,6 +45,25 @@ class ColourCNN(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
+class ChannelsLast(nn.Module):
+    """A user's model taking channels-last images of any size, (n, H, W, 3), as image pipelines outside torch give
+    them: it moves the channels first itself."""
+
+    def __init__(self, network: nn.Module) -> None:
+        super().__init__()
+        self.network = network
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.network(x.permute(0, 3, 1, 2))
+
+
+class EncodedImages(mlflow.pyfunc.PythonModel):
+    """A served image model's usual form: one ``binary`` column of encoded files (PNG bytes), decoded by the model."""
+
+    def predict(self, context, model_input, params=None):
+        return np.full((len(model_input), CLASSES), 1.0 / CLASSES)
+
+
 def noise_set(name: str, seed: int) -> ArraySet:
     """``N`` RGB noise images (n, 32, 32, 3) uint8 with random labels."""
     rng = np.random.default_rng(seed)
@@ -54,9 +76,10 @@ def chw(images: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(images.transpose(0, 3, 1, 2), dtype=np.float32) / 255.0
 
 
-def train_and_log(data: ArraySet, name: str, normalize: tuple | None = None) -> str:
+def train_and_log(data: ArraySet, name: str, normalize: tuple | None = None, *, channels_last: bool = False) -> str:
     """Train a ColourCNN on ``data`` until it memorises it (seeded), log and register it as a user does;
-    ``normalize``: the (mean, std) per channel its pixels are normalised with, as torchvision's ``Normalize``."""
+    ``normalize``: the (mean, std) per channel its pixels are normalised with, as torchvision's ``Normalize``;
+    ``channels_last``: logged as :class:`ChannelsLast` with a signature of any size, (-1, -1, -1, 3)."""
     torch.manual_seed(0)
     model = ColourCNN()
     pixels = chw(data.x)
@@ -71,10 +94,15 @@ def train_and_log(data: ArraySet, name: str, normalize: tuple | None = None) -> 
         optimizer.step()
     model.eval()
     assert (model(x).argmax(1) == y).float().mean() == 1.0, "the members are memorised"
+    inputs = {"input_example": pixels[:2]}
+    if channels_last:
+        model = ChannelsLast(model)
+        inputs = {
+            "input_example": np.ascontiguousarray(pixels[:2].transpose(0, 2, 3, 1)),
+            "signature": ModelSignature(inputs=Schema([TensorSpec(np.dtype("float32"), (-1, -1, -1, 3))])),
+        }
     with mlflow.start_run(run_name=f"a user's training of {name}"):
-        mlflow.pytorch.log_model(
-            model, name="model", input_example=pixels[:2], registered_model_name=name, pip_requirements=["torch"]
-        )
+        mlflow.pytorch.log_model(model, name="model", registered_model_name=name, pip_requirements=["torch"], **inputs)
     return f"models:/{name}/1"
 
 
@@ -109,6 +137,32 @@ def test_rgb_32x32_members_memorized_held_out_not(colour_files):
     member_output, member = ema_audit(*audit_options(colour_files, "members"))
     held_out_output, held_out = ema_audit(*audit_options(colour_files, "held_out"))
     assert (member, held_out) == ("memorized", "not_memorized"), member_output + held_out_output
+
+
+def test_a_channels_last_model_of_any_size_gets_its_images_channels_last(colour_files):
+    """Signature (-1, -1, -1, 3): the images go (n, 32, 32, 3), at their own size, with no --input-shape."""
+    files = {**colour_files, "target": train_and_log(noise_set("members", 0), "channels-last-cnn", channels_last=True)}
+    member_output, member = ema_audit(*audit_options(files, "members"))
+    held_out_output, held_out = ema_audit(*audit_options(files, "held_out"))
+    assert (member, held_out) == ("memorized", "not_memorized"), member_output + held_out_output
+
+
+def test_a_model_of_encoded_image_files_is_refused_naming_the_wrapper_not_options(colour_files):
+    """A signature of one binary column: no option the audit has makes pixels into files, so none is advised."""
+    with mlflow.start_run(run_name="a user's model of PNG bytes"):
+        mlflow.pyfunc.log_model(
+            name="model",
+            python_model=EncodedImages(),
+            signature=ModelSignature(inputs=Schema([ColSpec("binary", "image")])),
+            registered_model_name="png-bytes",
+        )
+    files = {**colour_files, "target": "models:/png-bytes/1"}
+    for extra in ([], ["--input-shape", "32,32,3"]):
+        refused = CliRunner().invoke(main, ["audit", *audit_options(files, "held_out"), *extra, "--no-progress"])
+        assert refused.exit_code == 3, refused.output
+        last = refused.output.strip().splitlines()[-1]
+        assert "1 binary column(s) ('image')" in last and "the audit sends images as pixel arrays" in last, last
+        assert "wrap the model in a pyfunc" in last and "--image-size" not in last
 
 
 def test_grey_images_for_a_colour_model_are_refused_naming_the_channels_not_the_size(colour_files, tmp_path):

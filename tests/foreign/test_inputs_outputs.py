@@ -85,6 +85,45 @@ def test_input_spec_from_tensor_and_column_signatures_and_examples():
         input_spec_from(infer_signature(pd.DataFrame({"a": [1.0], "when": pd.to_datetime(["2026-01-01"])})).inputs)
 
 
+def test_a_variable_size_channels_last_signature_gets_images_channels_last_at_their_own_size():
+    from mlflow.types.schema import Schema, TensorSpec
+
+    spec = input_spec_from(Schema([TensorSpec(np.dtype("float32"), (-1, -1, -1, 3))]))
+    assert (spec.shape, spec.channels_last, spec.describe()) == (None, 3, "float32 (-1, height, width, 3)")
+    colour = np.random.default_rng(1).integers(0, 256, (2, 20, 24, 3), dtype=np.uint8)
+    oracle = Echo(input_spec=spec)
+    oracle.predict(colour)
+    assert oracle.seen.shape == (2, 20, 24, 3) and oracle.seen.dtype == np.float32
+    np.testing.assert_allclose(oracle.seen, colour / 255.0, rtol=1e-6)
+    integers = input_spec_from(Schema([TensorSpec(np.dtype("uint8"), (-1, -1, -1, 1))]))
+    np.testing.assert_array_equal(Echo(input_spec=integers).prepare(colour[..., 0]), colour[..., :1])
+    with pytest.raises(InputError, match=r"shape \(-1, -1, -1, 3\), got images of shape \(20, 24\); .*np.repeat"):
+        oracle.predict(colour[..., 0])
+    assert input_spec_from(Schema([TensorSpec(np.dtype("float32"), (-1, -1, -1, 5))])).channels_last is None
+
+
+def test_input_shape_overrides_a_variable_size_signature_and_is_refused_for_columns():
+    from ema.workflows.target import with_declared
+
+    given = with_declared(InputSpec(channels_last=3), (-1, 3, 20, 24), None)
+    assert (given.shape, given.channels_last) == ((-1, 3, 20, 24), None)
+    columns = InputSpec(dtype="float64", columns=("a", "b"))
+    assert with_declared(columns, None, "float32").columns == ("a", "b")
+    with pytest.raises(InputError, match=r"--input-shape only for a model that takes a tensor, got .* 2 float64 col"):
+        with_declared(columns, (-1, 2), None)
+
+
+def test_a_signature_of_binary_columns_is_refused_as_encoded_files_with_no_option_advised():
+    from mlflow.types.schema import ColSpec, Schema
+
+    with pytest.raises(InputError) as refused:
+        input_spec_from(Schema([ColSpec("binary", "image")]))
+    message = str(refused.value)
+    assert "1 binary column(s) ('image')" in message and "encoded image files" in message
+    assert "wrap the model in a pyfunc whose predict takes uint8 pixels" in message
+    assert "--input-shape" not in message and "--image-size" not in message
+
+
 def test_parse_input_shape_accepts_sizes_after_the_batch():
     assert parse_input_shape("784") == (-1, 784)
     assert parse_input_shape("-1,1,28,28") == (-1, 1, 28, 28)
