@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy.io import savemat
 
+from ema.data.embedded import load_mnist_embedded
 from ema.data.sources import (
     LOADERS,
     MNIST,
@@ -208,6 +209,45 @@ def test_the_splits_of_16_bit_pngs_share_one_scale_whatever_their_largest_values
     train, test = (ChestXRay(root).load(split) for split in ("train", "test"))
     assert set(np.unique(train.x[0])) == set(np.unique(test.x[0])) == {64}
     assert set(np.unique(test.x[1])) == {round(2000 * 255 / 4095)}
+
+
+def twelve_bit_digit_root(root: Path, hot: int | None = None) -> tuple[Path, dict[str, np.ndarray]]:
+    """ROOT/chest_xray/{train,test}/CLASS/ of real digits (the embedded MNIST) as 12-bit X-ray values in 16-bit PNGs,
+    4 per class and split; ``hot``: the value of one corner pixel of the first test PNEUMONIA file. Returns the root
+    and each split's values in reading order."""
+    from PIL import Image
+
+    digits = load_mnist_embedded().x[:16]
+    values = np.rint(digits.astype(np.float64) * 4095 / 255).astype(np.uint16)
+    if hot is not None:
+        values[8, 0, 0] = hot
+    for position, image in enumerate(values):
+        split, name = ("train", "test")[position // 8], ChestXRay.classes[position // 4 % 2]
+        folder = root / "chest_xray" / split / name
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(image).save(folder / f"{position:02d}.png")
+    return root, {"train": values[:8], "test": values[8:]}
+
+
+def test_one_bright_pixel_in_one_split_scales_every_split_alike_whatever_the_image_size_or_order(tmp_path):
+    """One pixel of 4100 (past 12 bits) in one test file: the whole source reads at 16 bits, both splits, read apart
+    in either order, and resized or not (the depth comes from the files' raw values, not the resized ones)."""
+    root, values = twelve_bit_digit_root(tmp_path, hot=4100)
+    sixteen_bit = {split: np.rint(v * (255 / 65535)).astype(np.uint8) for split, v in values.items()}
+    for order in (("train", "test"), ("test", "train")):
+        source = ChestXRay(root)
+        for split in order:
+            np.testing.assert_array_equal(source.load(split).x, sixteen_bit[split], err_msg=f"{split} of {order}")
+    for split in ("test", "train"):
+        resized = ChestXRay(root, image_size=14).load(split).x
+        assert resized.max() <= sixteen_bit["test"].max() == round(4100 * 255 / 65535), split
+
+
+def test_a_twelve_bit_source_of_real_digits_reads_back_their_8_bit_values(tmp_path):
+    root, _ = twelve_bit_digit_root(tmp_path)
+    source = ChestXRay(root)
+    for split, start in (("test", 8), ("train", 0)):
+        np.testing.assert_array_equal(source.load(split).x, load_mnist_embedded().x[start : start + 8])
 
 
 def test_chest_xray_mixing_8_and_16_bit_images_is_refused(tmp_path):

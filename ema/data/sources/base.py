@@ -10,7 +10,14 @@ from typing import ClassVar
 import numpy as np
 
 from ema.data.arrays import IMAGE_SIZE, ArraySet
-from ema.data.sources.images import CHANNEL_MODES, resize_images, to_channels
+from ema.data.sources.images import (
+    CHANNEL_MODES,
+    decode_image_files,
+    largest_wide_value,
+    resize_images,
+    to_channels,
+    wide_depth,
+)
 from ema.errors import InputError
 from ema.validation import check_choice
 
@@ -161,3 +168,41 @@ class ImageSource(ABC):
     @abstractmethod
     def _load(self, split: str) -> ArraySet:
         """Read ``split``; its files exist."""
+
+
+class ImageFileSource(ImageSource):
+    """An :class:`ImageSource` of image files (PNG, JPEG), each split a list of files and labels (:meth:`_listing`).
+
+    Grey images of more than 8 bits (16-bit PNGs of 12-bit X-ray values) are scaled to 0-255 by
+    one bit depth for the whole source: the smallest usual depth (:func:`~ema.data.sources.images.wide_depth`)
+    that holds the largest raw value of any file of any split present, as the files hold it
+    (before ``image_size`` resizes them). So splits read apart, by one object or by separate
+    commands, share one scale, and no option changes it. For that, the first split read of such
+    a source has the files of the other splits decoded once (8-bit sources read headers only).
+    """
+
+    native_size = True
+
+    def __init__(
+        self, root: str | Path | None = None, *, image_size: int | None = None, channels: int | None = None
+    ) -> None:
+        super().__init__(root, image_size=image_size, channels=channels)
+        self._maxima: dict[str, int | None] = {}  # split -> largest raw value of its files (None: 8-bit)
+
+    def _load(self, split: str) -> ArraySet:
+        files, labels = self._listing(split)
+        decoded = decode_image_files(files, self.image_size, channels=self.channels)
+        self._maxima[split] = decoded.raw_maximum
+        depth = self._wide_depth() if decoded.raw_maximum is not None else None
+        return self._array_set(split, decoded.to_uint8(depth), labels)
+
+    def _wide_depth(self) -> int:
+        """The source's bit depth, from the largest raw value of every split present (each decoded at most once)."""
+        for split in self.splits:
+            if split not in self._maxima and self.available(split):
+                self._maxima[split] = largest_wide_value(self._listing(split)[0])
+        return wide_depth(max(maximum for maximum in self._maxima.values() if maximum is not None))
+
+    @abstractmethod
+    def _listing(self, split: str) -> tuple[list[Path], np.ndarray]:
+        """The image files of ``split`` (its files exist) and their labels, in the split's order."""

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ema.data.arrays import ArraySet
-from ema.data.sources.base import ImageSource
-from ema.data.sources.images import read_image_files
+from ema.data.sources.base import ImageFileSource
 from ema.errors import InputError
 
 #: Fields of a split-file line: patient_id filename label data_source.
@@ -20,7 +18,7 @@ COVIDX_LABELS = {"negative": 0, "normal": 0, "positive": 1, "pneumonia": 1, "cov
 MAX_LISTED = 5
 
 
-class COVIDx(ImageSource):
+class COVIDx(ImageFileSource):
     """COVIDx (Wang et al., COVID-Net) as its archive lays it out::
 
         ROOT/train.txt      one line per image: patient_id filename label data_source
@@ -37,14 +35,13 @@ class COVIDx(ImageSource):
     """
 
     name = "covidx"
-    native_size = True
     splits = ("train", "test")
     classes = ("negative", "positive")
 
     def _required(self, split: str) -> tuple[Path, ...]:
         return (self.root / f"{split}.txt", self.root / split)
 
-    def _load(self, split: str) -> ArraySet:
+    def _listing(self, split: str) -> tuple[list[Path], np.ndarray]:
         listing, folder = self._required(split)
         filenames, labels = self._read_listing(listing)
         files = [folder / filename for filename in filenames]
@@ -55,7 +52,7 @@ class COVIDx(ImageSource):
                 f"{listing}: expected every listed image under {folder}, missing {len(missing)}: "
                 f"{', '.join(missing[:MAX_LISTED])}{more}"
             )
-        return self._array_set(split, read_image_files(files, self.image_size, channels=self.channels), labels)
+        return files, labels
 
     @staticmethod
     def _read_listing(listing: Path) -> tuple[list[str], np.ndarray]:

@@ -6,13 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ema.data.arrays import ArraySet
-from ema.data.sources.base import ImageSource
-from ema.data.sources.images import IMAGE_SUFFIXES, list_image_files, read_image_files
+from ema.data.sources.base import ImageFileSource
+from ema.data.sources.images import IMAGE_SUFFIXES, list_image_files
 from ema.errors import InputError
 
 
-class ChestXRay(ImageSource):
+class ChestXRay(ImageFileSource):
     """The pediatric chest X-ray set (Kermany et al.) as an image folder tree::
 
         ROOT/chest_xray/train/NORMAL/*.jpeg
@@ -23,13 +22,13 @@ class ChestXRay(ImageSource):
     Labels: NORMAL 0, PNEUMONIA 1. Files ending in .jpeg, .jpg or .png are read (other
     files are ignored), converted to grey (or colour with ``channels=3``) and kept at their
     own size, which must be the same for all; with ``image_size``, centre-cropped to a
-    square and resized to it (the archive's X-rays differ in size: give one).
+    square and resized to it (the archive's X-rays differ in size: give one). Grey images of
+    more than 8 bits are scaled by one bit depth for both splits (:class:`ImageFileSource`).
     ``index`` is the position in the split's listing: class by class, files sorted by name.
     The archive's tiny ``val`` folder is not read.
     """
 
     name = "chest-xray"
-    native_size = True
     splits = ("train", "test")
     classes = ("NORMAL", "PNEUMONIA")
     #: Sub-folder of ``root`` holding the split folders.
@@ -41,7 +40,7 @@ class ChestXRay(ImageSource):
     def _exists(self, path: Path) -> bool:
         return path.is_dir()
 
-    def _load(self, split: str) -> ArraySet:
+    def _listing(self, split: str) -> tuple[list[Path], np.ndarray]:
         folders = self._required(split)
         listings = [list_image_files(folder) for folder in folders]
         empty = [str(folder) for folder, listing in zip(folders, listings, strict=True) if not listing]
@@ -52,4 +51,4 @@ class ChestXRay(ImageSource):
             )
         files = [path for listing in listings for path in listing]
         labels = np.repeat(np.arange(len(listings), dtype=np.int64), [len(listing) for listing in listings])
-        return self._array_set(split, read_image_files(files, self.image_size, channels=self.channels), labels)
+        return files, labels

@@ -8,7 +8,9 @@ products per batch); image files are decoded one at a time, with Pillow, and res
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +34,11 @@ MAX_LISTED_SIZES = 4
 WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
 #: The bit depths grey images of more than 8 bits are read at: the smallest that holds their values.
 WIDE_DEPTHS = (8, 12, 16, 32)
+
+
+def wide_depth(maximum: int) -> int:
+    """The smallest of the usual bit depths (:data:`WIDE_DEPTHS`) that holds raw pixel value ``maximum``."""
+    return next(depth for depth in WIDE_DEPTHS if maximum < 2**depth)
 
 
 def to_grey(x: np.ndarray) -> np.ndarray:
@@ -114,8 +121,30 @@ def resize_set(data: ArraySet, side: int) -> ArraySet:
     return data if resized is data.x else ArraySet(data.name, resized, data.y, data.index)
 
 
-def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels: int = 1) -> np.ndarray:
-    """Decode image files as uint8 (n, H, W) grey or (n, H, W, 3) colour, at their own size or resized.
+@dataclass(frozen=True)
+class DecodedImages:
+    """Image files as decoded: uint8 images, or, for grey images of more than 8 bits, their raw values (int32) and
+    the largest of them as the files hold it (before any resizing), which decides the depth they are scaled by."""
+
+    values: np.ndarray
+    channels: int
+    raw_maximum: int | None = None
+
+    def to_uint8(self, depth: int | None = None) -> np.ndarray:
+        """uint8 (n, H, W) grey or (n, H, W, 3) colour: raw values of more than 8 bits scaled by 255 / (2**depth - 1).
+
+        ``depth`` should be the whole data source's (see :class:`~ema.data.sources.base.ImageFileSource`), so that
+        its splits share one scale; None takes these files' own (:func:`wide_depth` of :attr:`raw_maximum`).
+        """
+        if self.raw_maximum is None:
+            return self.values
+        bits = depth if depth is not None else wide_depth(self.raw_maximum)
+        grey = np.rint(self.values * (PIXEL_MAX / (2**bits - 1))).clip(0, PIXEL_MAX).astype(np.uint8)
+        return to_channels(grey, self.channels)
+
+
+def decode_image_files(paths: Sequence[Path], side: int | None = None, *, channels: int = 1) -> DecodedImages:
+    """Decode image files, at their own size or resized, as (n, H, W) grey or (n, H, W, 3) colour.
 
     With ``side``, each image is centre-cropped to a square and resized to ``side`` x ``side``
     (:func:`fit_square`); JPEGs are then decoded at the smallest scale that still covers
@@ -123,10 +152,8 @@ def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels
     images keep their own size, which must then be the same for all.
 
     Grey images of more than 8 bits (16-bit PNGs of 12-bit X-ray values, as exported from DICOM)
-    are scaled to 0-255 by the smallest of the usual depths (:data:`WIDE_DEPTHS`: 8, 12 or 16 bits)
-    that holds their largest value (12 bits: by 255 / 4095), one factor for every file; the usual
-    depths, not the largest value itself, so that the splits of one dataset, read apart, share
-    it. Pillow's own conversion to 8 bits would clip every value above 255 to white.
+    keep their raw values, to be scaled to 0-255 by :meth:`DecodedImages.to_uint8` at the data
+    source's bit depth: Pillow's own conversion to 8 bits would clip every value above 255 to white.
 
     Raises
     ------
@@ -139,21 +166,44 @@ def read_image_files(paths: Sequence[Path], side: int | None = None, *, channels
     mode = "I" if wide else CHANNEL_MODES[channels]
     shape = (len(paths), height, width, *((channels,) if channels > 1 and not wide else ()))
     out = np.empty(shape, dtype=np.int32 if wide else np.uint8)
+    maximum = 0
     for position, path in enumerate(paths):
-        try:
-            with Image.open(path) as image:
-                if side is not None:
-                    image.draft(mode, (side, side))
-                    out[position] = np.asarray(fit_square(image.convert(mode), side))
-                else:
-                    out[position] = np.asarray(image.convert(mode))
-        except OSError as exc:
-            raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
-    if not wide:
-        return out
-    bits = next(depth for depth in WIDE_DEPTHS if out.max() < 2**depth)
-    grey = np.rint(out * (PIXEL_MAX / (2**bits - 1))).clip(0, PIXEL_MAX).astype(np.uint8)
-    return to_channels(grey, channels)
+        with _opened(path) as image:
+            if side is not None:
+                image.draft(mode, (side, side))
+            decoded = image.convert(mode)
+            if wide:
+                maximum = max(maximum, int(decoded.getextrema()[1]))
+            out[position] = np.asarray(fit_square(decoded, side) if side is not None else decoded)
+    return DecodedImages(out, channels, maximum if wide else None)
+
+
+def largest_wide_value(paths: Sequence[Path]) -> int | None:
+    """The largest raw value of grey image files of more than 8 bits, as the files hold it; None for 8-bit images
+    (then only their headers are read).
+
+    Raises
+    ------
+    InputError
+        If a file is not an image Pillow can read, or the files mix 8-bit images with wider ones.
+    """
+    if not _headers(paths)[1]:
+        return None
+    maximum = 0
+    for path in paths:
+        with _opened(path) as image:
+            maximum = max(maximum, int(image.getextrema()[1]))
+    return maximum
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[Image.Image]:
+    """``path`` opened with Pillow; refused in one line naming the file when Pillow cannot read it."""
+    try:
+        with Image.open(path) as image:
+            yield image
+    except OSError as exc:
+        raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
 
 
 def _headers(paths: Sequence[Path]) -> tuple[dict[tuple[int, int], int], bool]:
@@ -162,12 +212,9 @@ def _headers(paths: Sequence[Path]) -> tuple[dict[tuple[int, int], int], bool]:
     sizes: dict[tuple[int, int], int] = {}
     wide = []
     for path in paths:
-        try:
-            with Image.open(path) as image:
-                width, height = image.size
-                wide.append(image.mode in WIDE_MODES)
-        except OSError as exc:
-            raise InputError(f"{path}: expected an image file Pillow can read, got: {exc}") from exc
+        with _opened(path) as image:
+            width, height = image.size
+            wide.append(image.mode in WIDE_MODES)
         sizes[(height, width)] = sizes.get((height, width), 0) + 1
     if any(wide) and not all(wide):
         first = paths[wide.index(True)]
