@@ -180,11 +180,13 @@ class TorchCloneRecipe:
     transform: InputTransform = InputTransform()
     framework: str = "torch-clone"
     input_dtype: str = "float32"
+    channels_last: int | None = None
 
     @property
     def input_spec(self) -> InputSpec:
-        """The module's inputs as :func:`ema.inputs.prepare_inputs` lays them out."""
-        return InputSpec(shape=self.input_shape, dtype=self.input_dtype)
+        """The module's inputs as :func:`ema.inputs.prepare_inputs` lays them out (``channels_last``: see
+        :class:`~ema.inputs.InputSpec`)."""
+        return InputSpec(shape=self.input_shape, dtype=self.input_dtype, channels_last=self.channels_last)
 
     def to_dict(self) -> dict:
         from ema.training.torch_clone import architecture_digest
@@ -195,6 +197,7 @@ class TorchCloneRecipe:
             "architecture": architecture_digest(self.template),
             "input_shape": list(self.input_shape) if self.input_shape else None,
             "input_dtype": self.input_dtype,
+            "channels_last": self.channels_last,
             **training,
             "input": transform_dict(self.transform),
         }

@@ -364,7 +364,9 @@ def own_architecture(
         spec = recipe.spec if recipe is not None else TrainSpec()
         declared = with_declared(declared_input_spec(model_uri), input_shape, input_dtype) or InputSpec()
         template = load_native_model(model_uri, "pytorch")
-        return TorchCloneRecipe(template, spec, declared.shape, input_dtype=declared.dtype)
+        return TorchCloneRecipe(
+            template, spec, declared.shape, input_dtype=declared.dtype, channels_last=declared.channels_last
+        )
     return None
 
 

@@ -105,23 +105,34 @@ def recording(seen: dict, name: str, original, position: int):
 
 
 @pytest.mark.parametrize(
-    ("shape", "dtype"),
-    [((-1, 28, 28, 3), "float32"), ((-1, 3, 28, 28), "uint8"), ((-1, 28, 28, 3), "uint8")],
-    ids=["channels last", "integers", "integers, channels last"],
+    ("shape", "dtype", "channels_last"),
+    [
+        ((-1, 28, 28, 3), "float32", None),
+        ((-1, 3, 28, 28), "uint8", None),
+        ((-1, 28, 28, 3), "uint8", None),
+        (None, "float32", 3),
+    ],
+    ids=["channels last", "integers", "integers, channels last", "any size, channels last"],
 )
-def test_torch_clone_trains_and_scores_on_the_inputs_the_target_gets(shape, dtype, monkeypatch):
-    """Colour images moved channels last (not reshaped into scrambled pixels), and pixel values 0-255 for a model
-    that takes integers (not floats in [0, 1], which an exported graph refuses and a plain module divides again)."""
-    module = MeanOfChannels(channels_last=shape[-1] == 3, integers=dtype == "uint8").eval()
-    example = torch.zeros((2, *shape[1:]), dtype=getattr(torch, dtype))
+def test_torch_clone_trains_and_scores_on_the_inputs_the_target_gets(shape, dtype, channels_last, monkeypatch):
+    """Colour images moved channels last (not reshaped into scrambled pixels, nor left channels first for a
+    signature of any size), and pixel values 0-255 for a model that takes integers (not floats in [0, 1], which an
+    exported graph refuses and a plain module divides again)."""
+    last = channels_last is not None or shape[-1] == 3
+    module = MeanOfChannels(channels_last=last, integers=dtype == "uint8").eval()
+    example = torch.zeros((2, 28, 28, 3) if last else (2, 3, 28, 28), dtype=getattr(torch, dtype))
     graph = torch.export.export(module, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},)).module()
     seen = {}
     for step, position in (("train_network", 2), ("predict_proba", 1)):
         monkeypatch.setattr(torch_clone, step, recording(seen, step, getattr(torch_clone, step), position))
-    recipe = TorchCloneRecipe(graph, TrainSpec(epochs=1, lr=0.01), shape, input_dtype=dtype)
+    spec = InputSpec(shape=shape, dtype=dtype, channels_last=channels_last)
+    recipe = TorchCloneRecipe(
+        graph, TrainSpec(epochs=1, lr=0.01), shape, input_dtype=dtype, channels_last=channels_last
+    )
     classifier = recipe.fit(to_model_inputs(COLOUR_IMAGES), COLOUR.y % 4, progress=False)
     classifier.predict_proba(to_model_inputs(COLOUR_IMAGES))
-    target_inputs = prepare_inputs(COLOUR_IMAGES, InputTransform(), InputSpec(shape=shape, dtype=dtype))
+    target_inputs = prepare_inputs(COLOUR_IMAGES, InputTransform(), spec)
+    assert target_inputs.shape[1:] == ((28, 28, 3) if last else (3, 28, 28))
     for step, inputs in seen.items():
         assert inputs.dtype == target_inputs.dtype, step
         np.testing.assert_array_equal(inputs, target_inputs, err_msg=step)
