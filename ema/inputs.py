@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 from ema.errors import InputError
-from ema.image_shapes import fit_shape, images_shape, integer_pixels
+from ema.image_shapes import DEFAULT_PIXEL_ORDER, PIXEL_ORDERS, fit_shape, images_shape, integer_pixels
 from ema.input_transform import IMAGE_CHANNELS, InputTransform
+from ema.validation import check_choice
 
 #: The kinds of input a labelled set can hold.
 INPUT_KINDS = ("image", "table")
@@ -182,6 +183,9 @@ class InputSpec:
         The channel count of a tensor signature of variable height and width that puts channels
         last, (-1, -1, -1, C) with C in :data:`LAST_AXIS_CHANNELS` (``shape`` is then None): images
         go channels last at their own size. None: images go as ``shape`` says.
+    pixel_order : {"chw", "hwc"}
+        How a colour image's values are ordered where it is flattened (or reshaped) to fit
+        ``shape`` or the columns: channel by channel, or pixel by pixel (:mod:`ema.image_shapes`).
     """
 
     shape: tuple[int, ...] | None = None
@@ -191,8 +195,10 @@ class InputSpec:
     tensor_name: str | None = None
     types_declared: bool = True
     channels_last: int | None = None
+    pixel_order: str = DEFAULT_PIXEL_ORDER
 
     def __post_init__(self) -> None:
+        check_choice("pixel order", self.pixel_order, PIXEL_ORDERS)
         allowed = INPUT_DTYPES if self.columns is None else (*INPUT_DTYPES, TEXT_DTYPE)
         for dtype in (self.dtype, *(self.column_dtypes or ())):
             if dtype not in allowed:
@@ -241,8 +247,9 @@ def prepare_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) ->
     Images (uint8 (n, H, W) or (n, H, W, C), or float pixels (n, C, H, W) in [0, 1]) go to a
     model that takes floats as pixels in [0, 1] scaled by ``transform``, and to one that takes
     integers as their values 0-255 (it scales them itself). They are then shaped as ``spec``
-    declares: channels first or last, flattened (channel first, as torch's ``Flatten``), or
-    reshaped to the same number of values; never resized. Float pixels are not copied only to
+    declares: channels first or last, flattened, or reshaped to the same number of values, their
+    values in ``spec.pixel_order`` (channel by channel, as torch's ``Flatten``, or pixel by pixel,
+    as numpy's reshape of (n, H, W, C) images); never resized. Float pixels are not copied only to
     reorder memory: colour images come channels-first in shape and channels-last in memory
     (``torch.channels_last``), as :func:`to_model_inputs` makes them; integers come C-ordered.
     Tables go as their numbers, cast to the declared dtypes, in the declared columns (see
@@ -336,14 +343,14 @@ def _image_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> 
     if spec.takes_integers:
         if x.dtype == np.uint8 and shape is None:
             return np.ascontiguousarray(x, dtype=spec.dtype)  # as stored: the model shapes them itself
-        return np.ascontiguousarray(fit_shape(integer_pixels(x), shape), dtype=spec.dtype)
+        return np.ascontiguousarray(fit_shape(integer_pixels(x), shape, spec.pixel_order), dtype=spec.dtype)
     pixels = to_model_inputs(x) if x.dtype == np.uint8 else np.asarray(x, dtype=np.float32)
     if transform.channels not in (None, pixels.shape[1]) and shape is not None:
         fit_shape(pixels, shape)  # images of other channels than the model's: say so, with how to convert them
     # float pixels keep their memory order: stored (n, H, W, C) images become channels-first pixels
     # that are channels-last in memory, on which torch's CPU convolutions run about 25% faster than
     # on a C-ordered copy (and the copy itself is saved)
-    return fit_shape(transform.apply(pixels), shape).astype(spec.dtype, copy=False)
+    return fit_shape(transform.apply(pixels), shape, spec.pixel_order).astype(spec.dtype, copy=False)
 
 
 def align_columns(x: np.ndarray, features: Sequence[str], spec: InputSpec, *, where: str) -> tuple[np.ndarray, list]:
@@ -388,26 +395,3 @@ def column_order(features: Sequence[str], spec: InputSpec, *, where: str) -> tup
 def listed_names(names: list[str], most: int = 8) -> str:
     shown = ", ".join(map(repr, names[:most]))
     return shown + (f" and {len(names) - most} more" if len(names) > most else "")
-
-
-def parse_input_shape(text: str) -> tuple[int, ...]:
-    """``--input-shape``: sizes after the batch, comma-separated (``784``, ``28,28``, ``1,28,28``, ``28,28,1``).
-
-    A leading ``-1`` (the batch) is accepted. Returns ``(-1, ...)``.
-
-    >>> parse_input_shape("28,28,1")
-    (-1, 28, 28, 1)
-    """
-    try:
-        sizes = [int(part) for part in str(text).replace(" ", "").split(",")]
-    except ValueError as exc:
-        raise InputError(
-            f"expected --input-shape as comma-separated sizes after the batch (e.g. 784 or 1,28,28), got {text!r}"
-        ) from exc
-    if sizes and sizes[0] == -1:
-        sizes = sizes[1:]
-    if not sizes or any(size < 1 for size in sizes):
-        raise InputError(
-            f"expected --input-shape as positive sizes after the batch (e.g. 784 or 1,28,28), got {text!r}"
-        )
-    return (-1, *sizes)

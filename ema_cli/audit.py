@@ -21,6 +21,7 @@ from ema.workflows.options import (
     METRIC_N_QUERY,
     N_SHIFT_VIEWS,
     OUTPUT_KINDS,
+    PIXEL_ORDERS,
     QUERY_NAMES,
     THRESHOLD_MODES,
     engine_help,
@@ -81,6 +82,18 @@ PROJECT_DEFAULT_QUERY = ""
     help=(
         "The model's input type: integer types get the pixel values 0-255 (the workbench's own models take "
         "uint8), float types pixels in [0, 1]. Default: its signature's (over HTTP without --model, float32)."
+    ),
+)
+@click.option(
+    "--pixel-order",
+    type=click.Choice(PIXEL_ORDERS),
+    default=PIXEL_ORDERS[0],
+    show_default=True,
+    help=(
+        "How colour images are flattened for a model that takes them flat (a (-1, H*W*C) signature, or H*W*C pixel "
+        "columns), for it and its clone: chw channel by channel, as torch's Flatten of (n, C, H, W); hwc pixel by "
+        "pixel, as numpy's x.reshape(n, -1) of (n, H, W, C) images (most scikit-learn models). Changes nothing for "
+        "grey images or a model that takes them shaped (C, H, W) or (H, W, C)."
     ),
 )
 @click.option(

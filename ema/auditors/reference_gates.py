@@ -23,7 +23,8 @@ MIN_SEPARATION = 0.55
 NONMEMBER_FLAG_LIMIT = 0.95
 #: What a target's accuracy far below its own on data like its training data most likely means.
 INPUT_MISMATCH_HINT = (
-    "inputs probably reach the model unlike training (images: try --input-scale or --normalize), or the labels are "
+    "inputs probably reach the model unlike training (images: try --input-scale or --normalize, and for a model that "
+    "takes colour images flattened, --pixel-order hwc), or the labels are "
     "not the model's classes in the order of its outputs (output i is class i; a model fitted on text labels "
     "orders them alphabetically)"
 )

@@ -84,6 +84,12 @@ class Oracle:
         other.transform = transform
         return other
 
+    def with_input_spec(self, spec: InputSpec) -> Oracle:
+        """The same model with other declared inputs (another pixel order), sharing the model or the connection."""
+        other = copy.copy(self)
+        other.input_spec = spec
+        return other
+
     def prepare(self, pixels: np.ndarray) -> np.ndarray | pd.DataFrame:
         """What this oracle hands the model for ``pixels``: :func:`prepare_inputs` with its transform and spec."""
         return prepare_inputs(pixels, self.transform, self.input_spec)

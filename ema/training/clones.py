@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ema.errors import InputError
+from ema.image_shapes import DEFAULT_PIXEL_ORDER
 from ema.inputs import InputSpec, InputTransform, to_model_inputs
 from ema.run_warnings import FOR_THE_RECORD
 from ema.training.recipes import Classifier, SklearnClassifier, transform_dict
@@ -78,12 +79,14 @@ class SklearnCloneRecipe:
 
     ``columns`` are the names of the target's declared input columns: the clone is then fitted
     on a DataFrame of them, as the target was, so that steps which pick columns by name (a
-    ColumnTransformer) find them.
+    ColumnTransformer) find them. ``pixel_order``: how colour images are flattened, as the
+    target gets them (:mod:`ema.image_shapes`), so that steps which see the pixels' places do alike.
     """
 
     template: object
     transform: InputTransform = InputTransform()
     columns: tuple[str, ...] | None = None
+    pixel_order: str = DEFAULT_PIXEL_ORDER
     framework: str = "sklearn-clone"
 
     def to_dict(self) -> dict:
@@ -94,6 +97,7 @@ class SklearnCloneRecipe:
             "params": short_hash(params),
             "input": transform_dict(self.transform),
             **({"columns": short_hash(json.dumps(list(self.columns)))} if self.columns else {}),
+            **pixel_order_entry(self.pixel_order),
         }
 
     @property
@@ -149,7 +153,9 @@ class SklearnCloneRecipe:
         self.check_cloneable()
         name = class_name(type(self.template))
         try:  # the estimator's own code runs here, whatever it raises
-            classifier = SklearnClassifier(clone(self.template), self.transform, self.columns, self.takes_text)
+            classifier = SklearnClassifier(
+                clone(self.template), self.transform, self.columns, self.takes_text, self.pixel_order
+            )
             classifier.estimator.fit(classifier.features(pixels), labels)
         except Exception as exc:
             raise InputError(
@@ -171,7 +177,7 @@ class TorchCloneRecipe:
     ``input_shape`` and ``input_dtype`` are what the module takes, (-1, ...) and its element type (its
     signature's): the clone gets its inputs as the target does (:func:`ema.inputs.prepare_inputs`),
     pixels in [0, 1] scaled by ``transform`` or values 0-255 for an integer dtype, channels first
-    or last, or flattened, as the shape says.
+    or last, or flattened (in ``pixel_order``), as the shape says.
     """
 
     template: object
@@ -181,12 +187,18 @@ class TorchCloneRecipe:
     framework: str = "torch-clone"
     input_dtype: str = "float32"
     channels_last: int | None = None
+    pixel_order: str = DEFAULT_PIXEL_ORDER
 
     @property
     def input_spec(self) -> InputSpec:
-        """The module's inputs as :func:`ema.inputs.prepare_inputs` lays them out (``channels_last``: see
-        :class:`~ema.inputs.InputSpec`)."""
-        return InputSpec(shape=self.input_shape, dtype=self.input_dtype, channels_last=self.channels_last)
+        """The module's inputs as :func:`ema.inputs.prepare_inputs` lays them out (``channels_last`` and
+        ``pixel_order``: see :class:`~ema.inputs.InputSpec`)."""
+        return InputSpec(
+            shape=self.input_shape,
+            dtype=self.input_dtype,
+            channels_last=self.channels_last,
+            pixel_order=self.pixel_order,
+        )
 
     def to_dict(self) -> dict:
         from ema.training.torch_clone import architecture_digest
@@ -200,6 +212,7 @@ class TorchCloneRecipe:
             "channels_last": self.channels_last,
             **training,
             "input": transform_dict(self.transform),
+            **pixel_order_entry(self.pixel_order),
         }
 
     def fit(
@@ -219,6 +232,12 @@ class TorchCloneRecipe:
 
 
 CloneRecipe = SklearnCloneRecipe | TorchCloneRecipe
+
+
+def pixel_order_entry(pixel_order: str) -> dict[str, str]:
+    """A clone's pixel order for its cache key: only where it is not the default, so that the keys of clones cached
+    before there was a choice still find them."""
+    return {"pixel_order": pixel_order} if pixel_order != DEFAULT_PIXEL_ORDER else {}
 
 
 def package_trained(classifier: Classifier, images: np.ndarray) -> AbstractContextManager:

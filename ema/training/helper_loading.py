@@ -105,7 +105,7 @@ def load_helper(
     if type(estimator) is not expected:
         raise HelperLoadError(f"expected a fitted {expected.__name__} in {folder}, got {type(estimator).__name__}")
     if isinstance(recipe, SklearnCloneRecipe):
-        return SklearnClassifier(estimator, recipe.transform, recipe.columns, recipe.takes_text)
+        return SklearnClassifier(estimator, recipe.transform, recipe.columns, recipe.takes_text, recipe.pixel_order)
     return SklearnClassifier(estimator, recipe.transform, takes_text=False)  # our recipes take numbers
 
 

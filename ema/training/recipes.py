@@ -33,6 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from ema.errors import InputError
+from ema.image_shapes import DEFAULT_PIXEL_ORDER, flatten_images
 from ema.inputs import InputTransform, listed_names, numeric_columns, text_columns
 from ema.limits import interruptible
 from ema.training.allow_list import (
@@ -232,13 +233,15 @@ class SklearnClassifier:
 
     ``takes_text``: whether it was fitted on a table's text columns too (a clone of the user's
     pipeline, which encodes them), or on its numbers alone (our own recipes: the text columns of
-    what it scores are left out, as they were when it was trained).
+    what it scores are left out, as they were when it was trained). ``pixel_order``: how it
+    takes colour images flattened (a clone: as the target, :mod:`ema.image_shapes`).
     """
 
     estimator: object
     transform: InputTransform
     columns: tuple[str, ...] | None = None
     takes_text: bool = True
+    pixel_order: str = DEFAULT_PIXEL_ORDER
 
     def features(self, pixels: np.ndarray):
         """What the estimator takes: flattened, transformed inputs; a DataFrame of ``columns`` when it has names
@@ -249,7 +252,7 @@ class SklearnClassifier:
             import pandas as pd
 
             return pd.DataFrame(pixels, columns=list(self.columns or range(pixels.shape[1]))).infer_objects()
-        flat = flatten(self.transform.apply(pixels))
+        flat = flatten(self.transform.apply(pixels), self.pixel_order)
         if self.columns is None:
             return flat
         import pandas as pd
@@ -310,8 +313,9 @@ DEFAULT_TABLE_RECIPE = {
 }
 
 
-def flatten(pixels: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(pixels, dtype=np.float32).reshape(len(pixels), -1)
+def flatten(pixels: np.ndarray, pixel_order: str = DEFAULT_PIXEL_ORDER) -> np.ndarray:
+    """Pixels (n, C, H, W) as float32 rows in ``pixel_order`` (a table's rows as they are)."""
+    return np.ascontiguousarray(flatten_images(pixels, pixel_order), dtype=np.float32)
 
 
 def transform_dict(transform: InputTransform) -> dict:

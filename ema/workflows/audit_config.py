@@ -15,6 +15,7 @@ from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.shifts import AUGMENT_NONE, AUGMENTATIONS
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
+from ema.image_shapes import DEFAULT_PIXEL_ORDER, PIXEL_ORDERS
 from ema.inputs import INPUT_DTYPES, InputTransform
 from ema.oracle import (
     DEFAULT_REQUEST_TIMEOUT,
@@ -68,6 +69,7 @@ class SuppliedCalibration:
         members and non-members, each read only when it holds at most ``max_images`` samples (a table's labels in
         ``label_column``) and resized as the target's sets are."""
         model = PyfuncOracle(self.model_uri, transform=target.transform, outputs=outputs, device=target.device)
+        model.input_spec = target.declared(model.input_spec)  # trained like the target: the same shape, pixel order
         members, nonmembers = (
             target.read_set(f, max_images=max_images, label_column=label_column)
             for f in (self.members_file, self.nonmembers_file)
@@ -109,10 +111,11 @@ class AuditConfig:
         the significance level and the threshold granularity.
     k, cal_seed, corruption, calibration_name
         The calibration plan: quality k, seed, corruption protocol, registered name.
-    outputs, output_name, recipe_file, transform, input_shape, input_dtype
+    outputs, output_name, recipe_file, transform, input_shape, input_dtype, pixel_order
         What the model returns (and which of its named outputs to read), how the calibration
         model is trained, how inputs are scaled, the model's input shape and type (overriding its
-        signature's).
+        signature's), and how colour images flattened to fit it are ordered (``"chw"`` channel by
+        channel, ``"hwc"`` pixel by pixel: :mod:`ema.image_shapes`).
     image_size
         Resize the images of every set the audit reads (query, references, calibration members
         and non-members) to this side (centre-cropped to a square, bilinear); None never resizes.
@@ -189,6 +192,7 @@ class AuditConfig:
     transform: InputTransform | None = None
     input_shape: tuple[int, ...] | None = None
     input_dtype: str | None = None
+    pixel_order: str = DEFAULT_PIXEL_ORDER
     image_size: int | None = None
     calibration: SuppliedCalibration | None = None
     calibration_outputs: str | None = None
@@ -252,6 +256,7 @@ class AuditConfig:
         check_choice("outputs", self.outputs, OUTPUT_KINDS)
         if self.input_dtype is not None:
             check_choice("input dtype", self.input_dtype, INPUT_DTYPES)
+        check_choice("pixel order", self.pixel_order, PIXEL_ORDERS)
         if self.calibration_outputs is not None:
             check_choice("calibration outputs", self.calibration_outputs, OUTPUT_KINDS)
             if self.calibration is None:
@@ -358,6 +363,7 @@ class AuditConfig:
             keys.PARAM_CALIBRATION_OUTPUTS: self.calibration_outputs or "",
             keys.PARAM_INPUT_SHAPE: ",".join(map(str, self.input_shape)) if self.input_shape else "",
             keys.PARAM_INPUT_DTYPE: self.input_dtype or "",
+            keys.PARAM_PIXEL_ORDER: self.pixel_order,
             keys.PARAM_AUGMENT: self.augment,
             # a method that certifies no margin logs them empty: it used neither
             keys.PARAM_MARGIN: self.resolved_margin if certifies_margin(self.method) else "",

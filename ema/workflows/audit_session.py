@@ -46,6 +46,7 @@ def audit_target(config: AuditConfig) -> Target:
         transform=config.transform,
         input_shape=config.input_shape,
         input_dtype=config.input_dtype,
+        pixel_order=config.pixel_order,
         image_size=config.image_size,
         device=config.device,
     )

@@ -42,6 +42,7 @@ def trail_options(
     method, margin, level = certified if certified is not None else (None, None, None)
     return {
         "input": session.target.transform.describe(),
+        "pixel_order": non_default(config, "pixel_order"),
         "calibration": tags.get(keys.TAG_CALIBRATION_SOURCE),
         "route": tags.get(keys.TAG_CALIBRATED_ROUTE),
         "members": tags.get(keys.TAG_MEMBER_REFERENCE),

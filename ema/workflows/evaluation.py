@@ -45,6 +45,7 @@ SAME_NAME = (
     "strict",
     "figures",
     "label_column",
+    "pixel_order",
 )
 #: Evaluator config keys named as `ema audit`'s options -> AuditConfig fields.
 RENAMED = {
@@ -94,6 +95,7 @@ KEY_KINDS = {
     "label_column": TEXT,
     "input_scale": NUMBER,
     "normalize": TEXT,
+    "pixel_order": TEXT,
     "query_file": PATH,
     "kind": TEXT,
     "max_query": INTEGER,
@@ -207,7 +209,8 @@ class EMAEvaluator(AuditEvaluator):
     ``method``, ``test``, ``alpha``, ``k``, ``cal_seed``, ``threshold_mode``, ``outputs``,
     ``calibration_name``, ``recipe``, ``reference``, ``members``, ``margin``, ``max_query``, ``strict``,
     ``figures``, ``calibration_file``, ``label_column`` (of the table files among them), ``input_scale``,
-    ``normalize``, and ``calibration_model`` with ``calibration_members`` and ``calibration_nonmembers``:
+    ``normalize``, ``pixel_order``, and ``calibration_model`` with ``calibration_members`` and
+    ``calibration_nonmembers``:
     as the `ema audit` options of the same names (``recipe``, ``reference``, ``members``,
     ``calibration_file`` and the calibration samples are file paths). ``model_uri``: the registered version to
     audit when the loaded model's cannot be told. ``query_file``: where to keep the table

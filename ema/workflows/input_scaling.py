@@ -1,4 +1,5 @@
-"""Try the usual other input scalings on a few reference images and suggest one that fits clearly better.
+"""Try the usual other input scalings (and pixel order) on a few reference images and suggest one that fits clearly
+better.
 
 A model trained on pixels 0-255, or on standardised pixels, does worse on the default [0, 1]
 pixels, and every verdict on it is then about a model fed the wrong inputs. The drop need not
@@ -6,16 +7,23 @@ be to chance: a model trained on 0-255 pixels may keep 0.72 accuracy where it ha
 probe runs on every audit that uses the default scaling, not only on poor accuracy. The audit does not
 switch scaling silently (the user may know better, and the verdicts would depend on a guess):
 it scores a few reference images under each alternative and names the option that fits in
-the warning.
+the warning. Colour images flattened to fit a flat model input are tried in the other pixel
+order too (``--pixel-order hwc``, alone and with each scaling): a scikit-learn model trained on
+``x.reshape(n, -1)`` of (n, H, W, C) images takes them pixel by pixel, and channel by channel it
+sees scrambled pixels (:mod:`ema.image_shapes`).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from ema.data.arrays import ArraySet
 from ema.errors import EMAError
+from ema.image_shapes import DEFAULT_PIXEL_ORDER, PIXEL_ORDERS, orders_pixels
 from ema.input_transform import IMAGENET_NORMALIZE, InputTransform
+from ema.inputs import InputSpec
 from ema.oracle import Oracle
 
 #: An alternative is suggested only if it beats the default by at least this much accuracy on the same images
@@ -49,37 +57,83 @@ def _numbers(values: np.ndarray) -> float | tuple[float, ...]:
 
 
 def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -> str | None:
-    """A warning naming the scaling option under which the target does clearly better on ``reference``; None if none.
+    """A warning naming the options under which the target does clearly better on ``reference``; None if none.
 
-    Asked only when the oracle uses the default scaling (pixels in [0, 1]) on a model that
-    takes floats, and never of a table (its features are not pixels). ``proba`` are the target's
-    probabilities on ``reference`` under that scaling; the first :data:`TRIAL_IMAGES` images are
-    scored again under each alternative, and one is named when its accuracy beats the default's on
-    those same images by :data:`MIN_GAIN`. When the default's accuracy is above ``1 - MIN_GAIN``,
-    none can, and nothing is scored again.
+    Never asked of a table (its features are not pixels). The scalings of :func:`alternatives`
+    are tried when the oracle uses the default scaling (pixels in [0, 1]) on a model that takes
+    floats; ``--pixel-order hwc`` (alone and with each scaling) when colour images are flattened
+    to fit the model in the default order (:func:`pixel_orders`). ``proba`` are the target's
+    probabilities on ``reference`` as sent; the first :data:`TRIAL_IMAGES` images are scored again
+    under each alternative, and one is named when its accuracy beats the default's on those same
+    images by :data:`MIN_GAIN`. When the default's accuracy is above ``1 - MIN_GAIN``, none can,
+    and nothing is scored again.
     """
-    if not oracle.transform.is_identity or oracle.input_spec.takes_integers or reference.kind == "table":
+    if reference.kind == "table":
         return None
     images, labels = reference.x[:TRIAL_IMAGES], reference.y[:TRIAL_IMAGES]
     accuracy = float((proba[:TRIAL_IMAGES].argmax(axis=1) == labels).mean())
-    if accuracy + MIN_GAIN > 1.0:  # no scaling can beat it by MIN_GAIN: nothing to score
+    candidates = _alternative_oracles(oracle, reference)
+    if not candidates or accuracy + MIN_GAIN > 1.0:  # nothing to try, or nothing can beat it by MIN_GAIN
         return None
     tried = {
-        option: accuracy_of
-        for option, transform in alternatives(reference).items()
-        if (accuracy_of := _accuracy_under(oracle.with_transform(transform), images, labels)) is not None
+        options: accuracy_of
+        for options, other in candidates.items()
+        if (accuracy_of := _accuracy_under(other, images, labels)) is not None
     }
-    if not tried:
+    better = {options: accuracy_of for options, accuracy_of in tried.items() if accuracy_of >= accuracy + MIN_GAIN}
+    if not better:
         return None
-    option, best = max(tried.items(), key=lambda item: item[1])
-    if best < accuracy + MIN_GAIN:
-        return None
-    shown = ", ".join(f"{accuracy_of:.3f} with {name}" for name, accuracy_of in tried.items())
+    shown = ", ".join(f"{accuracy_of:.3f} with {' '.join(options)}" for options, accuracy_of in tried.items())
     return (
-        f"target accuracy on {len(labels)} non-member reference images is {accuracy:.3f} with pixels in [0, 1], and "
-        f"{shown}: the "
-        f"model was probably trained on other inputs; rerun with {option} if so (the audit did not switch)"
+        f"target accuracy on {len(labels)} non-member reference images is {accuracy:.3f} "
+        f"{_as_sent(oracle, reference)}, and {shown}: the model was probably trained on other inputs; rerun with "
+        f"{' '.join(_named(better))} if so (the audit did not switch)"
     )
+
+
+def _named(better: dict[tuple[str, ...], float]) -> tuple[str, ...]:
+    """Of the alternatives that beat the default, the one to name: the best, or the first part of it (fewer options)
+    that does within :data:`MIN_GAIN` as well: a second option is named only where it clearly adds."""
+    best = max(better, key=better.get)
+    parts = [options for options in better if set(options) < set(best) and better[options] + MIN_GAIN > better[best]]
+    return parts[0] if parts else best
+
+
+def pixel_orders(oracle: Oracle, reference: ArraySet) -> dict[str, InputSpec]:
+    """The other pixel order, by its option, when the reference's colour images are flattened to fit the model in the
+    default order (a scikit-learn model trained on ``x.reshape(n, -1)`` takes them pixel by pixel); else none."""
+    spec = oracle.input_spec
+    if spec.pixel_order != DEFAULT_PIXEL_ORDER or not orders_pixels(spec.shape, reference.x.shape[1:]):
+        return {}
+    other = next(order for order in PIXEL_ORDERS if order != DEFAULT_PIXEL_ORDER)
+    return {f"--pixel-order {other}": dataclasses.replace(spec, pixel_order=other)}
+
+
+def _alternative_oracles(oracle: Oracle, reference: ArraySet) -> dict[tuple[str, ...], Oracle]:
+    """The target under each alternative, by the options that select it: the scalings (where the default is used on
+    a model taking floats), the other pixel order, and the two together; the fewer options first (named on a tie)."""
+    scalings = {"": oracle.transform}
+    if oracle.transform.is_identity and not oracle.input_spec.takes_integers:
+        scalings.update(alternatives(reference))
+    orders = {"": oracle.input_spec, **pixel_orders(oracle, reference)}
+    return {
+        tuple(filter(None, (order, scaling))): oracle.with_input_spec(spec).with_transform(transform)
+        for order, spec in orders.items()
+        for scaling, transform in scalings.items()
+        if order or scaling
+    }
+
+
+def _as_sent(oracle: Oracle, reference: ArraySet) -> str:
+    """How the reference reached the model, in words: its pixels' scale, and their order where they were flattened."""
+    spec, transform = oracle.input_spec, oracle.transform
+    if spec.takes_integers:
+        scale = "with pixel values 0-255"
+    else:
+        scale = "with pixels in [0, 1]" if transform.is_identity else f"with pixels scaled {transform.describe()}"
+    if not orders_pixels(spec.shape, reference.x.shape[1:]):
+        return scale
+    return f"{scale}, flattened {'channel by channel' if spec.pixel_order == DEFAULT_PIXEL_ORDER else 'pixel by pixel'}"
 
 
 def _accuracy_under(oracle: Oracle, images: np.ndarray, labels: np.ndarray) -> float | None:

@@ -18,6 +18,7 @@ from ema.data.sources.base import MAX_IMAGE_SIDE
 from ema.data.splits import MEMBER_NAMES, QUERY_NAMES
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import EMAError, InputError
+from ema.image_shapes import PIXEL_ORDERS
 from ema.inputs import INPUT_DTYPES
 from ema.limits import DEFAULT_MAX_PARAMS, command_limits
 from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, HTTP_FORMATS, OUTPUT_KINDS
@@ -82,6 +83,7 @@ __all__ = [
     "N_SHIFT_VIEWS",
     "OPTIMIZERS",
     "OUTPUT_KINDS",
+    "PIXEL_ORDERS",
     "QUERY_NAMES",
     "SOURCE_NAMES",
     "TARGET_ALIAS",

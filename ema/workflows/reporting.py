@@ -63,6 +63,7 @@ CLI_FLAGS = {
     "label_column": "--label-column",
     "calibration_file": "--calibration-file",
     "image_size": "--image-size",
+    "pixel_order": "--pixel-order",
     "device": "--device",
     "mark_key": "--mark-key",
     "queries": "--queries",

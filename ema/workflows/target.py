@@ -16,8 +16,9 @@ from ema.data.sources.images import resize_set
 from ema.data.splits import Splits
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
+from ema.image_shapes import DEFAULT_PIXEL_ORDER, parse_input_shape
 from ema.input_transform import InputTransform, parse_normalize
-from ema.inputs import InputSpec, parse_input_shape
+from ema.inputs import InputSpec
 from ema.oracle import HttpOracle, LocalOracle, Oracle, PyfuncOracle
 from ema.oracle.model_info import declared_input_spec, load_native_model, model_flavors
 from ema.oracle.scoring_server import AUTO_FORMAT
@@ -57,6 +58,9 @@ class Target:
     input_dtype : str or None
         ``--input-dtype``: overrides the type it declares (an HTTP endpoint with no registry
         entry declares none; our own models take uint8).
+    pixel_order : {"chw", "hwc"}
+        ``--pixel-order``: how colour images flattened to fit the target's inputs are ordered,
+        for the target, a clone of it and a supplied calibration model (:mod:`ema.image_shapes`).
     calibration_source : {"clone", "recipe"} or None
         Where ``recipe`` came from, for the run's tag ``ema.calibration_source``.
     data, data_seed, data_root, label_column
@@ -85,6 +89,7 @@ class Target:
     transform: InputTransform = InputTransform()
     input_shape: tuple[int, ...] | None = None
     input_dtype: str | None = None
+    pixel_order: str = DEFAULT_PIXEL_ORDER
     calibration_source: str | None = None
     data: str = DEFAULT_DATA
     data_seed: int = 0
@@ -117,7 +122,8 @@ class Target:
         return data if self.image_size is None else resize_set(data, self.image_size)
 
     def refuse_pixel_options(self, name: str, description: str) -> None:
-        """Refuse ``--input-scale``, ``--normalize`` and ``--image-size`` for the table ``name`` (they act on pixels).
+        """Refuse ``--input-scale``, ``--normalize``, ``--pixel-order`` and ``--image-size`` for the table ``name``
+        (they act on pixels).
 
         Raises
         ------
@@ -128,6 +134,11 @@ class Target:
             raise InputError(
                 f"{name}: expected no --input-scale or --normalize with a {description} (they scale pixels), "
                 f"got {' '.join(self.transform.as_options())}; give the features as the model was trained on them"
+            )
+        if self.pixel_order != DEFAULT_PIXEL_ORDER:
+            raise InputError(
+                f"{name}: expected images to order with --pixel-order {self.pixel_order}, got a {description} (its "
+                "features go in its columns' order); leave out --pixel-order"
             )
         if self.image_size is not None:
             raise InputError(f"{name}: expected images to resize with --image-size, got a {description}")
@@ -207,7 +218,8 @@ class Target:
         """Black-box access: HTTP when a URL is given, the auditor's own weights, else the pyfunc loaded in-process.
 
         Inputs follow the model's signature (over HTTP, the registered model's, when ``--model``
-        names one), with ``input_shape`` and ``input_dtype`` overriding its shape and type.
+        names one), with ``input_shape`` and ``input_dtype`` overriding its shape and type, in
+        ``pixel_order`` where images are flattened.
         ``timeout`` and ``request_timeout`` (seconds; None keeps HttpOracle's defaults) bound
         scoring over HTTP; ``http_concurrency`` requests are in flight at once. ``http_format``
         ``auto`` sends Parquet when the registered model's signature declares its inputs (a
@@ -220,7 +232,7 @@ class Target:
         options = {"outputs": outputs, "transform": self.transform, "output_name": output_name, **sizes}
         if self.model_url is not None:
             declared = declared_input_spec(self.model_uri) if self.model_uri is not None else None
-            spec = with_declared(declared, self.input_shape, self.input_dtype)
+            spec = self.declared(declared)
             if spec is not None:
                 options["input_spec"] = spec
             if http_format == AUTO_FORMAT and (declared is None or declared.shape is None):
@@ -235,24 +247,31 @@ class Target:
                 **{k: v for k, v in limits.items() if v is not None},
             )
         oracle = PyfuncOracle(self.model_uri, device=self.device, **options)
-        if self.input_shape is not None or self.input_dtype is not None:
-            oracle.input_spec = with_declared(oracle.input_spec, self.input_shape, self.input_dtype)
+        oracle.input_spec = self.declared(oracle.input_spec)
         return oracle
 
+    def declared(self, spec: InputSpec | None) -> InputSpec | None:
+        """``spec`` (a model's declared inputs) with ``--input-shape``, ``--input-dtype`` and ``--pixel-order``."""
+        return with_declared(spec, self.input_shape, self.input_dtype, self.pixel_order)
 
-def with_declared(spec: InputSpec | None, shape: tuple[int, ...] | None, dtype: str | None) -> InputSpec | None:
-    """``spec`` with its shape and type replaced by ``--input-shape`` and ``--input-dtype``.
+
+def with_declared(
+    spec: InputSpec | None,
+    shape: tuple[int, ...] | None,
+    dtype: str | None,
+    pixel_order: str = DEFAULT_PIXEL_ORDER,
+) -> InputSpec | None:
+    """``spec`` with its shape and type replaced by ``--input-shape`` and ``--input-dtype``, in ``pixel_order``.
 
     A column-based signature keeps its columns (and so its shape): ``--input-shape`` is refused
-    for it rather than left unread.
+    for it rather than left unread. None stays None (the oracle's own default) unless a shape or
+    type is given: a pixel order alone orders nothing.
 
     Raises
     ------
     InputError
         If ``shape`` is given for a column-based signature.
     """
-    if shape is None and dtype is None:
-        return spec
     if shape is not None and spec is not None and spec.columns is not None:
         raise InputError(
             f"expected --input-shape only for a model that takes a tensor, got a model whose signature names "
@@ -261,6 +280,10 @@ def with_declared(spec: InputSpec | None, shape: tuple[int, ...] | None, dtype: 
     changes = {"dtype": dtype} if dtype is not None else {}
     if shape is not None:
         changes.update(shape=shape, channels_last=None)  # the shape given says where the channels go
+    if spec is None and not changes:
+        return None
+    if pixel_order != DEFAULT_PIXEL_ORDER:
+        changes["pixel_order"] = pixel_order
     return dataclasses.replace(spec or InputSpec(), **changes)
 
 
@@ -275,6 +298,7 @@ def resolve_target(
     transform: InputTransform | None = None,
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str | None = None,
+    pixel_order: str = DEFAULT_PIXEL_ORDER,
     image_size: int | None = None,
     device: str = CPU,
     own_files: Path | None = None,
@@ -286,7 +310,8 @@ def resolve_target(
     in-process with the sklearn or pytorch flavor gets a clone of its own architecture (see
     :func:`own_architecture`); a torch recipe without ``arch`` gives the clone its training
     settings. Over HTTP (``model_url``) nothing is loaded: a recipe stays the route.
-    ``transform`` overrides the recipe's input representation. Only ``--model`` is looked up
+    ``transform`` overrides the recipe's input representation; ``pixel_order`` is the target's (and
+    so its clone's; a recipe's own architecture takes images as they come). Only ``--model`` is looked up
     in the registry. ``device`` is a resolved device and ``own_files`` the checked files of a
     model the auditor made itself (see :class:`Target`).
     """
@@ -311,7 +336,7 @@ def resolve_target(
     transform = transform if transform is not None else (recipe.transform if recipe else InputTransform())
     source = SOURCE_RECIPE if recipe is not None else None
     if model_url is None and uri is not None and (recipe is None or not getattr(recipe, "names_architecture", True)):
-        clone = own_architecture(uri, recipe, input_shape, input_dtype)
+        clone = own_architecture(uri, recipe, input_shape, input_dtype, pixel_order)
         if clone is not None:
             recipe, source = clone, SOURCE_CLONE
     return Target(
@@ -322,6 +347,7 @@ def resolve_target(
         transform=transform,
         input_shape=input_shape,
         input_dtype=input_dtype,
+        pixel_order=pixel_order,
         calibration_source=source,
         data=data or tags.get(keys.TAG_DATA_SOURCE, DEFAULT_DATA),
         data_seed=int(data_seed if data_seed is not None else tags.get(keys.TAG_DATA_SEED, 0)),
@@ -346,12 +372,14 @@ def own_architecture(
     recipe: TorchRecipe | None,
     input_shape: tuple[int, ...] | None,
     input_dtype: str | None = None,
+    pixel_order: str = DEFAULT_PIXEL_ORDER,
 ) -> CloneRecipe | None:
     """A clone recipe of the target's own architecture, for the sklearn and pytorch flavors; None for others.
 
     scikit-learn: the loaded estimator or Pipeline, cloned. torch: the loaded module,
     re-initialised and trained with ``recipe``'s settings (the paper's defaults without one)
-    on inputs of the target's declared shape and type (or ``input_shape`` and ``input_dtype``).
+    on inputs of the target's declared shape and type (or ``input_shape`` and ``input_dtype``). Either is
+    trained on images flattened in ``pixel_order``, as the target gets them.
     """
     flavors = model_flavors(model_uri)
     if "sklearn" in flavors and recipe is None:
@@ -359,13 +387,18 @@ def own_architecture(
         fitted = getattr(template, "feature_names_in_", None)  # a model fitted on a frame and logged unsigned
         named = fitted is not None and all(isinstance(name, str) for name in fitted)
         columns = getattr(declared_input_spec(model_uri), "columns", None) or (tuple(fitted) if named else None)
-        return SklearnCloneRecipe(template, columns=columns)
+        return SklearnCloneRecipe(template, columns=columns, pixel_order=pixel_order)
     if "pytorch" in flavors:
         spec = recipe.spec if recipe is not None else TrainSpec()
-        declared = with_declared(declared_input_spec(model_uri), input_shape, input_dtype) or InputSpec()
+        declared = with_declared(declared_input_spec(model_uri), input_shape, input_dtype, pixel_order) or InputSpec()
         template = load_native_model(model_uri, "pytorch")
         return TorchCloneRecipe(
-            template, spec, declared.shape, input_dtype=declared.dtype, channels_last=declared.channels_last
+            template,
+            spec,
+            declared.shape,
+            input_dtype=declared.dtype,
+            channels_last=declared.channels_last,
+            pixel_order=pixel_order,
         )
     return None
 

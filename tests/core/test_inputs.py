@@ -10,6 +10,7 @@ import pytest
 
 from ema.data.arrays import ArraySet
 from ema.errors import InputError
+from ema.image_shapes import orders_pixels
 from ema.input_transform import IMAGENET_NORMALIZE, parse_normalize
 from ema.inputs import (
     InputSpec,
@@ -65,6 +66,32 @@ def test_a_model_declaring_channels_first_integers_gets_the_stored_values_transp
 def test_a_flat_model_gets_the_channels_first_values_flattened():
     inputs = prepare_inputs(COLOUR, IDENTITY, InputSpec((-1, 3 * 32 * 32), "float64"))
     np.testing.assert_array_equal(inputs, to_model_inputs(COLOUR).reshape(5, -1).astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "uint8"])
+def test_a_flat_model_in_pixel_order_hwc_gets_the_values_as_numpy_flattens_the_stored_images(dtype):
+    inputs = prepare_inputs(COLOUR, IDENTITY, InputSpec((-1, 32 * 32 * 3), dtype, pixel_order="hwc"))
+    scale = 1 if dtype == "uint8" else 255
+    np.testing.assert_allclose(inputs, COLOUR.reshape(5, -1).astype(np.float64) / scale, rtol=1e-6)
+
+
+def test_pixel_columns_in_pixel_order_hwc_take_the_values_as_numpy_flattens_the_stored_images():
+    columns = tuple(f"p{i}" for i in range(32 * 32 * 3))
+    frame = prepare_inputs(COLOUR, IDENTITY, InputSpec(dtype="float64", columns=columns, pixel_order="hwc"))
+    np.testing.assert_allclose(frame.to_numpy(), COLOUR.reshape(5, -1) / 255.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(-1, 3, 32, 32), (-1, 32, 32, 3)])
+def test_pixel_order_changes_nothing_where_the_declared_shape_places_the_channels(shape):
+    hwc, chw = (prepare_inputs(COLOUR, IDENTITY, InputSpec(shape, pixel_order=order)) for order in ("hwc", "chw"))
+    np.testing.assert_array_equal(hwc, chw)
+    assert not orders_pixels(shape, COLOUR.shape[1:]) and orders_pixels((-1, 3072), COLOUR.shape[1:])
+    assert not orders_pixels((-1, 64 * 64), GREY.shape[1:]), "grey images flatten alike in either order"
+
+
+def test_an_unknown_pixel_order_is_refused_naming_the_orders():
+    with pytest.raises(InputError, match=r"expected pixel order in \('chw', 'hwc'\), got 'whc'"):
+        InputSpec((-1, 3072), pixel_order="whc")
 
 
 def test_images_of_another_size_are_refused_naming_both_shapes_and_never_resized():

@@ -59,6 +59,7 @@ def assert_in_process_columns(flagged: pd.DataFrame, oracle: Oracle, auditor, in
         (InputSpec(MODEL_INPUT_SHAPE), InputTransform(scale=255.0, mean=0.1, std=0.3), (28, 28)),
         (InputSpec((-1, 28, 28), "uint8"), InputTransform(), (28, 28)),  # our models: the pixel values 0-255
         (InputSpec((-1, 3, 32, 32)), InputTransform(), (32, 32, 3)),  # colour, channels first
+        (InputSpec((-1, 3072), pixel_order="hwc"), InputTransform(), (32, 32, 3)),  # colour, flattened pixel by pixel
     ],
 )
 def test_audit_batch_gives_the_in_process_membership_columns(auditor, spec, transform, shape):

@@ -156,6 +156,51 @@ def test_torch_clone_of_an_exported_graph_trains_its_batch_norms_and_dropouts():
     np.testing.assert_array_equal(classifier.predict_proba(PIXELS), classifier.predict_proba(PIXELS))
 
 
+class SeesItsInputs(nn.Module):
+    """A flat or channels-last model of colour 8x8 images that keeps the last inputs it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(8 * 8 * 3, 4)
+
+    def forward(self, x):
+        self.seen = x.detach().clone()
+        return self.head(x.flatten(1))
+
+
+#: Colour 8x8 images as stored, and as the clones get them: float32 (n, 3, 8, 8) in [0, 1].
+SMALL_COLOUR = RNG.integers(0, 256, (40, 8, 8, 3), dtype=np.uint8)
+SMALL_COLOUR_PIXELS = to_model_inputs(SMALL_COLOUR)
+
+
+@pytest.mark.parametrize(
+    ("input_shape", "pixel_order", "expected"),
+    [
+        ((-1, 192), "hwc", SMALL_COLOUR.reshape(40, -1)),  # as numpy flattens the stored images
+        ((-1, 192), "chw", SMALL_COLOUR.transpose(0, 3, 1, 2).reshape(40, -1)),  # as torch's Flatten
+        ((-1, 8, 8, 3), "chw", SMALL_COLOUR),  # channels moved last, not reshaped there
+    ],
+)
+def test_torch_clone_flattens_colour_images_in_the_targets_pixel_order(input_shape, pixel_order, expected):
+    recipe = TorchCloneRecipe(SeesItsInputs(), TrainSpec(epochs=1), input_shape, pixel_order=pixel_order)
+    classifier = recipe.fit(SMALL_COLOUR_PIXELS, LABELS, progress=False)
+    classifier.predict_proba(SMALL_COLOUR_PIXELS)
+    target = prepare_inputs(SMALL_COLOUR, InputTransform(), InputSpec(input_shape, pixel_order=pixel_order))
+    np.testing.assert_allclose(classifier.model.network.seen.numpy(), target, rtol=1e-6)
+    np.testing.assert_allclose(target, expected / 255.0, rtol=1e-6)
+
+
+def test_sklearn_clone_is_fitted_on_pixels_flattened_in_the_targets_order():
+    fitted = LogisticRegression(max_iter=50).fit(SMALL_COLOUR.reshape(40, -1) / 255.0, LABELS)
+    recipe = SklearnCloneRecipe(fitted, pixel_order="hwc")
+    classifier = recipe.fit(SMALL_COLOUR_PIXELS, LABELS)
+    np.testing.assert_allclose(
+        classifier.features(SMALL_COLOUR_PIXELS), SMALL_COLOUR.reshape(40, -1) / 255.0, rtol=1e-6
+    )
+    assert recipe.to_dict() != SklearnCloneRecipe(fitted).to_dict(), "a clone cached in one order is not the other's"
+    assert "pixel_order" not in SklearnCloneRecipe(fitted).to_dict(), "clones cached before the option keep their keys"
+
+
 def test_sklearn_clone_keeps_hyperparameters_and_drops_the_fit():
     fitted = make_pipeline(StandardScaler(), LogisticRegression(C=0.5, max_iter=50)).fit(PIXELS.reshape(40, -1), LABELS)
     classifier = SklearnCloneRecipe(fitted).fit(PIXELS, LABELS)

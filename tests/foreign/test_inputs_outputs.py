@@ -13,8 +13,9 @@ import pytest
 from mlflow.models import infer_signature
 
 from ema.errors import InputError
+from ema.image_shapes import parse_input_shape
 from ema.input_transform import IMAGENET_NORMALIZE, parse_normalize
-from ema.inputs import InputSpec, InputTransform, parse_input_shape
+from ema.inputs import InputSpec, InputTransform
 from ema.oracle import Oracle, numeric_outputs, parse_reply
 from ema.oracle.model_info import input_spec_from
 from ema.oracle.pyfunc import schema_reason

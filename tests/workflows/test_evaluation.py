@@ -206,6 +206,7 @@ def test_audit_config_maps_every_evaluator_key_as_ema_audit_names_it(tmp_path, m
             "strict": True,
             "figures": False,
             "input_scale": 255.0,
+            "pixel_order": "hwc",
             "calibration_model": "models:/cal/1",
             "calibration_members": "in.npz",
             "calibration_nonmembers": "out.npz",
@@ -217,7 +218,7 @@ def test_audit_config_maps_every_evaluator_key_as_ema_audit_names_it(tmp_path, m
         "recipe.yaml",
     )
     assert config.strict and config.margin == 0.2 and config.transform == InputTransform(scale=255.0)
-    assert config.figures is False
+    assert config.figures is False and config.pixel_order == "hwc"
     assert config.calibration.model_uri == "models:/cal/1" and config.query_file == "q.npz"
 
 

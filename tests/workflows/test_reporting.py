@@ -52,6 +52,7 @@ def parsed_back(command: str, monkeypatch) -> AuditConfig:
             output_name="probabilities",
             input_shape=(-1, 28, 28, 1),
             input_dtype="uint8",
+            pixel_order="hwc",
             calibration_outputs="logits",
             recipe_file="recipe.yaml",
             transform=InputTransform(scale=255.0, mean=0.5, std=2.0),

@@ -182,13 +182,20 @@ def test_audit_table_refuses_augment_shifts_in_one_line_and_leaves_a_failed_run(
     assert failed_runs() == before + 1
 
 
-@pytest.mark.parametrize("options", [("--input-scale", "255"), ("--normalize", "0.5,0.2")])
-def test_audit_table_refuses_pixel_scaling_in_one_line(tabular, options):
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--input-scale", "255"), "expected no --input-scale or --normalize with a table of 30 features (they scale"),
+        (("--normalize", "0.5,0.2"), "expected no --input-scale or --normalize with a table of 30 features (they"),
+        (("--pixel-order", "hwc"), "expected images to order with --pixel-order hwc, got a table of 30 features"),
+    ],
+)
+def test_audit_table_refuses_pixel_options_in_one_line(tabular, options, message):
     model_uri, folder = tabular
     before = failed_runs()
     result = audit_cli(model_uri, folder / "members.csv", folder / "calibration.csv", *options)
     assert result.exit_code == 3, result.output
-    assert "expected no --input-scale or --normalize with a table of 30 features (they scale pixels)" in result.output
+    assert message in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert failed_runs() == before + 1
 
