@@ -36,6 +36,7 @@ from ema.auditors.reference_gates import reference_diagnostics, reference_gate_w
 from ema.auditors.reference_record import (
     AUTO_MARGIN,
     DEFAULT_MARGIN,
+    bound_counts,
     calibration_record,
     certify_record,
     decide_reference_verdict,
@@ -363,11 +364,14 @@ class ReferenceAuditor:
         certifiable = self.certifiable_margin(n)
         margin = certifiable if self.margin == AUTO_MARGIN else float(self.margin)
         upper_bound = self._upper_bound(fraction, query_counts)
-        p_removed = removed["greater"].pvalue
+        p_removed, p_retained = removed["greater"].pvalue, retained["less"].pvalue
         p_class_mix = class_mix_pvalue(labels, self.nonmember_labels_, self.n_classes_)
         shifts = shift_warnings(removed["less"].pvalue, p_class_mix, fraction.fit_pvalue, shift_alpha=self.shift_alpha)
         warnings = list(self.warnings_) + shifts
-        verdict = decide_reference_verdict(p_removed, upper_bound, alpha=self.alpha, margin=margin)
+        counts = bound_counts(certifiable, fraction.fit_pvalue, shift_alpha=self.shift_alpha)
+        verdict = decide_reference_verdict(
+            p_removed, p_retained, upper_bound, alpha=self.alpha, margin=margin, bound_counts=counts
+        )
         score_name = view_score_name(self.signal, self.n_views_)
         flags = {score_name: self.weights_[np.searchsorted(self.edges_, scores, side="left")] > 0}
         membership = flags[score_name].astype(np.int8)
@@ -389,6 +393,7 @@ class ReferenceAuditor:
             "evidence": evidence_note(
                 verdict,
                 p_removed=p_removed,
+                p_retained=p_retained,
                 alpha=self.alpha,
                 retained_low=fraction.low,
                 retained_high=fraction.high,
@@ -405,7 +410,7 @@ class ReferenceAuditor:
             membership=membership,
             metrics={
                 "p_removed": float(p_removed),
-                "p_retained": float(retained["less"].pvalue),
+                "p_retained": float(p_retained),
                 "p_too_forgotten": float(removed["less"].pvalue),
                 "retained_fraction": fraction.estimate,
                 "retained_ci_low": fraction.low,

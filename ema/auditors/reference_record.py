@@ -63,25 +63,48 @@ def default_certify_level(alpha: float) -> float:
     return 1.0 - alpha / 2.0
 
 
-def decide_reference_verdict(p_removed: float, retained_high: float, *, alpha: float, margin: float) -> str:
-    """``memorized`` if H0 "removed" is rejected; ``not_memorized`` if not and pi's upper bound <= margin < 1.
+def decide_reference_verdict(
+    p_removed: float, p_retained: float, retained_high: float, *, alpha: float, margin: float, bound_counts: bool = True
+) -> str:
+    """``memorized`` if H0 "removed" is rejected; ``not_memorized`` if not, H0 "retained" is rejected and pi's upper
+    bound <= margin < 1 (and ``bound_counts``: see :func:`bound_counts`).
 
-    A margin of 1 (an automatic margin where nothing can be certified) certifies nothing.
+    A margin of 1 (an automatic margin where nothing can be certified) certifies nothing. Nor does
+    a bound below the margin while the test of H0 "retained" cannot reject the whole set being
+    retained: the two then disagree, as when the references barely differ on the target (no
+    information) and a query unlike both (a set unlearning pushed past never-seen data) fits the
+    mixture model at its edge; a certificate that at most a share is retained must at least rule
+    out all of it.
 
     Examples
     --------
-    >>> decide_reference_verdict(0.01, 0.9, alpha=0.1, margin=0.1)
+    >>> decide_reference_verdict(0.01, 1.0, 0.9, alpha=0.1, margin=0.1)
     'memorized'
-    >>> decide_reference_verdict(0.6, 0.05, alpha=0.1, margin=0.1)
+    >>> decide_reference_verdict(0.6, 0.001, 0.05, alpha=0.1, margin=0.1)
     'not_memorized'
-    >>> decide_reference_verdict(0.6, 0.4, alpha=0.1, margin=0.1)
+    >>> decide_reference_verdict(0.6, 0.001, 0.4, alpha=0.1, margin=0.1)
+    'inconclusive'
+    >>> decide_reference_verdict(0.6, 0.14, 0.05, alpha=0.1, margin=0.1)
     'inconclusive'
     """
     if p_removed <= alpha:
         return MEMORIZED
-    if retained_high <= margin < 1.0:
+    if p_retained <= alpha and bound_counts and retained_high <= margin < 1.0:
         return NOT_MEMORIZED
     return INCONCLUSIVE
+
+
+def bound_counts(certifiable_margin: float, p_mixture_fit: float, *, shift_alpha: float) -> bool:
+    """Whether the retained share's upper bound may certify: not when the references carry too little information
+    to certify any share below 1 (``certifiable_margin`` 1) *and* the query fits no mixture of them
+    (``p_mixture_fit <= shift_alpha``, which the audit warns of). A query unlike both references then
+    sits at the mixture model's edge, where its bound is tight however little the score tells
+    members from non-members.
+
+    >>> bound_counts(1.0, 1e-7, shift_alpha=0.01), bound_counts(0.3, 1e-7, shift_alpha=0.01)
+    (False, True)
+    """
+    return certifiable_margin < 1.0 or p_mixture_fit > shift_alpha
 
 
 #: ``memorized`` with p_removed above alpha / WEAK_EVIDENCE_DIVISOR is called weak evidence: a set the
@@ -93,6 +116,7 @@ def evidence_note(
     verdict: str,
     *,
     p_removed: float,
+    p_retained: float,
     alpha: float,
     retained_low: float,
     retained_high: float,
@@ -106,11 +130,12 @@ def evidence_note(
     A ``memorized`` verdict whose p_removed is above alpha / 10 is said to be weak, with the rate
     at which removed sets get such a p-value (the permutation p-value is exact) and how low the
     retained share may be; ``not_memorized`` states the bound it certified; ``inconclusive`` says
-    which test fell short and the smallest margin this query size could certify.
+    which test fell short (a bound below the margin with H0 "retained" not rejected certifies
+    nothing: see :func:`decide_reference_verdict`) and the smallest margin this query size could certify.
 
     Examples
     --------
-    >>> evidence_note("memorized", p_removed=0.043, alpha=0.1, retained_low=0.04, retained_high=0.35,
+    >>> evidence_note("memorized", p_removed=0.043, p_retained=1.0, alpha=0.1, retained_low=0.04, retained_high=0.35,
     ...               upper_bound=0.35, margin=0.1, certifiable_margin=0.31, certify_level=0.95)[:14]
     'weak evidence:'
     """
@@ -138,6 +163,18 @@ def evidence_note(
         return (
             f"neither shown: p_removed={p_removed:.2g} > alpha {alpha:g}, and no share below 1 can be certified at "
             f"this query size (one-sided {level_text(certify_level)} bound {upper_bound:.2f}); {planned}: {reach}"
+        )
+    if upper_bound <= margin and p_retained > alpha:  # below the margin, yet the whole set retained is not ruled out
+        return (
+            f"neither shown: p_removed={p_removed:.2g} > alpha {alpha:g}, and p_retained={p_retained:.2g} > alpha: the "
+            f"whole set being retained is not ruled out, so the one-sided {level_text(certify_level)} bound "
+            f"{upper_bound:.2f} certifies nothing (the mixture model's edge, not evidence); {planned}: {reach}"
+        )
+    if upper_bound <= margin:  # a bound at the mixture model's edge, with no information to certify by
+        return (
+            f"neither shown: p_removed={p_removed:.2g} > alpha {alpha:g}, and the one-sided "
+            f"{level_text(certify_level)} bound {upper_bound:.2f} certifies nothing: the query fits no mix of the "
+            f"references, which carry too little information to certify any share below 1 ({planned}: {reach})"
         )
     return (
         f"neither shown: p_removed={p_removed:.2g} > alpha {alpha:g} and the one-sided {level_text(certify_level)} "

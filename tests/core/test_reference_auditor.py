@@ -150,9 +150,32 @@ def test_audit_is_reproducible_under_random_state(weak):
 
 
 def test_decide_reference_verdict_rules():
-    assert decide_reference_verdict(0.05, 1.0, alpha=0.1, margin=0.1) == MEMORIZED
-    assert decide_reference_verdict(0.5, 0.1, alpha=0.1, margin=0.1) == NOT_MEMORIZED
-    assert decide_reference_verdict(0.5, 0.11, alpha=0.1, margin=0.1) == INCONCLUSIVE
+    assert decide_reference_verdict(0.05, 1.0, 1.0, alpha=0.1, margin=0.1) == MEMORIZED
+    assert decide_reference_verdict(0.5, 0.1, 0.1, alpha=0.1, margin=0.1) == NOT_MEMORIZED
+    assert decide_reference_verdict(0.5, 0.1, 0.11, alpha=0.1, margin=0.1) == INCONCLUSIVE
+    assert decide_reference_verdict(0.5, 0.11, 0.05, alpha=0.1, margin=0.1) == INCONCLUSIVE
+    assert decide_reference_verdict(0.5, 0.01, 0.05, alpha=0.1, margin=0.1, bound_counts=False) == INCONCLUSIVE
+
+
+def test_a_query_unlike_references_that_carry_no_information_is_not_certified_removed():
+    """Members and non-members scored alike (no information: nothing below 1 certifiable) and a query far less
+    member-like than both: its mixture fit is rejected and its bound sits at the mixture's edge, tight (0.01)
+    and meaningless; before, that certified "at most 0.10 retained"."""
+    rng = np.random.default_rng(0)
+    references = (*make_proba(rng, N_MEMBERS, (4.0, 1.0)), *make_proba(rng, N_NONMEMBERS, (4.0, 1.0)))
+    auditor = ReferenceAuditor(n_permutations=1000, n_power_resamples=100).calibrate(*references)
+    result = auditor.audit(*make_proba(rng, 200, (1.0, 3.0)))
+    m = result.metrics
+    assert m["certifiable_margin"] == 1.0 and m["p_mixture_fit"] < 0.01 and m["retained_upper_bound"] < 0.1
+    assert result.verdict == INCONCLUSIVE
+    assert "certifies nothing: the query fits no mix of the references" in result.thresholds["evidence"]
+
+
+def test_a_bound_below_the_margin_certifies_nothing_while_the_whole_set_retained_is_not_ruled_out():
+    """The evidence note of that case says which test fell short, not that the bound exceeds the margin."""
+    note = note_of(INCONCLUSIVE, p_retained=0.14, upper_bound=0.05, certifiable_margin=1.0)
+    assert "p_retained=0.14 > alpha: the whole set being retained is not ruled out" in note
+    assert "> margin" not in note
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -482,7 +505,8 @@ def test_audit_evidence_of_each_verdict(strong, weak):
 
 def note_of(verdict: str, **numbers: float) -> str:
     """The evidence sentence of ``verdict`` for a removed-looking query, ``numbers`` replacing the defaults."""
-    defaults = {"p_removed": 0.5, "alpha": 0.1, "retained_low": 0.0, "retained_high": 0.4, "upper_bound": 0.05}
+    defaults = {"p_removed": 0.5, "p_retained": 0.001, "alpha": 0.1, "retained_low": 0.0, "retained_high": 0.4}
+    defaults |= {"upper_bound": 0.05}
     defaults |= {"margin": 0.1, "certifiable_margin": 0.3, "certify_level": 0.95}
     return evidence_note(verdict, **(defaults | numbers))
 

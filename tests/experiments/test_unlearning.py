@@ -422,7 +422,7 @@ def test_audits_against_redrawn_references_give_one_verdict_per_pair_at_margin_a
     assert redraws["certifiable_margin"].between(quadratic.clip(upper=1.0) / 2, 2 * quadratic).all()
     for row in redraws.itertuples():
         at_auto = decide_reference_verdict(
-            row.p_removed, row.retained_upper_bound, alpha=config.alpha, margin=row.certifiable_margin
+            row.p_removed, row.p_retained, row.retained_upper_bound, alpha=config.alpha, margin=row.certifiable_margin
         )
         assert row.verdict == row.verdict_auto == at_auto
     assert not audit_against_redrawn_references(UnlearningGridConfig(), entry, target, None)  # no seeds, no audits

@@ -34,7 +34,7 @@ import pandas as pd
 from scipy import integrate, stats
 
 from ema.auditors.reference import ReferenceAuditor
-from ema.auditors.reference_record import decide_reference_verdict
+from ema.auditors.reference_record import bound_counts, decide_reference_verdict
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
 from ema.experiments.errors.reference_pools import Pool
 from ema.stats.information import cross_fitted_information
@@ -201,11 +201,23 @@ def certification_draws(
                     "truth": round(share * size) / size,
                     "verdict": result.verdict,
                     "verdict_wide": decide_reference_verdict(
-                        m["p_removed"], m["retained_upper_bound"], alpha=alpha, margin=WIDE_MARGIN
+                        m["p_removed"],
+                        m["p_retained"],
+                        m["retained_upper_bound"],
+                        alpha=alpha,
+                        margin=WIDE_MARGIN,
+                        bound_counts=bound_counts(
+                            m["certifiable_margin"], m["p_mixture_fit"], shift_alpha=auditor.shift_alpha
+                        ),
                     ),
                     "verdict_auto": decide_reference_verdict(
-                        m["p_removed"], m["retained_upper_bound"], alpha=alpha, margin=m["certifiable_margin"]
+                        m["p_removed"],
+                        m["p_retained"],
+                        m["retained_upper_bound"],
+                        alpha=alpha,
+                        margin=m["certifiable_margin"],
                     ),
+                    "p_retained": m["p_retained"],
                     "low": m["retained_ci_low"],
                     "high": m["retained_ci_high"],
                     "upper_bound": m["retained_upper_bound"],

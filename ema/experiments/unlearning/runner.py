@@ -399,6 +399,7 @@ def _redraw_row(entry: Version, reference_seed: int, reference: str, result) -> 
         "verdict": result.verdict,
         "verdict_auto": decide_reference_verdict(
             metrics["p_removed"],
+            metrics["p_retained"],
             metrics["retained_upper_bound"],
             alpha=result.alpha,
             margin=metrics["certifiable_margin"],

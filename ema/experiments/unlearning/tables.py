@@ -31,6 +31,7 @@ SHORT = {MEMORIZED: "mem", NOT_MEMORIZED: "nm", INCONCLUSIVE: "inc"}
 #: The calibrated auditor's numbers each redrawn-reference audit records.
 REDRAW_METRICS = (
     "p_removed",
+    "p_retained",
     "retained_upper_bound",
     "certifiable_margin",
     "information",
