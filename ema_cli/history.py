@@ -13,7 +13,11 @@ MISSING = "-"
 @click.option("--model", "model_name", required=True, help="Registered model name.")
 @click.option("--query", help="Only audits of this query set.")
 @click.option(
-    "--verdict", type=click.Choice(VERDICTS), help="Only audits whose verdict (their first method's) is this."
+    "--verdict",
+    type=click.Choice(VERDICTS),
+    help="Only audits where any of their methods said this verdict, not only the first method, whose verdict is the "
+    "run's (an ema+calibrated audit's is EMA's even where the calibrated auditor says memorized); the column said_by "
+    "names the methods that said it.",
 )
 @click.option(
     "--all",
@@ -31,7 +35,9 @@ def history(model_name, query, verdict, include_all):
     table = audit_history(model_name, query=query, verdict=verdict, include_all=include_all)
     if table.empty:
         registered_model(model_name)  # no audits and no such model: a typo, said as one
-        filters = " and ".join(f for f in (query and f"query {query!r}", verdict and f"verdict {verdict}") if f)
+        filters = " and ".join(
+            f for f in (query and f"query {query!r}", verdict and f"a method's verdict {verdict}") if f
+        )
         among = f" with {filters}" if filters else ""
         finished = "" if include_all else " (finished ones; --all for every audit)"
         click.echo(f"no audits of {model_name!r}{among} found{finished}")

@@ -19,7 +19,20 @@ from ema.tracking.runs import PROJECT_ENTRY_POINT_TAG
 from ema.tracking.search import quoted
 from ema.tracking.trail import OPTIONS, OPTIONS_WHERE_SET, RETAINED, retained_interval, trail_rows
 
-HISTORY_COLUMNS = ("started", "run_id", "version", "query", "method", "rho_ema", "rho_ema_ks", "verdict", "status")
+#: The column of ``ema history --verdict V`` naming the methods of each audit that said V.
+SAID_BY = "said_by"
+HISTORY_COLUMNS = (
+    "started",
+    "run_id",
+    "version",
+    "query",
+    "method",
+    "rho_ema",
+    "rho_ema_ks",
+    "verdict",
+    SAID_BY,
+    "status",
+)
 #: The status shown for a RUNNING run whose process, on this host, no longer exists.
 STALE = "STALE (process gone)"
 
@@ -36,51 +49,94 @@ def audit_history(
 
     Only FINISHED audits unless ``include_all``; then FAILED and RUNNING ones too, a RUNNING
     run whose process is gone marked :data:`STALE`. Runs nested in an audit (a calibration it
-    trained) are not audits and never listed.
+    trained) are not audits and never listed. ``verdict`` keeps the audits where any method said it,
+    not only the first one, whose verdict is the run's (an ``ema+calibrated`` run's is EMA's even where
+    the calibrated auditor says ``memorized``): the column ``said_by`` then names the methods that did.
     """
     filters = [f"params.{keys.PARAM_MODEL_NAME} = {quoted('model name', model_name)}"]
     if query is not None:
         filters.append(f"params.{keys.PARAM_QUERY} = {quoted('query', query)}")
-    if verdict is not None:
-        filters.append(f"tags.{keys.TAG_VERDICT} = {quoted('verdict', verdict)}")
     if not include_all:
         filters.append("attributes.status = 'FINISHED'")
     client = MlflowClient()
     experiments = [e.experiment_id for e in client.search_experiments()]
     search = {"order_by": ["attributes.start_time DESC"], "max_results": max_results}
-    runs = client.search_runs(experiments, filter_string=" and ".join(filters), **search)
+    runs = audit_runs(client, experiments, " and ".join(filters), verdict, max_results)
     if include_all and query is None and verdict is None:  # audits killed before their params were logged
         named = f"tags.`{keys.TAG_AUDITED_MODEL}` = {quoted('model name', model_name)}"
-        early = [r for r in client.search_runs(experiments, filter_string=named, **search) if not r.data.params]
+        early = client.search_runs(experiments, filter_string=named, **search)
+        early = [r for r in early if not r.data.params and is_audit(r.data.tags)]
         runs = sorted([*runs, *early], key=lambda run: -run.info.start_time)[:max_results]
-    rows = [
-        {
-            "started": dt.datetime.fromtimestamp(run.info.start_time / 1000, dt.timezone.utc).strftime(
-                "%Y-%m-%d %H:%M:%S"
-            ),
-            "run_id": run.info.run_id,
-            "version": run.data.params.get(keys.PARAM_MODEL_VERSION, ""),
-            "query": run.data.params.get(keys.PARAM_QUERY, ""),
-            "method": run.data.params.get(keys.PARAM_METHOD, ""),
-            "rho_ema": run.data.metrics.get(keys.METRIC_RHO_EMA, math.nan),
-            "rho_ema_ks": run.data.metrics.get(keys.METRIC_RHO_EMA_KS, math.nan),
-            "verdict": verdicts_text(run.data.tags, run.data.params.get(keys.PARAM_METHOD, "")),
-            "status": STALE if is_stale(run.info.status, run.data.tags) else run.info.status,
-        }
-        for run in runs
-        if is_audit(run.data.tags)
-    ]
-    return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    rows = [history_row(run, verdict) for run in runs]
+    columns = [c for c in HISTORY_COLUMNS if c != SAID_BY or verdict is not None]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def audit_runs(
+    client: MlflowClient, experiments: list[str], filter_string: str, verdict: str | None, max_results: int
+) -> list[Run]:
+    """The newest ``max_results`` audit runs that match ``filter_string`` and, given a ``verdict``, where some method
+    said it (:func:`methods_saying`: a search filter cannot OR the tags ``verdict.<method>``), read page by page."""
+    found: list[Run] = []
+    token = None
+    while len(found) < max_results:
+        page = client.search_runs(
+            experiments,
+            filter_string=filter_string,
+            order_by=["attributes.start_time DESC"],
+            max_results=max_results,
+            page_token=token,
+        )
+        found += [r for r in page if is_audit(r.data.tags) and (verdict is None or methods_saying(r, verdict))]
+        token = page.token
+        if not token:
+            break
+    return found[:max_results]
+
+
+def history_row(run: Run, verdict: str | None) -> dict[str, object]:
+    """One audit run as a row of :func:`audit_history`; ``said_by`` where a ``verdict`` was asked for."""
+    method = run.data.params.get(keys.PARAM_METHOD, "")
+    return {
+        "started": dt.datetime.fromtimestamp(run.info.start_time / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "run_id": run.info.run_id,
+        "version": run.data.params.get(keys.PARAM_MODEL_VERSION, ""),
+        "query": run.data.params.get(keys.PARAM_QUERY, ""),
+        "method": method,
+        "rho_ema": run.data.metrics.get(keys.METRIC_RHO_EMA, math.nan),
+        "rho_ema_ks": run.data.metrics.get(keys.METRIC_RHO_EMA_KS, math.nan),
+        "verdict": verdicts_text(run.data.tags, method),
+        **({SAID_BY: ", ".join(methods_saying(run, verdict))} if verdict is not None else {}),
+        "status": STALE if is_stale(run.info.status, run.data.tags) else run.info.status,
+    }
+
+
+def methods_saying(run: Run, verdict: str) -> list[str]:
+    """The methods of an audit run whose verdict is ``verdict`` (tags ``verdict.<method>``), in its plan's order.
+
+    A run logged before the per-method tags has the first method's as ``verdict``.
+    """
+    tags = run.data.tags
+    methods = run_methods(tags, run.data.params.get(keys.PARAM_METHOD, ""))
+    first = {methods[0]: tags.get(keys.TAG_VERDICT)} if methods else {}
+    said = {method: tags.get(f"{keys.TAG_VERDICT}.{method}", first.get(method)) for method in methods}
+    return [method for method, given in said.items() if given == verdict]
+
+
+def run_methods(tags: dict[str, str], method: str) -> list[str]:
+    """The single methods an audit run ran, in its plan's order (the first one's verdict is the run's).
+
+    Read from the run's tag ``ema.methods``; a run logged before it existed, from its ``method`` param
+    (``ema+calibrated``).
+    """
+    return tags[keys.TAG_METHODS].split(",") if keys.TAG_METHODS in tags else method.split("+")
 
 
 def verdicts_text(tags: dict[str, str], method: str) -> str:
     """The run's verdict (its first method's), then, for a combination, each other method's in brackets:
     ``memorized (calibrated inconclusive)``, ``memorized (ks-ratio not_memorized)`` for ``both``.
-
-    The methods are the run's tag ``ema.methods``; a run logged before it existed is read from its
-    method's name (``ema+calibrated``).
     """
-    methods = tags[keys.TAG_METHODS].split(",") if keys.TAG_METHODS in tags else method.split("+")
+    methods = run_methods(tags, method)
     others = [
         f"{name} {tags[f'{keys.TAG_VERDICT}.{name}']}" for name in methods[1:] if f"{keys.TAG_VERDICT}.{name}" in tags
     ]
