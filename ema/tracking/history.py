@@ -195,7 +195,8 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
                 f"{_compare_instead(run)}"
             )
         values = {f"param {k}": v for k, v in run.data.params.items()}
-        values.update({f"metric {k}": v for k, v in run.data.metrics.items()})
+        methods = run_methods(run.data.tags, run.data.params.get(keys.PARAM_METHOD, ""))
+        values.update({f"metric {k}": v for k, v in per_method_metrics(run.data.metrics, methods).items()})
         values.update(
             {
                 "run name": run.info.run_name,
@@ -205,6 +206,24 @@ def compare_runs(run_ids: list[str]) -> pd.DataFrame:
         )
         columns[run_id[:8]] = values
     return pd.DataFrame(columns).sort_index().fillna("")
+
+
+def per_method_metrics(metrics: dict[str, float], methods: list[str]) -> dict[str, float]:
+    """A run's metrics as ``ema compare`` lines them up: a number several methods log (:data:`keys.METRICS_PER_METHOD`)
+    only per method, ``flag_rate.ema`` beside ``flag_rate.calibrated``, never as the bare ``flag_rate``, which means
+    EMA's flags in one run and the calibrated auditor's in another.
+
+    A run logged before every method's value was kept per method has the bare key (its first method's) and a later
+    method's ``<key>.<method>`` only where it differed: the bare value stands for the others.
+    """
+    shown = dict(metrics)
+    for key in keys.METRICS_PER_METHOD:
+        if key not in shown:
+            continue
+        value = shown.pop(key)
+        if methods and f"{key}.{methods[0]}" not in shown:
+            shown.update({f"{key}.{method}": value for method in methods if f"{key}.{method}" not in shown})
+    return shown
 
 
 def _what_run(run: Run) -> str:

@@ -183,6 +183,10 @@ METRIC_FLAG_RATE = "flag_rate"
 #: as the tags are ``verdict`` and ``verdict.<method>``.
 METRIC_VERDICT_CODE = "verdict_code"
 METRIC_N_QUERY = "n_query"
+#: Metrics several methods log, each its own number (EMA's flags are not the calibrated auditor's): an audit run logs
+#: every method's as ``<key>.<method>`` (``flag_rate.ema``, ``flag_rate.calibrated``), and the first method's also as
+#: ``<key>``, so that a key means one method's number in every run.
+METRICS_PER_METHOD = (METRIC_FLAG_RATE, METRIC_N_QUERY)
 METRIC_TRAIN_ACCURACY = "train_accuracy"
 METRIC_HELD_OUT_ACCURACY = "held_out_accuracy"
 METRIC_RHO_KS = "rho_ks"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -168,20 +169,26 @@ def expected_verdict(config: AuditConfig, target: Target, fingerprint: str | Non
 
 
 def merged_metrics(results: dict[str, AuditResult]) -> dict[str, float]:
-    """All methods' finite metrics in one dict.
+    """All methods' finite metrics in one dict, a number two methods share kept apart by method.
 
-    A key several methods share (flag_rate, n_query) holds the first method's value; a later method's
-    other value is kept as ``<key>.<method>`` (``flag_rate.calibrated``), as its verdict code is.
+    A key of :data:`~ema.tracking.keys.METRICS_PER_METHOD` (``flag_rate``, ``n_query``), or any key two methods of
+    the run log, is written for every method that logs it as ``<key>.<method>`` (``flag_rate.ema``,
+    ``flag_rate.calibrated``), whatever the values, and as ``<key>`` with the first (primary) method's value only:
+    EMA's flag rate and the calibrated auditor's are different numbers, and a compare page lines up keys.
+    Any other key holds the value of the one method that logs it.
     """
+    finite = {m: {k: v for k, v in r.metrics.items() if np.isfinite(v)} for m, r in results.items()}
+    logged_by = Counter(key for metrics in finite.values() for key in metrics)
+    primary = next(iter(finite), None)
     merged: dict[str, float] = {}
-    for method, result in results.items():
-        for key, value in result.metrics.items():
-            if not np.isfinite(value):
-                continue
-            if key not in merged:
+    for method, metrics in finite.items():
+        for key, value in metrics.items():
+            if key not in keys.METRICS_PER_METHOD and logged_by[key] == 1:
                 merged[key] = value
-            elif value != merged[key]:
-                merged[f"{key}.{method}"] = value
+                continue
+            merged[f"{key}.{method}"] = value
+            if method == primary:
+                merged[key] = value
     return merged
 
 

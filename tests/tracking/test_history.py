@@ -54,3 +54,37 @@ def test_compare_runs_refuses_an_evaluation_run_naming_the_audit_it_mirrors(stor
     mirror = a_run("evaluate", **{keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_AUDIT_RUN: audit})
     with pytest.raises(InputError, match=rf"it mirrors the results of audit run {audit}: compare that one"):
         compare_runs([mirror])
+
+
+def an_audit_with(method: str, metrics: dict[str, float]) -> str:
+    """A finished audit run of ``method`` (its methods tagged as ``ema.methods``) logging ``metrics``."""
+    client = MlflowClient()
+    experiment = client.get_experiment_by_name("Default").experiment_id
+    tags = {keys.TAG_RUN_KIND: keys.RUN_KIND_AUDIT, keys.TAG_METHODS: method.replace("+", ",")}
+    run = client.create_run(experiment, tags=tags)
+    for key, value in metrics.items():
+        client.log_metric(run.info.run_id, key, value)
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def test_compare_runs_shows_a_metric_two_methods_share_per_method_never_bare(store):
+    """EMA's flag rate and the calibrated auditor's are two numbers: a row holds one method's in every run."""
+    combined = an_audit_with(
+        "ema+calibrated", {"flag_rate": 0.971, "flag_rate.ema": 0.971, "flag_rate.calibrated": 0.678}
+    )
+    calibrated = an_audit_with("calibrated", {"flag_rate": 0.678, "flag_rate.calibrated": 0.678})
+    table = compare_runs([combined, calibrated])
+    assert "metric flag_rate" not in table.index
+    assert table.loc["metric flag_rate.ema"].tolist() == [0.971, ""]
+    assert table.loc["metric flag_rate.calibrated"].tolist() == [0.678, 0.678]
+
+
+def test_compare_runs_reads_a_run_logged_before_every_methods_flag_rate_was_kept(store):
+    """Such a run has the bare key (its first method's) and a later method's only where the values differed."""
+    old = an_audit_with("ema+calibrated", {"flag_rate": 0.5, "n_query": 200.0, "n_query.calibrated": 100.0})
+    table = compare_runs([old])
+    assert table.loc["metric flag_rate.ema"].tolist() == table.loc["metric flag_rate.calibrated"].tolist() == [0.5]
+    assert table.loc["metric n_query.ema"].tolist() == [200.0] and table.loc["metric n_query.calibrated"].tolist() == [
+        100.0
+    ]
