@@ -45,8 +45,9 @@ CUDA_PICKLE = "Attempting to deserialize object on a CUDA device"
 #: torch's errors for a model whose own code moves to a GPU on a machine without one: the same every time (exit 3,
 #: not a retryable model failure).
 NO_GPU_ERRORS = ("Found no NVIDIA driver", "Torch not compiled with CUDA enabled", "No CUDA GPUs are available")
-#: The ``model_config`` key where MLflow's pytorch flavor and our torch models take their device, and the CPU's name.
-DEVICE_KEY, CPU = "device", "cpu"
+#: The ``model_config`` keys where a model takes its device: our torch models' (``ema.training.pyfunc_code.DEVICE``),
+#: and MLflow's pytorch flavor's, which our torch models logged before; and the CPU's name.
+DEVICE_KEYS, CPU = ("scoring_device", "device"), "cpu"
 
 
 class PyfuncOracle(Oracle):
@@ -205,7 +206,7 @@ def load_on_device(model_uri: str, local_path: str, device: str | None) -> objec
         logging.getLogger(__name__).warning(
             "model %r could not be loaded on %s (%s); scoring it on the CPU", model_uri, device, one_line(exc)
         )
-        return mlflow.pyfunc.load_model(local_path, suppress_warnings=True, model_config={DEVICE_KEY: CPU})
+        return mlflow.pyfunc.load_model(local_path, suppress_warnings=True, model_config=device_config(local_path, CPU))
 
 
 @contextmanager
@@ -227,7 +228,7 @@ def torch_load_onto(device: str) -> Iterator[None]:
 
 
 def device_config(local_path: str, device: str | None) -> dict | None:
-    """``{"device": device}`` when the model's pyfunc configuration has a device to set, else None.
+    """``{key: device}`` when the model's pyfunc configuration has a device key (:data:`DEVICE_KEYS`), else None.
 
     MLflow applies only keys the logged configuration already holds (and warns about others),
     so a model without one (scikit-learn, ONNX, older workbench models) is loaded as it is.
@@ -236,8 +237,8 @@ def device_config(local_path: str, device: str | None) -> dict | None:
         return None
     from mlflow.models import Model
 
-    flavor = Model.load(local_path).flavors.get("python_function", {})
-    return {DEVICE_KEY: device} if DEVICE_KEY in (flavor.get("config") or {}) else None
+    config = Model.load(local_path).flavors.get("python_function", {}).get("config") or {}
+    return next(({key: device} for key in DEVICE_KEYS if key in config), None)
 
 
 def warm_model_loading() -> None:

@@ -30,13 +30,13 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
 from mlflow.models.evaluation.artifacts import CsvEvaluationArtifact, JsonEvaluationArtifact, TextEvaluationArtifact
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
-from mlflow.utils.name_utils import _GENERATOR_NOUNS, _GENERATOR_PREDICATES
 
 from ema.data.arrays import ArraySet
 from ema.data.frames import set_from_frame
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.errors import InputError
 from ema.tracking import keys
+from ema.tracking.runs import is_generated_name
 from ema.validation import check_positive_int
 
 #: The model type the evaluator audits (a classifier's probabilities or labels).
@@ -186,13 +186,3 @@ def mirror_audit_run(audit_run: str, run_id: str) -> dict[str, float]:
         report = mlflow.artifacts.download_artifacts(run_id=audit_run, artifact_path=keys.ARTIFACT_REPORT, dst_path=tmp)
         client.log_artifact(run_id, str(Path(report)))
     return dict(audit.metrics)
-
-
-def is_generated_name(name: str) -> bool:
-    """Whether ``name`` is one MLflow gives a run started without a name (``predicate-noun-number``).
-
-    The evaluation run is often started by ``mlflow.models.evaluate`` itself; a name of that
-    form says nobody chose it, so the evaluator may name it as ``ema audit`` names its runs.
-    """
-    parts = name.split("-")
-    return len(parts) == 3 and parts[0] in _GENERATOR_PREDICATES and parts[1] in _GENERATOR_NOUNS and parts[2].isdigit()

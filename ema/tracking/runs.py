@@ -21,6 +21,7 @@ import pandas as pd
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from mlflow.utils.name_utils import _GENERATOR_NOUNS, _GENERATOR_PREDICATES
 
 from ema.data.arrays import ArraySet
 from ema.errors import StoreError
@@ -120,6 +121,8 @@ def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlf
             )
         elif os.environ.get("MLFLOW_RUN_ID"):
             run = mlflow.start_run(tags=tags)  # resumes the run that `mlflow run` created
+            if is_generated_name(run.info.run_name):  # named as the command names its own, unless `--run-name` did
+                mlflow.set_tag(keys.TAG_RUN_NAME, run_name)
         else:
             run = mlflow.start_run(run_name=run_name, tags=tags)
     with run:
@@ -128,6 +131,16 @@ def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlf
         finally:
             if parent is not None:
                 inherit_params(parent.run_id, run.info.run_id)
+
+
+def is_generated_name(name: str) -> bool:
+    """Whether ``name`` is one MLflow gives a run started without a name (``predicate-noun-number``).
+
+    A run that ``mlflow run`` or ``mlflow.models.evaluate`` started is named so; a name of that form says
+    nobody chose it, so the workbench may name the run as its command names its own.
+    """
+    parts = name.split("-")
+    return len(parts) == 3 and parts[0] in _GENERATOR_PREDICATES and parts[1] in _GENERATOR_NOUNS and parts[2].isdigit()
 
 
 @contextmanager

@@ -122,8 +122,10 @@ def model_config(model: ProbabilityModel) -> dict:
     """What :class:`TorchStateDictModel` needs besides the weights to rebuild ``model`` (its input shape
     included), and where it scores.
 
-    ``device`` is ``cpu`` as logged; a caller moves the model by loading it with
-    ``mlflow.pyfunc.load_model(uri, model_config={"device": "cuda:0"})``, as MLflow's pytorch flavor does.
+    ``scoring_device`` is ``cpu`` as logged; a caller moves the model by loading it with
+    ``mlflow.pyfunc.load_model(uri, model_config={"scoring_device": "cuda:0"})``, as MLflow's pytorch flavor
+    takes ``device`` (a key MLflow would log as a param beside ``mlflow run``'s own ``device``: see
+    :data:`~ema.training.pyfunc_code.DEVICE`).
     """
     return {
         "spec": model.spec.to_dict(),

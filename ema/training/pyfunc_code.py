@@ -20,8 +20,10 @@ from mlflow.models import set_model
 #: Artifact keys: the state dict, and the file that defines the networks.
 WEIGHTS = "weights"
 NETWORKS = "networks"
-#: The ``model_config`` key naming where the model scores (``cpu`` as logged; ``cuda:0`` given at load time).
-DEVICE = "device"
+#: The ``model_config`` key naming where the model scores (``cpu`` as logged; ``cuda:0`` given at load time). Not
+#: ``device``, MLflow's pytorch flavor's key: MLflow logs a model's config as its run's params, and ``mlflow run``
+#: logs the MLproject's ``device`` param (``auto``) first, which a changed value would collide with.
+DEVICE = "scoring_device"
 
 
 def load_networks(path: str | None) -> ModuleType:

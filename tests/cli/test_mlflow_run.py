@@ -24,7 +24,7 @@ def test_mlflow_run_train_then_audit(store, tmp_path):
         # threshold_mode is no entry-point parameter: mlflow passes it as --threshold_mode, read as --threshold-mode
         ("audit", ["-P", "query=M6", "-P", "threshold_mode=per-class", "-P", "alpha=0.10"]),
     ):
-        subprocess.run(
+        done = subprocess.run(
             [
                 str(mlflow_cli),
                 "run",
@@ -41,10 +41,19 @@ def test_mlflow_run_train_then_audit(store, tmp_path):
             env=env,
             cwd=tmp_path,
             capture_output=True,
+            text=True,
             timeout=600,
         )
+        # the model's config logs as params beside the MLproject's own `device` (auto), without a collision
+        assert "Failed to log model config as params" not in done.stderr, done.stderr[-2000:]
     client = MlflowClient()
     runs = client.search_runs([client.get_experiment_by_name("ema").experiment_id])
+    for entry, name in (("train", "train mlp ema-target"), ("unlearn", "unlearn finetune M2 ema-target")):
+        (run,) = [r for r in runs if r.data.tags.get("mlflow.project.entryPoint") == entry]
+        assert run.info.run_name.startswith(name), run.info.run_name  # named as `ema train` names its run
+        params = run.data.params
+        assert params["device"] == "auto" and params["device_used"] == "cpu" and params["scoring_device"] == "cpu"
+        assert params["spec/arch"] == "mlp" and params["n_classes"] == "10" and params["input_shape"] == "[1, 28, 28]"
     # the calibration run nested in the audit inherits its params: keep the audit run itself
     audits = [r for r in runs if r.data.params.get("query") == "M6" and r.data.tags.get("ema.run_kind") == "audit"]
     assert len(audits) == 1 and audits[0].info.status == "FINISHED"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 from pathlib import Path
 
 import mlflow
@@ -97,8 +98,11 @@ def test_runs_record_the_device_and_the_model_is_registered_on_the_cpu(store):
 def test_pyfunc_oracle_sets_the_device_only_of_models_that_take_one(store, tmp_path):
     assert ema("train", *TINY, "--device", "cpu").exit_code == 0
     ours = Path(mlflow.artifacts.download_artifacts("models:/ema-target@target"))
-    assert device_config(str(ours), "cpu") == {"device": "cpu"}
+    assert device_config(str(ours), "cpu") == {"scoring_device": "cpu"}
     assert device_config(str(ours), None) is None
+    older = Path(shutil.copytree(ours, tmp_path / "older"))  # logged under MLflow's pytorch flavor's key, `device`
+    (older / "MLmodel").write_text((older / "MLmodel").read_text().replace("scoring_device:", "device:"))
+    assert device_config(str(older), "cuda:0") == {"device": "cuda:0"}
     images = load_mnist_embedded().x[:20]
     expected = PyfuncOracle(str(ours)).predict_proba(images)
     np.testing.assert_array_equal(PyfuncOracle(str(ours), device="cpu").predict_proba(images), expected)

@@ -18,8 +18,8 @@ from mlflow.utils.name_utils import _generate_random_name
 from ema.data.files import write_set
 from ema.data.presets import load_splits
 from ema.tracking import keys
-from ema.tracking.evaluator import is_generated_name
 from ema.tracking.history import audit_history
+from ema.tracking.runs import is_generated_name
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.evaluation import EMAEvaluator
 
