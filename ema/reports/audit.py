@@ -47,6 +47,8 @@ VERDICT_WORDS = {
         "The evidence decides neither way: the records may be partly retained, or the query set is too small to tell.",
     ),
 }
+#: What introduces the reproducing command, unless a note says why it cannot rerun the audit as it is.
+EXACT_COMMAND = "The exact command (run where the same tracking store is configured):"
 #: Where a figure would be, in an audit run without figures (``ema audit --no-figures``).
 NOT_DRAWN = (
     '<p class="muted">Not drawn: this audit ran without figures (<code>ema audit --no-figures</code>, or the '
@@ -76,6 +78,7 @@ def render_audit_report(
     query: str,
     lineage: Mapping[str, object],
     command: str,
+    command_note: str | None = None,
     references: Mapping[str, Mapping[str, np.ndarray]] | None = None,
     warnings: Sequence[str] | None = None,
     title: str | None = None,
@@ -96,6 +99,9 @@ def render_audit_report(
         None or empty values are left out.
     command : str
         The shell command that reproduces the audit.
+    command_note : str, optional
+        Said in its place before the command where the command cannot rerun the audit as it is (its query file
+        was temporary); by default the command is introduced as the exact one.
     references : mapping of str to mapping of str to ndarray, optional
         Reference label (e.g. ``members``, ``non-members``) -> score name -> the reference
         samples' scores, drawn beside the query's where the names match.
@@ -149,8 +155,7 @@ def render_audit_report(
             section("Lineage", key_value_table(_present(lineage)), anchor="lineage"),
             section(
                 "Reproduce",
-                "<p>The exact command (run where the same tracking store is configured):</p>"
-                f"<pre><code>{esc(command)}</code></pre>",
+                f"<p>{esc(command_note or EXACT_COMMAND)}</p><pre><code>{esc(command)}</code></pre>",
                 anchor="reproduce",
             ),
         )

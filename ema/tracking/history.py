@@ -255,7 +255,9 @@ def version_trail(model_name: str, *, query: str) -> pd.DataFrame:
     adds and none overwrites: which version was audited when, by which methods, with what
     results and options (:mod:`ema.tracking.trail`; older records, EMA's only, read as one row).
     ``query`` is a named set (``M1``), a query file's tag name (``file-<fingerprint>``) or the
-    file's name as ``ema history`` shows it (``patients.csv``).
+    file's name as ``ema history`` shows it (``patients.csv``). An audit of the same data under another
+    name (its query fingerprint that of an audit of ``query``: the evaluator's ``dataset`` of M1's rows) is
+    listed too, under its own name; data no audit of ``query`` recorded is not known by that name.
     """
     client = MlflowClient()
     prefix = f"{keys.TAG_AUDIT_PREFIX}{query}."
@@ -268,10 +270,14 @@ def version_trail(model_name: str, *, query: str) -> pd.DataFrame:
         for key, value in (version.tags or {}).items()
         if key.startswith(keys.TAG_AUDIT_PREFIX)
     ]
+    named = [key.startswith(prefix) or record.get("query") == query for _, key, record in records]
+    fingerprints = {
+        record.get("query_fingerprint") for (_, _, record), is_named in zip(records, named, strict=True) if is_named
+    }
     rows = [
         {"version": number, **row}
-        for number, key, record in records
-        if key.startswith(prefix) or record.get("query") == query
+        for (number, _, record), is_named in zip(records, named, strict=True)
+        if is_named or record.get("query_fingerprint") in fingerprints - {None}
         for row in trail_rows(record)
     ]
     return trail_table(rows)

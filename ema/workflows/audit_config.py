@@ -99,6 +99,9 @@ class AuditConfig:
         What runs and records call the query (its ``query`` param, the run's name, the version's
         trail); default: the named set, or the file's or table's name. The evaluator gives the
         MLflow dataset's name here.
+    query_file_temporary
+        The query file is a temporary copy of data held elsewhere (the evaluator's DataFrame), deleted after the
+        audit: report.html then says that no command reruns the audit as it is, and how to keep the file.
     label_column
         The label column of every table file the audit reads (query, references, calibration).
     calibration_file
@@ -176,6 +179,7 @@ class AuditConfig:
     query_file: str | None = None
     query_table: str | None = None
     query_label: str | None = None
+    query_file_temporary: bool = False
     label_column: str = DEFAULT_LABEL_COLUMN
     calibration_file: str | None = None
     method: str = "ema"

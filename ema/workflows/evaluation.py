@@ -139,11 +139,17 @@ def check_evaluator_config(config: Mapping[str, object]) -> dict[str, object]:
 
 
 def audit_config(
-    model_uri: str, query_file: str, config: Mapping[str, object], *, query_label: str | None = None
+    model_uri: str,
+    query_file: str,
+    config: Mapping[str, object],
+    *,
+    query_label: str | None = None,
+    temporary: bool = False,
 ) -> AuditConfig:
     """The AuditConfig an evaluator config (as :func:`check_evaluator_config` returns it) asks for, validated.
 
-    ``query_label`` names the query in the audit's run and records (the MLflow dataset's name).
+    ``query_label`` names the query in the audit's run and records (the MLflow dataset's name); ``temporary``
+    says that ``query_file`` is deleted after the audit (no ``query_file`` key), which the report then says.
 
     Raises
     ------
@@ -155,6 +161,7 @@ def audit_config(
         model_uri=model_uri,
         query_file=query_file,
         query_label=query_label,
+        query_file_temporary=temporary,
         transform=transform_from_options(config.get("input_scale"), config.get("normalize")),
         calibration=SuppliedCalibration(*map(str, supplied)) if all(supplied) else None,
         **{key: config[key] for key in SAME_NAME if key in config},
@@ -228,7 +235,7 @@ class EMAEvaluator(AuditEvaluator):
         with tempfile.TemporaryDirectory() as tmp:
             path = kept_query_path(keep) if keep else Path(tmp) / f"{query.name}.npz"
             # every option checked before a file is written
-            request = audit_config(model_uri, str(path), config, query_label=query.name)
+            request = audit_config(model_uri, str(path), config, query_label=query.name, temporary=not keep)
             if keep:
                 keep_query(query, path)
                 set_tags({keys.TAG_QUERY_FILE: str(path)})

@@ -79,6 +79,15 @@ FILE_FIELDS = (
     "mark_key",
     "membership_out",
 )
+#: AuditConfig fields the report says in words, not in its command.
+NOT_OPTIONS = ("query_file_temporary",)
+#: What the report says before its command when the query file was a temporary copy (the evaluator's DataFrame).
+TEMPORARY_QUERY = (
+    "The audited data was a DataFrame given to mlflow.models.evaluate, written for this audit to a temporary "
+    "query file that was deleted after it: no command reruns this audit as it is. To rerun it, give the evaluator "
+    "config key query_file (a path where the evaluator keeps the table); the command below then reads that file. "
+    "The command as it would read:"
+)
 #: Always written, even at their defaults: what was audited, on what, how (``ema audit``'s default device,
 #: ``auto``, is not the library's, ``cpu``).
 ALWAYS = ("model_uri", "model_url", "query", "query_file", "query_table", "method", "device")
@@ -98,7 +107,7 @@ def reproduce_command(config: AuditConfig) -> str:
     unset = []
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        if value is None or (field.name not in ALWAYS and value == field.default):
+        if value is None or field.name in NOT_OPTIONS or (field.name not in ALWAYS and value == field.default):
             continue
         if field.name in FILE_FIELDS:
             value = absolute_path(value)
@@ -228,6 +237,7 @@ def report_artifacts(
         query=config.query_name,
         lineage=audit_lineage(config, target, n_query, fingerprint, tags, run_id),
         command=reproduce_command(pinned),
+        command_note=TEMPORARY_QUERY if config.query_file_temporary else None,
         references=reference_scores(session, results) if config.figures else None,
         warnings=warnings,
         title=f"Audit of {config.query_name} on {target.label}",

@@ -236,7 +236,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     }  # fmt: skip
     assert unset == {
         "query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption", "timeout",
-        "query_label",
+        "query_label", "query_file_temporary",
     }  # fmt: skip
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.errors import InputError
 from ema.tracking import keys
-from ema.tracking.history import compare_runs
+from ema.tracking.history import compare_runs, version_trail
 from ema.tracking.runs import PROJECT_ENTRY_POINT_TAG
+from ema.tracking.trail import trail_record
 from ema_cli.cli import main
 
 
@@ -88,3 +92,24 @@ def test_compare_runs_reads_a_run_logged_before_every_methods_flag_rate_was_kept
     assert table.loc["metric n_query.ema"].tolist() == [200.0] and table.loc["metric n_query.calibrated"].tolist() == [
         100.0
     ]
+
+
+def a_trail_record(query: str, fingerprint: str, run_id: str) -> str:
+    verdict = {"method": "ema", "verdict": "memorized", "rho_ema": 0.01}
+    return trail_record(query, fingerprint, "ema", [verdict], {"n_query": 200.0}, {}, run_id, time.gmtime())
+
+
+def test_version_trail_lists_an_audit_of_the_same_data_under_another_name(store):
+    """The evaluator's audits are named ``dataset``: one of M1's rows (M1's fingerprint) is listed under M1's."""
+    client = MlflowClient()
+    client.create_registered_model("ema-target")
+    version = client.create_model_version("ema-target", source=str(Path.cwd()))
+    for name, fingerprint, run_id in (("M1", "96210f35aa", "r1"), ("dataset", "96210f35aa", "r2"), ("M6", "7", "r3")):
+        tag = f"{keys.TAG_AUDIT_PREFIX}{name}.2026-01-01T00:00:0{run_id[1]}Z.{run_id}"
+        client.set_model_version_tag("ema-target", version.version, tag, a_trail_record(name, fingerprint, run_id))
+    trail = version_trail("ema-target", query="M1")
+    assert trail[["query", "data", "run_id"]].values.tolist() == [
+        ["M1", "200 96210f35", "r1"],
+        ["dataset", "200 96210f35", "r2"],
+    ]
+    assert version_trail("ema-target", query="dataset")["run_id"].tolist() == ["r1", "r2"]

@@ -17,11 +17,13 @@ from mlflow.utils.name_utils import _generate_random_name
 
 from ema.data.files import write_set
 from ema.data.presets import load_splits
+from ema.reports.audit import EXACT_COMMAND
 from ema.tracking import keys
 from ema.tracking.history import audit_history
 from ema.tracking.runs import is_generated_name
 from ema.workflows.audit import AuditConfig, audit
 from ema.workflows.evaluation import EMAEvaluator
+from ema.workflows.reporting import TEMPORARY_QUERY
 
 ROOT = Path(__file__).resolve().parents[2]
 N_QUERY = 200
@@ -91,6 +93,8 @@ def test_evaluate_with_the_ema_evaluator_logs_the_audit_on_the_run(trained, ema_
     report = result.artifacts[keys.ARTIFACT_REPORT].content
     assert "Verdict: " in report and "rho_ema" in report and "<img " in report
     assert "beside the references (" in report and "non-members (reference)" in report
+    # the command's query file was a temporary copy of the frame, deleted since: the report says so, and how to keep it
+    assert TEMPORARY_QUERY in report and EXACT_COMMAND not in report
     version = client.get_model_version("ema-target", "1")
     assert child.info.run_id in version.tags[keys.TAG_LAST_AUDIT]  # the version's audit trail records it
 
@@ -139,7 +143,8 @@ def test_the_ema_evaluator_keeps_the_query_file_when_asked(trained, ema_evaluato
     kept = tmp_path / "request-17.npz"
     result = evaluate(pixel_frame(query), query_file=str(kept))
     assert kept.is_file()
-    assert f"--query-file {kept}" in result.artifacts[keys.ARTIFACT_REPORT].content
+    report = result.artifacts[keys.ARTIFACT_REPORT].content
+    assert f"--query-file {kept}" in report and EXACT_COMMAND in report and TEMPORARY_QUERY not in report
 
 
 def test_the_ema_evaluator_records_a_named_datasets_name(trained, ema_evaluator, query):
