@@ -123,20 +123,59 @@ def holds_set(path: Path, data: ArraySet) -> bool:
     return same and found.features == data.features
 
 
-def read_set(path: Path, *, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN) -> ArraySet:
+def read_set(
+    path: Path,
+    *,
+    role: str = "set file",
+    max_images: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
+) -> ArraySet:
     """Read and validate a set file (``.npz``, ``.csv``, ``.parquet``) written by :func:`write_set` or by a user.
 
     ``.csv`` and ``.parquet`` files are tables whose labels are in ``label_column``
     (:func:`ema.data.tables.read_feature_table`); any other name is read as an ``.npz``.
+    ``role`` names the file where it is missing, with the option that gave it
+    (``"reference file (--reference)"``), so that a user with several files knows which one.
+
+    Raises
+    ------
+    InputError
+        If the file is missing (:func:`check_set_file`), or as :func:`_read_npz` and
+        :func:`~ema.data.tables.read_feature_table` refuse it.
     """
     path = Path(path)
+    check_set_file(path, role)
     if path.suffix in TABLE_SUFFIXES:
         return read_feature_table(path, label_column=label_column, max_images=max_images)
-    return read_npz(path, max_images=max_images)
+    return _read_npz(path, max_images=max_images)
 
 
-def read_npz(path: Path, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
-    """Read and validate an ``.npz`` set.
+def check_set_file(path: Path, role: str) -> None:
+    """Refuse a missing set file by its ``role``; a relative path with the absolute one it was looked for at.
+
+    ``mlflow run`` runs an entry point in the project's folder, not the caller's: a relative
+    path then names a file there, and only the absolute path shows it.
+
+    >>> check_set_file(Path("no/such.npz"), "reference file (--reference)")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ema.errors.InputError: reference file (--reference) no/such.npz does not exist (looked for /.../no/such.npz; ...
+    """
+    if path.is_file():
+        return
+    where = (
+        ""
+        if path.is_absolute()
+        else (
+            f" (looked for {path.absolute()}; under `mlflow run` a relative path is read from the project's folder: "
+            "pass an absolute path there)"
+        )
+    )
+    raise InputError(f"{role} {path} does not exist{where}")
+
+
+def _read_npz(path: Path, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
+    """Read and validate an ``.npz`` set that exists (:func:`read_set` checked).
 
     Never unpickles: object arrays are refused. Each array's declared shape and dtype
     are checked against the size its archive member stores, and that size against what
@@ -147,12 +186,10 @@ def read_npz(path: Path, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
     Raises
     ------
     InputError
-        If the file is missing, empty, not an ``.npz`` (a ``.npy``, a pickle, other bytes),
+        If the file is empty, not an ``.npz`` (a ``.npy``, a pickle, other bytes),
         a damaged archive, lacks an array, declares more data than it holds or more than
         ``max_images`` images, or an array has the wrong dtype or shape, or the set is empty.
     """
-    if not path.is_file():
-        raise InputError(f"query file {path} does not exist")
     expected = (
         f"{path}: expected an .npz file (or a .csv or .parquet table) with arrays x (uint8 images "
         "(N, H, W[, C]) or numbers (N, features)), y (integers, N) and optionally index (integers, N), as "

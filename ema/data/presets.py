@@ -141,7 +141,7 @@ def _file_plan(root: Path | None, label_column: str) -> SplitPlan:
     recipes train on numbers, and an audit reads the target's splits back as they were trained on)."""
     if root is None:
         raise InputError(f"{FILE_SOURCE}: expected the path of a .csv, .parquet or .npz set file, got none")
-    pool = read_set(root, label_column=label_column)
+    pool = read_set(root, role="data file (--data-file, as the target recorded it)", label_column=label_column)
     if pool.kind == "table":
         x, kept, left_out = numeric_columns(pool.x, pool.features, where=str(root), taker="the workbench's recipes")
         if left_out:

@@ -71,8 +71,11 @@ class SuppliedCalibration:
         model = PyfuncOracle(self.model_uri, transform=target.transform, outputs=outputs, device=target.device)
         model.input_spec = target.declared(model.input_spec)  # trained like the target: the same shape, pixel order
         members, nonmembers = (
-            target.read_set(f, max_images=max_images, label_column=label_column)
-            for f in (self.members_file, self.nonmembers_file)
+            target.read_set(path, role=role, max_images=max_images, label_column=label_column)
+            for path, role in (
+                (self.members_file, "calibration members file (--calibration-members)"),
+                (self.nonmembers_file, "calibration non-members file (--calibration-nonmembers)"),
+            )
         )
         tags = {
             keys.TAG_CACHE: SOURCE_SUPPLIED,

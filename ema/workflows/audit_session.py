@@ -57,7 +57,10 @@ def audit_target(config: AuditConfig) -> Target:
     if config.calibration_file is None:
         return target
     calibration = target.read_set(
-        config.calibration_file, max_images=config.max_query, label_column=config.label_column
+        config.calibration_file,
+        role="calibration file (--calibration-file)",
+        max_images=config.max_query,
+        label_column=config.label_column,
     )
     return dataclasses.replace(target, calibration_data=calibration)
 

@@ -53,7 +53,7 @@ def export_query(
     if (query is None) == (query_file is None):
         raise InputError(f"expected exactly one of a query name or a query file, got {query!r} and {query_file!r}")
     if query_file is not None:
-        arrays = read_set(query_file, max_images=max_query, label_column=label_column)
+        arrays = read_set(query_file, role="query file", max_images=max_query, label_column=label_column)
     else:
         arrays = load_splits(data, seed, root, image).query(query)
     write_table([arrays], out_dir, label_column=label_column)

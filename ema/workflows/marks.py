@@ -56,7 +56,7 @@ def mark_file(
         raise InputError(f"expected --out to name an .npz file, got {out_path}: the marked copy is written as .npz")
     if out_path.exists():
         raise InputError(f"expected a new --out file, got {out_path}, which exists: give another path")
-    data = read_set(Path(in_path), max_images=max_images, label_column=label_column)
+    data = read_set(Path(in_path), role="image set file (--in)", max_images=max_images, label_column=label_column)
     marked, key = mark_set(data, rate=rate, seed=seed)
     write_key(key, key_path)
     try:

@@ -39,6 +39,10 @@ from ema.tracking.registry import resolve_version
 from ema.tracking.runs import MissingArtifact, download_artifact, training_dataset_files
 from ema.workflows.target import Target
 
+#: How a missing ``--members`` or ``--reference`` file is named (:func:`ema.data.files.read_set`).
+MEMBERS_ROLE = "members file (--members)"
+REFERENCE_ROLE = "reference file (--reference)"
+
 
 @dataclass(frozen=True)
 class Reference:
@@ -120,7 +124,7 @@ def member_reference(
     ``max_images`` images; a table file's labels are in ``label_column``.
     """
     if members_file:
-        data = target.read_set(members_file, max_images=max_images, label_column=label_column)
+        data = target.read_set(members_file, role=MEMBERS_ROLE, max_images=max_images, label_column=label_column)
         known = Reference(in_query_layout(data, query, role="members file") if query else data, f"file {members_file}")
     else:
         known = training_data(target, max_images=max_images)
@@ -159,8 +163,9 @@ def training_data(target: Target, *, max_images: int = DEFAULT_MAX_QUERY) -> Ref
     if (retained := _unlearned_training_data(target, max_images)) is not None:
         return retained
     if (logged := _logged_training_file(target)) is not None:
+        role = f"training dataset logged by run {target.version.run_id}"
         return Reference(
-            target.read_set(logged, max_images=max_images),
+            target.read_set(logged, role=role, max_images=max_images),
             f"training dataset {logged} logged by run {target.version.run_id}",
         )
     return None
@@ -204,7 +209,7 @@ def nonmember_reference(
         (:func:`of_kind`).
     """
     if reference_file is not None:
-        data = target.read_set(reference_file, max_images=max_images, label_column=label_column)
+        data = target.read_set(reference_file, role=REFERENCE_ROLE, max_images=max_images, label_column=label_column)
         if query is None:
             return Reference(data, f"file {reference_file}: {len(data)} samples")
         kept = without_query(in_query_layout(data, query, role="reference file"), query)
@@ -282,7 +287,8 @@ def _unlearned_training_data(target: Target, max_images: int) -> Reference | Non
         return None
     with tempfile.TemporaryDirectory() as folder:
         try:
-            forget = read_set(download_artifact(version.run_id, keys.ARTIFACT_FORGET, folder), max_images=max_images)
+            logged = download_artifact(version.run_id, keys.ARTIFACT_FORGET, folder)
+            forget = read_set(logged, role=f"forget set logged by run {version.run_id}", max_images=max_images)
         except MissingArtifact:
             return None
     retained = without_query(source.data, forget)

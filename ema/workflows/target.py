@@ -103,10 +103,11 @@ class Target:
     own_files: Path | None = None
 
     def read_set(
-        self, path: str, *, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN
+        self, path: str, *, role: str, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN
     ) -> ArraySet:
-        """A set file given for this audit (query, reference, members), its images resized to ``image_size`` if set."""
-        return self.prepared(read_set(path, max_images=max_images, label_column=label_column))
+        """A set file given for this audit (query, reference, members), its images resized to ``image_size`` if set;
+        ``role`` names it where it is missing (:func:`~ema.data.files.read_set`)."""
+        return self.prepared(read_set(path, role=role, max_images=max_images, label_column=label_column))
 
     def prepared(self, data: ArraySet) -> ArraySet:
         """``data`` with its images resized to ``image_size`` (``--image-size``); as it is without one.
@@ -168,7 +169,8 @@ class Target:
         """The splits of the target's data, with the folds it was trained on an owner's file in place of."""
         splits = load_splits(self.data, self.data_seed, self.data_root, self.data_image, label_column=self.label_column)
         for name, path in self.data_folds:
-            splits = splits.with_fold(name, read_set(path, label_column=self.label_column))
+            role = f"training file of fold {name} (recorded by {self.label}'s lineage)"
+            splits = splits.with_fold(name, read_set(path, role=role, label_column=self.label_column))
         return splits
 
     def calibration_set(self) -> ArraySet:
@@ -201,7 +203,7 @@ class Target:
         if query_table is not None:
             return self.prepared(read_table(query_table, max_images=max_images, label_column=label_column))
         if query_file is not None:
-            return self.read_set(query_file, max_images=max_images, label_column=label_column)
+            return self.read_set(query_file, role="query file", max_images=max_images, label_column=label_column)
         return self.prepared(self.splits().query(query))
 
     def oracle(

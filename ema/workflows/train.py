@@ -97,7 +97,8 @@ def train_target(
     splits = load_splits(data, data_seed, data_root, image, label_column=label_column)
     fold_files = {name: str(Path(path).resolve()) for name, path in (folds or {}).items()}
     for name, path in fold_files.items():
-        splits = splits.with_fold(name, read_set(Path(path), label_column=label_column))
+        fold = read_set(Path(path), role=f"fold file (--fold {name}=FILE)", label_column=label_column)
+        splits = splits.with_fold(name, fold)
     fold_tags = {f"{keys.TAG_DATA_FOLD_PREFIX}{name}": splits.query(name).fingerprint for name in fold_files}
     fold_tags.update({f"{keys.TAG_DATA_FOLD_FILE_PREFIX}{name}": path for name, path in fold_files.items()})
     train, held_out = splits.train, splits.held_out

@@ -46,6 +46,10 @@ from ema.workflows.references import contains_all, training_data, without_query
 from ema.workflows.target import Target, resolve_target
 from ema.workflows.unlearn_methods import resolved_spec, run_method
 
+#: How missing ``--forget`` and ``--retain`` files are named (:func:`ema.data.files.read_set`).
+FORGET_ROLE = "forget file (--forget)"
+RETAIN_ROLE = "retain file (--retain)"
+
 
 @dataclass(frozen=True, kw_only=True)
 class UnlearnConfig:
@@ -230,7 +234,7 @@ def unlearn_cached(config: UnlearnConfig, *, progress: bool = True) -> tuple[Unl
     spec = resolved_spec(config.spec, target)
     forget = _forget_set(target, config.forget, config.max_query, config.label_column)
     retain = (
-        read_set(config.retain_file, max_images=config.max_query, label_column=config.label_column)
+        read_set(config.retain_file, role=RETAIN_ROLE, max_images=config.max_query, label_column=config.label_column)
         if config.retain_file
         else None
     )
@@ -309,7 +313,7 @@ def _forget_set(target: Target, forget: str, max_images: int, label_column: str)
     """
     if forget in QUERY_NAMES:
         return target.splits().query(forget)
-    return read_set(forget, max_images=max_images, label_column=label_column)
+    return read_set(forget, role=FORGET_ROLE, max_images=max_images, label_column=label_column)
 
 
 def _retained_data(
@@ -331,7 +335,7 @@ def _retained_data(
             )
     if retain_file is None:
         return dataclasses.replace(without_query(known.data, forget), name="retained")
-    retain = read_set(retain_file, max_images=max_images, label_column=label_column)
+    retain = read_set(retain_file, role=RETAIN_ROLE, max_images=max_images, label_column=label_column)
     overlap = int(contains_all(forget, retain).sum())
     if overlap:
         raise InputError(

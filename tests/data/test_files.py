@@ -1,4 +1,5 @@
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -72,6 +73,24 @@ def test_read_set_rejects_non_npz(tmp_path):
 def test_read_set_missing_file(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         read_set(tmp_path / "nope.npz")
+
+
+@pytest.mark.parametrize("name", ["nope.npz", "nope.csv", "nope.parquet"])
+def test_read_set_missing_file_is_named_by_its_role(tmp_path, name):
+    """Every format's missing file says which of the user's files it is, by the option that gave it."""
+    with pytest.raises(InputError, match=rf"^reference file \(--reference\) {tmp_path / name} does not exist$"):
+        read_set(tmp_path / name, role="reference file (--reference)")
+
+
+def test_read_set_missing_relative_file_shows_where_it_looked(tmp_path, monkeypatch):
+    """`mlflow run` reads a relative path in the project's folder: the message shows the absolute path it tried."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as refused:
+        read_set(Path("splits/M6.npz"), role="query file")
+    assert str(refused.value) == (
+        f"query file splits/M6.npz does not exist (looked for {tmp_path / 'splits/M6.npz'}; under `mlflow run` a "
+        "relative path is read from the project's folder: pass an absolute path there)"
+    )
 
 
 def test_read_set_numbers_samples_when_index_is_left_out(tmp_path):

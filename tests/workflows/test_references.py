@@ -89,3 +89,30 @@ def test_member_reference_from_the_training_data_a_foreign_run_logged(trained, t
     np.testing.assert_array_equal(reference.data.x, splits.query("M3").x)
     assert f"training dataset {path} logged by run {run.info.run_id}" in reference.description
     assert member_reference(foreign, splits.query("M3")) is None  # nothing left once the query is taken out
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["audit", "--method", "calibrated", "--reference", "{missing}"], "reference file (--reference)"),
+        (["audit", "--method", "calibrated", "--members", "{missing}"], "members file (--members)"),
+        (["audit", "--calibration-file", "{missing}"], "calibration file (--calibration-file)"),
+        (["power", "--certify", "--margin", "0.5", "--reference", "{missing}"], "reference file (--reference)"),
+        (["unlearn", "--method", "retrain", "--forget", "{missing}"], "forget file (--forget)"),
+        (["unlearn", "--method", "retrain", "--forget", "M1", "--retain", "{missing}"], "retain file (--retain)"),
+        (["audit", "--query-file", "{missing}"], "query file"),
+    ],
+)
+def test_a_missing_set_file_is_named_by_the_option_that_gave_it(trained, tmp_path, command, expected):
+    """Each file the user gives says which it is where it is missing: not "query file" for every one."""
+    from click.testing import CliRunner
+
+    from ema_cli.cli import main
+
+    _, outcome = trained
+    missing = str(tmp_path / "missing.npz")
+    query = [] if "--query-file" in command or command[0] != "audit" else ["--query", "M1"]
+    args = [*(word.format(missing=missing) for word in command), *query, "--model", outcome.version.uri]
+    refused = CliRunner().invoke(main, [*args, *([] if command[0] == "power" else ["--no-progress"])])
+    assert refused.exit_code == 3, refused.output
+    assert refused.output.strip().splitlines()[-1] == f"Error: {expected} {missing} does not exist"
