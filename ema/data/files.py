@@ -174,6 +174,12 @@ def check_set_file(path: Path, role: str) -> None:
     raise InputError(f"{role} {path} does not exist{where}")
 
 
+def resolved_if_present(path: str | Path) -> str:
+    """``path`` absolute (links resolved), as lineage records it and caches key it; a missing one as given, so that
+    reading it says which path was given and where it was looked for (:func:`check_set_file`)."""
+    return str(Path(path).resolve()) if Path(path).exists() else str(path)
+
+
 def _read_npz(path: Path, *, max_images: int = DEFAULT_MAX_QUERY) -> ArraySet:
     """Read and validate an ``.npz`` set that exists (:func:`read_set` checked).
 

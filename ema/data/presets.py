@@ -42,7 +42,7 @@ import numpy as np
 
 from ema.data.arrays import ArraySet
 from ema.data.embedded import load_breast_cancer_table, load_digits_28, load_mnist_embedded
-from ema.data.files import read_set
+from ema.data.files import read_set, resolved_if_present
 from ema.data.sources import SVHN, ImageFormat, open_source
 from ema.data.sources.images import resize_images, to_channels
 from ema.data.splits import EMBEDDED_SIZES, PAPER_SIZES, Splits, SplitSizes, draw_splits
@@ -141,7 +141,7 @@ def _file_plan(root: Path | None, label_column: str) -> SplitPlan:
     recipes train on numbers, and an audit reads the target's splits back as they were trained on)."""
     if root is None:
         raise InputError(f"{FILE_SOURCE}: expected the path of a .csv, .parquet or .npz set file, got none")
-    pool = read_set(root, role="data file (--data-file, as the target recorded it)", label_column=label_column)
+    pool = read_set(root, role="training data file (ema train --data-file)", label_column=label_column)
     if pool.kind == "table":
         x, kept, left_out = numeric_columns(pool.x, pool.features, where=str(root), taker="the workbench's recipes")
         if left_out:
@@ -248,7 +248,7 @@ def load_splits(
     A source is read once per process and (data, seed, root): a grid audits dozens of cells
     from the same splits. Their arrays are read-only, so no caller can change them for the next.
     """
-    return _read_splits(data, seed, str(Path(root).resolve()) if root is not None else None, image, label_column)
+    return _read_splits(data, seed, resolved_if_present(root) if root is not None else None, image, label_column)
 
 
 @functools.lru_cache(maxsize=4)

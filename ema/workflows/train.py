@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ema.data.arrays import ArraySet
-from ema.data.files import read_set
+from ema.data.files import read_set, resolved_if_present
 from ema.data.presets import DEFAULT_DATA, FILE_SOURCE, load_splits
 from ema.data.sources import ImageFormat
 from ema.data.tables import DEFAULT_LABEL_COLUMN
@@ -93,9 +93,9 @@ def train_target(
     """
     device = resolve_device(device)
     if data == FILE_SOURCE and data_root is not None:
-        data_root = str(Path(data_root).resolve())
+        data_root = resolved_if_present(data_root)
     splits = load_splits(data, data_seed, data_root, image, label_column=label_column)
-    fold_files = {name: str(Path(path).resolve()) for name, path in (folds or {}).items()}
+    fold_files = {name: resolved_if_present(path) for name, path in (folds or {}).items()}
     for name, path in fold_files.items():
         fold = read_set(Path(path), role=f"fold file (--fold {name}=FILE)", label_column=label_column)
         splits = splits.with_fold(name, fold)

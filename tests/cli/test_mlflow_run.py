@@ -85,3 +85,21 @@ def test_mlflow_run_grid_with_its_default_epochs_logs_them_as_given_and_as_train
         run for run in runs if run.data.params.get("grid") == "benchmark" and "mlflow.parentRunId" not in run.data.tags
     ]
     assert parent.data.params["epochs"] == "0" and parent.data.params["target_epochs"] == "50"
+
+
+@pytest.mark.slow
+def test_mlflow_run_names_the_absolute_path_a_relative_file_was_looked_for_at(store, tmp_path):
+    """MLflow runs an entry point in the project's folder and passes a string parameter as given: a relative path
+    given from another folder is looked for there, and the error shows where and says to pass an absolute path."""
+    (tmp_path / "splits").mkdir()
+    (tmp_path / "splits" / "own.csv").write_text("a,label\n1,0\n")  # here, in the caller's folder
+    mlflow_cli = Path(sys.executable).with_name("mlflow")
+    env = {**os.environ, "PATH": f"{mlflow_cli.parent}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+    args = ["run", str(REPO), "-e", "train", "-P", "data_file=splits/own.csv", "--env-manager", "local"]
+    done = subprocess.run([str(mlflow_cli), *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert (
+        f"Error: training data file (ema train --data-file) splits/own.csv does not exist (looked for "
+        f"{REPO / 'splits/own.csv'}; under `mlflow run` a relative path is read from the project's folder: pass an "
+        "absolute path there)"
+    ) in done.stderr, done.stderr[-2000:]
