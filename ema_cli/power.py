@@ -19,6 +19,11 @@ from ema_cli.options import (
 )
 from ema_cli.supplied_calibration import supplied_calibration, supplied_calibration_options
 
+#: The least --power that --certify plans for: ``ema.stats.certify.MIN_CERTIFY_PROBABILITY``, stated here so that
+#: --help imports no scipy (a test holds the two equal).
+MIN_CERTIFY_POWER = 0.5
+CERTIFY_POWER_RANGE = f"{MIN_CERTIFY_POWER}<=x<1"
+
 
 @click.command("power")
 @model_option
@@ -28,7 +33,10 @@ from ema_cli.supplied_calibration import supplied_calibration, supplied_calibrat
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
     default=0.9,
     show_default=True,
-    help="Wanted probability of calling a member set memorized; with --certify, of certifying a removed set.",
+    help=(
+        "Wanted probability of calling a member set memorized; with --certify, of certifying a removed set, then "
+        f"{CERTIFY_POWER_RANGE}."
+    ),
 )
 @alpha_option
 @k_option
@@ -110,6 +118,11 @@ def power(
         _detection(target_power, members_file=members_file, calibration=calibration, **options)
     elif margin is None:
         raise click.UsageError("--certify needs --margin M, the retained share to certify (e.g. 0.3)")
+    elif target_power < MIN_CERTIFY_POWER:
+        raise click.UsageError(
+            f"expected --power in the range {CERTIFY_POWER_RANGE} with --certify (the probability of certifying a "
+            f"removed set), got {target_power:g}"
+        )
     else:
         _certification(margin, target_power, certify_level, members_file, max_reference, as_json, **options)
 
@@ -157,12 +170,33 @@ def _certification(
             f"(one-sided {level_text(plan.certify_level)} bound) needs |D_q| >= {plan.query_size} and a non-member "
             f"reference of {plan.reference_size} ({_planned_from(plan)})"
         )
+    elif math.isinf(plan.smallest_reachable_margin):
+        click.echo(f"margin {plan.margin:g} is unreachable on this target: {_no_margin_reachable(plan)}")
     else:
         click.echo(
             f"margin {plan.margin:g} is unreachable on this target: the smallest reachable margin is "
             f"{plan.smallest_reachable_margin:.3g} (with a reference of {plan.reference_size}, an unbounded query "
             f"and probability {plan.probability:g}; {_planned_from(plan)})"
         )
+
+
+def _no_margin_reachable(plan) -> str:
+    """Why no margin is reachable at any size (the plan's information is 0), and what would help where anything can."""
+    if math.isnan(plan.information):
+        return (
+            "no margin is reachable, as the references carry no information about membership: their scores did not "
+            "vary, so it is not estimable; a target that scores members and non-members alike cannot be certified"
+        )
+    if plan.information == 0:
+        return (
+            "no margin is reachable, as the references carry no information about membership (estimate 0): the "
+            "target scores the member and non-member references alike, so no query size certifies a margin from them"
+        )
+    return (
+        "no margin is reachable, as the references carry no information about membership that can be relied on: "
+        f"the estimate, {plan.information:.3g} per sample, has a lower bound of 0; larger --members and --reference "
+        "files narrow it"
+    )
 
 
 def _planned_from(plan) -> str:

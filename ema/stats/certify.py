@@ -26,6 +26,9 @@ from ema.validation import check_certify_level, check_open_unit, check_positive_
 CERTIFY_PROBABILITY = 0.85
 #: Probability of certifying that ``ema power --certify`` plans sizes for.
 PLAN_PROBABILITY = 0.9
+#: The least probability of certifying a plan or margin is stated for: below it, z_p < 0 and a removed query
+#: would be certified less often than not.
+MIN_CERTIFY_PROBABILITY = 0.5
 #: Below this |x|, x - log1p(x) is taken from its series (relative error under 1e-9), not by cancellation.
 SERIES_BELOW = 1e-3
 
@@ -85,8 +88,11 @@ def _check_margin_inputs(information: float, certify_level: float, probability: 
         raise InputError(f"expected the information to be a finite number >= 0, got {information!r}")
     check_certify_level(certify_level)
     check_open_unit("probability", probability)
-    if probability < 0.5:
-        raise InputError(f"expected a probability of certifying of at least 0.5, got {probability!r}")
+    if probability < MIN_CERTIFY_PROBABILITY:
+        raise InputError(
+            f"expected a probability of certifying of at least {MIN_CERTIFY_PROBABILITY} (and below 1), got "
+            f"{probability!r}"
+        )
 
 
 def _z_sum(certify_level: float, probability: float) -> float:

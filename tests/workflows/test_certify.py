@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import mlflow
 import numpy as np
+import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from ema.data.files import write_set
 from ema.data.presets import load_splits
+from ema.stats.certify import MIN_CERTIFY_PROBABILITY, CertifyPlan
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
 from ema_cli.cli import main
+from ema_cli.power import MIN_CERTIFY_POWER
 
 PLAN_KEYS = {"query_size", "reference_size", "reachable", "information", "smallest_reachable_margin", "margin"}
 PLAN_KEYS |= {"information_lower"}
@@ -46,9 +51,6 @@ def test_power_certify_plans_for_the_probability_power_asks(trained):
     assert plans["0.97"]["query_size"] >= plans["0.9"]["query_size"]
     sizes = {wanted: plan["query_size"] + plan["reference_size"] for wanted, plan in plans.items()}
     assert sizes["0.97"] > sizes["0.9"]
-    refused = power("--model", outcome.version.uri, "--certify", "--margin", "0.95", "--power", "0.3")
-    assert refused.exit_code == 3
-    assert "expected a probability of certifying of at least 0.5, got 0.3" in refused.output
 
 
 def test_power_certify_says_an_unreachable_margin_is_unreachable_and_names_the_smallest(trained):
@@ -67,6 +69,56 @@ def test_power_certify_options_need_each_other():
     assert "got it without --certify" in power("--json").output
     refused = power("--certify", "--margin", "0.3", "--certify-level", "0.5").output
     assert "expected a number strictly between 0.5 and 1, got '0.5'" in refused
+
+
+def test_power_certify_refuses_a_power_below_one_half_as_an_option_naming_its_range():
+    """--help offers 0<x<1 for --power; --certify plans for at least 0.5: a usage error naming --power, not an
+    input error about "a probability of certifying"."""
+    refused = power("--certify", "--margin", "0.3", "--power", "0.3")
+    assert refused.exit_code == 2
+    assert (
+        "expected --power in the range 0.5<=x<1 with --certify (the probability of certifying a removed set), got 0.3"
+    ) in refused.output
+    assert "with --certify, of certifying a removed set, then 0.5<=x<1." in " ".join(power("--help").output.split())
+    assert MIN_CERTIFY_POWER == MIN_CERTIFY_PROBABILITY  # the option's range is the planner's
+
+
+@pytest.mark.parametrize(
+    ("information", "information_lower", "expected"),
+    [
+        (
+            0.0,
+            0.0,
+            "(estimate 0): the target scores the member and non-member references alike, so no query size certifies",
+        ),
+        (0.02, 0.0, "the estimate, 0.02 per sample, has a lower bound of 0; larger --members and --reference files"),
+    ],
+)
+def test_power_certify_without_information_says_no_margin_is_reachable_and_why(
+    monkeypatch, information, information_lower, expected
+):
+    """A plan from no information reaches no margin at any size: said so, not as "the smallest reachable margin is
+    inf"."""
+    plan = CertifyPlan(
+        margin=0.5,
+        reachable=False,
+        query_size=None,
+        reference_size=1000,
+        smallest_reachable_margin=math.inf,
+        information=information,
+        information_lower=information_lower,
+        certify_level=0.95,
+        probability=0.9,
+    )
+    monkeypatch.setattr("ema.workflows.power.certification_plan", lambda **_: plan)
+    monkeypatch.setattr("ema_cli.options.configure", lambda experiment, **_: None)
+    shown = power("--model", "models:/m/1", "--certify", "--margin", "0.5")
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith(
+        "margin 0.5 is unreachable on this target: no margin is reachable, as the references carry no information "
+        "about membership"
+    )
+    assert expected in shown.output and not re.search(r"\binf\b", shown.output)
 
 
 class Uniform(mlflow.pyfunc.PythonModel):
@@ -88,7 +140,11 @@ def test_power_certify_on_references_scored_alike_plans_with_no_information_and_
                files[1], "--certify", "--margin", "0.5")  # fmt: skip
     shown = power(*options)
     assert shown.exit_code == 0, shown.output
-    assert "planned with no information: the references' scores did not vary, so it is not estimable" in shown.output
+    assert shown.output.strip() == (
+        "margin 0.5 is unreachable on this target: no margin is reachable, as the references carry no information "
+        "about membership: their scores did not vary, so it is not estimable; a target that scores members and "
+        "non-members alike cannot be certified"
+    )
     plan = json.loads(power(*options, "--json").output)
     assert plan["information"] is None and plan["information_lower"] is None and plan["reachable"] is False
     logged = MlflowClient().search_runs([mlflow.get_experiment_by_name("ema").experiment_id], max_results=1)[0]
