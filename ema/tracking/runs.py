@@ -35,7 +35,8 @@ PROJECT_ENTRY_POINT_TAG = "mlflow.project.entryPoint"
 
 def configure(experiment: str = keys.DEFAULT_EXPERIMENT, *, select_experiment: bool = True) -> None:
     """Use ``MLFLOW_TRACKING_URI`` or sqlite in the working directory, and the named experiment (created if
-    need be; not with ``select_experiment=False``, for a command that only reads).
+    need be; not with ``select_experiment=False``, for a command that only reads, which also refuses a sqlite
+    store that does not exist instead of creating it: :func:`ema.tracking.store.check_present`).
 
     Under ``mlflow run`` the project's run already exists (``MLFLOW_RUN_ID``): its
     experiment is kept, so that nested runs land beside their parent.
@@ -46,13 +47,18 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT, *, select_experiment: b
 
     Raises
     ------
+    InputError
+        With ``select_experiment=False``, if the sqlite store's database does not exist.
     StoreError
         If the store cannot be used (a corrupt database, an unsupported URI scheme), or the
         experiment cannot be set (e.g. it was deleted), as one line.
     MissingDependencyError
         If the store's database driver is not installed.
     """
-    uri = store.absolute_uri(os.environ.get("MLFLOW_TRACKING_URI") or keys.DEFAULT_TRACKING_URI)
+    given = os.environ.get("MLFLOW_TRACKING_URI")
+    uri = store.absolute_uri(given or keys.DEFAULT_TRACKING_URI)
+    if not select_experiment:
+        store.check_present(uri, given)
     mlflow.set_tracking_uri(uri)
     # A tracking server makes MLflow print a "View run" link per run to stdout, into our tables.
     os.environ.setdefault(QUIET_LINKS_ENV, "true")

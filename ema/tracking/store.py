@@ -24,7 +24,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking._tracking_service.utils import _get_store
 from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
 
-from ema.errors import MissingDependencyError, StoreBusyError, StoreError, pip_command
+from ema.errors import InputError, MissingDependencyError, StoreBusyError, StoreError, pip_command
 
 T = TypeVar("T")
 
@@ -79,6 +79,31 @@ def absolute_uri(uri: str) -> str:
         return uri
     query = uri.partition("?")[2]
     return f"sqlite:///{db}" + (f"?{query}" if query else "")
+
+
+def check_present(uri: str, given: str | None) -> None:
+    """Refuse a sqlite store whose database file does not exist, for a command that only reads: opening it would
+    create a store (a database of about 1 MB and its lock file) only to find nothing in it.
+
+    ``given`` is ``MLFLOW_TRACKING_URI`` as set (None or empty: unset, the default store), named in the message.
+
+    Raises
+    ------
+    InputError
+        If ``uri`` is a sqlite store whose file does not exist.
+    """
+    db = sqlite_path(uri)
+    if db is None or db.exists():
+        return
+    source = (
+        f"MLFLOW_TRACKING_URI={given}"
+        if given
+        else "MLFLOW_TRACKING_URI is not set, so the store is sqlite:///mlflow.db in the working directory"
+    )
+    raise InputError(
+        f"no MLflow store at {db} ({source}): expected an existing store for a command that only reads; run it "
+        "in the folder that holds mlflow.db or set MLFLOW_TRACKING_URI to the store (nothing was created)"
+    )
 
 
 def lock_folder(db: Path) -> Path:

@@ -125,12 +125,26 @@ def test_an_audit_of_a_folder_without_mlmodel_exits_as_an_input_error(store, tmp
 
 
 @pytest.mark.parametrize("command", [["history", "--model", "any"], ["compare", "--model", "any", "--query", "M1"]])
-def test_reading_commands_create_no_experiment_and_take_no_experiment_option(tmp_path, monkeypatch, command):
+def test_reading_commands_create_no_experiment_and_take_no_experiment_option(store, command):
     from mlflow.tracking import MlflowClient
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     result = CliRunner().invoke(main, command)
     assert result.exit_code == 3 and "Error: registered model 'any' " in result.output
     assert [e.name for e in MlflowClient().search_experiments()] == ["Default"]
     refused = CliRunner().invoke(main, [*command, "--experiment-name", "x"])
     assert refused.exit_code == 2 and "No such option '--experiment-name'" in refused.output
+
+
+@pytest.mark.parametrize("command", [["history", "--model", "ema-target"], ["compare", "0" * 32]])
+def test_reading_commands_in_a_folder_without_a_store_say_so_and_create_none(tmp_path, monkeypatch, command):
+    """`ema history` and `ema compare` only read: in a folder without a store they created one (mlflow.db, 954 KB,
+    and its lock) before saying the model or run did not exist."""
+    import mlflow
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri(None)
+    refused = CliRunner().invoke(main, command)
+    assert refused.exit_code == 3, refused.output
+    assert refused.output.startswith(f"Error: no MLflow store at {tmp_path / 'mlflow.db'} (MLFLOW_TRACKING_URI is not")
+    assert list(tmp_path.iterdir()) == []

@@ -8,7 +8,7 @@ import mlflow
 import pytest
 from mlflow.exceptions import MlflowException
 
-from ema.errors import EMAError
+from ema.errors import EMAError, InputError
 from ema.tracking import store
 from ema.tracking.runs import configure
 
@@ -184,3 +184,26 @@ def test_store_lock_times_out_with_advice(fresh_folder):
         with pytest.raises(store.StoreError, match=r"waited 0 s for another process setting up .*delete that lock"):
             with store.store_lock(db, timeout=0.05):
                 pass
+
+
+def test_configure_for_reading_refuses_a_missing_store_and_creates_nothing(fresh_folder):
+    """`ema history` in a folder without a store said the model did not exist, after creating a 1 MB store."""
+    with pytest.raises(InputError) as refused:
+        configure(select_experiment=False)
+    assert str(refused.value) == (
+        f"no MLflow store at {fresh_folder / 'mlflow.db'} (MLFLOW_TRACKING_URI is not set, so the store is "
+        "sqlite:///mlflow.db in the working directory): expected an existing store for a command that only reads; "
+        "run it in the folder that holds mlflow.db or set MLFLOW_TRACKING_URI to the store (nothing was created)"
+    )
+    assert list(fresh_folder.iterdir()) == []
+
+
+def test_configure_for_reading_names_the_tracking_uri_of_a_missing_store(fresh_folder, monkeypatch):
+    uri = f"sqlite:///{fresh_folder / 'team' / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    with pytest.raises(InputError, match=rf"^no MLflow store at \S+team/mlflow\.db \(MLFLOW_TRACKING_URI={uri}\): "):
+        configure(select_experiment=False)
+    assert list(fresh_folder.iterdir()) == []
+    configure()  # a command that writes creates it, as before
+    assert (fresh_folder / "team" / "mlflow.db").stat().st_size > 0
+    configure(select_experiment=False)  # and a reading command then opens it
