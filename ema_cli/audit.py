@@ -354,7 +354,7 @@ def audit(
 
 def shown_metric(key: str, value: float) -> str:
     """``key value`` as the audit prints it; a NaN (not computed, not logged) as its metric calls it:
-    ``information (not estimable)``, ``min_detectable_fraction (undefined)``."""
+    ``information (not estimable)``, ``min_detectable_fraction (not reached)``."""
     from ema.workflows.methods import metric_vocabulary
 
     if value == value:

@@ -52,6 +52,8 @@ _SINGLE_NAME = re.compile(r"[a-z][a-z0-9-]*")
 _COMBINED_NAME = re.compile(r"[a-z][a-z0-9+-]*")
 #: What a NaN information metric is: the references' held-out scores did not vary (not logged).
 NOT_ESTIMABLE = "not estimable"
+#: How a minimum detectable share is called where no share up to the whole set reaches the target power.
+NOT_REACHED = "not reached"
 
 
 def _deferred(name: str) -> Runner:
@@ -155,8 +157,8 @@ _BUILT_IN: tuple[Method, ...] = (
             Metric(
                 "min_detectable_fraction",
                 POWER,
-                "smallest retained share of the query set this audit detects with its target power "
-                "(undefined: not reached)",
+                "smallest retained share of the query set this audit detects with its target power",
+                NOT_REACHED,
             ),
             Metric(
                 "certifiable_margin",

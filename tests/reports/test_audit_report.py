@@ -91,6 +91,20 @@ def test_render_audit_report_shows_power_and_any_other_metric_when_the_result_ha
     assert "Verdict: Memorized" in page and "p_retained" in page
 
 
+def test_render_audit_report_says_not_reached_only_of_a_min_detectable_fraction_that_was_not():
+    """The meaning column read "(undefined: not reached)" beside a defined 0.46; the value column says it now."""
+    metrics = {"p_removed": 0.2, "p_retained": 0.01, "power_retained": 0.3}
+    reached = render(
+        results={"calibrated": make_result("calibrated", metrics={**metrics, "min_detectable_fraction": 0.46})}
+    )
+    assert re.search(r"<td>min_detectable_fraction</td><td class=num>0.46</td>", reached.html), reached.html
+    assert "not reached" not in reached.html
+    missed = render(
+        results={"calibrated": make_result("calibrated", metrics={**metrics, "min_detectable_fraction": float("nan")})}
+    )
+    assert re.search(r"<td>min_detectable_fraction</td><td class=num>not reached</td>", missed.html)
+
+
 def test_render_audit_report_says_when_power_is_not_reported():
     assert "Not reported" in render().html.split('id="power"')[1].split("</section>")[0]
 
