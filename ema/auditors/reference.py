@@ -74,6 +74,9 @@ from ema.stats.mixture import (
 ATTACK_SUFFIX = "calibrated"
 #: The default score: the true-class log-odds, which keeps resolving outputs that round to 1.0.
 DEFAULT_SIGNAL = "log_odds"
+#: Whose separation of members from non-members the auditor's gate warning measures: an audit that also runs EMA
+#: warns of EMA's signals apart (:func:`~ema.auditors.reference_gates.reference_gate_warnings`).
+SEPARATION_OF = "the calibrated auditor's member-reference score"
 #: Power that defines the minimum detectable fraction.
 DEFAULT_POWER = 0.9
 #: Significance level of the shift checks (class mix, mixture fit); lower than alpha because
@@ -238,7 +241,9 @@ class ReferenceAuditor:
             self.nonmember_counts_,
         )
         gates = {name: value for name, value in self.diagnostics_.items() if name != "member_accuracy"}
-        self.warnings_ = reference_gate_warnings(self.n_classes_, nonmember_labels, **gates)
+        self.warnings_ = reference_gate_warnings(
+            self.n_classes_, nonmember_labels, separation_of=SEPARATION_OF, **gates
+        )
         self.attack_ = attack_strength(members, nonmembers)
         information = cross_fitted_information_estimate(members, nonmembers, levels, random_state=self.random_state)
         self.information_estimate_ = information
