@@ -12,15 +12,12 @@ Both are exact permutation tests of one statistic, the sum of the query samples'
 log-likelihood ratio (:mod:`ema.stats.binned_tests`). The retained share pi (F_q = pi F_mem + (1 - pi) F_non)
 gets a profile-likelihood interval that carries both references' sampling error.
 
-Verdict at ``alpha`` and ``margin``: ``memorized`` when H0 "removed" is rejected;
-``not_memorized`` when it is not and the retained share's one-sided upper confidence bound (at
-``certify_level``) is at most ``margin`` (the data rule out that more than ``margin`` of the query
-is still memorized); ``inconclusive`` otherwise. Every result states how sure it could have been:
-``power_retained`` (the probability that a fully memorized query of this size is called
-``memorized``), ``min_detectable_fraction``, and ``certifiable_margin``: the smallest margin at
-which a removed query of this size is certified with probability 0.85, from the sizes and the
-references alone (:mod:`ema.stats.certify`), so it cannot be tuned to the outcome; ``margin="auto"``
-certifies at it.
+Verdict at ``alpha`` and ``margin`` (:func:`~ema.auditors.reference_record.decide_reference_verdict`):
+``memorized`` when H0 "removed" is rejected; ``not_memorized`` when it is not, H0 "retained" is, and
+the retained share's one-sided upper bound (at ``certify_level``) is at most ``margin``;
+``inconclusive`` otherwise. Every result states ``power_retained``, ``min_detectable_fraction`` and
+``certifiable_margin``, the margin a removed query of its size is certified at with probability
+0.85, from the sizes and references alone (:mod:`ema.stats.certify`); ``margin="auto"`` certifies at it.
 """
 
 from __future__ import annotations
@@ -74,8 +71,7 @@ from ema.stats.mixture import (
 ATTACK_SUFFIX = "calibrated"
 #: The default score: the true-class log-odds, which keeps resolving outputs that round to 1.0.
 DEFAULT_SIGNAL = "log_odds"
-#: Whose separation of members from non-members the auditor's gate warning measures: an audit that also runs EMA
-#: warns of EMA's signals apart (:func:`~ema.auditors.reference_gates.reference_gate_warnings`).
+#: Whose separation the gate warning measures (EMA's own warning, beside it, names EMA's signals).
 SEPARATION_OF = "the calibrated auditor's member-reference score"
 #: Power that defines the minimum detectable fraction.
 DEFAULT_POWER = 0.9
@@ -95,9 +91,8 @@ class ReferenceAuditor:
     alpha : float
         Level of the tests; ``memorized`` means p_removed <= alpha.
     margin : float or "auto"
-        Largest retained share that ``not_memorized`` allows: the upper bound at
-        ``certify_level`` must be at most ``margin``. ``"auto"``: the audit's own
-        ``certifiable_margin`` (from the query size and the references, not the outcome).
+        Largest retained share ``not_memorized`` allows (the upper bound at ``certify_level``);
+        ``"auto"``: the audit's own ``certifiable_margin`` (from the sizes and references, not the outcome).
     certify_level : float or None
         One-sided level of the upper bound that certifies; None: 1 - alpha / 2
         (:func:`default_certify_level`), the upper end of the two-sided 1 - alpha interval.

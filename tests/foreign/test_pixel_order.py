@@ -103,7 +103,7 @@ def test_the_default_pixel_order_scrambles_the_pixels_and_the_warning_names_pixe
 def test_the_clone_is_trained_on_pixels_in_the_order_the_target_gets(colour):
     target = resolve_target("models:/sk-hwc/1", pixel_order="hwc")
     assert target.calibration_source == "clone" and target.recipe.pixel_order == "hwc"
-    calibration = target.read_set(str(colour["calibration"]))
+    calibration = target.read_set(str(colour["calibration"]), role="calibration file (--calibration-file)")
     clone = target.recipe.fit(calibration.model_inputs(), calibration.y)  # as the calibration plan trains it
     np.testing.assert_allclose(clone.features(calibration.model_inputs()), numpy_flat(calibration.x), rtol=1e-6)
 
