@@ -23,6 +23,7 @@ import gc
 import importlib
 import logging
 import os
+import signal
 import sys
 import time
 
@@ -138,10 +139,17 @@ def run(args: list[str] | None = None) -> None:
     (see the module's docstring). Only for a process that is about to exit: tests and other
     callers that go on invoke ``main`` itself, which leaves the collector as it found it.
     """
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         main(option_spellings(sys.argv[1:] if args is None else args), prog_name="ema", obj={STARTED: time.monotonic()})
     finally:
         gc.freeze()
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (``kill``, a job scheduler's stop) as an exit the command unwinds through: its open MLflow runs end
+    FAILED, where the default handler killed the process and left them RUNNING for good."""
+    raise SystemExit(128 + signum)
 
 
 def option_spellings(args: list[str]) -> list[str]:

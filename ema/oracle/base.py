@@ -12,6 +12,7 @@ import pandas as pd
 from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, align_columns, prepare_inputs
+from ema.limits import check_deadline
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, looks_like_probabilities, numeric_outputs
 from ema.oracle.text_columns import text_as_declared, without_text
 from ema.run_warnings import FOR_THE_RECORD
@@ -150,8 +151,10 @@ class Oracle:
         return x
 
     def _scored_batches(self, pixels: np.ndarray, starts: range) -> Iterator[np.ndarray]:
-        """The model's numeric outputs for the batch at each start, in order."""
+        """The model's numeric outputs for the batch at each start, in order; the command's ``--timeout`` is checked
+        before each batch."""
         for start in starts:
+            check_deadline(f"score {self.source}")
             yield self._score(pixels[start : start + self.batch_size])
 
     def _score(self, images: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ import numpy as np
 from scipy import special, stats
 
 from ema.errors import InputError
+from ema.limits import check_deadline
 from ema.stats._validation import check_score_vector
 from ema.stats.binned_tests import (
     DEFAULT_BIN_LEVELS,
@@ -271,6 +272,7 @@ def resampled_power(
     replace = n_query > members.size // 2
     rejected, z_scores, critical = np.empty(n_resamples, bool), np.empty(n_resamples), np.empty(n_resamples)
     for b in range(n_resamples):  # each resample is one vectorised test
+        check_deadline("resample the detection power")
         chosen = rng.choice(members.size, size=n_query, replace=replace)
         contrast = members if replace else np.delete(members, chosen)
         statistic, permuted = pooled_removal(members[chosen], nonmembers, contrast, levels, n_permutations, rng)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ema.auditors.result import INCONCLUSIVE, NOT_MEMORIZED, VERDICT_CODES, AuditResult
 from ema.data.splits import EXPECTED_VERDICTS
+from ema.limits import check_deadline
 from ema.oracle import Oracle
 from ema.run_warnings import gather_run_warnings
 from ema.tracking import keys
@@ -89,9 +90,9 @@ def audit(
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
                 results = _inconclusive(results, method_plan(config.method)[0], tags[keys.TAG_STRICT])
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
-            _log_results(config, results, tags, scored, expected)
             options = trail_options(config, session, tags, results)
             report = report_artifacts(session, results, tags, warnings, run.info.run_id, scored.fingerprint)
+            check_deadline("write the audit's results")
             log_artifacts_atomically(
                 {
                     keys.ARTIFACT_CALIBRATION: {m: r.thresholds for m, r in results.items()},
@@ -99,6 +100,8 @@ def audit(
                     **report,
                 }
             )
+            # the verdict last: a run stopped before it (a signal, a full disk) is FAILED and states none
+            _log_results(config, results, tags, scored, expected)
     outcome = AuditOutcome(
         run.info.run_id,
         config.query_name,
