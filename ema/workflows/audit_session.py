@@ -30,7 +30,7 @@ from ema.workflows.calibrate import (
     planned_helper,
 )
 from ema.workflows.methods import method_plan
-from ema.workflows.references import Reference, member_reference, nonmember_reference
+from ema.workflows.references import Reference, check_disjoint, member_reference, nonmember_reference
 from ema.workflows.target import Target, resolve_target
 
 
@@ -196,8 +196,12 @@ class AuditSession:
 
     @cached_property
     def member_proba(self) -> np.ndarray | None:
-        """The target's probabilities on the member reference (scored once per audit)."""
-        return None if self.members is None else self.oracle.predict_proba(self.members.data)
+        """The target's probabilities on the member reference (scored once per audit), once the non-member
+        reference is known not to be mostly its samples (:func:`~ema.workflows.references.check_disjoint`)."""
+        if self.members is None:
+            return None
+        check_disjoint(self.members, self.nonmembers)
+        return self.oracle.predict_proba(self.members.data)
 
     @cached_property
     def member_views(self) -> np.ndarray | None:

@@ -28,7 +28,7 @@ from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
 from ema.validation import check_open_unit
 from ema.workflows.audit import SuppliedCalibration, fit_calibrated
 from ema.workflows.calibrate import CalibrationPlan, planned_helper
-from ema.workflows.references import member_reference, nonmember_reference, of_kind
+from ema.workflows.references import check_disjoint, member_reference, nonmember_reference, of_kind
 from ema.workflows.target import Target, resolve_target
 
 #: The largest query size :func:`reference_query_size` searches.
@@ -70,6 +70,7 @@ def query_size_for_power(
                 members.data,
                 "the member reference",
             )
+            check_disjoint(members, nonmembers)
             auditor = ReferenceAuditor(alpha=alpha, power=power).calibrate(
                 oracle.predict_proba(members.data),
                 members.data.y,
@@ -193,6 +194,7 @@ def certification_plan(
             members.data,
             "the member reference",
         )
+        check_disjoint(members, nonmembers)
         oracle = target.oracle(outputs="probabilities")
         auditor = ReferenceAuditor(alpha=alpha, certify_level=certify_level).calibrate(
             oracle.predict_proba(members.data),

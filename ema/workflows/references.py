@@ -22,6 +22,7 @@ uses M2..M5), matched by image and label.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import EMAError, InputError
 from ema.inputs import cells_as_text
+from ema.run_warnings import FOR_THE_RECORD
 from ema.tracking import keys
 from ema.tracking.registry import resolve_version
 from ema.tracking.runs import MissingArtifact, download_artifact, training_dataset_files
@@ -107,6 +109,36 @@ def without_query(pool: ArraySet, query: ArraySet) -> ArraySet:
     dtype = _key_dtype(laid_out, query)
     keep = ~np.isin(_row_keys(laid_out, dtype), _row_keys(query, dtype))
     return pool.take(np.flatnonzero(keep), name=f"{pool.name} without the query")
+
+
+#: The share of a non-member reference that may be the target's training data before it is refused; any is warned of.
+MOST_SHARED = 0.5
+
+
+def check_disjoint(members: Reference, nonmembers: Reference) -> None:
+    """Refuse a non-member reference that is mostly the target's training data (samples of the member reference);
+    warn, for the record, of one that holds some: the audit would compare the query with members as never seen.
+
+    Raises
+    ------
+    InputError
+        If at least :data:`MOST_SHARED` of the non-member reference is in the member reference.
+    """
+    shared = len(nonmembers.data) - len(without_query(nonmembers.data, members.data))
+    if not shared:
+        return
+    words = (
+        f"{shared} of the {len(nonmembers.data)} samples of the non-member reference ({nonmembers.description}) are "
+        f"in the member reference ({members.description}), the target's training data"
+    )
+    if shared >= MOST_SHARED * len(nonmembers.data):
+        raise InputError(
+            f"expected a non-member reference of samples the target never saw, got {words}; give --reference FILE "
+            "of data it was not trained on"
+        )
+    logging.getLogger(__name__).warning(
+        "%s: the audit compares the query with them as samples never seen", words, extra=FOR_THE_RECORD
+    )
 
 
 def member_reference(

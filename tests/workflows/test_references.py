@@ -6,12 +6,21 @@ import dataclasses
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
 from ema.errors import InputError
-from ema.workflows.references import Reference, member_reference, nonmember_reference, of_kind, without_query
+from ema.workflows.references import (
+    Reference,
+    check_disjoint,
+    member_reference,
+    nonmember_reference,
+    of_kind,
+    without_query,
+)
 from ema.workflows.target import resolve_target
+from ema_cli.cli import main
 
 
 def images(n: int, offset: int) -> ArraySet:
@@ -116,3 +125,35 @@ def test_a_missing_set_file_is_named_by_the_option_that_gave_it(trained, tmp_pat
     refused = CliRunner().invoke(main, [*args, *([] if command[0] == "power" else ["--no-progress"])])
     assert refused.exit_code == 3, refused.output
     assert refused.output.strip().splitlines()[-1] == f"Error: {expected} {missing} does not exist"
+
+
+def test_check_disjoint_refuses_a_reference_that_is_mostly_members_and_warns_of_a_few(caplog):
+    members = images(20, 0)
+
+    def reference(n_members: int, description: str) -> Reference:
+        """10 samples: the first ``n_members`` of the members, then samples never seen."""
+        never_seen = images(10, 100)
+        x = np.concatenate([members.x[:n_members], never_seen.x[n_members:]])
+        y = np.concatenate([members.y[:n_members], never_seen.y[n_members:]])
+        return Reference(ArraySet("r", x, y, np.arange(10)), description)
+
+    known = Reference(members, "file members.npz")
+    check_disjoint(known, reference(0, "file never-seen.npz"))  # nothing shared: silent
+    assert not caplog.records
+    with pytest.raises(InputError, match=r"got 5 of the 10 samples of the non-member reference \(file half.npz\)"):
+        check_disjoint(known, reference(5, "file half.npz"))
+    check_disjoint(known, reference(2, "file a-few.npz"))
+    assert "2 of the 10 samples of the non-member reference (file a-few.npz) are in the member reference" in caplog.text
+
+
+def test_a_training_fold_given_as_the_non_member_reference_is_refused(trained, tmp_path):
+    """A fold of the lineage's training data as --reference was audited against itself on both sides (a generic
+    "barely separate" warning, then inconclusive); it is now refused, naming the overlap, and for ema power too."""
+    _, outcome = trained
+    fold = str(write_set(resolve_target(outcome.version.uri).splits().query("M3"), tmp_path / "M3.npz"))
+    for command in (["audit", "--query", "M1", "--method", "calibrated"], ["power"]):
+        result = CliRunner().invoke(
+            main, [*command, "--model", outcome.version.uri, "--reference", fold, "--no-progress"]
+        )
+        assert result.exit_code == 3, result.output
+        assert "got 1000 of the 1000 samples of the non-member reference" in result.output, result.output
