@@ -115,7 +115,7 @@ def test_history_lists_audits_newest_first_and_filters(foreign):
     assert second.run_id in filtered.output and first.run_id not in filtered.output
     none = CliRunner().invoke(main, ["history", "--model", "foreign-proba", "--query", "M9", "--verdict", "memorized"])
     assert none.exit_code == 0 and none.output.strip() == (
-        "no audits of 'foreign-proba' with query 'M9' and verdict memorized found "
+        "no audits of 'foreign-proba' with query 'M9' and a method's verdict memorized found "
         "(finished ones; --all for every audit)"
     )
     compared = CliRunner().invoke(main, ["compare", first.run_id, second.run_id])
