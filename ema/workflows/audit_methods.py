@@ -113,7 +113,7 @@ def run_calibrated(session: AuditSession, predictions: Predictions) -> tuple[Aud
     check_transfer_options(config)
     auditor, tags = fit_calibrated(
         session.oracle,
-        session.calibration_helper(),
+        session.calibration_helper,
         session.nonmembers,
         alpha=config.alpha,
         margin=config.resolved_margin,

@@ -262,14 +262,16 @@ class AuditSession:
     def thresholds(self) -> tuple[dict, dict[str, str]]:
         """EMA's thresholds and the tags saying where they came from."""
         if self.config.calibration is not None:
-            helper = self.calibration_helper()
+            helper = self.calibration_helper
             return fit_thresholds(helper.model, helper.members, helper.nonmembers).to_dict(), helper.tags
         outcome = ensure_plan(self.calibration_plan, progress=self.progress)
         return outcome.thresholds, outcome_tags(outcome, self.calibration_plan)
 
+    @cached_property
     def calibration_helper(self) -> CalibrationHelper:
         """The calibration model member behaviour is read from: the one supplied (``--calibration-model``, scored on
-        its own members and non-members, returning ``--calibration-outputs``), else the plan's."""
+        its own members and non-members, returning ``--calibration-outputs``), else the plan's. Made once per audit:
+        EMA's thresholds and the calibrated auditor share it (the model loaded and its files read once)."""
         supplied, config = self.config.calibration, self.config
         if supplied is None:
             return planned_helper(self.calibration_plan, progress=self.progress)
