@@ -197,7 +197,7 @@ class _Stop(Exception):
     """Raised by the stand-in grid: the config arrived, nothing runs."""
 
 
-def test_grid_paper_without_a_name_runs_the_benchmark_grid(monkeypatch):
+def test_grid_paper_without_a_name_runs_the_benchmark_grid(store, monkeypatch):
     import ema.experiments.paper.runner as runner
 
     seen = []
@@ -220,7 +220,7 @@ def test_grid_paper_without_a_name_runs_the_benchmark_grid(monkeypatch):
         (("--data", "breast-cancer"), {"breast-cancer (default recipe)": StudyTarget(None, data="breast-cancer")}),
     ],
 )
-def test_grid_errors_data_picks_the_study_targets(monkeypatch, args, targets):
+def test_grid_errors_data_picks_the_study_targets(store, monkeypatch, args, targets):
     import ema.experiments.errors.study as study
     from ema.experiments.errors.validity import TARGETS
 
@@ -237,7 +237,7 @@ def test_grid_errors_data_picks_the_study_targets(monkeypatch, args, targets):
     assert config.sizes == (5, 20) and chosen == (TARGETS if targets == "TARGETS" else targets)
 
 
-def test_grid_errors_refuses_root_without_data(tmp_path):
+def test_grid_errors_refuses_root_without_data(store, tmp_path):
     result = CliRunner().invoke(main, ["grid", "errors", "--root", str(tmp_path), "--no-progress"])
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == (
@@ -258,7 +258,7 @@ def test_grid_errors_refuses_a_size_larger_than_a_fold_in_one_line_and_starts_no
 
 
 @pytest.mark.parametrize("name", ["benchmark", "medical"])
-def test_grid_with_a_paper_grid_name_names_the_command_that_replaced_it(name):
+def test_grid_with_a_paper_grid_name_names_the_command_that_replaced_it(store, name):
     result = CliRunner().invoke(main, ["grid", name, "--k", "100"])
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == (
