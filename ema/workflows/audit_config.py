@@ -39,7 +39,7 @@ from ema.validation import (
     check_seed,
     redact_url,
 )
-from ema.workflows.calibrate import CalibrationHelper
+from ema.workflows.calibrate import SUPPLIED_CALIBRATION_ADVICE, CalibrationHelper, warn_small_classes
 from ema.workflows.engines import ENGINE_IN_PROCESS, check_engine
 from ema.workflows.methods import METHODS, certifies_margin, check_engine_runs, method_plan, methods_certifying
 from ema.workflows.target import SOURCE_SUPPLIED, Target
@@ -77,6 +77,8 @@ class SuppliedCalibration:
                 (self.nonmembers_file, "calibration non-members file (--calibration-nonmembers)"),
             )
         )
+        for data, path in ((members, self.members_file), (nonmembers, self.nonmembers_file)):
+            warn_small_classes(data, f"calibration set {path}", SUPPLIED_CALIBRATION_ADVICE)
         tags = {
             keys.TAG_CACHE: SOURCE_SUPPLIED,
             keys.TAG_CALIBRATION_VERSION: self.model_uri,

@@ -78,9 +78,23 @@ class CalibrationOutcome:
         return self.entry.version
 
 
-def warn_small_classes(calibration: ArraySet, described: str) -> None:
+#: Why a small class matters, and the remedy, for the workbench's own calibration set.
+OWN_CALIBRATION_ADVICE = (
+    "the calibration model trains on one half of the set and EMA's thresholds are picked on the other (one per "
+    "class with --threshold-mode per-class), so such a class is barely learnt and its thresholds rest on a handful "
+    "of rows; give --calibration-file FILE with more of each class"
+)
+#: The same for a supplied calibration model's members or non-members (``--calibration-members``, ``-nonmembers``).
+SUPPLIED_CALIBRATION_ADVICE = (
+    "EMA's thresholds are picked on the supplied model's members and non-members (one per class with "
+    "--threshold-mode per-class), so such a class's thresholds rest on a handful of rows; give "
+    "--calibration-members and --calibration-nonmembers files with more of each class"
+)
+
+
+def warn_small_classes(calibration: ArraySet, described: str, advice: str = OWN_CALIBRATION_ADVICE) -> None:
     """Warn, for the record, of the classes of a calibration set (``described`` in words) with fewer than
-    :data:`MIN_CALIBRATION_PER_CLASS` rows.
+    :data:`MIN_CALIBRATION_PER_CLASS` rows; ``advice`` says why that matters and what to give instead.
 
     A calibration file without a class the model outputs is refused (the in-process engine); a class
     of a few rows only warns: the audit still runs, and its record says how little the class rests on.
@@ -89,15 +103,13 @@ def warn_small_classes(calibration: ArraySet, described: str) -> None:
     small = [f"class {c}: {n}" for c, n in zip(classes, counts, strict=True) if n < MIN_CALIBRATION_PER_CLASS]
     if small:
         logging.getLogger(__name__).warning(
-            "%s: expected at least %d rows of each class, got fewer in %d of %d classes (%s): the calibration model "
-            "trains on one half of the set and EMA's thresholds are picked on the other (one per class with "
-            "--threshold-mode per-class), so such a class is barely learnt and its thresholds rest on a handful of "
-            "rows; give --calibration-file FILE with more of each class",
+            "%s: expected at least %d rows of each class, got fewer in %d of %d classes (%s): %s",
             described,
             MIN_CALIBRATION_PER_CLASS,
             len(small),
             classes.size,
             ", ".join(small[:8]) + (f" and {len(small) - 8} more" if len(small) > 8 else ""),
+            advice,
             extra=FOR_THE_RECORD,
         )
 

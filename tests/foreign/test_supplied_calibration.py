@@ -146,6 +146,21 @@ def test_calibration_set_options_are_warned_unread_with_a_supplied_model(supplie
     assert options[1] in warnings[0]
 
 
+def test_small_classes_of_the_supplied_sets_are_warned(supplied, tmp_path):
+    """EMA's thresholds are picked on the supplied members and non-members: a class of a few rows there is said,
+    for each set that has one, with the options that would give more."""
+    target, _, options, _ = supplied
+    members = load_splits().query("M2")
+    few = [np.flatnonzero(members.y == c)[:3] for c in (0, 1)]
+    rows = np.concatenate([np.flatnonzero((members.y != 0) & (members.y != 1)), *few])
+    sparse = str(write_set(members.take(np.sort(rows)), tmp_path / "sparse-members.npz"))
+    output, _ = ema_audit("--model", target, "--query", "M1", "--method", "ema", *options[:3], sparse, *options[4:])
+    warned = [w for w in json.loads(run_of(output).data.tags[keys.TAG_WARNINGS]) if "rows of each class" in w]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith(f"calibration set {sparse}: expected at least 10 rows of each class, got fewer in 2")
+    assert "(class 0: 3, class 1: 3)" in warned[0] and "--calibration-members and --calibration-nonmembers" in warned[0]
+
+
 def test_unlearn_of_such_a_model_says_what_it_retrains_and_names_no_option_it_lacks(supplied, tmp_path):
     target, _, options, _ = supplied
     forget = str(write_set(load_splits().query("M1"), tmp_path / "forget.npz"))
