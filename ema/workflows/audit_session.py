@@ -29,14 +29,15 @@ from ema.workflows.calibrate import (
     outcome_tags,
     planned_helper,
 )
-from ema.workflows.methods import method_plan
+from ema.workflows.methods import method_plan, needs_calibration_model
 from ema.workflows.references import Reference, check_disjoint, member_reference, nonmember_reference
 from ema.workflows.target import Target, resolve_target
 
 
 def audit_target(config: AuditConfig) -> Target:
-    """The target the audit names, as both engines resolve it; refused at once when nothing can train its
-    calibration model (no recipe, no clone and no supplied calibration model), before any scoring.
+    """The target the audit names, as both engines resolve it; refused at once when a method of the audit needs a
+    calibration model and nothing can train one (no recipe, no clone and no supplied calibration model), before
+    any scoring.
     ``--calibration-file`` is read here and becomes the target's calibration set.
     """
     target = resolve_target(
@@ -50,10 +51,10 @@ def audit_target(config: AuditConfig) -> Target:
         image_size=config.image_size,
         device=config.device,
     )
-    if config.calibration is None:
-        target.require_recipe()
-    else:
+    if config.calibration is not None:
         warn_unread_plan_options(config)
+    elif needs_calibration_model(config.method, members_file=config.members_file is not None):
+        target.require_recipe()
     if config.calibration_file is None:
         return target
     calibration = target.read_set(

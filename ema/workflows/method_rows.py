@@ -1,18 +1,21 @@
 """What a row of the method table (:mod:`ema.workflows.methods`) is: a :class:`MethodSpec`, one auditor
 method, or a :class:`Combination` of several in one run; and the :data:`Runner` a method's row names.
 
-The table checks a row when it is registered (:func:`ema.workflows.methods.register_method`); this
-module only says what a row holds, and imports no runner, mlflow or torch.
+The table checks a row when it is registered (:func:`ema.workflows.methods.register_method`) with
+:func:`check_spec` or :func:`check_combination`; this module says what a row holds and what a
+well-formed one is, and imports no runner, mlflow or torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ema.auditors.metrics import Metric
-from ema.workflows.engines import ENGINE_IN_PROCESS
+from ema.errors import InputError
+from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINES
 
 if TYPE_CHECKING:
     from ema.auditors.base import Auditor
@@ -20,8 +23,17 @@ if TYPE_CHECKING:
     from ema.oracle import Predictions
     from ema.workflows.audit_session import AuditSession
 
+#: A single method's name is a run tag's suffix (``verdict.<name>``) and a column prefix; a combination joins with +.
+SINGLE_NAME = re.compile(r"[a-z][a-z0-9-]*")
+COMBINED_NAME = re.compile(r"[a-z][a-z0-9+-]*")
 #: A method's runner: calibrate its auditor for this audit, audit the query's predictions, say what it used (tags).
 Runner = Callable[["AuditSession", "Predictions"], tuple["AuditResult", dict[str, str]]]
+#: When a method needs the workbench's calibration model (trained from the target's recipe, or a clone of it,
+#: unless ``--calibration-model`` supplies one): always, only when no member reference file is given (the
+#: calibrated auditor's transfer route), or never.
+CALIBRATION_MODEL_NEEDED = "needed"
+CALIBRATION_MODEL_WITHOUT_MEMBERS = "without members"
+CALIBRATION_MODEL_NOT_NEEDED = "not needed"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +63,9 @@ class MethodSpec:
     certifies : bool
         Its ``not_memorized`` certifies a bound below ``--margin`` at ``--certify-level``; a method that does
         not is refused those options, which would change nothing.
+    calibration_model : str
+        When it needs the workbench's calibration model (:data:`CALIBRATION_MODEL_NEEDED` and the two others):
+        an audit of a model with no recipe and no clone is refused before scoring only when it does.
     """
 
     name: str
@@ -62,6 +77,7 @@ class MethodSpec:
     metrics: tuple[Metric, ...] = field(default=())
     trail: tuple[str, ...] = ()
     certifies: bool = False
+    calibration_model: str = CALIBRATION_MODEL_NEEDED
 
     @property
     def plan(self) -> tuple[str, ...]:
@@ -94,3 +110,39 @@ class Combination:
 
 
 Method = MethodSpec | Combination
+
+
+def check_spec(spec: MethodSpec, known: dict[str, Metric]) -> None:
+    """Refuse a malformed single-method row; ``known``: the metrics the table already holds, by key."""
+    if not SINGLE_NAME.fullmatch(spec.name):
+        raise InputError(f"expected a method name of lowercase letters, digits and -, got {spec.name!r}")
+    unknown = set(spec.engines) - set(ENGINES)
+    if unknown or not spec.engines:
+        raise InputError(f"expected the engines of method {spec.name!r} among {tuple(ENGINES)}, got {spec.engines!r}")
+    if not spec.metrics:
+        raise InputError(f"expected method {spec.name!r} to declare its metrics, got none")
+    needs = (CALIBRATION_MODEL_NEEDED, CALIBRATION_MODEL_WITHOUT_MEMBERS, CALIBRATION_MODEL_NOT_NEEDED)
+    if spec.calibration_model not in needs:
+        raise InputError(
+            f"expected the calibration_model of method {spec.name!r} in {needs}, got {spec.calibration_model!r}"
+        )
+    undeclared = sorted(set(spec.trail) - {metric.key for metric in spec.metrics})
+    if undeclared:
+        raise InputError(f"expected the trail numbers of method {spec.name!r} among its metrics, got {undeclared}")
+    for metric in spec.metrics:
+        if known.get(metric.key, metric) != metric:
+            raise InputError(
+                f"expected metric {metric.key!r} of method {spec.name!r} to mean what the table says "
+                f"({known[metric.key]}), got {metric}; give a new metric a new name"
+            )
+
+
+def check_combination(combination: Combination, table: Mapping[str, Method]) -> None:
+    """Refuse a malformed combination of ``table``'s rows."""
+    if not COMBINED_NAME.fullmatch(combination.name):
+        raise InputError(f"expected a method name of lowercase letters, digits, - and +, got {combination.name!r}")
+    for part in combination.parts:
+        if not isinstance(table.get(part), MethodSpec):
+            raise InputError(
+                f"expected the parts of {combination.name!r} to be single methods of the table, got {part!r}"
+            )

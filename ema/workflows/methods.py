@@ -30,8 +30,6 @@ plug-in, a test) adds a row with :func:`register_method`.
 
 from __future__ import annotations
 
-import re
-
 from ema.auditors.attack import ATTACK_METRICS, AUC_METRIC
 from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
@@ -45,11 +43,18 @@ from ema.signals import PAPER_SIGNALS
 from ema.tracking import keys
 from ema.workflows.deferred import deferred
 from ema.workflows.engines import ENGINE_IN_PROCESS, ENGINE_SPARK, ENGINES, engine_row
-from ema.workflows.method_rows import Combination, Method, MethodSpec, Runner
+from ema.workflows.method_rows import (
+    CALIBRATION_MODEL_NEEDED,
+    CALIBRATION_MODEL_NOT_NEEDED,
+    CALIBRATION_MODEL_WITHOUT_MEMBERS,
+    Combination,
+    Method,
+    MethodSpec,
+    Runner,
+    check_combination,
+    check_spec,
+)
 
-#: A single method's name is a run tag's suffix (``verdict.<name>``) and a column prefix; a combination joins with +.
-_SINGLE_NAME = re.compile(r"[a-z][a-z0-9-]*")
-_COMBINED_NAME = re.compile(r"[a-z][a-z0-9+-]*")
 #: What a NaN information metric is: the references' held-out scores did not vary (not logged).
 NOT_ESTIMABLE = "not estimable"
 #: How a minimum detectable share is called where no share up to the whole set reaches the target power.
@@ -124,6 +129,7 @@ _BUILT_IN: tuple[Method, ...] = (
         auditors=(ReferenceAuditor, CalibratedAuditor),
         runner=_deferred("run_calibrated"),
         certifies=True,
+        calibration_model=CALIBRATION_MODEL_WITHOUT_MEMBERS,
         trail=(
             "p_removed",
             "p_retained",
@@ -225,6 +231,7 @@ _BUILT_IN: tuple[Method, ...] = (
         runner=_deferred("run_marks"),
         needs_probabilities=False,
         certifies=True,
+        calibration_model=CALIBRATION_MODEL_NOT_NEEDED,
         trail=("p_mark", "mark_effect", "mark_effect_upper_bound"),
         metrics=(
             Metric(
@@ -301,9 +308,9 @@ def register_method(method: Method) -> Method:
     if method.name in _TABLE:
         raise InputError(f"expected a new method name, got {method.name!r}, which is already in the method table")
     if isinstance(method, MethodSpec):
-        _check_spec(method)
+        check_spec(method, metric_vocabulary())
     else:
-        _check_combination(method)
+        check_combination(method, _TABLE)
     _TABLE[method.name] = method
     return method
 
@@ -312,36 +319,6 @@ def unregister_method(name: str) -> None:
     """Remove a row :func:`register_method` added (a test's toy method, a plug-in being unloaded)."""
     method_row(name)
     del _TABLE[name]
-
-
-def _check_spec(spec: MethodSpec) -> None:
-    if not _SINGLE_NAME.fullmatch(spec.name):
-        raise InputError(f"expected a method name of lowercase letters, digits and -, got {spec.name!r}")
-    unknown = set(spec.engines) - set(ENGINES)
-    if unknown or not spec.engines:
-        raise InputError(f"expected the engines of method {spec.name!r} among {tuple(ENGINES)}, got {spec.engines!r}")
-    if not spec.metrics:
-        raise InputError(f"expected method {spec.name!r} to declare its metrics, got none")
-    undeclared = sorted(set(spec.trail) - {metric.key for metric in spec.metrics})
-    if undeclared:
-        raise InputError(f"expected the trail numbers of method {spec.name!r} among its metrics, got {undeclared}")
-    known = metric_vocabulary()
-    for metric in spec.metrics:
-        if known.get(metric.key, metric) != metric:
-            raise InputError(
-                f"expected metric {metric.key!r} of method {spec.name!r} to mean what the table says "
-                f"({known[metric.key]}), got {metric}; give a new metric a new name"
-            )
-
-
-def _check_combination(combination: Combination) -> None:
-    if not _COMBINED_NAME.fullmatch(combination.name):
-        raise InputError(f"expected a method name of lowercase letters, digits, - and +, got {combination.name!r}")
-    for part in combination.parts:
-        if not isinstance(_TABLE.get(part), MethodSpec):
-            raise InputError(
-                f"expected the parts of {combination.name!r} to be single methods of the table, got {part!r}"
-            )
 
 
 def method_row(name: str) -> Method:
@@ -393,6 +370,13 @@ def check_engine_runs(name: str, engine: str) -> None:
 def certifies_margin(name: str) -> bool:
     """Whether ``--method name`` runs a method whose ``not_memorized`` certifies a bound below ``--margin``."""
     return any(method_spec(part).certifies for part in method_plan(name))
+
+
+def needs_calibration_model(name: str, *, members_file: bool) -> bool:
+    """Whether ``--method name`` needs the workbench's calibration model, ``members_file`` saying whether a member
+    reference file was given (the calibrated auditor then reads member behaviour from the target itself)."""
+    needs = {method_spec(part).calibration_model for part in method_plan(name)}
+    return CALIBRATION_MODEL_NEEDED in needs or (not members_file and CALIBRATION_MODEL_WITHOUT_MEMBERS in needs)
 
 
 def methods_certifying() -> tuple[str, ...]:

@@ -146,6 +146,28 @@ def test_calibration_set_options_are_warned_unread_with_a_supplied_model(supplie
     assert options[1] in warnings[0]
 
 
+def test_a_member_reference_needs_no_recipe(supplied, tmp_path):
+    """The calibrated auditor with a member reference file scores both references on the target itself: no
+    calibration model is trained, so a model with no recipe and no clone is audited without one."""
+    target, _, options, _ = supplied
+    members = load_splits().query("M1")
+    files = {
+        name: str(write_set(members.take(rows), tmp_path / f"{name}.npz"))
+        for name, rows in (("members", np.arange(500)), ("query", np.arange(500, 1000)))
+    }
+    nonmembers = options[options.index("--calibration-nonmembers") + 1]
+    arguments = ("--model", target, "--query-file", files["query"], "--reference", nonmembers)
+    refused = CliRunner().invoke(main, ["audit", *arguments, "--method", "ema", "--no-progress"])
+    assert refused.exit_code != 0 and "expected a training recipe" in refused.output, refused.output
+    result = CliRunner().invoke(
+        main, ["audit", *arguments, "--members", files["members"], "--method", "calibrated", "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    tags = run_of(result.output).data.tags
+    assert tags[keys.TAG_MEMBER_REFERENCE].startswith(f"file {files['members']}: 500 samples")
+    assert keys.TAG_CALIBRATION_SOURCE not in tags
+
+
 def test_small_classes_of_the_supplied_sets_are_warned(supplied, tmp_path):
     """EMA's thresholds are picked on the supplied members and non-members: a class of a few rows there is said,
     for each set that has one, with the options that would give more."""

@@ -33,6 +33,7 @@ from ema.workflows.methods import (
     method_spec,
     methods_running,
     metric_vocabulary,
+    needs_calibration_model,
     register_method,
     unregister_method,
 )
@@ -99,6 +100,21 @@ def test_check_access_refuses_label_only_models_for_methods_needing_probabilitie
         check_access("both", ACCESS_LABEL_ONLY)
 
 
+@pytest.mark.parametrize(
+    ("method", "without_members", "with_members"),
+    [
+        ("ema", True, True),
+        ("ks-ratio", True, True),
+        ("calibrated", True, False),  # the transfer route reads the calibration model; a member reference does not
+        ("ema+calibrated", True, True),
+        ("marks", False, False),
+    ],
+)
+def test_needs_calibration_model_says_which_plans_train_one(method, without_members, with_members):
+    assert needs_calibration_model(method, members_file=False) is without_members
+    assert needs_calibration_model(method, members_file=True) is with_members
+
+
 def test_metric_vocabulary_gives_each_metric_its_kind():
     vocabulary = metric_vocabulary()
     kinds = {key: vocabulary[key].kind for key in ("rho_ema", "p_removed", "p_class_mix", "power_retained", "rho_ks")}
@@ -160,6 +176,7 @@ def test_register_method_refuses_a_bad_combination(row, message):
             "metric 'flag_rate' of method 'toy' to mean what the table says .* give a new metric a new name",
         ),
         ({"trail": ("p_flagged", "rho_ema")}, r"trail numbers of method 'toy' among its metrics, got \['rho_ema'\]"),
+        ({"calibration_model": "sometimes"}, "calibration_model of method 'toy' in .*, got 'sometimes'"),
     ],
 )
 def test_register_method_refuses_a_bad_spec(changes, message):
