@@ -345,6 +345,11 @@ def audit(
             click.echo(f"  {method}: {result.thresholds['evidence']}")
     for warning in outcome.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if outcome.withheld:
+        raise click.ClickException(
+            f"every verdict is withheld (inconclusive): the inputs do not reach the model as its training data did "
+            f"({len(outcome.withheld)} warning(s) above say how; run {outcome.run_id})"
+        )
     if config.strict and outcome.warnings:
         raise click.ClickException(
             f"--strict: the audit carries {len(outcome.warnings)} warning(s), so its verdict is inconclusive "

@@ -84,6 +84,9 @@ TAG_AUGMENT_COST = "ema.augment_cost"
 #: JSON list of the audit's warnings (``[]`` when none).
 TAG_WARNINGS = "ema.warnings"
 TAG_STRICT = "ema.strict"
+#: Set when the gates found the audit's inputs surely wrong (labels in another order, another scaling): every
+#: verdict is inconclusive; the value says what was found.
+TAG_WITHHELD = "ema.verdict_withheld"
 #: Where the query was scored: in-process or spark.
 TAG_ENGINE = "ema.engine"
 #: Where a Spark audit wrote its membership table (--membership-out), when not logged as an artifact.

@@ -24,7 +24,7 @@ from ema.tracking import keys
 from ema.tracking.registry import audited_model_tag
 from ema.tracking.runs import log_artifacts_atomically, log_batch, start_run
 from ema.workflows.audit_config import AuditConfig, SuppliedCalibration
-from ema.workflows.audit_gates import audit_warnings
+from ema.workflows.audit_gates import check_gates
 from ema.workflows.audit_methods import fit_calibrated
 from ema.workflows.audit_session import Scored
 from ema.workflows.audit_trail import record_on_version, trail_options
@@ -33,6 +33,9 @@ from ema.workflows.methods import METHODS, method_plan
 from ema.workflows.references import is_forget_set
 from ema.workflows.reporting import report_artifacts
 from ema.workflows.target import Target
+
+#: Why an audit whose inputs surely do not reach the model as in training says ``inconclusive`` (its tag says which).
+WITHHELD = "(verdict withheld: the inputs do not reach the model as its training data did; see ema.verdict_withheld)"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class AuditOutcome:
     access: str
     results: dict[str, AuditResult]
     warnings: tuple[str, ...] = ()
+    #: The warnings for which every verdict was withheld (``inconclusive``); empty when none was.
+    withheld: tuple[str, ...] = ()
 
     @property
     def primary(self) -> AuditResult:
@@ -84,11 +89,15 @@ def audit(
             expected = expected_verdict(
                 config, session.target, scored.fingerprint if session.data is not None else None
             )
-            warnings = audit_warnings(session, results, scored.query_correct)
-            warnings += [message for message in logged if message not in warnings]
-            if config.strict and warnings:
+            gates = check_gates(session, results, scored.query_correct)
+            warnings = gates.warnings + [message for message in logged if message not in gates.warnings]
+            if gates.withheld:
+                tags[keys.TAG_WITHHELD] = "; ".join(gates.withheld)
+                results = _inconclusive(results, method_plan(config.method), WITHHELD, "as computed")
+            elif config.strict and warnings:
                 tags[keys.TAG_STRICT] = f"{len(warnings)} warning(s): the verdict is inconclusive"
-                results = _inconclusive(results, method_plan(config.method)[0], tags[keys.TAG_STRICT])
+                because = f"under --strict ({tags[keys.TAG_STRICT]})"
+                results = _inconclusive(results, method_plan(config.method)[:1], because, "without --strict")
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
             options = trail_options(config, session, tags, results)
             report = report_artifacts(session, results, tags, warnings, run.info.run_id, scored.fingerprint)
@@ -110,6 +119,7 @@ def audit(
         scored.access,
         results,
         tuple(warnings),
+        tuple(gates.withheld),
     )
     if tag_version and session.target.version is not None:
         record_on_version(config, outcome, scored.fingerprint, session.target.version, options)
@@ -145,18 +155,22 @@ def verdict_codes(results: dict[str, AuditResult], primary: str) -> dict[str, fl
     }
 
 
-def _inconclusive(results: dict[str, AuditResult], method: str, why: str) -> dict[str, AuditResult]:
-    """``results`` with the verdict of ``method`` set to inconclusive (``--strict`` on a warned audit, ``why``).
+def _inconclusive(
+    results: dict[str, AuditResult], methods: tuple[str, ...], because: str, otherwise: str
+) -> dict[str, AuditResult]:
+    """``results`` with the verdicts of ``methods`` set to inconclusive, ``because`` (words).
 
-    Its evidence sentence says so first: "certified: ..." under an inconclusive verdict would read
-    as a certificate.
+    Each evidence sentence says so first, then what it said ``otherwise``: "certified: ..." under an
+    inconclusive verdict would read as a certificate.
     """
-    result = results[method]
-    thresholds = result.thresholds
-    if "evidence" in thresholds:
-        evidence = f"inconclusive under --strict ({why}); without --strict: {thresholds['evidence']}"
-        thresholds = {**thresholds, "evidence": evidence}
-    return {**results, method: dataclasses.replace(result, verdict=INCONCLUSIVE, thresholds=thresholds)}
+    changed = dict(results)
+    for method in methods:
+        result = results[method]
+        thresholds = result.thresholds
+        if "evidence" in thresholds:
+            thresholds = {**thresholds, "evidence": f"inconclusive {because}; {otherwise}: {thresholds['evidence']}"}
+        changed[method] = dataclasses.replace(result, verdict=INCONCLUSIVE, thresholds=thresholds)
+    return changed
 
 
 def expected_verdict(config: AuditConfig, target: Target, fingerprint: str | None) -> str | None:

@@ -7,9 +7,17 @@ reaches the model unlike the references), outputs that match the labels far bett
 class order, signals that barely separate members from non-members, flags that fire on nearly
 every non-member (EMA's verdict is then no evidence either way), and a calibration model that
 generalises unlike the target. The auditors' own warnings are added after them.
+
+Two of them say the audit's inputs surely do not reach the model as its training data did: outputs
+that match the labels far better in another class order, and an input scaling (or pixel order)
+under which the target does far better (by :data:`~ema.workflows.input_scaling.DECISIVE_GAIN`).
+Every verdict would then be about a model fed the wrong inputs, so the audit withholds them
+(:attr:`Gates.withheld`: each method's verdict becomes ``inconclusive``), with or without ``--strict``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,10 +37,17 @@ from ema.workflows.audit_session import AuditSession
 from ema.workflows.input_scaling import scaling_suggestion
 
 
-def audit_warnings(
-    session: AuditSession, results: dict[str, AuditResult], query_correct: int | None = None
-) -> list[str]:
-    """Every warning of the audit, the gates' first, each once, in a stable order.
+@dataclass(frozen=True)
+class Gates:
+    """What the gates found: every warning, each once, in a stable order; and those of them for which the audit
+    withholds its verdicts (the inputs surely do not reach the model as in training)."""
+
+    warnings: list[str]
+    withheld: list[str] = field(default_factory=list)
+
+
+def check_gates(session: AuditSession, results: dict[str, AuditResult], query_correct: int | None = None) -> Gates:
+    """Every warning of the audit, the gates' first, and those that withhold its verdicts.
 
     ``query_correct``: how many query samples the target classified right (None: the query
     gate does not run, as on Spark, where the query's predictions stay in the executors).
@@ -53,17 +68,19 @@ def audit_warnings(
             f"target accuracy on the non-member reference ({reference_accuracy:.3f}) is far below its recorded "
             f"held-out accuracy ({held_out:.3f}): {INPUT_MISMATCH_HINT}"
         )
-    for suggestion in (
-        None if query_correct is None else query_accuracy_warning(query_correct, len(session.data), reference_accuracy),
-        label_order_warning(proba, labels),
-        scaling_suggestion(session.oracle, session.nonmembers.data, proba),
+    if query_correct is not None and (
+        query := query_accuracy_warning(query_correct, len(session.data), reference_accuracy)
     ):
-        if suggestion is not None:
-            warnings.append(suggestion)
-    warnings += _transfer_warnings(results)
+        warnings.append(query)
+    withheld = []
+    if label_order := label_order_warning(proba, labels):
+        withheld.append(label_order)
+    if scaling := scaling_suggestion(session.oracle, session.nonmembers.data, proba):
+        (withheld if scaling.decisive else warnings).append(scaling.warning)
+    warnings += withheld + _transfer_warnings(results)
     for result in results.values():
         warnings += list(result.thresholds.get("warnings", []))
-    return list(dict.fromkeys(warnings))
+    return Gates(list(dict.fromkeys(warnings)), withheld)
 
 
 def _recorded_held_out_accuracy(session: AuditSession) -> float | None:

@@ -31,6 +31,21 @@ from ema.oracle import Oracle
 MIN_GAIN = 0.05
 #: Reference images scored per alternative.
 TRIAL_IMAGES = 500
+#: A gain at which the inputs are surely wrong: the audit withholds its verdicts (:mod:`ema.workflows.audit_gates`).
+DECISIVE_GAIN = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalingSuggestion:
+    """The warning naming the options that fit clearly better, and the accuracy the best of them adds."""
+
+    warning: str
+    gain: float
+
+    @property
+    def decisive(self) -> bool:
+        """Whether the gain is :data:`DECISIVE_GAIN` or more: the model was surely fed other inputs than in training."""
+        return self.gain >= DECISIVE_GAIN
 
 
 def alternatives(reference: ArraySet) -> dict[str, InputTransform]:
@@ -56,8 +71,8 @@ def _numbers(values: np.ndarray) -> float | tuple[float, ...]:
     return float(values) if values.ndim == 0 else tuple(float(value) for value in values)
 
 
-def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -> str | None:
-    """A warning naming the options under which the target does clearly better on ``reference``; None if none.
+def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -> ScalingSuggestion | None:
+    """The options under which the target does clearly better on ``reference``, in a warning; None if none.
 
     Never asked of a table (its features are not pixels). The scalings of :func:`alternatives`
     are tried when the oracle uses the default scaling (pixels in [0, 1]) on a model that takes
@@ -84,11 +99,12 @@ def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -
     if not better:
         return None
     shown = ", ".join(f"{accuracy_of:.3f} with {' '.join(options)}" for options, accuracy_of in tried.items())
-    return (
+    warning = (
         f"target accuracy on {len(labels)} non-member reference images is {accuracy:.3f} "
         f"{_as_sent(oracle, reference)}, and {shown}: the model was probably trained on other inputs; rerun with "
         f"{' '.join(_named(better))} if so (the audit did not switch)"
     )
+    return ScalingSuggestion(warning, max(better.values()) - accuracy)
 
 
 def _named(better: dict[tuple[str, ...], float]) -> tuple[str, ...]:

@@ -225,19 +225,29 @@ class SlightlyScaledModel(ScaledModel):
     unscaled_accuracy = 0.72
 
 
+class NearlyScaledModel(ScaledModel):
+    """Keeps 90% of the labels on [0, 1] pixels: clearly worse, by less than a decisive gain."""
+
+    unscaled_accuracy = 0.9
+
+
 def _reference():
     from ema.data.arrays import ArraySet
 
     return ArraySet("reference", IMAGES[np.arange(500) % 6], ScaledModel.labels, np.arange(500))
 
 
-@pytest.mark.parametrize("model", [ScaledModel, SlightlyScaledModel])
-def test_scaling_suggestion_names_the_scaling_that_fits_without_switching(model):
+@pytest.mark.parametrize(
+    ("model", "decisive"), [(ScaledModel, True), (SlightlyScaledModel, True), (NearlyScaledModel, False)]
+)
+def test_scaling_suggestion_names_the_scaling_that_fits_without_switching(model, decisive):
     reference = _reference()
     oracle = model(outputs="probabilities")
-    warning = scaling_suggestion(oracle, reference, oracle.predict_proba(reference))
-    assert "rerun with --input-scale 255" in warning and "did not switch" in warning
-    assert f"is {model.unscaled_accuracy:.3f} with pixels in [0, 1]" in warning
+    suggestion = scaling_suggestion(oracle, reference, oracle.predict_proba(reference))
+    assert "rerun with --input-scale 255" in suggestion.warning and "did not switch" in suggestion.warning
+    assert f"is {model.unscaled_accuracy:.3f} with pixels in [0, 1]" in suggestion.warning
+    assert suggestion.gain == pytest.approx(1.0 - model.unscaled_accuracy)
+    assert suggestion.decisive is decisive  # a gain of 0.2 or more: the audit withholds its verdicts
     assert oracle.transform.is_identity
 
 
@@ -284,7 +294,7 @@ def test_scaling_suggestion_names_imagenets_normalisation_for_a_colour_model_tha
 
     reference = ArraySet("reference", COLOUR, np.arange(500) % 10, np.arange(500))
     oracle = ImageNetModel(outputs="probabilities", input_spec=InputSpec((-1, 3, 8, 8)))
-    warning = scaling_suggestion(oracle, reference, oracle.predict_proba(reference))
+    warning = scaling_suggestion(oracle, reference, oracle.predict_proba(reference)).warning
     assert "1.000 with --normalize imagenet" in warning and "rerun with --normalize imagenet" in warning
     per_channel = re.search(r"0\.000 with --normalize ((?:[0-9.]+,){5}[0-9.]+)[:,] ", warning)
     assert per_channel, warning  # the reference's own statistics, per channel, tried and named
@@ -304,7 +314,7 @@ def test_scaling_suggestion_names_the_standard_option_when_several_fit_alike():
 
     reference = ArraySet("reference", COLOUR, np.arange(500) % 10, np.arange(500))
     oracle = AnyNormalised(outputs="probabilities", input_spec=InputSpec((-1, 3, 8, 8)))
-    warning = scaling_suggestion(oracle, reference, oracle.predict_proba(reference))
+    warning = scaling_suggestion(oracle, reference, oracle.predict_proba(reference)).warning
     assert warning.count("1.000 with") == 3 and "rerun with --normalize imagenet if so" in warning
 
 

@@ -82,3 +82,7 @@ def test_model_trained_on_0_255_pixels_gets_the_scaling_suggested(store, members
     outcome = audit(AuditConfig(model_uri="models:/user-raw-pixels/1", query="M6"), progress=False)
     suggestion = [w for w in outcome.warnings if "rerun with" in w]
     assert len(suggestion) == 1 and "rerun with --input-scale 255 if so (the audit did not switch)" in suggestion[0]
+    assert outcome.withheld == tuple(suggestion)  # far better under 0-255: no verdict on a model fed other inputs
+    assert outcome.primary.verdict == "inconclusive"
+    tags = MlflowClient().get_run(outcome.run_id).data.tags
+    assert tags[keys.TAG_WITHHELD] == suggestion[0] and tags[keys.TAG_VERDICT] == "inconclusive"

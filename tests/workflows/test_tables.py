@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 
 import mlflow
 import mlflow.sklearn
@@ -200,13 +201,20 @@ def test_audit_table_refuses_pixel_options_in_one_line(tabular, options, message
     assert failed_runs() == before + 1
 
 
-def test_audit_table_with_labels_in_another_order_is_warned_about_labels_not_pixels(tabular, tmp_path):
+def test_audit_table_with_labels_in_another_order_is_withheld_and_warned_about_labels_not_pixels(tabular, tmp_path):
+    """Its own training rows with the labels swapped: every verdict is withheld (it said `not_memorized` before)."""
     model_uri, folder = tabular
     for name in ("members", "calibration"):
         table = pd.read_csv(folder / f"{name}.csv")
         table[LABEL] = 1 - table[LABEL]  # the classes named in the other order than the model's outputs
         table.to_csv(tmp_path / f"{name}.csv", index=False)
-    result = audit_cli(model_uri, tmp_path / "members.csv", tmp_path / "calibration.csv")
+    result = audit_cli(model_uri, tmp_path / "members.csv", tmp_path / "calibration.csv", "--method", "ema+calibrated")
+    assert result.exit_code == 1, result.output
+    assert "Error: every verdict is withheld (inconclusive): the inputs do not reach the model" in result.output
+    tags = mlflow.get_run(re.search(r"; run ([0-9a-f]{32})\)", result.output)[1]).data.tags
+    assert tags[keys.TAG_VERDICT] == tags[f"{keys.TAG_VERDICT}.ema"] == tags[f"{keys.TAG_VERDICT}.calibrated"]
+    assert tags[keys.TAG_VERDICT] == "inconclusive"
+    assert tags[keys.TAG_WITHHELD].startswith("the target's outputs match the non-member reference's labels far better")
     warnings = [line for line in result.output.splitlines() if line.startswith("warning: target accuracy")]
     assert warnings and "not the model's classes in the order of its outputs" in warnings[0], result.output
     assert (
