@@ -16,6 +16,33 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
+#: The repository's folder, where a test run starts.
+REPOSITORY = Path(__file__).resolve().parents[1]
+#: What MLflow writes into the working directory when no store was configured (ema's default, MLflow's own).
+DEFAULT_STORES = ("mlflow.db", "mlruns")
+
+
+@pytest.fixture(autouse=True)
+def no_store_left_in_the_repository() -> Iterator[None]:
+    """Fail a test that left a default store in the repository's folder (it forgot ``store``), and remove that store.
+
+    Such a test reads and writes whatever store the repository's folder holds, and the next test run
+    finds its runs there.
+    """
+    before = {name for name in DEFAULT_STORES if (REPOSITORY / name).exists()}
+    yield
+    left = [name for name in DEFAULT_STORES if name not in before and (REPOSITORY / name).exists()]
+    for name in left:
+        path = REPOSITORY / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if left:
+        pytest.fail(
+            f"expected no store in the repository's folder {REPOSITORY}, got {', '.join(left)} (removed): "
+            "the test needs the `store` fixture",
+            pytrace=False,
+        )
+
+
 @pytest.fixture(scope="session")
 def template_db(tmp_path_factory) -> Path:
     """An empty, migrated MLflow sqlite database (migrations take ~1 s; copies take ms)."""
