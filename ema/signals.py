@@ -64,10 +64,12 @@ def check_probabilities(proba: np.ndarray, labels: np.ndarray | None = None) -> 
         raise InputError(f"expected labels of shape ({proba.shape[0]},) to match the probabilities, got {labels.shape}")
     if not np.issubdtype(labels.dtype, np.integer):
         raise InputError(f"expected integer class labels, got dtype {labels.dtype}")
-    if labels.size and (labels.min() < 0 or labels.max() >= proba.shape[1]):
+    outside = (labels < 0) | (labels >= proba.shape[1])
+    if outside.any():
+        first = int(np.argmax(outside))
         raise InputError(
             f"expected labels in 0..{proba.shape[1] - 1} (the model's {proba.shape[1]} classes), "
-            f"got values from {labels.min()} to {labels.max()}"
+            f"got values from {labels.min()} to {labels.max()} (first outside: {labels[first]} in row {first})"
         )
     return proba, labels.astype(np.int64, copy=False)
 

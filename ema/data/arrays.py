@@ -177,18 +177,49 @@ def _layout_advice(data: ArraySet, query: ArraySet, role: str) -> str:
 
 
 def check_within_classes(data: ArraySet, n_classes: int, *, role: str) -> None:
-    """Refuse ``data`` (the ``role``) when it has labels beyond the ``n_classes`` classes the model outputs.
+    """Refuse ``data`` (the ``role``) when it has labels outside the ``n_classes`` classes the model outputs.
 
     Raises
     ------
     InputError
-        Naming the largest label and the model's classes.
+        Naming how many labels are outside, the first one and its row, and the model's classes; for labels of as many
+        distinct values as the model has classes (a model fitted on 1, 2, 3), how they would be numbered.
     """
-    if data.y.size and data.y.max() >= n_classes:
-        raise InputError(
-            f"{role} {data.name}: expected labels of the model's {n_classes} classes (0..{n_classes - 1}), got labels "
-            f"up to {int(data.y.max())}; give a {role} of the model's classes only, numbered as its outputs are"
-        )
+    outside = (data.y < 0) | (data.y >= n_classes)
+    if not outside.any():
+        return
+    first = int(np.argmax(outside))
+    rows = np.array_equal(data.index, np.arange(len(data)))  # else a part of its source, named by index
+    where = f"data row {first}, counted from 0" if rows else f"the sample of index {int(data.index[first])}"
+    classes = np.unique(data.y)
+    advice = (
+        f"number them 0..{n_classes - 1} in the order of the model's outputs ({sorted_codes(classes.tolist())}"
+        f"{_shift(classes)})"
+        if classes.size == n_classes
+        else f"give a {role} of the model's classes only, numbered as its outputs are"
+    )
+    raise InputError(
+        f"{role} {data.name}: expected labels of the model's {n_classes} classes (0..{n_classes - 1}), got "
+        f"{int(outside.sum())} outside (first {int(data.y[first])}, {where}; labels from "
+        f"{int(data.y.min())} to {int(data.y.max())}); {advice}"
+    )
+
+
+def _shift(classes: np.ndarray) -> str:
+    """``"; subtract 1"`` for the sorted ``classes`` 1..k (any consecutive run but 0..k-1), else nothing."""
+    start = int(classes[0])
+    if start == 0 or not np.array_equal(classes, np.arange(start, start + classes.size)):
+        return ""
+    return f"; subtract {start}" if start > 0 else f"; add {-start}"
+
+
+def sorted_codes(classes: list, most: int = 6) -> str:
+    """How ``classes`` (text or whole numbers) would be numbered in sorted order, as scikit-learn orders a fitted
+    model's ``classes_``."""
+    classes = sorted(set(classes))
+    codes = ", ".join(f"{label!r} = {code}" for code, label in enumerate(classes[:most]))
+    more = f" and {len(classes) - most} more" if len(classes) > most else ""
+    return f"a scikit-learn model fitted on these labels sorts them: {codes}{more}"
 
 
 def check_has_classes(data: ArraySet, classes: np.ndarray, *, role: str, of_what: str) -> None:

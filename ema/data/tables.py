@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ema.data.arrays import ArraySet
+from ema.data.arrays import ArraySet, sorted_codes
 from ema.data.limits import DEFAULT_MAX_QUERY, check_set_size
 from ema.errors import InputError
 from ema.inputs import listed_names
@@ -170,14 +170,6 @@ def check_finite_cells(values: np.ndarray, columns: tuple[str, ...] | None, *, w
         )
 
 
-def _sorted_codes(column: pd.Series, most: int = 6) -> str:
-    """How the classes of a column of text would be numbered in sorted order, as scikit-learn orders ``classes_``."""
-    classes = sorted(column.astype(str).unique())
-    codes = ", ".join(f"{label!r} = {code}" for code, label in enumerate(classes[:most]))
-    more = f" and {len(classes) - most} more" if len(classes) > most else ""
-    return f"a scikit-learn model fitted on these labels sorts them: {codes}{more}"
-
-
 def whole_numbers(column: pd.Series, name: str, where: str, *, labels: bool = False) -> np.ndarray:
     """A column of whole numbers as int64, refused naming a value that is none (for ``labels``, with the advice to
     number classes as the model's outputs: text labels, even "0" and "1", are the model's to order)."""
@@ -190,7 +182,7 @@ def whole_numbers(column: pd.Series, name: str, where: str, *, labels: bool = Fa
     if not _is_number_column(column.dtype):
         numbers = pd.to_numeric(column, errors="coerce")
         odd = column[numbers.isna() | (numbers.abs() > MAX_WHOLE) | (numbers != numbers.round())]
-        order = f"the model's outputs ({_sorted_codes(column)})"
+        order = f"the model's outputs ({sorted_codes(column.astype(str).tolist())})"
         advice = f"; encode classes as 0..k-1 in the order of {order}" if labels else ""
         raise InputError(
             f"{where}: expected whole numbers in column {name!r}, got {column.dtype} values such as "

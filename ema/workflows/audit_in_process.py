@@ -24,6 +24,7 @@ from ema.tracking.runs import log_batch, log_dataset
 from ema.workflows.audit_config import AuditConfig
 from ema.workflows.audit_session import AuditSession, Scored, audit_target, log_audit_params
 from ema.workflows.methods import check_access, method_plan, method_spec
+from ema.workflows.references import scored
 
 
 @contextmanager
@@ -52,7 +53,8 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
     )
     session = AuditSession(config, target, data, oracle, progress)
     session.check_augment()
-    predictions = session.oracle.predict(data)  # refuses a query the model's signature does not take, first
+    # refuses a query the model's signature does not take, first, then one of labels the model has no class of
+    predictions = scored(session.oracle, data, role="query file" if config.query_file else "query")
     session = dataclasses.replace(session, data=in_model_columns(data, session.oracle.input_spec))
     if target.calibration_data is not None:
         session = with_calibration_file(session, predictions)

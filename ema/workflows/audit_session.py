@@ -30,7 +30,7 @@ from ema.workflows.calibrate import (
     planned_helper,
 )
 from ema.workflows.methods import method_plan, needs_calibration_model
-from ema.workflows.references import Reference, check_disjoint, member_reference, nonmember_reference
+from ema.workflows.references import Reference, check_disjoint, member_reference, nonmember_reference, scored
 from ema.workflows.target import Target, resolve_target
 
 
@@ -176,7 +176,7 @@ class AuditSession:
         Label-only predictions are one-hot over every class the reference's labels name: a model
         that never predicts the highest classes on it is still audited against those labels.
         """
-        predictions = self.oracle.predict(self.nonmembers.data)
+        predictions = scored(self.oracle, self.nonmembers.data, role="non-member reference")
         return predictions.with_classes(max(predictions.proba.shape[1], int(self.nonmembers.data.y.max()) + 1))
 
     @cached_property
@@ -202,7 +202,7 @@ class AuditSession:
         if self.members is None:
             return None
         check_disjoint(self.members, self.nonmembers)
-        return self.oracle.predict_proba(self.members.data)
+        return scored(self.oracle, self.members.data, role="member reference").proba
 
     @cached_property
     def member_views(self) -> np.ndarray | None:

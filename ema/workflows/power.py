@@ -28,7 +28,7 @@ from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
 from ema.validation import check_open_unit
 from ema.workflows.audit import SuppliedCalibration, fit_calibrated
 from ema.workflows.calibrate import CalibrationPlan, planned_helper
-from ema.workflows.references import check_disjoint, member_reference, nonmember_reference, of_kind
+from ema.workflows.references import check_disjoint, member_reference, nonmember_reference, of_kind, scored
 from ema.workflows.target import Target, resolve_target
 
 #: The largest query size :func:`reference_query_size` searches.
@@ -72,9 +72,9 @@ def query_size_for_power(
             )
             check_disjoint(members, nonmembers)
             auditor = ReferenceAuditor(alpha=alpha, power=power).calibrate(
-                oracle.predict_proba(members.data),
+                scored(oracle, members.data, role="member reference").proba,
                 members.data.y,
-                oracle.predict_proba(nonmembers.data),
+                scored(oracle, nonmembers.data, role="non-member reference").proba,
                 nonmembers.data.y,
             )
             result, tags = (
@@ -197,9 +197,9 @@ def certification_plan(
         check_disjoint(members, nonmembers)
         oracle = target.oracle(outputs="probabilities")
         auditor = ReferenceAuditor(alpha=alpha, certify_level=certify_level).calibrate(
-            oracle.predict_proba(members.data),
+            scored(oracle, members.data, role="member reference").proba,
             members.data.y,
-            oracle.predict_proba(nonmembers.data),
+            scored(oracle, nonmembers.data, role="non-member reference").proba,
             nonmembers.data.y,
         )
         plan = plan_certification(

@@ -29,12 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ema.data.arrays import ArraySet, in_query_layout
+from ema.data.arrays import ArraySet, check_within_classes, in_query_layout
 from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import EMAError, InputError
 from ema.inputs import cells_as_text
+from ema.oracle import ACCESS_PROBABILITIES, Oracle, Predictions
 from ema.run_warnings import FOR_THE_RECORD
 from ema.tracking import keys
 from ema.tracking.registry import resolve_version
@@ -52,6 +53,21 @@ class Reference:
 
     data: ArraySet
     description: str
+
+
+def scored(oracle: Oracle, data: ArraySet, *, role: str) -> Predictions:
+    """The target's predictions (through ``oracle``) on ``data`` (the ``role``: a reference), refused naming it when
+    its labels are not the classes the model outputs probabilities of (a label-only model's are those it answers).
+
+    Raises
+    ------
+    InputError
+        From :func:`~ema.data.arrays.check_within_classes`.
+    """
+    predictions = oracle.predict(data)
+    if predictions.access == ACCESS_PROBABILITIES:
+        check_within_classes(data, predictions.proba.shape[1], role=role)
+    return predictions
 
 
 def _row_keys(data: ArraySet, dtype: np.dtype) -> np.ndarray:

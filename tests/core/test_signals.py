@@ -77,7 +77,7 @@ def test_check_probabilities_reads_float32_rounding_below_zero_as_zero_and_refus
 
 
 def test_check_probabilities_rejects_labels_outside_classes():
-    with pytest.raises(InputError, match=r"labels in 0..2 .*got values from 0 to 5"):
+    with pytest.raises(InputError, match=r"labels in 0..2 .*got values from 0 to 5 \(first outside: 5 in row 1\)"):
         check_probabilities(PROBA, np.array([0, 5, 1]))
 
 

@@ -439,10 +439,55 @@ def test_audit_calibration_file_missing_a_class_is_refused_before_a_calibration_
     result = audit_cli(model_uri, folder / "members.csv", tmp_path / "a_third_class.csv")
     assert result.exit_code == 3, result.output
     assert result.output.strip().splitlines()[-1] == (
-        "Error: calibration file a_third_class: expected labels of the model's 2 classes (0..1), got labels up to 2; "
-        "give a calibration file of the model's classes only, numbered as its outputs are"
+        "Error: calibration file a_third_class: expected labels of the model's 2 classes (0..1), got 1 outside "
+        "(first 2, data row 0, counted from 0; labels from 0 to 2); give a calibration file of the model's classes "
+        "only, numbered as its outputs are"
     )
     assert len(mlflow.MlflowClient().search_model_versions("name = 'ema-calibration'")) == versions
+
+
+def test_audit_labels_numbered_from_1_are_refused_with_the_models_numbering(tabular, tmp_path):
+    model_uri, folder = tabular
+    members = pd.read_csv(folder / "members.csv")
+    members.assign(**{LABEL: members[LABEL] + 1}).to_csv(tmp_path / "from_one.csv", index=False)
+    result = audit_cli(model_uri, tmp_path / "from_one.csv", folder / "calibration.csv")
+    assert result.exit_code == 3, result.output
+    first = int(np.argmax(members[LABEL].to_numpy() + 1 > 1))
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: query file from_one: expected labels of the model's 2 classes (0..1), got "
+        f"{int((members[LABEL] == 1).sum())} outside (first 2, data row {first}, counted from 0; labels from 1 to 2); "
+        "number them 0..1 in the order of the model's outputs (a scikit-learn model fitted on these labels sorts "
+        "them: 1 = 0, 2 = 1; subtract 1)"
+    )
+
+
+@pytest.mark.parametrize("option", ["--reference", "--members"])
+def test_audit_query_or_reference_with_a_label_the_model_has_no_class_of_is_named_with_its_row(
+    tabular, tmp_path, option
+):
+    model_uri, folder = tabular
+    held_out = pd.read_csv(folder / "held_out.csv")
+    held_out.assign(**{LABEL: held_out[LABEL].where(held_out.index != 3, 2)}).to_csv(
+        tmp_path / "label2.csv", index=False
+    )
+    result = audit_cli(model_uri, tmp_path / "label2.csv", folder / "calibration.csv")
+    assert result.exit_code == 3, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: query file label2: expected labels of the model's 2 classes (0..1), got 1 outside (first 2, data row "
+        "3, counted from 0; labels from 0 to 2); give a query file of the model's classes only, numbered as its "
+        "outputs are"
+    )
+    references = {"--reference": tmp_path / "label2.csv", "--members": folder / "calibration.csv"}
+    if option == "--members":
+        references = {"--reference": folder / "calibration.csv", "--members": tmp_path / "label2.csv"}
+    role = "non-member reference" if option == "--reference" else "member reference"
+    options = [text for pair in references.items() for text in map(str, pair)]
+    result = audit_cli(
+        model_uri, folder / "members.csv", folder / "calibration.csv", "--method", "calibrated", *options
+    )
+    assert result.exit_code == 3, result.output
+    assert f"Error: {role} label2" in result.output
+    assert "got 1 outside (first 2, " in result.output
 
 
 def test_audit_csv_naming_a_column_twice_is_refused_by_that_name(tabular, tmp_path):
