@@ -233,9 +233,15 @@ class InputSpec:
         return np.array([dtype == TEXT_DTYPE for dtype in self.column_dtypes or (self.dtype,) * len(self.columns)])
 
     def describe(self) -> str:
-        """In a few words, for messages and tags: ``float64 (-1, 784)``, ``784 float64 columns``."""
+        """In a few words, for messages and tags: ``float64 (-1, 784)``, ``784 float64 columns (x0, ...)``, ``32
+        columns (mean_radius, ...) of 30 float64 and 2 text``."""
         if self.columns is not None:
-            return f"{len(self.columns)} {self.dtype} columns ({self.columns[0]}, ...)"
+            declared = self.column_dtypes or (self.dtype,) * len(self.columns)
+            kinds = {kind: "text" if kind == TEXT_DTYPE else kind for kind in declared}  # in the columns' order
+            if len(kinds) == 1:
+                return f"{len(self.columns)} {kinds[declared[0]]} columns ({self.columns[0]}, ...)"
+            counts = [f"{declared.count(kind)} {word}" for kind, word in kinds.items()]
+            return f"{len(self.columns)} columns ({self.columns[0]}, ...) of {', '.join(counts[:-1])} and {counts[-1]}"
         if self.channels_last is not None:
             return f"{self.dtype} (-1, height, width, {self.channels_last})"
         return f"{self.dtype} {self.shape if self.shape is not None else '(-1, channels, height, width)'}"

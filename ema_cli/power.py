@@ -170,13 +170,18 @@ def _certification(
             f"(one-sided {level_text(plan.certify_level)} bound) needs |D_q| >= {plan.query_size} and a non-member "
             f"reference of {plan.reference_size} ({_planned_from(plan)})"
         )
-    elif math.isinf(plan.smallest_reachable_margin):
+    elif not plan.information_lower > 0:  # NaN or 0: no size reaches any margin
         click.echo(f"margin {plan.margin:g} is unreachable on this target: {_no_margin_reachable(plan)}")
     else:
+        smallest = (  # a retained share is at most 1: a floor of 1 certifies nothing
+            "no margin below 1 is reachable"
+            if plan.smallest_reachable_margin >= 1
+            else f"the smallest reachable margin is {plan.smallest_reachable_margin:.3g}"
+        )
         click.echo(
-            f"margin {plan.margin:g} is unreachable on this target: the smallest reachable margin is "
-            f"{plan.smallest_reachable_margin:.3g} (with a reference of {plan.reference_size}, an unbounded query "
-            f"and probability {plan.probability:g}; {_planned_from(plan)})"
+            f"margin {plan.margin:g} is unreachable on this target: {smallest} "
+            f"(with a reference of {plan.reference_size}, an unbounded query and probability {plan.probability:g}; "
+            f"{_planned_from(plan)})"
         )
 
 

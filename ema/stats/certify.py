@@ -49,7 +49,8 @@ class CertifyPlan:
         Non-member reference samples to use (when unreachable: ``max_reference``).
     smallest_reachable_margin : float
         The certifiable margin as the query grows without bound, with ``max_reference``
-        reference samples: margins above it are reachable.
+        reference samples: margins above it are reachable. At most 1, as the audit's
+        ``certifiable_margin``: 1 means none below 1 is (a retained share is at most 1).
     information : float
         Fisher information per sample about the retained share (the point estimate).
     information_lower : float
@@ -326,7 +327,7 @@ def plan_certification(
     common = {"margin": float(margin), "information": float(information), "information_lower": float(planned)}
     common |= {"certify_level": float(certify_level), "probability": float(probability)}
     options = {"certify_level": certify_level, "probability": probability, "binned_references": binned_references}
-    floor = certifiable_margin(math.inf, limit, planned, **options)
+    floor = min(certifiable_margin(math.inf, limit, planned, **options), 1.0)  # 1: none below 1
     if binned_references is not None:
         planned *= likelihood_drop_ratio(*(jeffreys_shares(np.asarray(c)) for c in binned_references), margin)
     budget = planned * (margin / _z_sum(certify_level, probability)) ** 2

@@ -277,6 +277,15 @@ def test_plan_certification_of_an_unreachable_margin_names_the_smallest_reachabl
     assert reachable.reachable and reachable.reference_size == 2000
 
 
+def test_plan_certification_reaching_no_margin_below_1_names_1_as_the_audit_does():
+    """A retained share is at most 1: a floor of 5.3 (150 references, information 0.00084) is reported as 1, as the
+    audit's certifiable_margin is, and no information reaches none either."""
+    assert certifiable_margin(math.inf, 150, 0.00084) > 1
+    for information in (0.00084, 0.0):
+        plan = plan_certification(0.3, information, n_reference=150)
+        assert not plan.reachable and plan.smallest_reachable_margin == 1.0
+
+
 def test_plan_certification_keeps_a_reference_that_suffices_and_grows_one_that_does_not():
     kept = plan_certification(0.5, 1.0, n_reference=5000)
     assert kept.reference_size == 5000 and kept.query_size is not None

@@ -163,3 +163,15 @@ def test_a_spark_batch_of_a_table_with_text_is_matched_to_the_declared_columns()
     batch = AuditBatch(lambda: oracle, auditor, 2, features=("age", "dose", "site"))
     (flagged,) = batch(iter([frame]))
     assert len(flagged) == 20 and oracle.handed["site"].tolist() == [str(i % 4) for i in range(20)]
+
+
+def test_input_spec_describe_counts_each_dtype_of_mixed_columns():
+    """A signature of 30 float64 and 2 text columns was described as "32 float64 columns"."""
+    columns = tuple(f"x{i}" for i in range(32))
+    kinds = ("float64",) * 15 + ("str", "str") + ("float64",) * 15
+    mixed = InputSpec(dtype="float64", columns=columns, column_dtypes=kinds)
+    assert mixed.describe() == "32 columns (x0, ...) of 30 float64 and 2 text"
+    assert InputSpec(dtype="float64", columns=columns).describe() == "32 float64 columns (x0, ...)"
+    assert InputSpec(dtype="str", columns=columns[:2], column_dtypes=("str", "str")).describe() == (
+        "2 text columns (x0, ...)"
+    )

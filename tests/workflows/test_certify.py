@@ -121,6 +121,31 @@ def test_power_certify_without_information_says_no_margin_is_reachable_and_why(
     assert expected in shown.output and not re.search(r"\binf\b", shown.output)
 
 
+def test_power_certify_says_none_below_1_where_the_smallest_reachable_margin_is_1(monkeypatch):
+    """A floor of 1 (the planner's cap: a retained share is at most 1) is no reachable margin: said as the audit says
+    it, not as "the smallest reachable margin is 5.31"."""
+    plan = CertifyPlan(
+        margin=0.3,
+        reachable=False,
+        query_size=None,
+        reference_size=150,
+        smallest_reachable_margin=1.0,
+        information=0.0432,
+        information_lower=0.00084,
+        certify_level=0.95,
+        probability=0.9,
+    )
+    monkeypatch.setattr("ema.workflows.power.certification_plan", lambda **_: plan)
+    monkeypatch.setattr("ema_cli.options.configure", lambda experiment, **_: None)
+    shown = power("--model", "models:/m/1", "--certify", "--margin", "0.3")
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith(
+        "margin 0.3 is unreachable on this target: no margin below 1 is reachable (with a reference of 150, an "
+        "unbounded query and probability 0.9; planned from the information's lower bound 0.00084 per sample"
+    )
+    assert "smallest reachable margin is" not in shown.output
+
+
 class Uniform(mlflow.pyfunc.PythonModel):
     """A model that says nothing: the same probabilities for every image."""
 
@@ -147,6 +172,7 @@ def test_power_certify_on_references_scored_alike_plans_with_no_information_and_
     )
     plan = json.loads(power(*options, "--json").output)
     assert plan["information"] is None and plan["information_lower"] is None and plan["reachable"] is False
+    assert plan["smallest_reachable_margin"] == 1.0  # none below 1, as the audit's certifiable_margin says it
     logged = MlflowClient().search_runs([mlflow.get_experiment_by_name("ema").experiment_id], max_results=1)[0]
     assert "information" not in logged.data.metrics and "smallest_reachable_margin" in logged.data.metrics
 
