@@ -58,7 +58,7 @@ def check_gates(session: AuditSession, results: dict[str, AuditResult], query_co
         proba.shape[1],
         labels,
         reference_accuracy=reference_accuracy,
-        balanced_accuracy=_ema_balanced_accuracy(results),
+        **_ema_separation(results),
         nonmember_flag_rate=_ema_nonmember_flag_rate(results, proba, labels),
         separation_of="EMA's signals on its calibration halves",
     )
@@ -91,12 +91,18 @@ def _recorded_held_out_accuracy(session: AuditSession) -> float | None:
     return run_metrics(version.run_id).get(keys.METRIC_HELD_OUT_ACCURACY)
 
 
-def _ema_balanced_accuracy(results: dict[str, AuditResult]) -> float | None:
-    """The best balanced accuracy of EMA's thresholds on the calibration model's halves."""
+def _ema_separation(results: dict[str, AuditResult]) -> dict[str, float]:
+    """How well EMA's signals separate the calibration model's halves, as the gate reads it: their best AUC (logged as
+    ``mia_auc.<signal>``), which reads no threshold. Their thresholds' best balanced accuracy is picked on those same
+    samples, so on a few hundred it clears the limit by chance (0.553 with AUCs of 0.495-0.52 on 75 + 75); it stands
+    in only for thresholds calibrated before the AUC was kept. Empty without EMA."""
     if EMAAuditor.method not in results:
-        return None
-    entries = results[EMAAuditor.method].thresholds.get("signals", {})
-    return max((entry["balanced_accuracy"] for entry in entries.values()), default=None)
+        return {}
+    entries = results[EMAAuditor.method].thresholds.get("signals", {}).values()
+    aucs = [entry["attack"]["auc"] for entry in entries if "attack" in entry]
+    if aucs:
+        return {"auc": max(aucs)}
+    return {"balanced_accuracy": max((entry["balanced_accuracy"] for entry in entries), default=None)}
 
 
 def _ema_nonmember_flag_rate(results: dict[str, AuditResult], proba: np.ndarray, labels: np.ndarray) -> float | None:
