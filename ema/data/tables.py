@@ -27,6 +27,10 @@ INDEX_COLUMN = "index"
 TABLE_SUFFIXES = (".csv", ".parquet")
 #: Rows per chunk when a CSV over the size limit is counted.
 CSV_COUNT_CHUNK = 100_000
+#: Separators of files that are not comma-separated, by how a message names them (a CSV is read with commas only).
+OTHER_SEPARATORS = {"';'": ";", "tabs": "\t", "'|'": "|"}
+#: The most characters of a one-column header a message shows.
+SHOWN_HEADER = 60
 #: The largest label or index read: every whole number up to it is exact as a float64.
 MAX_WHOLE = 2**53
 
@@ -68,6 +72,20 @@ def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_
     return ArraySet(name, feature_matrix(features, where=where), labels, index, tuple(map(str, features.columns)))
 
 
+def check_comma_separated(header: list[object], *, where: str) -> None:
+    """Refuse a CSV whose header is one name holding another separator (a file written with ';', as spreadsheets in
+    many locales write it, or tabs): read with commas, it is one column, and no label column would be found in it."""
+    found = [word for word, mark in OTHER_SEPARATORS.items() if len(header) == 1 and mark in str(header[0])]
+    if found:
+        name = str(header[0])
+        shown = repr(name) if len(name) <= SHOWN_HEADER else f"{name[:SHOWN_HEADER]!r}..."
+        raise InputError(
+            f"{where}: expected comma-separated columns, got one column named {shown}: the file "
+            f"looks separated by {found[0]}, and CSV files are read as comma-separated; write it with commas (pandas: "
+            "frame.to_csv(path, index=False)) or as Parquet"
+        )
+
+
 def _is_text(column: pd.Series) -> bool:
     """A column of text and no number at all (an ID, a name): not a feature column with a few bad values."""
     return pd.api.types.is_string_dtype(column.dtype) and not pd.to_numeric(column, errors="coerce").notna().any()
@@ -86,7 +104,9 @@ def _read_frame(path: Path, max_images: int) -> pd.DataFrame:
 
             check_set_size(pq.ParquetFile(path).metadata.num_rows, limit=max_images, where=str(path), unit="rows")
             return pd.read_parquet(path)
-        check_distinct_columns(pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist(), where=str(path))
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
+        check_comma_separated(header, where=str(path))
+        check_distinct_columns(header, where=str(path))
         frame = pd.read_csv(path, nrows=max_images + 1)
         if len(frame) > max_images:  # over the limit: count every row (one column at a time) to say how many
             rows = sum(len(chunk) for chunk in pd.read_csv(path, usecols=[0], chunksize=CSV_COUNT_CHUNK))

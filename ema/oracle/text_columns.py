@@ -48,13 +48,20 @@ def text_as_declared(x: np.ndarray, spec: InputSpec, *, where: str) -> np.ndarra
     if wrong.size:
         column = int(wrong[0])
         dtypes = spec.column_dtypes or (spec.dtype,) * len(spec.columns)
+        name = spec.columns[column]
         words = np.flatnonzero(pd.to_numeric(pd.Series(x[:, column]), errors="coerce").isna().to_numpy())
         row = int(words[0]) if words.size else 0  # a cell that is not even a number written as text
+        advice = (
+            "give the values the model was trained on"
+            if words.size
+            else f"every cell of it reads as a number, so the column is stored as text in the file: cast it to a "
+            f"number type before writing the file (pandas: frame[{name!r}] = frame[{name!r}].astype(float))"
+        )
         raise InputError(
-            f"{where}: expected numbers in column {spec.columns[column]!r} (the model's signature declares "
-            f"{dtypes[column]}), got text such as {x[row, column]!r} (data row {row}, counted from 0)"
+            f"{where}: expected numbers in column {name!r} (the model's signature declares {dtypes[column]}), got "
+            f"text such as {x[row, column]!r} (data row {row}, counted from 0)"
             + (f", and text in {len(wrong) - 1} more such column(s)" if wrong.size > 1 else "")
-            + "; give the values the model was trained on"
+            + f"; {advice}"
         )
     numbers = np.flatnonzero(declared & ~text)
     if numbers.size == 0:

@@ -44,6 +44,19 @@ def test_the_label_column_is_named_by_the_caller_and_an_index_column_kept(tmp_pa
         read_set(tmp_path / "q.csv")
 
 
+@pytest.mark.parametrize(("separator", "named"), [(";", "';'"), ("\t", "tabs")])
+def test_a_csv_separated_otherwise_than_by_commas_is_refused_naming_its_separator(tmp_path, separator, named):
+    """A spreadsheet's CSV written with ';' was read as one column, and refused as lacking its label column."""
+    table_frame().to_csv(tmp_path / "q.csv", index=False, sep=separator)
+    with pytest.raises(InputError) as error:
+        read_set(tmp_path / "q.csv")
+    assert str(error.value) == (
+        f"{tmp_path / 'q.csv'}: expected comma-separated columns, got one column named "
+        f"{separator.join(table_frame().columns)!r}: the file looks separated by {named}, and CSV files are read as "
+        "comma-separated; write it with commas (pandas: frame.to_csv(path, index=False)) or as Parquet"
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "match"),
     [

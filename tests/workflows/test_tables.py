@@ -490,6 +490,27 @@ def test_audit_query_or_reference_with_a_label_the_model_has_no_class_of_is_name
     assert "got 1 outside (first 2, " in result.output
 
 
+def test_audit_parquet_column_of_numbers_stored_as_text_is_refused_with_the_cast_that_mends_it(tabular, tmp_path):
+    model_uri, folder = tabular
+    members = pd.read_csv(folder / "members.csv")
+    members.assign(**{"mean radius": members["mean radius"].astype(str)}).to_parquet(tmp_path / "text_radius.parquet")
+    result = audit_cli(model_uri, tmp_path / "text_radius.parquet", folder / "calibration.csv")
+    assert result.exit_code == 3, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: text_radius: expected numbers in column 'mean radius' (the model's signature declares float64), got "
+        f"text such as {str(members['mean radius'][0])!r} (data row 0, counted from 0); every cell of it reads as a "
+        "number, so the column is stored as text in the file: cast it to a number type before writing the file "
+        "(pandas: frame['mean radius'] = frame['mean radius'].astype(float))"
+    )
+    # a cell of text among the numbers is named, as before: the file's values are what is wrong
+    with_word = members.assign(**{"mean radius": members["mean radius"].astype(str).where(members.index != 2, "n.a.")})
+    with_word.to_parquet(tmp_path / "word_radius.parquet")
+    result = audit_cli(model_uri, tmp_path / "word_radius.parquet", folder / "calibration.csv")
+    assert "got text such as 'n.a.' (data row 2, counted from 0); give the values the model was trained on" in (
+        result.output
+    )
+
+
 def test_audit_csv_naming_a_column_twice_is_refused_by_that_name(tabular, tmp_path):
     model_uri, folder = tabular
     (tmp_path / "twice.csv").write_text(
