@@ -28,6 +28,19 @@ def power(*args: str):
     return CliRunner().invoke(main, ["power", *args])
 
 
+def shown_plan(monkeypatch, *, margin: float, reference_size: int = 1000, **fields):
+    """What `ema power --certify --margin M` prints of an unreachable plan with ``fields`` (no model is read)."""
+    plan = CertifyPlan(
+        margin=margin, reachable=False, query_size=None, reference_size=reference_size, certify_level=0.95,
+        probability=0.9, **fields,
+    )  # fmt: skip
+    monkeypatch.setattr("ema.workflows.power.certification_plan", lambda **_: plan)
+    monkeypatch.setattr("ema_cli.options.configure", lambda experiment, **_: None)
+    shown = power("--model", "models:/m/1", "--certify", "--margin", f"{margin:g}")
+    assert shown.exit_code == 0, shown.output
+    return shown
+
+
 def test_power_certify_json_gives_the_sizes_of_a_reachable_margin(trained):
     _, outcome = trained
     shown = power("--model", outcome.version.uri, "--certify", "--margin", "0.95", "--json")
@@ -99,21 +112,10 @@ def test_power_certify_without_information_says_no_margin_is_reachable_and_why(
 ):
     """A plan from no information reaches no margin at any size: said so, not as "the smallest reachable margin is
     inf"."""
-    plan = CertifyPlan(
-        margin=0.5,
-        reachable=False,
-        query_size=None,
-        reference_size=1000,
-        smallest_reachable_margin=math.inf,
-        information=information,
+    shown = shown_plan(
+        monkeypatch, margin=0.5, smallest_reachable_margin=math.inf, information=information,
         information_lower=information_lower,
-        certify_level=0.95,
-        probability=0.9,
-    )
-    monkeypatch.setattr("ema.workflows.power.certification_plan", lambda **_: plan)
-    monkeypatch.setattr("ema_cli.options.configure", lambda experiment, **_: None)
-    shown = power("--model", "models:/m/1", "--certify", "--margin", "0.5")
-    assert shown.exit_code == 0, shown.output
+    )  # fmt: skip
     assert shown.output.startswith(
         "margin 0.5 is unreachable on this target: no margin is reachable, as the references carry no information "
         "about membership"
@@ -124,21 +126,10 @@ def test_power_certify_without_information_says_no_margin_is_reachable_and_why(
 def test_power_certify_says_none_below_1_where_the_smallest_reachable_margin_is_1(monkeypatch):
     """A floor of 1 (the planner's cap: a retained share is at most 1) is no reachable margin: said as the audit says
     it, not as "the smallest reachable margin is 5.31"."""
-    plan = CertifyPlan(
-        margin=0.3,
-        reachable=False,
-        query_size=None,
-        reference_size=150,
-        smallest_reachable_margin=1.0,
-        information=0.0432,
+    shown = shown_plan(
+        monkeypatch, margin=0.3, reference_size=150, smallest_reachable_margin=1.0, information=0.0432,
         information_lower=0.00084,
-        certify_level=0.95,
-        probability=0.9,
-    )
-    monkeypatch.setattr("ema.workflows.power.certification_plan", lambda **_: plan)
-    monkeypatch.setattr("ema_cli.options.configure", lambda experiment, **_: None)
-    shown = power("--model", "models:/m/1", "--certify", "--margin", "0.3")
-    assert shown.exit_code == 0, shown.output
+    )  # fmt: skip
     assert shown.output.startswith(
         "margin 0.3 is unreachable on this target: no margin below 1 is reachable (with a reference of 150, an "
         "unbounded query and probability 0.9; planned from the information's lower bound 0.00084 per sample"

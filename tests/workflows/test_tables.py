@@ -56,6 +56,13 @@ def audit_cli(model_uri: str, query_file, calibration_file, *options: str):
     )  # fmt: skip
 
 
+def refusal(model_uri: str, query_file, calibration_file, *options: str) -> str:
+    """The error line of an ``ema audit`` (:func:`audit_cli`) that was refused as an input error (exit 3)."""
+    result = audit_cli(model_uri, query_file, calibration_file, *options)
+    assert result.exit_code == 3, result.output
+    return result.output.strip().splitlines()[-1]
+
+
 def log_user_model(model, name: str, features: pd.DataFrame, predict_fn: str | None = "predict_proba") -> str:
     """Log and register a user's fitted scikit-learn model with a DataFrame signature; its version's URI.
 
@@ -450,10 +457,8 @@ def test_audit_labels_numbered_from_1_are_refused_with_the_models_numbering(tabu
     model_uri, folder = tabular
     members = pd.read_csv(folder / "members.csv")
     members.assign(**{LABEL: members[LABEL] + 1}).to_csv(tmp_path / "from_one.csv", index=False)
-    result = audit_cli(model_uri, tmp_path / "from_one.csv", folder / "calibration.csv")
-    assert result.exit_code == 3, result.output
     first = int(np.argmax(members[LABEL].to_numpy() + 1 > 1))
-    assert result.output.strip().splitlines()[-1] == (
+    assert refusal(model_uri, tmp_path / "from_one.csv", folder / "calibration.csv") == (
         f"Error: query file from_one: expected labels of the model's 2 classes (0..1), got "
         f"{int((members[LABEL] == 1).sum())} outside (first 2, data row {first}, counted from 0; labels from 1 to 2); "
         "number them 0..1 in the order of the model's outputs (a scikit-learn model fitted on these labels sorts "
@@ -470,9 +475,7 @@ def test_audit_query_or_reference_with_a_label_the_model_has_no_class_of_is_name
     held_out.assign(**{LABEL: held_out[LABEL].where(held_out.index != 3, 2)}).to_csv(
         tmp_path / "label2.csv", index=False
     )
-    result = audit_cli(model_uri, tmp_path / "label2.csv", folder / "calibration.csv")
-    assert result.exit_code == 3, result.output
-    assert result.output.strip().splitlines()[-1] == (
+    assert refusal(model_uri, tmp_path / "label2.csv", folder / "calibration.csv") == (
         "Error: query file label2: expected labels of the model's 2 classes (0..1), got 1 outside (first 2, data row "
         "3, counted from 0; labels from 0 to 2); give a query file of the model's classes only, numbered as its "
         "outputs are"
@@ -482,21 +485,15 @@ def test_audit_query_or_reference_with_a_label_the_model_has_no_class_of_is_name
         references = {"--reference": folder / "calibration.csv", "--members": tmp_path / "label2.csv"}
     role = "non-member reference" if option == "--reference" else "member reference"
     options = [text for pair in references.items() for text in map(str, pair)]
-    result = audit_cli(
-        model_uri, folder / "members.csv", folder / "calibration.csv", "--method", "calibrated", *options
-    )
-    assert result.exit_code == 3, result.output
-    assert f"Error: {role} label2" in result.output
-    assert "got 1 outside (first 2, " in result.output
+    refused = refusal(model_uri, folder / "members.csv", folder / "calibration.csv", "--method", "calibrated", *options)
+    assert refused.startswith(f"Error: {role} label2") and "got 1 outside (first 2, " in refused
 
 
 def test_audit_parquet_column_of_numbers_stored_as_text_is_refused_with_the_cast_that_mends_it(tabular, tmp_path):
     model_uri, folder = tabular
     members = pd.read_csv(folder / "members.csv")
     members.assign(**{"mean radius": members["mean radius"].astype(str)}).to_parquet(tmp_path / "text_radius.parquet")
-    result = audit_cli(model_uri, tmp_path / "text_radius.parquet", folder / "calibration.csv")
-    assert result.exit_code == 3, result.output
-    assert result.output.strip().splitlines()[-1] == (
+    assert refusal(model_uri, tmp_path / "text_radius.parquet", folder / "calibration.csv") == (
         "Error: text_radius: expected numbers in column 'mean radius' (the model's signature declares float64), got "
         f"text such as {str(members['mean radius'][0])!r} (data row 0, counted from 0); every cell of it reads as a "
         "number, so the column is stored as text in the file: cast it to a number type before writing the file "
@@ -505,9 +502,8 @@ def test_audit_parquet_column_of_numbers_stored_as_text_is_refused_with_the_cast
     # a cell of text among the numbers is named, as before: the file's values are what is wrong
     with_word = members.assign(**{"mean radius": members["mean radius"].astype(str).where(members.index != 2, "n.a.")})
     with_word.to_parquet(tmp_path / "word_radius.parquet")
-    result = audit_cli(model_uri, tmp_path / "word_radius.parquet", folder / "calibration.csv")
-    assert "got text such as 'n.a.' (data row 2, counted from 0); give the values the model was trained on" in (
-        result.output
+    assert refusal(model_uri, tmp_path / "word_radius.parquet", folder / "calibration.csv").endswith(
+        "got text such as 'n.a.' (data row 2, counted from 0); give the values the model was trained on"
     )
 
 
