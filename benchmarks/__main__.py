@@ -1,4 +1,8 @@
-"""``python -m benchmarks [--quick] [--only NAME[,NAME]]``: run, print the table, write RESULTS.md."""
+"""``python -m benchmarks [--quick] [--only NAME[,NAME]]``: run, print the table, write RESULTS.md.
+
+A run in which every measurement was skipped or failed writes nothing: the results recorded in
+``--output`` stay as they are.
+"""
 
 from __future__ import annotations
 
@@ -210,7 +214,7 @@ def run(args: argparse.Namespace) -> tuple[list[dict], dict[str, float]]:
         )
         try:
             rows += module.measure(config, **kwargs)
-        except Skipped as reason:  # an extra this install lacks: said in its row, the others still run
+        except Skipped as reason:  # an extra or a device this machine lacks: said in its row, the others still run
             progress(f"{name} skipped: {reason}")
             rows.append({"benchmark": name, "skipped": str(reason)})
         except Exception:  # one failed measurement must not lose the others' results
@@ -234,8 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, elapsed = run(args)
     info["load average at end (1, 5, 15 min)"] = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(text_table(rows))
-    write_atomically(args.output, markdown(rows, info, args, elapsed))
-    progress(f"results written to {args.output}")
+    if any(not (r.get("skipped") or r.get("error")) for r in rows):
+        write_atomically(args.output, markdown(rows, info, args, elapsed))
+        progress(f"results written to {args.output}")
+    else:  # e.g. benchmarks.gpu without CUDA: the recorded results stay as they are
+        progress(f"nothing was measured: {args.output} left as it is")
     return 1 if any(r.get("error") for r in rows) else 0
 
 

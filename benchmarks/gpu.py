@@ -13,9 +13,11 @@ may use):
   CPU tensors, in a temporary store) and scored through :class:`ema.oracle.PyfuncOracle` with
   ``device=...`` on uint8 images, as an in-process audit scores a torch target.
 
-On a machine without CUDA it says so in one row and measures nothing. ``python -m benchmarks.gpu``
-runs it alone with every core for the CPU and writes ``benchmarks/RESULTS_GPU.md`` (the CPU
-measurements' RESULTS.md is left as it is); it took 45 s on an NVIDIA H200 machine (16 cores).
+``python -m benchmarks.gpu`` runs it alone with every core for the CPU and writes
+``benchmarks/RESULTS_GPU.md`` (the CPU measurements' RESULTS.md is left as it is); it took 45 s on
+an NVIDIA H200 machine (16 cores). On a machine without CUDA it measures nothing, says so and
+exits 0, writing no file: the recorded RESULTS_GPU.md stays as it is (in ``python -m benchmarks``,
+with other measurements, its row says it was skipped).
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import Config, median_time, progress, row, spread, temporary_store
+from benchmarks._common import Config, Skipped, median_time, progress, row, spread, temporary_store
 
 NAME = "gpu"
 #: The image side asked for, and the side of the images every architecture took before they adapted.
 SIZE, FALLBACK_SIZE = 64, 28
 N_CLASSES = 10
 RESULTS_GPU = Path(__file__).resolve().parent / "RESULTS_GPU.md"
+#: Why nothing is measured on a machine without CUDA (the measurement's skipped row).
+NO_CUDA = "no CUDA device on this machine (torch.cuda.is_available() is False): run it on a machine with a GPU"
 #: Timed repeats per device (the CPU's ResNet-18 takes seconds per repeat), after one untimed warm-up.
 REPEATS = 3
 
@@ -154,8 +158,13 @@ def logged_model(arch: str, images: np.ndarray) -> str:
 def measure(config: Config, *, workloads: tuple[Workload, ...] = WORKLOADS, device: str | None = None) -> list[dict]:
     """GPU-vs-CPU rows (images/s) for training and pyfunc scoring, per architecture.
 
-    ``device`` is the accelerator to compare with the CPU (default: the current CUDA device);
-    without one, a single row says that nothing was measured.
+    ``device`` is the accelerator to compare with the CPU (default: the current CUDA device).
+
+    Raises
+    ------
+    Skipped
+        Without a CUDA device: the runner says so in the measurement's row and, when nothing else
+        was measured, writes no results file.
     """
     import torch
 
@@ -163,20 +172,7 @@ def measure(config: Config, *, workloads: tuple[Workload, ...] = WORKLOADS, devi
 
     device = device or cuda_device()
     if device is None:
-        progress("gpu: no CUDA device on this machine: nothing to measure")
-        return [
-            row(
-                NAME,
-                "no CUDA device",
-                ours=None,
-                baseline=None,
-                unit="images/s",
-                baseline_label="the CPU",
-                ratio=None,
-                ratio_label="gpu / cpu",
-                note="torch.cuda.is_available() is False here: run `python -m benchmarks.gpu` on a machine with a GPU",
-            )
-        ]
+        raise Skipped(NO_CUDA)
     card, threads, repeats = describe_device(device), torch.get_num_threads(), REPEATS
     rows = []
     with temporary_store("ema-bench-gpu-"):
