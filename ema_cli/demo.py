@@ -9,6 +9,7 @@ from ema_cli.options import (
     data_seed_option,
     device_option,
     k_option,
+    model_name_option,
     progress_option,
     spec_from_options,
     train_spec_options,
@@ -23,10 +24,11 @@ from ema_cli.options import (
 @cal_seed_option
 @alpha_option
 @data_seed_option
+@model_name_option
 @device_option
 @progress_option
 @workflow_command
-def demo(data_name, k, cal_seed, alpha, data_seed, device, progress, **spec_options):
+def demo(data_name, k, cal_seed, alpha, data_seed, model_name, device, progress, **spec_options):
     """Train, register, calibrate and audit the query sets M1..M6 and S (a table has no S).
 
     The network options train images; a table (--data breast-cancer) is trained by extremely randomized trees.
@@ -40,6 +42,7 @@ def demo(data_name, k, cal_seed, alpha, data_seed, device, progress, **spec_opti
         cal_seed=cal_seed,
         alpha=alpha,
         data_seed=data_seed,
+        model_name=model_name,
         progress=progress,
         device=device,
     )

@@ -24,6 +24,7 @@ from ema.workflows.options import (
     MAX_IMAGE_SIDE,
     OPTIMIZERS,
     QUERY_NAMES,
+    TARGET_MODEL_NAME,
     EMAError,
     ImageFormat,
     InputError,
@@ -311,6 +312,15 @@ device_option = click.option(
     ),
 )
 data_seed_option = click.option("--data-seed", type=int, default=0, show_default=True, help="Seed of the data splits.")
+model_name_option = click.option(
+    "--model-name",
+    default=TARGET_MODEL_NAME,
+    show_default=True,
+    help=(
+        "Registered model name of the target. Its alias moves to each new version, which every command that names "
+        "models:/NAME@target then reaches: give a target of other data a name of its own."
+    ),
+)
 
 train_spec_options = compose(
     click.option(

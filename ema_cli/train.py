@@ -2,7 +2,7 @@
 
 import click
 
-from ema.workflows.options import DEFAULT_DATA, TARGET_ALIAS, TARGET_MODEL_NAME
+from ema.workflows.options import DEFAULT_DATA, TARGET_ALIAS
 from ema_cli.options import (
     data_option,
     data_seed_option,
@@ -12,6 +12,7 @@ from ema_cli.options import (
     image_options,
     label_column_option,
     max_params_option,
+    model_name_option,
     parse_folds,
     progress_option,
     recipe_option,
@@ -51,8 +52,13 @@ from ema_cli.options import (
 )
 @label_column_option
 @data_seed_option
-@click.option("--model-name", default=TARGET_MODEL_NAME, show_default=True, help="Registered model name.")
-@click.option("--alias", default=TARGET_ALIAS, show_default=True, help="Alias set on the new version.")
+@model_name_option
+@click.option(
+    "--alias",
+    default=TARGET_ALIAS,
+    show_default=True,
+    help="Alias set on the new version, moved from the version it pointed at (the command says so).",
+)
 @device_option
 @max_params_option
 @timeout_option(None)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import mlflow
 import mlflow.pyfunc
@@ -22,6 +24,8 @@ from ema.tracking.store import retry_set
 
 MODELS_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
 
+_logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class RegisteredVersion:
@@ -35,6 +39,27 @@ class RegisteredVersion:
     @property
     def uri(self) -> str:
         return f"models:/{self.name}/{self.version}"
+
+    @property
+    def described(self) -> str:
+        """``v2 (breast-cancer)``: the version and, from its lineage tags, the data it was trained on.
+
+        A set file adds its name (``file patients.csv``), an owner's file trained on in place of a
+        fold its fold and name (``M1 from M1-marked.npz``), an unlearned version what it removed.
+        """
+        source = self.tags.get(keys.TAG_DATA_SOURCE)
+        if source is None:
+            return f"v{self.version}"
+        root = self.tags.get(keys.TAG_DATA_ROOT)
+        words = [f"{source} {Path(root).name}" if root else source]
+        words += [
+            f"{name.removeprefix(keys.TAG_DATA_FOLD_FILE_PREFIX)} from {Path(path).name}"
+            for name, path in sorted(self.tags.items())
+            if name.startswith(keys.TAG_DATA_FOLD_FILE_PREFIX)
+        ]
+        if keys.TAG_FORGET in self.tags:
+            words.append(f"without {self.tags[keys.TAG_FORGET]}")
+        return f"v{self.version} ({', '.join(words)})"
 
     @classmethod
     def from_entity(cls, entity: ModelVersion) -> RegisteredVersion:
@@ -152,5 +177,18 @@ def register(model_uri: str, *, name: str, alias: str | None, tags: dict[str, st
 
 
 def set_alias(version: RegisteredVersion, alias: str) -> None:
-    """Point ``alias`` of the version's model at it (safe when another process sets the same new alias at once)."""
-    retry_set(lambda: MlflowClient().set_registered_model_alias(version.name, alias, version.version))
+    """Point ``alias`` of the version's model at it (safe when another process sets the same new alias at once).
+
+    An alias that pointed at another version is moved, and every command that names
+    ``models:/NAME@ALIAS`` reaches the new version from then on: one line, logged as a warning,
+    says from which version (and its data) to which.
+    """
+    client = MlflowClient()
+    previous = client.get_registered_model(version.name).aliases.get(alias)
+    retry_set(lambda: client.set_registered_model_alias(version.name, alias, version.version))
+    if previous is not None and str(previous) != version.version:
+        before = RegisteredVersion.from_entity(client.get_model_version(version.name, str(previous)))
+        _logger.warning(
+            "alias @%s of %s moved from %s to %s: models:/%s@%s now reaches it",
+            alias, version.name, before.described, version.described, version.name, alias,
+        )  # fmt: skip

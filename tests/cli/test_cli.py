@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
@@ -341,3 +342,29 @@ def test_history_and_compare_write_every_missing_value_alike_and_numbers_as_numb
         ["param", "test", "t"],
         ["metric", "n", "200"],
     ]
+
+
+def test_train_on_other_data_says_it_moved_the_alias_and_model_name_keeps_it(store, caplog):
+    """`ema train --data breast-cancer` moved @target from the MNIST target to a table model without a word."""
+    mnist = invoke("train", "--hidden", "16", "--epochs", "1", "--no-progress")
+    assert mnist.exit_code == 0, mnist.output
+    assert "moved" not in caplog.text  # the first version: the alias pointed nowhere
+    table = invoke("train", "--data", "breast-cancer", "--no-progress")
+    assert table.exit_code == 0, table.output
+    moved = "alias @target of ema-target moved from v1 (mnist-embedded) to v2 (breast-cancer)"
+    assert [m for m in caplog.messages if "moved" in m] == [f"{moved}: models:/ema-target@target now reaches it"]
+    caplog.clear()
+    apart = invoke("train", "--data", "breast-cancer", "--model-name", "ema-table", "--no-progress")
+    assert apart.exit_code == 0 and "moved" not in caplog.text
+    assert str(MlflowClient().get_model_version_by_alias("ema-target", "target").version) == "2"
+
+
+def test_demo_registers_the_target_under_model_name(monkeypatch):
+    import ema.workflows.demo
+
+    asked = {}
+    table = pd.DataFrame({"query": ["M1"]})
+    monkeypatch.setattr(ema.workflows.demo, "run_demo", lambda spec, **options: asked.update(options) or table)
+    result = invoke("demo", "--data", "breast-cancer", "--model-name", "ema-table", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert asked["model_name"] == "ema-table" and asked["data"] == "breast-cancer"
