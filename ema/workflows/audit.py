@@ -74,6 +74,7 @@ def audit(
     scores the query: in this process, or on Spark; the run's metrics, tags and verdict are the same.
     ``config.device`` is resolved before the run starts: a device this machine lacks leaves no run.
     """
+    asked_device = config.device  # the report's command repeats it: auto reruns on a GPU where there is one
     config = config.resolved_device().validate()
     if oracle is not None:
         oracle.forget_warnings()  # shared by a grid's cells: each cell's record holds what its own scoring found
@@ -100,7 +101,9 @@ def audit(
                 results = _inconclusive(results, method_plan(config.method)[:1], because, "without --strict")
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
             options = trail_options(config, session, tags, results)
-            report = report_artifacts(session, results, tags, warnings, run.info.run_id, scored.fingerprint)
+            report = report_artifacts(
+                session, results, tags, warnings, run.info.run_id, scored.fingerprint, device=asked_device
+            )
             check_deadline("write the audit's results")
             log_artifacts_atomically(
                 {

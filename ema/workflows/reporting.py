@@ -220,17 +220,21 @@ def report_artifacts(
     warnings: list[str],
     run_id: str,
     fingerprint: str,
+    *,
+    device: str | None = None,
 ) -> dict[str, str | bytes]:
     """``report.html`` and its figures (``figures/<method>_scores.svg``, ``figures/attack_roc.svg``), as artifacts.
 
     ``results`` in the audit's order: the first method's verdict is the run's. ``warnings``:
     every warning of the audit (the gates' and the auditors'). ``fingerprint``: the query's, as
     the run records it. The command pins the model version the alias pointed to, so that it
-    audits the same model later. A method whose query scores stayed on Spark's executors gets
-    no figure; with ``config.figures`` False none is drawn.
+    audits the same model later, and says ``device`` as it was asked (``auto``; default: the
+    session's, resolved): the device resolved here would pin a rerun on a GPU machine to the CPU.
+    A method whose query scores stayed on Spark's executors gets no figure; with
+    ``config.figures`` False none is drawn.
     """
     config, target = session.config, session.target
-    pinned = dataclasses.replace(config, model_uri=target.model_uri) if target.model_uri else config
+    pinned = dataclasses.replace(config, model_uri=target.model_uri or config.model_uri, device=device or config.device)
     n_query = next(iter(results.values())).n_query
     report = render_audit_report(
         results,

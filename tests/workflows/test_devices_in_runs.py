@@ -46,6 +46,22 @@ def run_param(output: str, key: str = keys.PARAM_DEVICE) -> str:
     return MlflowClient().get_run(run_id).data.params[key]
 
 
+def report_command(output: str) -> str:
+    """The command that reproduces the audit, as the report of the run a command's output names first shows it."""
+    run_id = re.search(r"\brun ([0-9a-f]{32})\b", output)[1]
+    report = mlflow.artifacts.load_text(f"runs:/{run_id}/{keys.ARTIFACT_REPORT}")
+    return re.search(r"ema audit --model [^<]*", report)[0]
+
+
+def test_the_report_reproduces_the_device_as_asked_not_as_resolved(store):
+    """A report of an audit given ``--device auto`` said ``--device cpu``: on a GPU machine that reruns on the CPU."""
+    assert ema("train", *TINY, "--device", "cpu").exit_code == 0
+    audited = ema("audit", "--query", "M1", "--no-progress")
+    assert audited.exit_code == 0, audited.output
+    assert run_param(audited.output) == describe_device(resolve_device("auto"))  # the run records the device used
+    assert report_command(audited.output).endswith("--device auto")
+
+
 def registered_weights(uri: str) -> dict[str, torch.Tensor]:
     """The state dict a registered workbench model holds, read as stored (no map_location)."""
     folder = Path(mlflow.artifacts.download_artifacts(uri))
@@ -88,6 +104,7 @@ def test_runs_record_the_device_and_the_model_is_registered_on_the_cpu(store):
     audited = ema("audit", "--query", "M1", "--device", "cpu", "--no-progress")
     assert audited.exit_code == 0, audited.output
     assert run_param(audited.output) == "cpu"
+    assert "--device cpu" in report_command(audited.output)
     calibration = next(r for r in all_runs() if r.info.run_name.startswith("calibrate"))
     assert calibration.data.params[keys.PARAM_DEVICE] == "cpu"
     unlearned = ema("unlearn", "--forget", "M1", "--method", "finetune", "--epochs", "1", "--device", "cpu")
