@@ -8,10 +8,14 @@ imported, so that ``ema --help`` lists the codes without importing the workbench
 
 from __future__ import annotations
 
+import signal
+
 #: The module that defines the kinds.
 ERRORS_MODULE = "ema.errors"
 #: Click's exit code for an option or argument it refused (``click.UsageError``).
 USAGE_ERROR = 2
+#: The exit code of a command stopped by SIGTERM, which it unwinds through (``ema_cli.cli``): 128 + 15.
+TERMINATED = 128 + signal.SIGTERM
 #: Kind of error (a class of ema.errors, matched along the raised error's bases) -> exit code and what it means.
 EXIT_CODES = {
     "EMAError": (1, "failed as the message explains"),
@@ -38,5 +42,6 @@ def exit_code(exc: BaseException) -> int:
 def epilog() -> str:
     """The exit codes as ``ema --help`` lists them, one per line (``\\b`` keeps click from joining the lines)."""
     codes = [(0, "done", ""), (USAGE_ERROR, "an option or argument was refused", "")]
+    codes.append((TERMINATED, "stopped by SIGTERM (kill): its runs end FAILED; run it again", ""))
     codes += [(code, meaning, f" ({name})") for name, (code, meaning) in EXIT_CODES.items()]
     return "\b\nExit codes:\n" + "\n".join(f"  {code:>3}  {meaning}{kind}" for code, meaning, kind in sorted(codes))

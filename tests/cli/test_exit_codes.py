@@ -72,7 +72,8 @@ def test_help_lists_every_exit_code_with_its_kind():
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
     lines = result.output.split("Exit codes:\n", 1)[1].splitlines()
-    assert [int(line.split()[0]) for line in lines] == sorted([0, USAGE_ERROR, *(c for c, _ in EXIT_CODES.values())])
+    codes = sorted([0, USAGE_ERROR, *(c for c, _ in EXIT_CODES.values()), 143])  # 143: SIGTERM, as the README says
+    assert [int(line.split()[0]) for line in lines] == codes
     assert all(f"({name})" in result.output for name in EXIT_CODES)
 
 
