@@ -56,6 +56,8 @@ RENAMED = {
 }
 #: The three keys of an already-trained calibration model: all or none.
 CALIBRATION_KEYS = ("calibration_model", "calibration_members", "calibration_nonmembers")
+#: The one format the evaluator keeps a query file in (`query_file`): an archive as :func:`write_set` writes it.
+KEPT_QUERY_SUFFIX = ".npz"
 #: The kinds of value a key takes, as messages name them.
 TEXT, NUMBER, INTEGER, FLAG, PATH = "a string", "a number", "an integer", "True or False", "a file path (str)"
 MARGIN = f"a number or {AUTO_MARGIN!r}"
@@ -117,8 +119,8 @@ def check_evaluator_config(config: Mapping[str, object]) -> dict[str, object]:
     ------
     InputError
         On an unknown key (a typo would otherwise be ignored silently), a value of the wrong
-        type (naming the key, the kind it takes and what arrived), or an incomplete calibration
-        triple.
+        type (naming the key, the kind it takes and what arrived), an incomplete calibration
+        triple, or a ``query_file`` not named ``.npz`` (:func:`check_query_file_suffix`).
     """
     unknown = sorted(set(config) - set(KEY_KINDS), key=str)
     if unknown:
@@ -135,7 +137,32 @@ def check_evaluator_config(config: Mapping[str, object]) -> dict[str, object]:
     if any(supplied) and not all(supplied):
         got = dict(zip(CALIBRATION_KEYS, supplied, strict=True))
         raise InputError(f"expected all of {list(CALIBRATION_KEYS)} or none, got {got}")
+    if "query_file" in given:
+        check_query_file_suffix(given["query_file"])
     return given
+
+
+def check_query_file_suffix(query_file: str | os.PathLike) -> None:
+    """Refuse a ``query_file`` not named ``.npz``: the evaluator keeps the table as an ``.npz`` archive.
+
+    Reading a set dispatches on the suffix, so an archive kept under a ``.csv`` or ``.parquet``
+    name could not be read back (by this audit or the report's command), and it would then
+    block every rerun (the evaluator never overwrites a file). Checked with the config, before
+    anything is written.
+
+    Raises
+    ------
+    InputError
+        If the name does not end in ``.npz``.
+    """
+    suffix = Path(query_file).suffix
+    if suffix.lower() != KEPT_QUERY_SUFFIX:
+        got = f"suffix {suffix!r}" if suffix else "no suffix"
+        raise InputError(
+            f"expected ema evaluator config key 'query_file' as a path ending in {KEPT_QUERY_SUFFIX} (the evaluator "
+            f"keeps the table as an .npz query file), got {str(query_file)!r} ({got}); name it "
+            f"{Path(query_file).stem or 'query'}{KEPT_QUERY_SUFFIX}"
+        )
 
 
 def audit_config(
@@ -221,10 +248,11 @@ class EMAEvaluator(AuditEvaluator):
     as the `ema audit` options of the same names (``recipe``, ``reference``, ``members``,
     ``calibration_file`` and the calibration samples are file paths). ``model_uri``: the registered version to
     audit when the loaded model's cannot be told. ``query_file``: where to keep the table
-    as a query ``.npz``, so that the report's command can rerun the audit (default: a
-    temporary file, deleted afterwards); it is never written over an existing file (one
-    holding exactly this table is used as it is), and its resolved path is the evaluation
-    run's tag ``ema.query_file``. ``progress``: show progress bars (default False).
+    as a query ``.npz`` (a path ending in ``.npz``; another suffix is refused up front), so
+    that the report's command can rerun the audit (default: a temporary file, deleted
+    afterwards); it is never written over an existing file (one holding exactly this table is
+    used as it is), and its resolved path is the evaluation run's tag ``ema.query_file``.
+    ``progress``: show progress bars (default False).
     """
 
     def checked_config(self, config: dict[str, object]) -> dict[str, object]:

@@ -28,6 +28,7 @@ from sklearn.preprocessing import StandardScaler
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
 from ema.data.presets import load_splits
+from ema.errors import InputError
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, SuppliedCalibration, audit
 from ema.workflows.references import contains_all, training_data, without_query
@@ -567,6 +568,31 @@ def test_mlflow_evaluate_with_the_ema_evaluator_on_a_table_target(tabular, monke
         assert result.metrics["verdict_code"] == {"memorized": 1.0, "not_memorized": 0.0}[verdicts[name]]
         assert {"rho_ema", "flag_rate"} <= set(result.metrics)
     assert verdicts == {"members": "memorized", "held_out": "not_memorized"}
+
+
+@pytest.mark.parametrize("name", ["query.csv", "query.parquet", "query"])
+def test_the_ema_evaluator_refuses_a_query_file_not_named_npz_before_writing_it(tabular, monkeypatch, tmp_path, name):
+    """The table is kept as an .npz archive: under a .csv name it could not be read back and blocked every rerun."""
+    from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry
+
+    from ema.workflows.evaluation import EMAEvaluator
+
+    monkeypatch.setitem(_model_evaluation_registry._registry, "ema", EMAEvaluator)
+    model_uri, folder = tabular
+    kept = tmp_path / name
+    config = {"kind": "table", "calibration_file": str(folder / "calibration.csv"), "label_column": LABEL}
+    with pytest.raises(
+        InputError, match=rf"'query_file' as a path ending in \.npz .*got '{kept}' \(.*\); name it query\.npz"
+    ):
+        mlflow.models.evaluate(
+            model=model_uri,
+            data=pd.read_csv(folder / "held_out.csv"),
+            targets=LABEL,
+            model_type="classifier",
+            evaluators=["ema"],
+            evaluator_config={"ema": {**config, "query_file": str(kept)}},
+        )
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow
