@@ -62,6 +62,8 @@ RUN_KIND_AUDIT = "audit"
 #: Set when an audit's run starts: the registered model it audits, before its params say so (``ema history --all``
 #: lists an audit killed in between by it).
 TAG_AUDITED_MODEL = "ema.audited_model"
+#: Set on a run that ended FAILED: why, in one line (an error's message; another exception's type and message).
+TAG_ERROR = "ema.error"
 TAG_PID = "ema.pid"
 TAG_HOST = "ema.host"
 TAG_EXPECTED_VERDICT = "expected_verdict"

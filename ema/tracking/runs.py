@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import shutil
 import socket
@@ -24,13 +25,19 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.name_utils import _GENERATOR_NOUNS, _GENERATOR_PREDICATES
 
 from ema.data.arrays import ArraySet
-from ema.errors import StoreError
+from ema.errors import EMAError, StoreError
 from ema.tracking import keys, store
+from ema.validation import redact_url
 
 #: MLflow's switch for the run links it prints to stdout when the store is a tracking server.
 QUIET_LINKS_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 #: The tag MLflow gives a run ``mlflow run`` created (its entry point's name).
 PROJECT_ENTRY_POINT_TAG = "mlflow.project.entryPoint"
+#: The most characters of a failed run's ``ema.error`` tag: MLflow's limit on a tag's value
+#: (``mlflow.utils.validation.MAX_TAG_VAL_LENGTH``).
+ERROR_TAG_CHARS = 8000
+
+logger = logging.getLogger(__name__)
 
 
 def configure(experiment: str = keys.DEFAULT_EXPERIMENT, *, select_experiment: bool = True) -> None:
@@ -110,9 +117,10 @@ def active_parent() -> RemoteParent | None:
 def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlflow.ActiveRun]:
     """Open a run: nested under the active run (or the remote parent a worker joined), in the parent's experiment.
 
-    An exception inside marks the run FAILED (MLflow's context manager does so) and
-    propagates. Every run records the process and host that run it, so that a RUNNING run
-    whose process is gone can be told apart (:func:`ema.tracking.history.audit_history`).
+    An exception inside marks the run FAILED (MLflow's context manager does so), records why
+    as the run's tag ``ema.error`` (:func:`record_error`), and propagates. Every run records
+    the process and host that run it, so that a RUNNING run whose process is gone can be told
+    apart (:func:`ema.tracking.history.audit_history`).
     """
     tags = {**(tags or {}), keys.TAG_PID: str(os.getpid()), keys.TAG_HOST: socket.gethostname()}
     parent = active_parent()
@@ -134,9 +142,46 @@ def start_run(run_name: str, tags: dict[str, str] | None = None) -> Iterator[mlf
     with run:
         try:
             yield run
+        except (Exception, KeyboardInterrupt, SystemExit) as exc:  # not GeneratorExit: nothing failed
+            record_error(run.info.run_id, exc)
+            raise
         finally:
             if parent is not None:
                 inherit_params(parent.run_id, run.info.run_id)
+
+
+def error_line(exc: BaseException) -> str:
+    """Why a run failed, in one line of at most :data:`ERROR_TAG_CHARS` characters, without secrets.
+
+    A workbench error (:class:`~ema.errors.EMAError`) is its message, as the command prints it;
+    any other exception is its type and message (``KeyError: 'x'``), since its type is often
+    all that says what went wrong. Line breaks and runs of spaces become one space; a longer
+    message is cut at MLflow's limit on a tag's value and ends with an ellipsis.
+
+    >>> error_line(KeyError("x"))
+    "KeyError: 'x'"
+    >>> error_line(EMAError("bad  file\\nnamed x"))
+    'bad file named x'
+    """
+    message = " ".join(redact_url(str(exc)).split())
+    if not isinstance(exc, EMAError):
+        message = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    if len(message) > ERROR_TAG_CHARS:
+        message = message[: ERROR_TAG_CHARS - 1] + "…"
+    return message
+
+
+def record_error(run_id: str, exc: BaseException) -> None:
+    """Tag the failing run ``run_id`` with why it failed (:func:`error_line`), so that the MLflow UI and
+    ``ema history --all`` can tell.
+
+    Best effort: the store may be what failed (locked, gone, the disk full). A failure to tag
+    is left out, so that the error the user sees is the one that ended the run.
+    """
+    try:
+        MlflowClient().set_tag(run_id, keys.TAG_ERROR, error_line(exc))
+    except Exception:  # the run's own error is the one to report
+        logger.debug("could not record the error of run %s", run_id, exc_info=True)
 
 
 def is_generated_name(name: str) -> bool:

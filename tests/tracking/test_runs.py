@@ -1,4 +1,5 @@
-"""Opening runs and logging datasets: MLflow's notebook probe does not import IPython into a process that never did."""
+"""Opening runs and logging datasets: MLflow's notebook probe does not import IPython into a process that never did;
+a run that fails records why."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from ema.data.arrays import ArraySet
-from ema.tracking.runs import configure, log_dataset, start_run
+from ema.errors import InputError
+from ema.tracking import keys
+from ema.tracking.runs import ERROR_TAG_CHARS, configure, log_dataset, start_run
 
 SOURCE_TYPE = "mlflow.source.type"
 
@@ -79,3 +82,33 @@ def test_params_beside_the_ones_mlflow_run_logged_keep_both(configured, monkeypa
         log_params({"input_shape": "-1,784", "alpha": 0.1, "method": "ema"})
     params = client.get_run(run_id).data.params
     assert params == {"input_shape": "784", "input_shape.resolved": "-1,784", "alpha": "0.1", "method": "ema"}
+
+
+def run_record(run_id: str):
+    return MlflowClient().get_run(run_id)
+
+
+def test_start_run_tags_a_refused_run_and_its_parent_with_the_one_line_message(configured):
+    with pytest.raises(InputError, match="expected a label column"):
+        with start_run("parent") as parent, start_run("child") as child:
+            raise InputError("q.csv: expected a label column 'label',\n  got columns 'a;b'")
+    for run in (parent, child):
+        record = run_record(run.info.run_id)
+        assert record.info.status == "FAILED"
+        assert record.data.tags[keys.TAG_ERROR] == "q.csv: expected a label column 'label', got columns 'a;b'"
+
+
+def test_start_run_tags_another_exception_with_its_type_cut_at_mlflows_limit_and_without_secrets(configured):
+    with pytest.raises(KeyError):
+        with start_run("failing") as run:
+            raise KeyError("http://me:pw@host/invocations " + "x" * 9000)
+    error = run_record(run.info.run_id).data.tags[keys.TAG_ERROR]
+    assert error.startswith("KeyError: 'http://me:***@host/invocations xxx")
+    assert len(error) == ERROR_TAG_CHARS and error.endswith("…") and "pw" not in error
+
+
+def test_start_run_tags_no_error_on_a_finished_run(configured):
+    with start_run("fine") as run:
+        pass
+    record = run_record(run.info.run_id)
+    assert record.info.status == "FINISHED" and keys.TAG_ERROR not in record.data.tags

@@ -99,6 +99,19 @@ def tabular(tmp_path_factory, template_db):
         yield model_uri, folder
 
 
+def last_failed_run():
+    """The FAILED run started last, in any experiment."""
+    client = mlflow.MlflowClient()
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    (run,) = client.search_runs(
+        experiments,
+        filter_string="attributes.status = 'FAILED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return run
+
+
 def audit_file(model_uri: str, query_file, calibration_file, **options):
     config = AuditConfig(
         model_uri=model_uri,
@@ -169,6 +182,7 @@ def test_audit_query_missing_a_signature_column_is_refused_in_one_line(tabular, 
     assert "expected the columns the model's signature names, missing 1: 'mean radius'" in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert failed_runs() == before + 1
+    assert last_failed_run().data.tags[keys.TAG_ERROR] == result.output.strip().removeprefix("Error: ")
 
 
 def test_audit_table_refuses_augment_shifts_in_one_line_and_leaves_a_failed_run(tabular):
