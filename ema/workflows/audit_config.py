@@ -10,7 +10,7 @@ from ema.auditors.calibrated import CalibratedAuditor
 from ema.auditors.ema import EMAAuditor
 from ema.auditors.marks import MarksAuditor
 from ema.auditors.reference_record import AUTO_MARGIN, DEFAULT_MARGIN, default_certify_level
-from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality
+from ema.data.corruption import CORRUPTIONS, DEFAULT_CORRUPTION, check_quality, corruption_as_applied
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.shifts import AUGMENT_NONE, AUGMENTATIONS
 from ema.data.tables import DEFAULT_LABEL_COLUMN
@@ -353,7 +353,8 @@ class AuditConfig:
         return DEFAULT_MARK_QUERIES
 
     def params(self, target: Target) -> dict[str, object]:
-        """The run's params: the options, and the target as resolved."""
+        """The run's params: the options, and the target as resolved; those that depend on the query's kind are
+        :meth:`query_params`."""
         return {
             keys.PARAM_METHOD: self.method,
             keys.PARAM_TEST: self.test,
@@ -361,7 +362,6 @@ class AuditConfig:
             keys.PARAM_QUERY: self.query_name,
             keys.PARAM_K: self.k,
             keys.PARAM_CAL_SEED: self.cal_seed,
-            keys.PARAM_CORRUPTION: self.corruption,
             keys.PARAM_MODEL_URI: redact_url(target.model_uri or ""),
             keys.PARAM_MODEL_URL: redact_url(target.model_url or ""),
             keys.PARAM_MODEL_NAME: target.version.name if target.version else "",
@@ -372,7 +372,6 @@ class AuditConfig:
             keys.PARAM_CALIBRATION_OUTPUTS: self.calibration_outputs or "",
             keys.PARAM_INPUT_SHAPE: ",".join(map(str, self.input_shape)) if self.input_shape else "",
             keys.PARAM_INPUT_DTYPE: self.input_dtype or "",
-            keys.PARAM_PIXEL_ORDER: self.pixel_order,
             keys.PARAM_AUGMENT: self.augment,
             # a method that certifies no margin logs them empty: it used neither
             keys.PARAM_MARGIN: self.resolved_margin if certifies_margin(self.method) else "",
@@ -381,11 +380,27 @@ class AuditConfig:
             keys.PARAM_ENGINE: self.engine,
             keys.PARAM_LABEL_COLUMN: self.label_column,
             keys.PARAM_DEVICE: describe_device(target.device),
-            keys.PARAM_INPUT_TRANSFORM: target.transform.describe(exact=True),
             # only when given: under `mlflow run` the project logs its own empty default ('') first
             **({keys.PARAM_CALIBRATION_FILE: self.calibration_file} if self.calibration_file else {}),
             **({keys.PARAM_QUERIES: self.query_limit} if self.query_limit is not None else {}),
             **{key: value for key, value in self._given_sources().items() if value},
+        }
+
+    def query_params(self, target: Target, kind: str) -> dict[str, object]:
+        """The params that depend on the query's ``kind`` (``"image"`` or ``"table"``), logged once it is read.
+
+        The corruption as the calibration set gets it: a table's rows get Gaussian noise only, whatever
+        ``--corruption`` names (:func:`~ema.data.corruption.corruption_as_applied`). The pixel order and
+        the pixel scaling only for images: a table has neither (the options are refused for one), and a
+        run comparing tables should not show a rotation or a pixel layout it never had.
+        """
+        corruption = {keys.PARAM_CORRUPTION: corruption_as_applied(self.corruption, kind)}
+        if kind == "table":
+            return corruption
+        return {
+            **corruption,
+            keys.PARAM_PIXEL_ORDER: self.pixel_order,
+            keys.PARAM_INPUT_TRANSFORM: target.transform.describe(exact=True),
         }
 
     def _given_sources(self) -> dict[str, object]:

@@ -41,7 +41,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
     )
     if config.query_limit is not None:
         data = data.take(np.arange(min(config.query_limit, len(data))))
-    log_batch(params={keys.PARAM_QUERY_FINGERPRINT: data.fingerprint})
+    log_batch(params={keys.PARAM_QUERY_FINGERPRINT: data.fingerprint, **config.query_params(target, data.kind)})
     log_dataset(data, name=f"query {config.query_name}", context="query")
     oracle = oracle or target.oracle(
         outputs=config.outputs,

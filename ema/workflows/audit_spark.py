@@ -86,7 +86,8 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         out_uri = config.membership_out or str(Path(scratch) / keys.ARTIFACT_MEMBERSHIP_PARQUET)
         with spark_engine.spark_session(config.spark_master) as spark:
             table = spark_engine.read_query(spark, config.query_table, label_column=config.label_column)
-            log_batch(params={keys.PARAM_SPARK_MASTER: spark.sparkContext.master})
+            kind = "table" if table.image_shape is None else "image"
+            log_batch(params={keys.PARAM_SPARK_MASTER: spark.sparkContext.master, **config.query_params(target, kind)})
             session = AuditSession(config, target, None, oracle, progress)
             reference = session.nonmember_predictions
             auditor, tags = ema_auditor(session, reference.access)

@@ -155,15 +155,36 @@ def test_audit_params_record_the_inputs_transform_and_the_files_and_models_given
         members_file="members.npz",
         calibration=SuppliedCalibration("models:/cal/1", "cal_members.npz", "cal_nonmembers.npz"),
     )
-    params = config.params(target)
+    params = {**config.params(target), **config.query_params(target, "image")}
     assert params["input_transform"] == "x1.0 norm 0.485,0.456,0.406,0.229,0.224,0.225"
     assert (params["image_size"], params["reference_file"], params["members_file"]) == (48, "ref.npz", "members.npz")
     precise = resolve_target(model_url="http://127.0.0.1:1/invocations", transform=InputTransform(mean=0.1234561))
-    assert AuditConfig(query="M1").params(precise)["input_transform"] == "x1.0 norm 0.1234561,1.0"  # every digit
+    precise_params = AuditConfig(query="M1").query_params(precise, "image")
+    assert precise_params["input_transform"] == "x1.0 norm 0.1234561,1.0"  # every digit
     assert params["calibration_model"] == "models:/cal/1" and "recipe_file" not in params
     (tmp_path / "ref.npz").write_bytes(b"")
     monkeypatch.chdir(tmp_path)
     named_here = AuditConfig(query="M1", reference_file="ref.npz").params(target)["reference_file"]
     assert named_here == str(tmp_path.resolve() / "ref.npz")  # one file shows alike however it was named
-    plain = AuditConfig(query="M1").params(resolve_target(model_url="http://127.0.0.1:1/invocations"))
+    plain_target = resolve_target(model_url="http://127.0.0.1:1/invocations")
+    plain = {
+        **AuditConfig(query="M1").params(plain_target),
+        **AuditConfig(query="M1").query_params(plain_target, "image"),
+    }
     assert plain["input_transform"] == "x1.0" and not {"image_size", "reference_file", "calibration_model"} & set(plain)
+
+
+def test_audit_query_params_log_what_applies_to_the_querys_kind():
+    """A table has no rotation, pixel order or pixel scaling: its run logs the noise it got, not the others."""
+    from ema.workflows.audit_config import AuditConfig
+    from ema.workflows.target import resolve_target
+
+    target = resolve_target(model_url="http://127.0.0.1:1/invocations")
+    config = AuditConfig(query="M1")
+    assert config.query_params(target, "table") == {"corruption": "noise"}
+    assert config.query_params(target, "image") == {
+        "corruption": "noise+rotation",
+        "pixel_order": "chw",
+        "input_transform": "x1.0",
+    }
+    assert not {"corruption", "pixel_order", "input_transform"} & set(config.params(target))
