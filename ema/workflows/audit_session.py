@@ -15,6 +15,7 @@ from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.shifts import AUGMENT_NONE, AUGMENT_SHIFTS, N_SHIFT_VIEWS, shifted_set
+from ema.data.tables import TABLE_SUFFIXES
 from ema.errors import InputError
 from ema.oracle import Oracle, Predictions
 from ema.run_warnings import FOR_THE_RECORD
@@ -103,6 +104,8 @@ def log_audit_params(config: AuditConfig, target: Target, **extra: object) -> No
 
 #: The most characters of the query's name an audit's run name keeps (the MLflow UI cuts names at about 30).
 RUN_NAME_QUERY_CHARS = 12
+#: The suffixes of set files (:func:`ema.data.files.read_set`) a run name leaves out of the query's name.
+RUN_NAME_DROPPED_SUFFIXES = (".npz", *TABLE_SUFFIXES)
 #: Letters each method of a combination keeps in a run name (``ema+calibrated`` -> ``ema+cal``).
 RUN_NAME_METHOD_CHARS = 3
 
@@ -110,17 +113,37 @@ RUN_NAME_METHOD_CHARS = 3
 def audit_run_name(query: str, method: str, model: str) -> str:
     """An audit run's name, short enough for the MLflow UI's columns: ``M1 · ema+cal · ema-target v4``.
 
-    The query's name is cut to :data:`RUN_NAME_QUERY_CHARS`, its middle left out (``heldo…M6-300``:
-    names that differ at the end, as numbered files do, stay apart), a combination's methods to
-    their first :data:`RUN_NAME_METHOD_CHARS` letters; the model's label is kept whole (its version
-    tells audits of one model apart).
+    The query's name loses its folder and a set file's suffix first (``data/bc_q_members.csv`` ->
+    ``bc_q_members``: :func:`query_stem`), then is cut to :data:`RUN_NAME_QUERY_CHARS`, its middle
+    left out (``heldo…M6-300``: names that differ at the end, as numbered files do, stay apart); a
+    combination's methods to their first :data:`RUN_NAME_METHOD_CHARS` letters; the model's label
+    is kept whole (its version tells audits of one model apart). The run's ``query`` param keeps
+    the whole name.
     """
+    query = query_stem(query)
     if len(query) > RUN_NAME_QUERY_CHARS:
         head = (RUN_NAME_QUERY_CHARS - 1) // 2
         query = query[:head] + "…" + query[len(query) - (RUN_NAME_QUERY_CHARS - 1 - head) :]
     if "+" in method:
         method = "+".join(part[:RUN_NAME_METHOD_CHARS] for part in method.split("+"))
     return f"{query} · {method} · {model}"
+
+
+def query_stem(query: str) -> str:
+    """A query's name without its folder and without a set file's suffix (:data:`RUN_NAME_DROPPED_SUFFIXES`).
+
+    The suffix says nothing the run's params do not, and cutting the name in the middle kept it
+    while losing the part that told two files apart (``v_tex…um.csv``). Another suffix is part
+    of the name (``heldout.v2`` stays), and a name that is only a suffix is kept whole.
+
+    >>> query_stem("data/bc_q_members.csv"), query_stem("out/query.parquet/"), query_stem("M1")
+    ('bc_q_members', 'query', 'M1')
+    """
+    name = query.rstrip("/").rsplit("/", 1)[-1] or query
+    for suffix in RUN_NAME_DROPPED_SUFFIXES:
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 @dataclass(frozen=True)

@@ -110,9 +110,16 @@ def test_trail_table_shows_options_only_some_audits_set():
     [
         ("M1", "ema+calibrated", "ema-target v4", "M1 · ema+cal · ema-target v4"),
         ("M6", "both", "ema-target v12", "M6 · both · ema-target v12"),
-        ("forget-request-17.npz", "calibrated", "xray v3", "forge…17.npz · calibrated · xray v3"),
+        ("forget-request-17.npz", "calibrated", "xray v3", "forge…est-17 · calibrated · xray v3"),
         ("heldout-M6-300", "ema", "ema-target v1", "heldo…M6-300 · ema · ema-target v1"),
         ("heldout-M6-600", "ema", "ema-target v1", "heldo…M6-600 · ema · ema-target v1"),
+        # a file's folder and suffix go before the name is cut: the part that tells files apart stays
+        ("bc_q_members.csv", "ema+calibrated", "bc-rf v1", "bc_q_members · ema+cal · bc-rf v1"),
+        ("v_textnum.csv", "ema", "bc-rf v1", "v_textnum · ema · bc-rf v1"),
+        ("v_textindex.csv", "ema", "bc-rf v1", "v_textindex · ema · bc-rf v1"),
+        ("v_labelnan.parquet", "ema", "bc-rf v1", "v_labelnan · ema · bc-rf v1"),
+        ("s3://bucket/tables/query.parquet/", "ema", "bc-rf v1", "query · ema · bc-rf v1"),
+        ("heldout.v2", "ema", "bc-rf v1", "heldout.v2 · ema · bc-rf v1"),
     ],
 )
 def test_audit_run_name_keeps_query_method_and_model_visible(query, method, model, name):

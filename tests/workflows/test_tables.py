@@ -132,6 +132,8 @@ def test_audit_csv_members_memorized_and_held_out_not(tabular):
     run = mlflow.get_run(members.run_id)
     assert run.data.tags["ema.calibration_source"] == "clone"
     assert run.data.params["calibration_file"].endswith("calibration.csv")
+    assert run.info.run_name == "members · ema · rf-breast-cancer v1"  # the file's name without its suffix
+    assert run.data.params[keys.PARAM_QUERY] == "members.csv"
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".npz"])
