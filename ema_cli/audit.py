@@ -27,6 +27,7 @@ from ema.workflows.options import (
     engine_help,
     is_attack_metric,
     method_help,
+    shown_run_warnings,
 )
 from ema_cli.options import (
     alpha_option,
@@ -332,7 +333,8 @@ def audit(
         timeout=click.get_current_context().params["timeout"],  # the command's limit, recorded with the audit
         **options,
     )
-    outcome = audit_workflow(config, progress=progress)
+    with shown_run_warnings() as shown:  # those shown as they arose are not printed again below
+        outcome = audit_workflow(config, progress=progress)
     click.echo(f"{outcome.query}: |D_q|={outcome.primary.n_query} ({outcome.access}; run {outcome.run_id})")
     for method, result in outcome.results.items():
         headline = {k: v for k, v in result.metrics.items() if k != METRIC_N_QUERY and not is_attack_metric(k)}
@@ -344,7 +346,8 @@ def audit(
         if "evidence" in result.thresholds:
             click.echo(f"  {method}: {result.thresholds['evidence']}")
     for warning in outcome.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        if warning not in shown:
+            click.echo(f"warning: {warning}", err=True)
     if outcome.withheld:
         raise click.ClickException(
             f"every verdict is withheld (inconclusive): the inputs do not reach the model as its training data did "

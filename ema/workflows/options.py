@@ -22,6 +22,7 @@ from ema.image_shapes import PIXEL_ORDERS
 from ema.inputs import INPUT_DTYPES
 from ema.limits import DEFAULT_MAX_PARAMS, command_limits
 from ema.oracle import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TIMEOUT, HTTP_FORMATS, OUTPUT_KINDS
+from ema.run_warnings import shown_run_warnings
 from ema.stats import EMA_TESTS
 from ema.thresholds import THRESHOLD_MODES
 from ema.tracking.keys import (
@@ -104,4 +105,5 @@ __all__ = [
     "method_help",
     "parse_device",
     "redact_url",
+    "shown_run_warnings",
 ]

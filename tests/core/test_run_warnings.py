@@ -1,10 +1,12 @@
-"""Warnings logged deep below an audit reach its record: marked ones only, each once, whatever the root level."""
+"""Warnings logged deep below an audit reach its record: marked ones only, each once, whatever the root level;
+those already on the screen are known, so that `ema audit` prints each once."""
 
 from __future__ import annotations
 
 import logging
+import sys
 
-from ema.run_warnings import FOR_THE_RECORD, gather_run_warnings
+from ema.run_warnings import FOR_THE_RECORD, gather_run_warnings, shown_run_warnings
 
 
 def test_marked_warnings_are_gathered_once_in_order_and_unmarked_ones_not():
@@ -52,3 +54,26 @@ def test_where_no_logging_is_set_up_warnings_still_reach_stderr_during_and_after
         "after the audit",
     ]
     assert gathered == ["columns sent by position"] and logging.getLogger("ema").handlers == []
+
+
+def test_shown_run_warnings_notes_those_on_the_screen_and_not_those_in_a_file(monkeypatch, tmp_path):
+    """``ema audit`` lists an audit's warnings at its end less these: each is printed once."""
+    root = logging.getLogger()
+    logger = logging.getLogger("ema.data.tables")
+    monkeypatch.setattr(root, "handlers", [])
+    with shown_run_warnings() as shown, gather_run_warnings() as gathered:
+        logger.warning("shown by the last resort", extra=FOR_THE_RECORD)
+    assert shown == {"shown by the last resort"} and gathered == ["shown by the last resort"]
+
+    console = logging.StreamHandler(sys.stderr)  # as logging.basicConfig (run by importing mlflow.pytorch) adds
+    monkeypatch.setattr(root, "handlers", [console])
+    with shown_run_warnings() as shown, gather_run_warnings():
+        logger.warning("shown by basicConfig's handler", extra=FOR_THE_RECORD)
+    assert shown == {"shown by basicConfig's handler"}
+
+    to_file = logging.FileHandler(tmp_path / "audit.log")
+    monkeypatch.setattr(root, "handlers", [to_file])
+    with shown_run_warnings() as shown, gather_run_warnings() as gathered:
+        logger.warning("written to a file", extra=FOR_THE_RECORD)
+    to_file.close()
+    assert shown == set() and gathered == ["written to a file"]

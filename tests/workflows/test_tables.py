@@ -267,6 +267,22 @@ def test_audit_query_extra_columns_are_ignored_and_listed(tabular, tmp_path, cap
     assert left_out in recorded and left_out in outcome.warnings
 
 
+def test_audit_cli_prints_a_table_warning_once_and_records_it(tabular, tmp_path, monkeypatch):
+    """Without logging configured (as `ema audit` runs), a warning is shown as it arises; the closing list of
+    warnings left it out, which printed it twice."""
+    model_uri, folder = tabular
+    extra = pd.read_csv(folder / "members.csv")
+    extra.insert(0, "patient_id", np.arange(len(extra)))
+    extra.to_csv(tmp_path / "members.csv", index=False)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # pytest's own capture handlers off: Python's last resort
+    result = audit_cli(model_uri, tmp_path / "members.csv", folder / "calibration.csv")
+    assert result.exit_code == 0, result.output
+    left_out = "members: 1 column(s) the model's signature does not name are left out: patient_id"
+    assert result.output.count(left_out) == 1
+    run_id = result.output.partition("run ")[2].partition(")")[0]
+    assert left_out in json.loads(mlflow.get_run(run_id).data.tags[keys.TAG_WARNINGS])
+
+
 def test_a_query_column_the_model_does_not_take_is_needed_nowhere_else_and_trains_no_clone(tabular, tmp_path):
     """An ID in the query only, and a column in the calibration file only (here a copy of the label): the audit
     runs on the model's 30 columns, with the calibration model of the plain files (a clone trained on the extra
