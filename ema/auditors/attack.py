@@ -65,24 +65,31 @@ class AttackStrength:
     fpr: tuple[float, ...]
     tpr: tuple[float, ...]
 
+    def resolves(self, name: str) -> bool:
+        """Whether enough non-members back the TPR named ``name`` (a key of :data:`LOW_FPRS`): at least 1 / FPR of
+        them, so that its false-positive rate can rest on one false positive."""
+        return self.n_nonmembers >= round(1 / LOW_FPRS[name])
+
     @property
     def resolves_0_1pct(self) -> bool:
-        """Whether enough non-members back the 0.1% point."""
-        return self.n_nonmembers >= RESOLVED_NONMEMBERS
+        """Whether enough non-members back the 0.1% point (:data:`RESOLVED_NONMEMBERS`)."""
+        return self.resolves("tpr_at_fpr_0_1pct")
 
     @property
     def resolves_1pct(self) -> bool:
         """Whether enough non-members back the 1% point (one false positive in a hundred)."""
-        return self.n_nonmembers * LOW_FPRS["tpr_at_fpr_1pct"] >= 1
+        return self.resolves("tpr_at_fpr_1pct")
 
     def metrics(self) -> dict[str, float]:
-        """The headline numbers by metric name (without a signal suffix)."""
-        return {
-            AUC_METRIC: self.auc,
-            "tpr_at_fpr_1pct": self.tpr_at_fpr_1pct,
-            "tpr_at_fpr_0_1pct": self.tpr_at_fpr_0_1pct,
-            "mia_n_nonmembers": float(self.n_nonmembers),
-        }
+        """The headline numbers by metric name (without a signal suffix).
+
+        A TPR its non-members do not resolve is left out, as a number that could not be estimated
+        is: with 75 non-members the 0.1% point is the TPR at no false positive at all, which a
+        compare page would show beside resolved ones as if it were one. ``mia_n_nonmembers`` says
+        how many non-members back the curve; report.html shows the unresolved values as such.
+        """
+        resolved = {name: getattr(self, name) for name in LOW_FPRS if self.resolves(name)}
+        return {AUC_METRIC: self.auc, **resolved, "mia_n_nonmembers": float(self.n_nonmembers)}
 
     def to_dict(self) -> dict:
         """JSON-ready values (``thresholds.json``)."""

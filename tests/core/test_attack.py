@@ -43,6 +43,24 @@ def test_attack_strength_the_1pct_point_needs_a_hundred_nonmembers(n_nonmembers,
     ) is not resolved
 
 
+@pytest.mark.parametrize(
+    ("n_nonmembers", "logged"),
+    [
+        (75, {"mia_auc", "mia_n_nonmembers"}),
+        (99, {"mia_auc", "mia_n_nonmembers"}),
+        (100, {"mia_auc", "tpr_at_fpr_1pct", "mia_n_nonmembers"}),
+        (999, {"mia_auc", "tpr_at_fpr_1pct", "mia_n_nonmembers"}),
+        (1000, {"mia_auc", "tpr_at_fpr_1pct", "tpr_at_fpr_0_1pct", "mia_n_nonmembers"}),
+    ],
+)
+def test_attack_strength_metrics_leave_out_a_tpr_its_nonmembers_do_not_resolve(n_nonmembers, logged):
+    """With 75 non-members the 0.1% point was logged as 0.0: a TPR at no false positive at all."""
+    strength = attack_strength(np.arange(10.0) + 0.5, np.arange(float(n_nonmembers)))
+    metrics = strength.metrics()
+    assert set(metrics) == logged and metrics["mia_n_nonmembers"] == n_nonmembers
+    assert strength.to_dict()["tpr_at_fpr_0_1pct"] == strength.tpr_at_fpr_0_1pct  # the report still has it
+
+
 def test_attack_strength_curve_is_bounded_and_round_trips():
     rng = np.random.default_rng(1)
     strength = attack_strength(rng.normal(0.5, 1, size=20000), rng.normal(size=20000))
@@ -66,8 +84,8 @@ def test_ema_auditor_logs_attack_metrics_per_signal():
     auditor = EMAAuditor().calibrate(members, labels, nonmembers, rng.integers(0, 3, 300))
     metrics = auditor.audit(nonmembers, labels).metrics
     for signal in auditor.signals:
-        assert 0.0 <= metrics[f"mia_auc.{signal}"] <= 1.0
-        assert 0.0 <= metrics[f"tpr_at_fpr_0_1pct.{signal}"] <= metrics[f"tpr_at_fpr_1pct.{signal}"] <= 1.0
+        assert 0.0 <= metrics[f"mia_auc.{signal}"] <= 1.0 and 0.0 <= metrics[f"tpr_at_fpr_1pct.{signal}"] <= 1.0
+        assert f"tpr_at_fpr_0_1pct.{signal}" not in metrics  # 300 non-members do not resolve 0.1%
         assert metrics[f"mia_n_nonmembers.{signal}"] == 300
     assert metrics["mia_auc.confidence"] > 0.9
     rebuilt = EMAAuditor.from_dict(auditor.to_dict())
@@ -84,6 +102,7 @@ def test_reference_auditor_logs_the_attack_strength_of_its_score():
     auditor = ReferenceAuditor().calibrate(members, labels, nonmembers, labels)
     result = auditor.audit(members[:100], labels[:100])
     assert 0.9 < result.metrics["mia_auc.calibrated"] <= 1.0
-    assert 0.0 <= result.metrics["tpr_at_fpr_0_1pct.calibrated"] <= result.metrics["tpr_at_fpr_1pct.calibrated"] <= 1
+    assert 0.0 <= result.metrics["tpr_at_fpr_1pct.calibrated"] <= 1
+    assert "tpr_at_fpr_0_1pct.calibrated" not in result.metrics  # 400 non-members do not resolve 0.1%
     assert result.metrics["mia_n_nonmembers.calibrated"] == 400
     assert result.thresholds["attack"]["auc"] == result.metrics["mia_auc.calibrated"]
