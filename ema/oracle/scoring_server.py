@@ -36,6 +36,9 @@ REPLY_BYTES_ALLOWANCE = 1 << 20
 AUTO_FORMAT = "auto"
 #: Statuses by which a server refuses the query itself (its shape, type or columns): unchanged, it fails again.
 INPUT_REFUSED = (400, 422)
+#: The status of a URL the server does not serve, and what to check then.
+NOT_FOUND = 404
+NOT_FOUND_HINT = "check the URL's path: MLflow's scoring server answers on /invocations (http://HOST:PORT/invocations)"
 #: What ``request_format`` accepts.
 HTTP_FORMATS = (AUTO_FORMAT, *REQUEST_FORMATS)
 #: Credentials shorter than this are not hidden inside a server's messages (every occurrence of two letters would be).
@@ -276,6 +279,10 @@ class HttpOracle(Oracle):
             falls_back = error is _UnsupportedFormat and self.request_format == AUTO_FORMAT  # JSON follows at once
             sent_parquet = content_type == CONTENT_TYPES["parquet"]
             hint = "; it was sent as Parquet: --http-format json sends JSON" if sent_parquet and not falls_back else ""
+            if status == NOT_FOUND:  # the URL is wrong, whatever was sent: the format is beside the point
+                raise error(
+                    f"scoring server {self.url}: no such endpoint (HTTP 404): {server_message(text)}; {NOT_FOUND_HINT}"
+                )
             raise error(f"scoring server {self.url} refused the query (HTTP {status}): {server_message(text)}{hint}")
         return reply
 

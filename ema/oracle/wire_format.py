@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from ema.errors import InputError
+from ema.errors import InputError, ModelAccessError
 from ema.oracle.pyfunc import schema_reason
 
 #: Reply shapes accepted from a scoring server, as MLflow's scoring server writes them.
@@ -113,13 +113,17 @@ def parse_reply(body: bytes, source: str = "the scoring server") -> object:
 
     Raises
     ------
+    ModelAccessError
+        If the body is not JSON at all (a proxy's HTML error page, a reply cut short): the server, or what stands
+        before it, misbehaved, which may pass when tried again.
     InputError
-        If the body is not JSON of one of these shapes.
+        If the body is JSON but not of one of these shapes: the model answers so, and would again.
     """
     try:
         payload = json.loads(body)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InputError(
+        error = InputError if isinstance(exc, RecursionError) else ModelAccessError  # JSON nested too deep to read
+        raise error(
             f"expected a JSON reply from {source} as {REPLY_SHAPES}, got {bytes(body[:80])!r}: "
             f"{' '.join(str(exc).split())[:200]}"
         ) from exc

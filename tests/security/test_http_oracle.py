@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ema.errors import EMAError, InputError
+from ema.errors import RETRYABLE, EMAError, InputError, ModelAccessError
 from ema.inputs import InputSpec
 from ema.oracle import HttpOracle, ScoringTimeout, numeric_outputs, parse_reply
 
@@ -100,9 +100,16 @@ def test_http_oracle_accepts_label_records_of_a_series(server):
     np.testing.assert_array_equal(predictions.proba.argmax(axis=1), [1, 0, 1])
 
 
-REFUSED = {
+#: Replies that are not JSON at all: the server (or a proxy before it) misbehaved, a retryable ModelAccessError.
+NOT_JSON = {
     "invalid JSON": ("{'predictions': oops", r"expected a JSON reply from scoring server .* got b\"\{'predictions'"),
     "empty body": ("", r"expected a JSON reply from scoring server .* got b''"),
+    "a proxy's HTML page": (
+        "<html><body>502 Bad Gateway</body></html>",
+        r"expected a JSON reply from scoring server .* got b'<html><body>502 Bad Gateway</body></html>': Expecting",
+    ),
+}
+REFUSED = {
     "no predictions key": (
         json.dumps({"outputs": PROBA}),
         r"expected a JSON reply .* \{\"predictions\": \[\[\.\.\.\].*got an object with keys \['outputs'\]",
@@ -159,6 +166,17 @@ def test_http_oracle_refuses_bad_reply_with_one_line(server, name):
     assert "\n" not in str(excinfo.value)
     assert excinfo.match(match)
     assert httpd.calls == 1  # a bad reply is not retried
+
+
+@pytest.mark.parametrize("name", sorted(NOT_JSON))
+def test_http_oracle_reply_not_json_is_a_retryable_model_access_error(server, name):
+    body, match = NOT_JSON[name]
+    url, httpd = server(lambda handler, n: handler.reply(body))
+    with pytest.raises(ModelAccessError, match=match) as excinfo:
+        HttpOracle(url, retries=0).predict(IMAGES)
+    assert isinstance(excinfo.value, RETRYABLE) and not isinstance(excinfo.value, InputError)
+    assert "\n" not in str(excinfo.value)
+    assert httpd.calls == 1
 
 
 def test_http_oracle_refuses_a_reply_too_large_for_the_batch(server, monkeypatch):
@@ -428,6 +446,8 @@ class FormatHandler(Handler):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         content_type = self.headers["Content-Type"]
         self.server.content_types.append(content_type)
+        if self.path != "/invocations":
+            return self.reply('{"detail": "Not Found"}', 404)
         if content_type == "application/vnd.apache.parquet":
             if self.server.refuse_parquet:
                 return self.reply('{"message": "This predictor only supports the following content types"}', 415)
@@ -485,6 +505,18 @@ def test_parquet_asked_for_and_refused_fails_with_the_servers_reason(format_serv
     with pytest.raises(EMAError, match=r"\(HTTP 415\): This predictor only supports.*--http-format json sends JSON"):
         score_first_pixels(url, "parquet")
     assert httpd.content_types == ["application/vnd.apache.parquet"]
+
+
+@pytest.mark.parametrize("request_format", ["parquet", "json"])
+def test_http_oracle_404_says_the_endpoint_does_not_exist(format_server, request_format):
+    url, _ = format_server
+    with pytest.raises(
+        ModelAccessError,
+        match=r"/predict: no such endpoint \(HTTP 404\): .*Not Found.*; check the URL's path: "
+        r"MLflow's scoring server answers on /invocations",
+    ) as excinfo:
+        score_first_pixels(url.replace("/invocations", "/predict"), request_format)
+    assert "Parquet" not in str(excinfo.value)
 
 
 @pytest.mark.parametrize(
