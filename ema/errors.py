@@ -7,7 +7,7 @@ to do next (the message says what exactly)::
     ├── InputError (ValueError)     an argument, file or data set refused: fix it; unchanged, it fails again
     │   └── NotCalibratedError      an auditor asked to audit before calibrate()
     ├── ModelAccessError            the model could not be loaded, or its scoring server failed,
-    │   │                           timed out or refused the request
+    │   │                           timed out or refused the request; or the tracking server did not answer
     │   └── ScoringTimeout          (ema.oracle) the server did not answer in time (--request-timeout, --timeout)
     ├── MissingDependencyError      an optional extra is not installed: the message gives the pip command
     ├── StoreError                  the tracking store or registry cannot be used as it is (a corrupt

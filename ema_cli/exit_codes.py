@@ -20,7 +20,7 @@ TERMINATED = 128 + signal.SIGTERM
 EXIT_CODES = {
     "EMAError": (1, "failed as the message explains"),
     "InputError": (3, "an input was refused: fix it; unchanged, it fails again"),
-    "ModelAccessError": (4, "the model could not be loaded, or its server failed or timed out: try again"),
+    "ModelAccessError": (4, "the model or tracking server could not be reached, or failed or timed out: try again"),
     "MissingDependencyError": (5, "an optional extra is missing: run the pip command the message gives"),
     "StoreError": (6, "the tracking store cannot be used as it is: corrupt, unsupported URI, artifact gone"),
     "StoreBusyError": (7, "the tracking store stayed busy, or another process held a cache entry: try again"),

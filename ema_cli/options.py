@@ -33,6 +33,7 @@ from ema.workflows.options import (
     configure,
     parse_device,
     redact_url,
+    store_unreachable,
 )
 from ema_cli.cli import STARTED
 from ema_cli.exit_codes import exit_code
@@ -422,10 +423,13 @@ def _tracked(fn: Callable, *, select_experiment: bool) -> Callable:
             with command_limits(**limits, started=started):
                 configure(experiment, select_experiment=select_experiment)
                 return fn(**kwargs)
-        except EMAError as exc:
+        except Exception as exc:
+            error = exc if isinstance(exc, EMAError) else store_unreachable(exc)  # the store went down mid-command
+            if error is None:
+                raise
             if verbose:
                 click.echo(redact_url("".join(traceback.format_exception(exc))), err=True, nl=False)
-            raise one_line_error(exc) from exc
+            raise one_line_error(error) from exc
 
     return wrapper
 

@@ -75,6 +75,8 @@ def configure(experiment: str = keys.DEFAULT_EXPERIMENT, *, select_experiment: b
         try:
             store.retry_busy(lambda: mlflow.set_experiment(experiment), what=f"experiment {experiment!r} in {uri}")
         except MlflowException as exc:
+            if store.is_unreachable(exc):  # a tracking server down: retryable, not a store to repair
+                raise store.unreachable_error(uri, exc) from exc
             message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise StoreError(f"could not use experiment {experiment!r} in {uri}: {message}") from exc
 

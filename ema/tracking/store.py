@@ -12,19 +12,30 @@ does not know) is reported as one line that names it and says what to do.
 from __future__ import annotations
 
 import logging
+import re
+import socket
 import sqlite3
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import filelock
+import requests
+from mlflow.environment_variables import (
+    MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR,
+    MLFLOW_HTTP_REQUEST_MAX_RETRIES,
+    MLFLOW_HTTP_REQUEST_TIMEOUT,
+)
 from mlflow.exceptions import MlflowException
+from mlflow.tracking import get_tracking_uri
 from mlflow.tracking._tracking_service.utils import _get_store
 from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
 
-from ema.errors import InputError, MissingDependencyError, StoreBusyError, StoreError, pip_command
+from ema.errors import InputError, MissingDependencyError, ModelAccessError, StoreBusyError, StoreError, pip_command
 
 T = TypeVar("T")
 
@@ -40,6 +51,13 @@ BUSY_MAX_PAUSE = 5.0
 BUSY_MESSAGES = ("database is locked", "database is busy", "database table is locked")
 #: What PostgreSQL, sqlite and MySQL say when two connections insert the same key at once.
 CONFLICT_MESSAGES = ("duplicate key value violates unique constraint", "UNIQUE constraint failed", "Duplicate entry")
+
+#: What MLflow's REST client says when a tracking server could not be reached or kept failing (requests' errors).
+UNREACHABLE_MESSAGES = ("Max retries exceeded", "failed with timeout exception", "Failed to establish a new connection")
+#: Seconds a tracking server has to accept a connection before the command says, once, that it does not answer.
+PROBE_SECONDS = 3.0
+#: urllib3's longest pause between two of MLflow's retries (``Retry.DEFAULT_BACKOFF_MAX``).
+MAX_RETRY_PAUSE = 120.0
 
 SUPPORTED = (
     "sqlite:///PATH (the default is sqlite:///mlflow.db in the working directory), "
@@ -153,6 +171,82 @@ def _says_any(exc: BaseException | None, messages: tuple[str, ...]) -> bool:
             return True
         exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
     return False
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it wraps) says a tracking server could not be reached: refused, timed out,
+    or failing through all of MLflow's retries.
+
+    >>> is_unreachable(MlflowException("API request to http://h:1/api failed with exception HTTPConnectionPool("
+    ...     "host='h', port=1): Max retries exceeded with url: /api"))
+    True
+    >>> is_unreachable(MlflowException("Could not find experiment with ID 7"))
+    False
+    """
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
+            return True
+        link = link.__cause__ or link.__context__
+    return _says_any(exc, UNREACHABLE_MESSAGES)
+
+
+def current_uri() -> str:
+    """The tracking URI this process uses now."""
+    return get_tracking_uri()
+
+
+def unreachable_error(uri: str, exc: BaseException) -> ModelAccessError:
+    """The one-line, retryable error of a tracking server at ``uri`` that ``exc`` says could not be reached."""
+    reason = re.search(
+        r"\[Errno -?\d+\] [^'\")]+|Read timed out|timeout exception|too many \d+ error responses", str(exc)
+    )
+    return ModelAccessError(
+        f"could not reach the MLflow tracking server {uri} (MLFLOW_TRACKING_URI)"
+        f"{f': {reason.group(0)}' if reason else ''}, after MLflow's retries; try again once it serves"
+    )
+
+
+def retry_wait() -> str:
+    """How long MLflow's retries of a tracking server's request may wait in all, with the settings that say so."""
+    try:
+        retries, factor = MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get()
+        timeout = MLFLOW_HTTP_REQUEST_TIMEOUT.get()
+    except ValueError:  # a setting MLflow cannot read: it says so itself when it tries
+        return "its retries (MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_TIMEOUT)"
+    # urllib3 pauses factor * 2 ** (n - 1) seconds after the n-th failure in a row (none after the first)
+    pauses = sum(min(MAX_RETRY_PAUSE, factor * 2 ** (n - 1)) for n in range(2, retries + 1))
+    return (
+        f"about {pauses:g} s (MLFLOW_HTTP_REQUEST_MAX_RETRIES={retries}, MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR={factor:g}"
+        f"; up to MLFLOW_HTTP_REQUEST_TIMEOUT={timeout} s a try)"
+    )
+
+
+def warn_if_silent(uri: str) -> None:
+    """Say once, before MLflow's retries start their silent wait, that the tracking server at ``uri`` does not
+    accept connections. Nothing for other stores, for a server reached through a proxy, or one that answers."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    if urllib.request.getproxies().get(parts.scheme) and not urllib.request.proxy_bypass(parts.hostname):
+        return  # MLflow goes through the proxy: a direct connection says nothing about the server
+    try:
+        if MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 0:
+            return  # no wait to announce: the first failure is the error
+    except ValueError:
+        return  # a setting MLflow cannot read: it says so itself
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        socket.create_connection((parts.hostname, port), timeout=PROBE_SECONDS).close()
+    except (OSError, ValueError) as exc:
+        _logger.warning(
+            "the MLflow tracking server %s does not answer (%s); MLflow tries again for %s: lower them to fail sooner",
+            uri,
+            exc,
+            retry_wait(),
+        )
 
 
 def retry_busy(call: Callable[[], T], *, what: str = "the tracking store") -> T:
@@ -269,6 +363,7 @@ def opened(uri: str) -> Iterator[None]:
     """
     db = sqlite_path(uri)
     if db is None:
+        warn_if_silent(uri)
         _open(uri, None)
         yield
         return

@@ -48,6 +48,14 @@ def configure(experiment_name: str, *, select_experiment: bool = True) -> None:
     configure_tracking(experiment_name, select_experiment=select_experiment)
 
 
+def store_unreachable(exc: Exception) -> EMAError | None:
+    """``exc``, which no layer turned into an :class:`~ema.errors.EMAError`, as the retryable error of a tracking
+    server that could not be reached (:func:`ema.tracking.store.is_unreachable`); None for anything else."""
+    from ema.tracking.store import current_uri, is_unreachable, unreachable_error
+
+    return unreachable_error(current_uri(), exc) if is_unreachable(exc) else None
+
+
 #: The target ``--model`` names when none is given.
 DEFAULT_TARGET_URI = f"models:/{TARGET_MODEL_NAME}@{TARGET_ALIAS}"
 
@@ -106,4 +114,5 @@ __all__ = [
     "parse_device",
     "redact_url",
     "shown_run_warnings",
+    "store_unreachable",
 ]

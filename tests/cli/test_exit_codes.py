@@ -5,9 +5,11 @@ from __future__ import annotations
 import inspect
 
 import click
+import mlflow
 import pytest
 from click.testing import CliRunner
 
+from benchmarks._serve import free_port
 from ema import errors
 from ema.oracle import ScoringTimeout
 from ema.tracking.runs import MissingArtifact
@@ -66,6 +68,21 @@ def test_a_corrupt_tracking_store_exits_with_the_store_code(tmp_path, monkeypatc
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     result = CliRunner().invoke(main, ["history", "--model", "any"])
     assert result.exit_code == 6 and "is not a usable sqlite database" in result.output
+
+
+def test_a_tracking_server_that_does_not_answer_exits_with_the_retryable_code(tmp_path, monkeypatch):
+    """`ema history` (whose first request is a search) ended in MLflow's traceback, `ema audit` in exit 6."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    try:
+        for command in (["history", "--model", "any"], ["audit", "--query", "M6"]):
+            result = CliRunner().invoke(main, command)
+            assert result.exit_code == 4, result.output
+            assert "Error: could not reach the MLflow tracking server" in result.output
+            assert "Traceback" not in result.output
+    finally:
+        mlflow.set_tracking_uri(None)
 
 
 def test_help_lists_every_exit_code_with_its_kind():

@@ -8,7 +8,8 @@ import mlflow
 import pytest
 from mlflow.exceptions import MlflowException
 
-from ema.errors import EMAError, InputError
+from benchmarks._serve import free_port
+from ema.errors import RETRYABLE, EMAError, InputError, ModelAccessError
 from ema.tracking import store
 from ema.tracking.runs import configure
 
@@ -207,3 +208,38 @@ def test_configure_for_reading_names_the_tracking_uri_of_a_missing_store(fresh_f
     configure()  # a command that writes creates it, as before
     assert (fresh_folder / "team" / "mlflow.db").stat().st_size > 0
     configure(select_experiment=False)  # and a reading command then opens it
+
+
+@pytest.fixture
+def server_down(fresh_folder, monkeypatch):
+    """MLFLOW_TRACKING_URI at a local port nothing listens on, with MLflow's retries made short; returns the URI."""
+    uri = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
+    return uri
+
+
+def test_configure_calls_a_tracking_server_that_does_not_answer_retryable(server_down, caplog):
+    """A server down was a StoreError ("repair or move the store", exit 6), after 4 minutes of silence."""
+    with pytest.raises(ModelAccessError) as refused:
+        configure()
+    assert isinstance(refused.value, RETRYABLE)
+    assert str(refused.value) == (
+        f"could not reach the MLflow tracking server {server_down} (MLFLOW_TRACKING_URI): [Errno 111] Connection "
+        "refused, after MLflow's retries; try again once it serves"
+    )
+    said = [r.getMessage() for r in caplog.records if r.name == "ema.tracking.store"]
+    assert len(said) == 1 and said[0].startswith(f"the MLflow tracking server {server_down} does not answer (")
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES=1" in said[0] and "MLFLOW_HTTP_REQUEST_TIMEOUT=" in said[0]
+
+
+def test_is_unreachable_tells_a_server_down_from_other_mlflow_errors():
+    assert store.is_unreachable(MlflowException("API request to x failed with exception ... Max retries exceeded"))
+    assert not store.is_unreachable(MlflowException("RESOURCE_DOES_NOT_EXIST: no experiment"))
+
+
+def test_retry_wait_adds_urllib3s_pauses(monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "2")
+    assert store.retry_wait().startswith("about 244 s (")  # 4 + 8 + 16 + 32 + 64 + 120: the reviewer's 4 minutes
