@@ -141,6 +141,27 @@ def test_the_server_returns_the_in_process_probabilities_for_either_request_form
     np.testing.assert_array_equal(over_http, in_process)
 
 
+def test_the_readmes_command_for_the_workbenchs_own_served_target_audits_it(trained, server, tmp_path):
+    """README's served-model example (`--input-shape 784`) was the only one: for our target it gets HTTP 400, and
+    with a shape but no `--input-dtype uint8` the pixels arrive as floats in [0, 1] and a training fold looks unused."""
+    from click.testing import CliRunner
+
+    from ema_cli.cli import main
+
+    _, outcome = trained
+    url, _ = server
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (command,) = [line for line in readme.splitlines() if line.startswith("ema audit --model-url") and "28,28" in line]
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(
+        MlflowClient().get_model_version(outcome.version.name, outcome.version.version).tags["ema.recipe"]
+    )
+    args = command.replace("http://127.0.0.1:5001/invocations", url).replace("recipe.json", str(recipe)).split()[1:]
+    result = CliRunner().invoke(main, [*args, "--no-progress", "--no-figures"])
+    assert result.exit_code == 0, result.output
+    assert "-> memorized" in result.output  # M1 is one of the target's training folds
+
+
 def test_http_schema_error_shows_server_message(server):
     url, _ = server
     oracle = HttpOracle(url, input_spec=InputSpec((-1, 784)))
