@@ -50,6 +50,7 @@ import ema.errors as error_kinds
 from ema.data.parquet import LEGACY_IMAGE_SHAPE, SHAPE_COLUMNS, check_columns, image_shape, unreadable_table
 from ema.data.tables import DEFAULT_LABEL_COLUMN, INDEX_COLUMN
 from ema.engines.batches import AuditBatch
+from ema.engines.spark_start import MAX_REASON_CHARS, check_can_start, java_cause, java_causes, start_error
 from ema.errors import EMAError, InputError
 from ema.inputs import InputSpec, InputTransform
 from ema.oracle import PyfuncOracle
@@ -86,9 +87,6 @@ SESSION_LOG_LEVEL = "OFF"
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 #: Spark's error condition for a file it could not read (not Parquet, a bad footer, corrupt pages).
 FAILED_READ_FILE = "FAILED_READ_FILE"
-#: Longest error line passed on from Spark; Java causes at most this deep are followed.
-MAX_REASON_CHARS = 500
-MAX_CAUSES = 32
 #: How the model's archive is named among the job's files (a unique suffix follows): one session may audit several.
 MODEL_FOLDER_PREFIX = "ema-model-"
 #: Where a Parquet row sits in its file (Spark's hidden file metadata): a table without ``index`` is numbered so.
@@ -148,14 +146,18 @@ def spark_session(master: str | None = None) -> Iterator[SparkSession]:
 
     Raises
     ------
+    ModelAccessError
+        If a ``spark://`` master accepts no connection, or never accepts the application (retryable).
     EMAError
-        If the session cannot start (no Java, a master that does not answer or parse), as one line.
+        If the session cannot start otherwise (no Java at ``JAVA_HOME`` or on PATH, a master that does not
+        parse), as one line (:mod:`ema.engines.spark_start`).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         yield active
         return
     master = master or DEFAULT_MASTER
+    check_can_start(master)
     builder = SparkSession.builder.master(master).appName("ema-audit")
     builder = builder.config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ROWS_PER_BATCH))
     if master.startswith("local"):
@@ -166,7 +168,7 @@ def spark_session(master: str | None = None) -> Iterator[SparkSession]:
     try:
         session = builder.getOrCreate()
     except (PySparkException, Py4JError) as exc:
-        raise EMAError(f"could not start a Spark session on {master}: {_java_cause(exc)}") from exc
+        raise start_error(master, exc, java_cause(exc)) from exc
     session.sparkContext.setLogLevel(SESSION_LOG_LEVEL)
     if master.startswith("local"):
         splits = SPLITS_PER_CORE * session.sparkContext.defaultParallelism
@@ -299,7 +301,7 @@ def ship_model(spark: SparkSession, oracle: PyfuncOracle) -> ShippedModel:
         try:
             spark.sparkContext.addArchive(str(archive))
         except (PySparkException, Py4JError) as exc:
-            raise EMAError(f"could not ship model {oracle.model_uri!r} to the executors: {_java_cause(exc)}") from exc
+            raise EMAError(f"could not ship model {oracle.model_uri!r} to the executors: {java_cause(exc)}") from exc
         _SHIPPED.add(shipped)
     return ShippedModel(
         archive.name, oracle.model_uri, oracle.outputs, oracle.transform, oracle.input_spec, oracle.output_name
@@ -399,7 +401,7 @@ def _job_error(exc: BaseException, *, uri: str) -> EMAError:
         return EMAError(f"the Spark audit failed: {python}")
     if _unreadable_file(exc) is not None:
         return unreadable_table(uri, _read_reason(exc))
-    return EMAError(f"the Spark audit failed: {_java_cause(exc)}")
+    return EMAError(f"the Spark audit failed: {java_cause(exc)}")
 
 
 def _python_error(text: str) -> str | None:
@@ -417,33 +419,16 @@ def _python_error(text: str) -> str | None:
 
 def _read_reason(exc: BaseException) -> str:
     """Why Spark could not read a table: the root cause, naming the file when the cause does not."""
-    reason, path = _java_cause(exc), _unreadable_file(exc)
+    reason, path = java_cause(exc), _unreadable_file(exc)
     return reason if path is None or path in reason else f"{path}: {reason}"[:MAX_REASON_CHARS]
 
 
 def _unreadable_file(exc: BaseException) -> str | None:
     """The file of a ``FAILED_READ_FILE`` error in ``exc``'s Java causes, else None."""
-    for cause in _java_causes(exc):
+    for cause in java_causes(exc):
         try:
             if cause.getCondition().startswith(FAILED_READ_FILE):
                 return str(cause.getMessageParameters().get("path"))
         except Py4JError:  # a Java exception that is not one of Spark's (no condition)
             continue
     return None
-
-
-def _java_cause(exc: BaseException) -> str:
-    """The first line of the innermost Java cause behind ``exc``; of ``exc``'s own message when it has none."""
-    causes = _java_causes(exc)
-    text = (causes[-1].getMessage() or causes[-1].toString()) if causes else str(exc)
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[0][:MAX_REASON_CHARS] if lines else type(exc).__name__
-
-
-def _java_causes(exc: BaseException) -> list:
-    """The Java exception behind a Py4J error and its causes, outermost first; none for other errors."""
-    causes, cause = [], getattr(exc, "java_exception", None)
-    while cause is not None and len(causes) < MAX_CAUSES:
-        causes.append(cause)
-        cause = cause.getCause()
-    return causes
