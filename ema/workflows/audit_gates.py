@@ -8,9 +8,11 @@ class order, signals that barely separate members from non-members, flags that f
 every non-member (EMA's verdict is then no evidence either way), and a calibration model that
 generalises unlike the target. The auditors' own warnings are added after them.
 
-Two of them say the audit's inputs surely do not reach the model as its training data did: outputs
+Two of them can say the audit's inputs surely do not reach the model as its training data did: outputs
 that match the labels far better in another class order, and an input scaling (or pixel order)
-under which the target does far better (by :data:`~ema.workflows.input_scaling.DECISIVE_GAIN`).
+under which the target does far better, each by :data:`~ema.auditors.reference_gates.DECISIVE_GAIN`
+and with a sign test's p at most :data:`~ema.auditors.reference_gates.DECISIVE_P` (a few reference
+samples decide nothing).
 Every verdict would then be about a model fed the wrong inputs, so the audit withholds them
 (:attr:`Gates.withheld`: each method's verdict becomes ``inconclusive``), with or without ``--strict``.
 """
@@ -73,10 +75,12 @@ def check_gates(session: AuditSession, results: dict[str, AuditResult], query_co
     ):
         warnings.append(query)
     withheld = []
-    if label_order := label_order_warning(proba, labels):
-        withheld.append(label_order)
-    if scaling := scaling_suggestion(session.oracle, session.nonmembers.data, proba):
-        (withheld if scaling.decisive else warnings).append(scaling.warning)
+    for mismatch in (
+        label_order_warning(proba, labels),
+        scaling_suggestion(session.oracle, session.nonmembers.data, proba),
+    ):
+        if mismatch is not None:
+            (withheld if mismatch.decisive else warnings).append(mismatch.warning)
     warnings += withheld + _transfer_warnings(results)
     for result in results.values():
         warnings += list(result.thresholds.get("warnings", []))

@@ -19,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from ema.auditors.reference_gates import InputMismatch, input_mismatch
 from ema.data.arrays import ArraySet
 from ema.errors import EMAError
 from ema.image_shapes import DEFAULT_PIXEL_ORDER, PIXEL_ORDERS, orders_pixels
@@ -31,21 +32,6 @@ from ema.oracle import Oracle
 MIN_GAIN = 0.05
 #: Reference images scored per alternative.
 TRIAL_IMAGES = 500
-#: A gain at which the inputs are surely wrong: the audit withholds its verdicts (:mod:`ema.workflows.audit_gates`).
-DECISIVE_GAIN = 0.2
-
-
-@dataclasses.dataclass(frozen=True)
-class ScalingSuggestion:
-    """The warning naming the options that fit clearly better, and the accuracy the best of them adds."""
-
-    warning: str
-    gain: float
-
-    @property
-    def decisive(self) -> bool:
-        """Whether the gain is :data:`DECISIVE_GAIN` or more: the model was surely fed other inputs than in training."""
-        return self.gain >= DECISIVE_GAIN
 
 
 def alternatives(reference: ArraySet) -> dict[str, InputTransform]:
@@ -71,7 +57,7 @@ def _numbers(values: np.ndarray) -> float | tuple[float, ...]:
     return float(values) if values.ndim == 0 else tuple(float(value) for value in values)
 
 
-def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -> ScalingSuggestion | None:
+def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -> InputMismatch | None:
     """The options under which the target does clearly better on ``reference``, in a warning; None if none.
 
     Never asked of a table (its features are not pixels). The scalings of :func:`alternatives`
@@ -86,15 +72,17 @@ def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -
     if reference.kind == "table":
         return None
     images, labels = reference.x[:TRIAL_IMAGES], reference.y[:TRIAL_IMAGES]
-    accuracy = float((proba[:TRIAL_IMAGES].argmax(axis=1) == labels).mean())
+    given = proba[:TRIAL_IMAGES].argmax(axis=1) == labels
+    accuracy = float(given.mean())
     candidates = _alternative_oracles(oracle, reference)
     if not candidates or accuracy + MIN_GAIN > 1.0:  # nothing to try, or nothing can beat it by MIN_GAIN
         return None
-    tried = {
-        options: accuracy_of
+    correct = {
+        options: right
         for options, other in candidates.items()
-        if (accuracy_of := _accuracy_under(other, images, labels)) is not None
+        if (right := _correct_under(other, images, labels)) is not None
     }
+    tried = {options: float(right.mean()) for options, right in correct.items()}
     better = {options: accuracy_of for options, accuracy_of in tried.items() if accuracy_of >= accuracy + MIN_GAIN}
     if not better:
         return None
@@ -104,7 +92,7 @@ def scaling_suggestion(oracle: Oracle, reference: ArraySet, proba: np.ndarray) -
         f"{_as_sent(oracle, reference)}, and {shown}: the model was probably trained on other inputs; rerun with "
         f"{' '.join(_named(better))} if so (the audit did not switch)"
     )
-    return ScalingSuggestion(warning, max(better.values()) - accuracy)
+    return input_mismatch(warning, correct[max(better, key=better.get)], given)
 
 
 def _named(better: dict[tuple[str, ...], float]) -> tuple[str, ...]:
@@ -152,13 +140,14 @@ def _as_sent(oracle: Oracle, reference: ArraySet) -> str:
     return f"{scale}, flattened {'channel by channel' if spec.pixel_order == DEFAULT_PIXEL_ORDER else 'pixel by pixel'}"
 
 
-def _accuracy_under(oracle: Oracle, images: np.ndarray, labels: np.ndarray) -> float | None:
-    """Accuracy on ``images`` through ``oracle``; None when the model refuses the scaling (it is then not suggested).
+def _correct_under(oracle: Oracle, images: np.ndarray, labels: np.ndarray) -> np.ndarray | None:
+    """Which of ``images`` the target gets right through ``oracle``; None when the model refuses the scaling (it is
+    then not suggested).
 
     The probe runs on every audit, so a model that fails on inputs it was never meant to take
     (negative pixels into a square root) must not fail the audit.
     """
     try:
-        return float((oracle.predict_proba(images).argmax(axis=1) == labels).mean())
+        return oracle.predict_proba(images).argmax(axis=1) == labels
     except EMAError:
         return None

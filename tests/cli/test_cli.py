@@ -359,7 +359,7 @@ def test_train_on_other_data_says_it_moved_the_alias_and_model_name_keeps_it(sto
     assert str(MlflowClient().get_model_version_by_alias("ema-target", "target").version) == "2"
 
 
-def test_demo_registers_the_target_under_model_name(monkeypatch):
+def test_demo_registers_the_target_under_model_name(store, monkeypatch):
     import ema.workflows.demo
 
     asked = {}

@@ -327,11 +327,21 @@ def test_label_order_warning_names_the_outputs_read_as_other_classes_and_only_th
     predicted = np.where(rng.random(2000) < agreement, labels, rng.integers(0, 4, 2000))
     proba = np.eye(4)[predicted]
     assert label_order_warning(proba, labels) is None
-    warning = label_order_warning(proba[:, [2, 1, 3, 0]], labels)  # output 0 is class 2, 2 is 3, 3 is 0
+    mismatch = label_order_warning(proba[:, [2, 1, 3, 0]], labels)  # output 0 is class 2, 2 is 3, 3 is 0
+    warning = mismatch.warning
     assert "reading output 3 as class 0, output 0 as class 2, output 2 as class 3" in warning
+    assert mismatch.gain > 0.4 and mismatch.decisive  # on 2,000 samples: the audit withholds its verdicts
     assert f"(accuracy {(predicted == labels).mean():.3f} " in warning
     assert label_order_warning(np.full((2000, 4), 0.25), labels) is None  # chance in every order: nothing to say
     assert label_order_warning(np.eye(2)[labels % 2], labels) is None  # labels beyond the outputs: not an order
+
+
+def test_label_order_on_a_few_samples_is_warned_but_decides_nothing():
+    """Three samples, one more right read the other way: a gain of 0.33, and no evidence (sign test p 0.5)."""
+    labels = np.array([0, 1, 1])
+    mismatch = label_order_warning(np.eye(2)[[1, 0, 1]], labels)
+    assert mismatch.gain == pytest.approx(1 / 3) and mismatch.pvalue == pytest.approx(0.5)
+    assert not mismatch.decisive
 
 
 @pytest.mark.parametrize(

@@ -247,8 +247,17 @@ def test_scaling_suggestion_names_the_scaling_that_fits_without_switching(model,
     assert "rerun with --input-scale 255" in suggestion.warning and "did not switch" in suggestion.warning
     assert f"is {model.unscaled_accuracy:.3f} with pixels in [0, 1]" in suggestion.warning
     assert suggestion.gain == pytest.approx(1.0 - model.unscaled_accuracy)
-    assert suggestion.decisive is decisive  # a gain of 0.2 or more: the audit withholds its verdicts
+    assert suggestion.decisive is decisive  # a gain of 0.2 or more, no accident: the audit withholds its verdicts
     assert oracle.transform.is_identity
+
+
+def test_a_scaling_gain_on_a_few_reference_images_decides_nothing():
+    """Five images all right under 0-255 and none as sent: a gain of 1, yet p = 1/32 on five, no evidence."""
+    reference = _reference().take(np.arange(5))
+    oracle = ScaledModel(outputs="probabilities")
+    suggestion = scaling_suggestion(oracle, reference, oracle.predict_proba(reference))
+    assert suggestion.gain == 1.0 and suggestion.pvalue == pytest.approx(1 / 32)
+    assert not suggestion.decisive
 
 
 def test_scaling_suggestion_is_none_when_the_default_scaling_fits_best():
