@@ -7,6 +7,8 @@ from ema_cli.options import reading_command
 
 #: What the tables show where a run logged no value (a calibrated audit has no rho_EMA).
 MISSING = "-"
+#: The most characters of a cell ``ema history`` prints (a failed audit's error is often longer).
+ERROR_CHARS = 80
 
 
 @click.command("history")
@@ -23,7 +25,8 @@ MISSING = "-"
     "--all",
     "include_all",
     is_flag=True,
-    help="Also failed and unfinished audits (a RUNNING one whose process is gone shows as STALE).",
+    help="Also failed and unfinished audits (a RUNNING one whose process is gone shows as STALE), with why each "
+    "failed one failed (its run's tag ema.error, cut to 80 characters here).",
 )
 @reading_command
 def history(model_name, query, verdict, include_all):
@@ -42,7 +45,7 @@ def history(model_name, query, verdict, include_all):
         finished = "" if include_all else " (finished ones; --all for every audit)"
         click.echo(f"no audits of {model_name!r}{among} found{finished}")
         return
-    with pd.option_context("display.width", 200, "display.max_columns", None):
+    with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", ERROR_CHARS):
         click.echo(shown(table, index=False))
 
 

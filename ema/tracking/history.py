@@ -21,6 +21,8 @@ from ema.tracking.trail import OPTIONS, OPTIONS_WHERE_SET, RETAINED, retained_in
 
 #: The column of ``ema history --verdict V`` naming the methods of each audit that said V.
 SAID_BY = "said_by"
+#: The column of ``ema history --all`` saying why a failed audit failed (its run's tag ``ema.error``).
+ERROR = "error"
 HISTORY_COLUMNS = (
     "started",
     "run_id",
@@ -32,6 +34,7 @@ HISTORY_COLUMNS = (
     "verdict",
     SAID_BY,
     "status",
+    ERROR,
 )
 #: The status shown for a RUNNING run whose process, on this host, no longer exists.
 STALE = "STALE (process gone)"
@@ -48,7 +51,8 @@ def audit_history(
     """The audit runs of ``model_name`` (all versions, all experiments), newest first.
 
     Only FINISHED audits unless ``include_all``; then FAILED and RUNNING ones too, a RUNNING
-    run whose process is gone marked :data:`STALE`. Runs nested in an audit (a calibration it
+    run whose process is gone marked :data:`STALE`, and the column :data:`ERROR` says why each
+    failed one failed. Runs nested in an audit (a calibration it
     trained) are not audits and never listed. ``verdict`` keeps the audits where any method said it,
     not only the first one, whose verdict is the run's (an ``ema+calibrated`` run's is EMA's even where
     the calibrated auditor says ``memorized``): the column ``said_by`` then names the methods that did.
@@ -68,7 +72,7 @@ def audit_history(
         early = [r for r in early if not r.data.params and is_audit(r.data.tags)]
         runs = sorted([*runs, *early], key=lambda run: -run.info.start_time)[:max_results]
     rows = [history_row(run, verdict) for run in runs]
-    columns = [c for c in HISTORY_COLUMNS if c != SAID_BY or verdict is not None]
+    columns = [c for c in HISTORY_COLUMNS if (c != SAID_BY or verdict is not None) and (c != ERROR or include_all)]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -108,6 +112,7 @@ def history_row(run: Run, verdict: str | None) -> dict[str, object]:
         "verdict": verdicts_text(run.data.tags, method),
         **({SAID_BY: ", ".join(methods_saying(run, verdict))} if verdict is not None else {}),
         "status": STALE if is_stale(run.info.status, run.data.tags) else run.info.status,
+        ERROR: run.data.tags.get(keys.TAG_ERROR),
     }
 
 

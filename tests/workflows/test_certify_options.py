@@ -71,6 +71,11 @@ def test_an_audit_refused_on_its_data_is_named_and_listed_with_its_model(trained
     run = MlflowClient().get_run(failed[failed["query"] == "empty.npz"]["run_id"].iloc[0])
     assert run.info.run_name.startswith("empty · ema · ")  # the file's name, its suffix left out
     assert MlflowClient().list_artifacts(run.info.run_id) == []
+    why = failed[failed["query"] == "empty.npz"]["error"].iloc[0]
+    assert why == run.data.tags[keys.TAG_ERROR] and why in refused.output  # the error printed is the one listed
+    shown = ema("history", "--model", outcome.version.name, "--all")
+    assert shown.exit_code == 0 and why[:40] in shown.output and "error" in shown.output.splitlines()[0]
+    assert "error" not in ema("history", "--model", outcome.version.name).output.splitlines()[0]
 
 
 def test_runs_and_trail_record_the_margin_and_level_a_method_certified_with(trained):
