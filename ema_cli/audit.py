@@ -220,7 +220,8 @@ PROJECT_DEFAULT_QUERY = ""
     "members_file",
     type=click.Path(dir_okay=False),
     help=(
-        "With --method calibrated: a set file (.npz, .csv, .parquet) of samples the target was trained on "
+        "With --method calibrated or ema+calibrated: a set file (.npz, .csv, .parquet) of samples the target was "
+        "trained on "
         "(default: a workbench target's other training folds; none known: transfer from the calibration model)."
     ),
 )

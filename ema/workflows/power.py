@@ -63,7 +63,9 @@ def query_size_for_power(
         check_quality(k)
         target = resolve_target(model_uri, recipe_file=recipe_file)
         oracle = target.oracle(outputs="probabilities")
-        members = member_reference(target, None, members_file, max_images=max_query, label_column=label_column)
+        members = member_reference(
+            target, None, members_file, max_images=max_query, label_column=label_column, unheld_query=""
+        )
         if members is not None:
             nonmembers = of_kind(
                 nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column),
@@ -183,7 +185,9 @@ def certification_plan(
         check_open_unit("margin", margin)
         check_open_unit("probability", probability)
         target = resolve_target(model_uri, recipe_file=recipe_file)
-        members = member_reference(target, None, members_file, max_images=max_query, label_column=label_column)
+        members = member_reference(
+            target, None, members_file, max_images=max_query, label_column=label_column, unheld_query=""
+        )
         if members is None:
             raise InputError(
                 f"ema power --certify needs samples the target was trained on, got none known for {target.label}; "

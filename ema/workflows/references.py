@@ -157,6 +157,10 @@ def check_disjoint(members: Reference, nonmembers: Reference) -> None:
     )
 
 
+#: How a member reference's description ends where the query is a Spark table this process never holds.
+SPARK_QUERY_NOT_LEFT_OUT = ", the query (a Spark table) not left out"
+
+
 def member_reference(
     target: Target,
     query: ArraySet | None,
@@ -164,12 +168,14 @@ def member_reference(
     *,
     max_images: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
+    unheld_query: str = SPARK_QUERY_NOT_LEFT_OUT,
 ) -> Reference | None:
     """Samples known to be in the target's training data, the query's own left out; None when none are known.
 
-    ``query`` None: the query is a table this process never holds (the Spark engine), so
-    nothing is left out; the description says so. Files are read only when they hold at most
-    ``max_images`` images; a table file's labels are in ``label_column``.
+    ``query`` None: this process holds no query (a table on Spark's executors, or none at all,
+    as in ``ema power``), so nothing is left out; the description ends with ``unheld_query``.
+    Files are read only when they hold at most ``max_images`` images; a table file's labels are
+    in ``label_column``.
     """
     if members_file:
         data = target.read_set(members_file, role=MEMBERS_ROLE, max_images=max_images, label_column=label_column)
@@ -189,8 +195,7 @@ def member_reference(
     if len(members) == 0:
         return None
     counted = kept_words(len(members), len(known.data)) if query is not None else f"{len(members)} samples"
-    left_out = "" if query is not None else ", the query (a Spark table) not left out"
-    return Reference(members, f"{known.description}: {counted}{left_out}")
+    return Reference(members, f"{known.description}: {counted}{'' if query is not None else unheld_query}")
 
 
 def kept_words(kept: int, read: int) -> str:

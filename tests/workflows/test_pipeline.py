@@ -350,6 +350,7 @@ def test_power_plans_the_size_at_which_an_audit_of_the_same_auditor_states_the_p
     assert n is not None and result.power >= 0.9 and math.isnan(result.level)
     route = MlflowClient().search_runs([mlflow.get_experiment_by_name("ema").experiment_id], max_results=1)[0]
     assert route.data.tags[keys.TAG_POWER_ROUTE].startswith("member reference (training data of ")
+    assert "Spark" not in route.data.tags[keys.TAG_POWER_ROUTE]  # a plan has no query to leave out, on Spark or not
     members = load_splits(DEFAULT_DATA, 0).query("M1")
     stated = {}
     for size in (n - 1, n):
