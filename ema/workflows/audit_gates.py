@@ -8,13 +8,13 @@ class order, signals that barely separate members from non-members, flags that f
 every non-member (EMA's verdict is then no evidence either way), and a calibration model that
 generalises unlike the target. The auditors' own warnings are added after them.
 
-Two of them can say the audit's inputs surely do not reach the model as its training data did: outputs
-that match the labels far better in another class order, and an input scaling (or pixel order)
-under which the target does far better, each by :data:`~ema.auditors.reference_gates.DECISIVE_GAIN`
+Two of them can say the audit's inputs surely do not reach the model as its training data did:
+outputs that match the labels far better in another class order, and an input scaling (or pixel
+order) under which the target does far better, each by :data:`~ema.auditors.reference_gates.DECISIVE_GAIN`
 and with a sign test's p at most :data:`~ema.auditors.reference_gates.DECISIVE_P` (a few reference
-samples decide nothing).
-Every verdict would then be about a model fed the wrong inputs, so the audit withholds them
-(:attr:`Gates.withheld`: each method's verdict becomes ``inconclusive``), with or without ``--strict``.
+samples decide nothing). Every verdict would then be about a model fed the wrong inputs, so the
+audit withholds them (:attr:`Gates.withheld`: each method's verdict becomes ``inconclusive``), with
+or without ``--strict``.
 """
 
 from __future__ import annotations
