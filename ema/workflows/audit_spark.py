@@ -12,10 +12,13 @@ whose ``MethodSpec.engines`` name it (EMA); the audit refuses the rest.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tqdm.auto import tqdm
 
 from ema.engines.batches import AuditBatch
 from ema.errors import InputError, MissingDependencyError, pip_command
@@ -93,6 +96,8 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             auditor, tags = ema_auditor(session, reference.access)
             model = spark_engine.ship_model(spark, oracle)
             batch = _audit_batch(table, model, auditor, target, where=config.query_table, name=config.query_name)
+            if progress:  # Spark's own console progress is off: one line says what the wait is for
+                tqdm.write(scoring_line(config.query_table, table, spark.sparkContext.master), file=sys.stderr)
             counts = spark_engine.audit_table(table, batch=batch, out_uri=out_uri)
         log_batch(params={keys.PARAM_QUERY_FINGERPRINT: counts.fingerprint})
         result = auditor.audit_counts(counts.n_flagged, counts.n_query)
@@ -102,6 +107,13 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
         yield Scored(
             session, {result.method: result}, tags, reference.access, reference.detected, counts.fingerprint, membership
         )
+
+
+def scoring_line(uri: str, table, master: str) -> str:
+    """What an audit on Spark waits for, said before its one job runs: the table, the master and the partitions the
+    executors score (a :class:`ema.engines.spark.QueryTable`; counting its rows would cost a job of its own)."""
+    partitions = table.frame.rdd.getNumPartitions()
+    return f"scoring {uri} on Spark ({master}, {partitions} partition(s)); the verdict follows when the job ends"
 
 
 def _audit_batch(table, model, auditor, target, *, where: str, name: str) -> AuditBatch:

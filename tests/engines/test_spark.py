@@ -164,11 +164,13 @@ def assert_spark_report(on_spark, local) -> None:
     assert f"{on_spark.primary.n_query} samples" in html and "<td>spark</td>" in html
 
 
-def test_spark_audit_writes_membership_to_the_uri_given(trained, spark, tables, tmp_path):  # noqa: F811
+def test_spark_audit_writes_membership_to_the_uri_given(trained, spark, tables, tmp_path, capsys):  # noqa: F811
+    """...and says, before its job runs, what the audit waits for (Spark's own console progress is off)."""
     _, outcome = trained
     out = str(tmp_path / "membership")
     config = AuditConfig(model_uri=outcome.version.uri, query_table=tables["M6"], engine="spark", membership_out=out)
-    result = audit(config, progress=False)
+    result = audit(config, progress=True)
+    assert f"scoring {tables['M6']} on Spark (local[2], " in capsys.readouterr().err
     assert len(pd.read_parquet(out)) == result.primary.n_query == 2000
     assert run_data(result.run_id).tags[keys.TAG_MEMBERSHIP_URI] == out
     assert keys.ARTIFACT_MEMBERSHIP_PARQUET not in artifacts_of(result.run_id)
