@@ -203,7 +203,8 @@ def label_order_warning(proba: np.ndarray, labels: np.ndarray) -> InputMismatch 
         return None
     from scipy.optimize import linear_sum_assignment
 
-    agreements = np.bincount(labels * n_classes + proba.argmax(axis=1), minlength=n_classes**2)
+    predicted = proba.argmax(axis=1)
+    agreements = np.bincount(labels * n_classes + predicted, minlength=n_classes**2)
     agreements = agreements.reshape(n_classes, n_classes)  # row: the label, column: the output
     classes, outputs = linear_sum_assignment(agreements, maximize=True)
     best, given = agreements[classes, outputs].sum() / labels.size, np.trace(agreements) / labels.size
@@ -218,5 +219,4 @@ def label_order_warning(proba: np.ndarray, labels: np.ndarray) -> InputMismatch 
     )
     read_as = np.empty(n_classes, dtype=np.int64)
     read_as[outputs] = classes  # the class each output is read as
-    predicted = proba.argmax(axis=1)
     return input_mismatch(warning, read_as[predicted] == labels, predicted == labels)
