@@ -26,17 +26,22 @@ audit's time beyond the baseline is the baseline's own teardown.
 The processes run in turn in every round, so the machine's slow phases fall on all of them, and
 with Python's default bytecode cache (:func:`user_environment`), as on a user's machine.
 
-An audit also writes its run to the store, which the import line never does: each write is a
-sqlite commit that syncs the disk (MLflow leaves sqlite's ``synchronous=FULL``). The note says how
-many write commits the cached audit makes (:data:`COUNT_WRITES`, one untimed audit) and what one
-costs on the disk the store is on (:func:`write_commit_seconds`), so that a ratio measured on a
-machine whose disk syncs slowly can be read: there the same audit pays those commits many times
-over, and no import line does.
+An audit also writes its run to the store, which the import line never does. In MLflow's default
+journal (rollback, ``synchronous=FULL``) each write is a sqlite commit that syncs the disk four
+times; the workbench's stores are in WAL mode and sync at checkpoints
+(:mod:`ema.tracking.sqlite_sync`). The note says how many write commits the cached audit makes
+(:data:`COUNT_WRITES`, one untimed audit) and what one costs on the disk the store is on, in both
+journals (:func:`write_commit_seconds`). A last row times the same audit on a disk whose every sync
+takes :data:`SLOW_SYNC_US` longer (strace's fault injection, :func:`slow_syncs`; skipped without
+strace), against the import line under the same strace, and, in the same rounds, the audit of a copy
+of the store in MLflow's default journal (:func:`rollback_copy`): what the goal's "on any machine"
+costs a store that syncs every commit.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -45,6 +50,7 @@ import time
 from pathlib import Path
 
 from benchmarks._common import Config, interleaved, progress, row, spread, temporary_store
+from ema.tracking.sqlite_sync import create_in_wal_mode
 
 NAME = "cli"
 CLI = [sys.executable, "-c", "from ema_cli.cli import run; run()"]
@@ -121,11 +127,20 @@ def count_writes(command: list[str]) -> int:
     return int(done.stderr.strip().splitlines()[-1])
 
 
-def write_commit_seconds(folder: Path) -> float:
-    """Median seconds of a one-row sqlite commit in ``folder``, synced as MLflow's store syncs (sqlite's defaults)."""
+#: How much longer every fsync and fdatasync takes on the simulated slow disk, in microseconds.
+SLOW_SYNC_US = 20_000
+
+
+def write_commit_seconds(folder: Path, *, wal: bool) -> float:
+    """Median seconds of a one-row sqlite commit in ``folder``: in WAL mode at ``synchronous=NORMAL``, as the
+    workbench's stores commit, or (``wal=False``) in sqlite's defaults, which MLflow keeps."""
     path = folder / "write-probe.db"
+    if wal:
+        create_in_wal_mode(path)
     connection = sqlite3.connect(path)
     try:
+        if wal:
+            connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("CREATE TABLE probe (n INTEGER)")
         connection.commit()
         times = []
@@ -140,6 +155,65 @@ def write_commit_seconds(folder: Path) -> float:
     return statistics.median(times)
 
 
+def slow_syncs(command: list[str]) -> list[str]:
+    """``command`` on a disk whose every sync takes :data:`SLOW_SYNC_US` longer: strace delays each return."""
+    return [
+        *("strace", "-f", "--seccomp-bpf", "-qq", "-o", os.devnull, "-e", "trace=fsync,fdatasync"),
+        *("-e", f"inject=fsync,fdatasync:delay_exit={SLOW_SYNC_US}", *command),
+    ]
+
+
+def rollback_copy(db: Path, folder: Path) -> str:
+    """A copy of the store ``db`` in ``folder``, in MLflow's default journal (rollback); its tracking URI.
+
+    sqlite's backup takes what the log holds too; the copy's runs keep their artifacts where the original's are.
+    """
+    folder.mkdir()
+    copy = folder / db.name
+    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+        target.execute("PRAGMA journal_mode=DELETE")
+    return f"sqlite:///{copy}"
+
+
+def slow_sync_row(repeats: int) -> dict:
+    """The cached audit and the import line, each under :func:`slow_syncs`, with the audit of a
+    :func:`rollback_copy` of the store in the same rounds (the working directory is the store's folder)."""
+    if shutil.which("strace") is None:
+        return {
+            "benchmark": NAME,
+            "skipped": "the audit on a slow disk: strace is not installed (apt-get install strace)",
+        }
+    folder = Path.cwd()
+    rollback = {**user_environment(), "MLFLOW_TRACKING_URI": rollback_copy(folder / "mlflow.db", folder / "rollback")}
+    progress(f"cli: the audit on a disk whose syncs take {SLOW_SYNC_US / 1000:g} ms longer, {repeats} rounds")
+    times = interleaved(
+        {
+            "imports": lambda: run(slow_syncs(IMPORTS)),
+            "audit": lambda: run(slow_syncs([*CLI, *AUDIT])),
+            "rollback": lambda: subprocess.run(
+                slow_syncs([*CLI, *AUDIT]), check=True, capture_output=True, env=rollback
+            ),
+        },
+        repeats,
+    )
+    imports, audit, rollback_audit = (statistics.median(times[k]) for k in ("imports", "audit", "rollback"))
+    return against_imports(
+        f"ema audit --query M6, every disk sync {SLOW_SYNC_US / 1000:g} ms slower (strace), whole process",
+        audit,
+        imports,
+        ratio_label="audit / imports, both under strace",
+        goal=f"<= {AUDIT_GOAL:g}x imports",
+        met=audit / imports <= AUDIT_GOAL,
+        repeats=repeats,
+        note=(
+            f"audit {spread(times['audit'])}, imports {spread(times['imports'])}; the same audit of a copy of the "
+            f"store in MLflow's default journal (rollback, synchronous=FULL), in the same rounds: "
+            f"{spread(times['rollback'])}, {rollback_audit / imports:.2f}x imports"
+        ),
+    )
+
+
 def measure(config: Config) -> list[dict]:
     """Median seconds of ``ema --help`` and of a cached ``ema audit`` process, the imports timed in the same rounds."""
     from ema.training.spec import TrainSpec
@@ -151,7 +225,7 @@ def measure(config: Config) -> list[dict]:
         train_target(TrainSpec(epochs=5 if config.quick else 50), progress=False)
         run([*CLI, *AUDIT])
         writes = count_writes([*COUNT_WRITES, *AUDIT])
-        commit = write_commit_seconds(Path.cwd())
+        commit, rollback_commit = (write_commit_seconds(Path.cwd(), wal=wal) for wal in (True, False))
         progress(f"cli: ema --help, ema audit and the imports, {repeats} interleaved rounds")
         times = interleaved(
             {
@@ -163,6 +237,7 @@ def measure(config: Config) -> list[dict]:
             },
             repeats,
         )
+        slow_disk = slow_sync_row(repeats)
     imports, help_, audit, no_figures, floor, program_imports = (
         statistics.median(times[k])
         for k in ("imports", "help", "audit", "no figures audit", "floor", "imports as ema runs")
@@ -195,7 +270,8 @@ def measure(config: Config) -> list[dict]:
                 f"imports, audit / floor = {audit / floor:.2f}x; each part alone: "
                 + ", ".join(f"{part} {statistics.median(times[part]) / imports:.2f}x" for part in FLOOR_PARTS)
                 + f"; the audit's store writes: {writes} write commits, {commit * 1000:.2f} ms each on this disk "
-                f"(sqlite, synchronous=FULL, median of {WRITE_PROBES}), {writes * commit:.3f} s in all"
+                f"as the store commits (WAL, synchronous=NORMAL; median of {WRITE_PROBES}), {writes * commit:.3f} s "
+                f"in all; {rollback_commit * 1000:.2f} ms each in MLflow's default journal (rollback, synchronous=FULL)"
             ),
         ),
         against_imports(
@@ -212,6 +288,7 @@ def measure(config: Config) -> list[dict]:
                 f"({audit - no_figures:.2f} s for its SVG figures)"
             ),
         ),
+        slow_disk,
     ]
 
 

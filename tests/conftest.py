@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -41,6 +42,22 @@ def no_store_left_in_the_repository() -> Iterator[None]:
             "the test needs the `store` fixture",
             pytrace=False,
         )
+
+
+@pytest.fixture
+def immutable() -> Iterator[Callable[[Path], None]]:
+    """Make a file or folder unwritable even for root (the immutable attribute) until the test ends; the test is
+    skipped where ``chattr +i`` cannot set it (another file system, no privilege)."""
+    made: list[Path] = []
+
+    def make(path: Path) -> None:
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+            pytest.skip(f"chattr +i {path} is not possible here")
+        made.append(path)
+
+    yield make
+    for path in made:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
 @pytest.fixture(scope="session")

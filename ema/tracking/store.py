@@ -12,6 +12,7 @@ does not know) is reported as one line that names it and says what to do.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
 import sqlite3
@@ -36,6 +37,7 @@ from mlflow.tracking._tracking_service.utils import _get_store
 from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
 
 from ema.errors import InputError, MissingDependencyError, ModelAccessError, StoreBusyError, StoreError, pip_command
+from ema.tracking import sqlite_sync
 
 T = TypeVar("T")
 
@@ -286,6 +288,11 @@ def store_lock(db: Path, *, timeout: float = STORE_LOCK_SECONDS) -> Iterator[Non
             f"waited {timeout:.0f} s for another process setting up the MLflow store {db} (it holds {lock.lock_file}); "
             "if no other ema or mlflow command is running, delete that lock file and try again"
         ) from exc
+    except PermissionError as exc:
+        raise StoreError(
+            f"cannot use the MLflow store {db}: its lock file {lock.lock_file} is not writable here ({exc}); every "
+            "command writes beside its store, even one that only reads: use a copy in a folder you may write to"
+        ) from exc
     try:
         yield
     finally:
@@ -304,6 +311,12 @@ def _check_sqlite_file(db: Path) -> None:
     except sqlite3.DatabaseError as exc:
         if is_busy(exc):
             raise
+        if sqlite_sync.is_wal(db) and not os.access(db.parent, os.W_OK):
+            raise StoreError(
+                f"the MLflow store {db} is in WAL mode and its folder is not writable here, where sqlite must create "
+                f"{db.name}-shm to read it ({exc}); read a copy in a folder you may write to, or have its owner "
+                "convert it back with PRAGMA journal_mode=DELETE"
+            ) from exc
         raise StoreError(
             f"the MLflow store {db} is not a usable sqlite database ({exc}); move it aside to start a fresh "
             "store there, or point MLFLOW_TRACKING_URI at another store"
@@ -350,8 +363,10 @@ def opened(uri: str) -> Iterator[None]:
     """Open the store at ``uri``; inside, set-up calls (creating an experiment) run one process at a time.
 
     For a sqlite store the database is created and migrated at most once, under
-    ``<db>.lock``: a command that starts while another migrates waits for it. Other stores
-    (a tracking server, a database server) migrate on their own side.
+    ``<db>.lock``: a command that starts while another migrates waits for it. It is created in
+    WAL mode, and this process's connections to a WAL store sync at checkpoints only
+    (:mod:`ema.tracking.sqlite_sync`). Other stores (a tracking server, a database server)
+    migrate on their own side.
 
     Raises
     ------
@@ -369,5 +384,8 @@ def opened(uri: str) -> Iterator[None]:
         return
     db.parent.mkdir(parents=True, exist_ok=True)
     with store_lock(db):
+        if not db.exists() or db.stat().st_size == 0:
+            sqlite_sync.create_in_wal_mode(db)
+        sqlite_sync.sync_at_checkpoints(db)
         _open(uri, db)
         yield

@@ -4,19 +4,27 @@ count of the audit's store writes counts the transactions that wrote."""
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
+
+import pytest
 
 from benchmarks.cli import (
     COUNT_WRITES,
     FLOORS,
     NO_BYTECODE,
+    SLOW_SYNC_US,
     WRITE_COUNTER,
     as_ema_runs,
     count_writes,
+    rollback_copy,
+    slow_syncs,
     user_environment,
     write_commit_seconds,
 )
+from ema.tracking.sqlite_sync import create_in_wal_mode
 from ema_cli.cli import GC_THRESHOLDS
 
 
@@ -58,6 +66,35 @@ def test_count_writes_counts_the_transactions_that_wrote(tmp_path, monkeypatch):
     assert count_writes(logging_run([{"a": 1, "b": 2}])) == 3
 
 
-def test_write_commit_seconds_times_a_commit_and_leaves_the_folder_as_it_was(tmp_path):
-    assert write_commit_seconds(tmp_path) > 0
+@pytest.mark.parametrize("wal", [True, False])
+def test_write_commit_seconds_times_a_commit_and_leaves_the_folder_as_it_was(tmp_path, wal):
+    assert write_commit_seconds(tmp_path, wal=wal) > 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_rollback_copy_holds_what_the_log_holds_in_mlflows_default_journal(tmp_path):
+    """The copy is made while a connection holds commits in the log, not yet in the database file."""
+    db = tmp_path / "mlflow.db"
+    create_in_wal_mode(db)
+    writer = sqlite3.connect(db)
+    writer.execute("CREATE TABLE runs (name TEXT)")
+    writer.execute("INSERT INTO runs VALUES ('kept')")
+    writer.commit()
+    uri = rollback_copy(db, tmp_path / "copy")
+    writer.close()
+    copy = sqlite3.connect(uri.removeprefix("sqlite:///"))
+    assert copy.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    assert copy.execute("SELECT name FROM runs").fetchall() == [("kept",)]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+def test_slow_syncs_delays_each_sync(tmp_path):
+    """A lower bound only, which the injected delay guarantees: two syncs take at least two delays."""
+    probe = (
+        "import os, time; f = os.open('f', os.O_CREAT | os.O_WRONLY); t = time.perf_counter(); "
+        "os.fsync(f); os.fdatasync(f); print(time.perf_counter() - t)"
+    )
+    shown = subprocess.run(
+        slow_syncs([sys.executable, "-c", probe]), check=True, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert float(shown.stdout) >= 2 * SLOW_SYNC_US / 1e6
