@@ -149,6 +149,15 @@ def cells_as_text(x: np.ndarray) -> np.ndarray:
     return cells.astype(str)
 
 
+def missing_cells(x: np.ndarray) -> int:
+    """How many numbers of a table ``x`` (n, d) are missing (NaN: a cell read with ``--allow-missing``); 0 for a table
+    of integers, and for images (uint8, or float pixels of more than two axes)."""
+    if x.ndim != 2 or x.dtype.kind not in "fO":
+        return 0
+    numbers = x[:, ~text_columns(x)].astype(np.float64) if x.dtype == object else x
+    return int(np.isnan(numbers).sum())
+
+
 def text_columns(x: np.ndarray) -> np.ndarray:
     """Which columns of a table hold text (its first row decides: a table's columns each hold one kind)."""
     if x.dtype != object or len(x) == 0:
@@ -308,6 +317,14 @@ def _check_whole_columns(values: np.ndarray, spec: InputSpec) -> None:
     integer = np.flatnonzero([np.dtype(dtype).kind in "iu" for dtype in numeric])
     if values.dtype.kind != "f" or integer.size == 0:
         return
+    missing = np.isnan(values[:, integer]).any(axis=0)
+    if missing.any():
+        name, dtype = names[integer[np.argmax(missing)]], numeric[integer[np.argmax(missing)]]
+        raise InputError(
+            f"expected a number in every cell of column {name!r} (the model's signature declares {dtype}, which "
+            "holds no missing value), got missing cells: a column with gaps is declared double (float64) by a model "
+            "that takes them"
+        )
     fractional = values[:, integer] != np.rint(values[:, integer])
     if fractional.any():
         row, column = np.argwhere(fractional)[0]
@@ -334,6 +351,11 @@ def _table_inputs(x: np.ndarray, transform: InputTransform, spec: InputSpec) -> 
             )
         return x
     values = transform.apply(x) if not transform.is_identity else x
+    if spec.takes_integers and missing_cells(values):
+        raise InputError(
+            f"expected a number in every cell for a model that takes {spec.describe()} (integers hold no missing "
+            f"value), got {missing_cells(values)} missing cells; a model that takes them declares floats"
+        )
     if spec.takes_integers and values.dtype.kind == "f" and not np.array_equal(values, np.rint(values)):
         raise InputError(
             f"expected whole numbers for a model that takes {spec.describe()}, got fractional values "

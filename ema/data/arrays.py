@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from ema.errors import InputError
-from ema.inputs import cells_as_text, input_kind, listed_names, to_model_inputs
+from ema.inputs import cells_as_text, input_kind, listed_names, missing_cells, to_model_inputs
 
 #: The embedded data's images are square, IMAGE_SIZE pixels a side: (n, 28, 28) uint8 as stored.
 IMAGE_SIZE = 28
@@ -31,12 +31,22 @@ def class_count(labels: np.ndarray) -> int:
     return max(2, int(labels.max()) + 1)
 
 
+def canonical_nan(x: np.ndarray) -> np.ndarray:
+    """``x`` with every NaN (a table's missing cell) as numpy's one NaN, whatever its sign and payload bits (pandas,
+    Arrow and arithmetic write several): tables that hold the same values and gaps then have the same bytes, to hash
+    and to compare. Arrays without NaN are returned as they are, uncopied."""
+    if x.dtype.kind != "f":
+        return x
+    missing = np.isnan(x)
+    return np.where(missing, np.nan, x).astype(x.dtype, copy=False) if missing.any() else x
+
+
 def fingerprint(*arrays: np.ndarray) -> str:
-    """A short content hash of arrays (their dtype, shape and bytes; a table with text columns as
-    :func:`~ema.inputs.cells_as_text`), stable across runs."""
+    """A short content hash of arrays (their dtype, shape and bytes, NaN as :func:`canonical_nan`; a table with text
+    columns as :func:`~ema.inputs.cells_as_text`), stable across runs."""
     digest = hashlib.sha256()
     for array in arrays:
-        array = np.ascontiguousarray(cells_as_text(array) if array.dtype == object else array)
+        array = np.ascontiguousarray(cells_as_text(array) if array.dtype == object else canonical_nan(array))
         digest.update(f"{array.dtype.str}{array.shape}".encode())
         digest.update(array.reshape(-1).view(np.uint8))  # the array's own bytes, not a copy
     return digest.hexdigest()[:FINGERPRINT_LENGTH]
@@ -93,6 +103,11 @@ class ArraySet:
         if self.kind == "table":
             return fingerprint(self.x, self.y, np.array(self.features))
         return fingerprint(self.x, self.y)
+
+    @cached_property
+    def missing_cells(self) -> int:
+        """How many of a table's numbers are missing (NaN, read with ``--allow-missing``); 0 for images."""
+        return missing_cells(self.x)
 
     def take(self, positions: np.ndarray, name: str | None = None) -> ArraySet:
         """The subset at ``positions`` (positions within this set)."""

@@ -42,21 +42,35 @@ def add_table_noise(
     """Rows of a table plus N(0, std^2) noise on standardised features: ``x + std * scale * z``, z ~ N(0, 1).
 
     ``scale`` holds each feature's standard deviation (over the whole set, so that the
-    noise is the same whichever rows are chosen); a constant feature gets none. The result
-    is float64: an integer feature becomes fractional, as noise on a measured quantity is.
+    noise is the same whichever rows are chosen: :func:`feature_scale`); a constant feature gets
+    none. The result is float64: an integer feature becomes fractional, as noise on a measured
+    quantity is. A missing cell (NaN) stays missing: there is no value to move.
     """
     return x + rng.normal(0.0, std, size=x.shape) * scale
 
 
+def feature_scale(values: np.ndarray) -> np.ndarray:
+    """Each column's standard deviation over its present cells, shape (d,): a missing cell (NaN, read with
+    ``--allow-missing``) is left out of its column's spread, and a column with no present cell gets 0 (no noise).
+    A table without missing cells gets exactly ``values.std(axis=0)``."""
+    missing = np.isnan(values)
+    if not missing.any():
+        return values.std(axis=0)
+    scale = np.zeros(values.shape[1])
+    present = ~missing.all(axis=0)
+    scale[present] = np.nanstd(values[:, present], axis=0)
+    return scale
+
+
 def corrupt_table_rows(data: ArraySet, k: int, seed: int, name: str) -> ArraySet:
     """The table with (100 - k)% of its rows, chosen with ``seed``, given :func:`add_table_noise` on their numbers (a
-    text column, a category, is left as it is)."""
+    text column, a category, is left as it is, and so is a missing number: NaN)."""
     rng = np.random.default_rng(seed)
     n = len(data)
     chosen = rng.permutation(n)[: round(n * (100 - k) / 100)]
     numbers = ~text_columns(data.x)
     values = data.x[:, numbers].astype(np.float64)
-    values[chosen] = add_table_noise(values[chosen], values.std(axis=0), rng)
+    values[chosen] = add_table_noise(values[chosen], feature_scale(values), rng)
     if numbers.all():
         return replace(data, name=name, x=values)
     x = data.x.copy()

@@ -18,6 +18,8 @@ from ema.validation import check_choice
 
 #: Pixel values as query files store them.
 PIXEL_MAX = 255
+#: What lets an evaluation table's missing cells through, as a refusal names it.
+EVALUATOR_ALLOW_MISSING = "evaluator_config={'ema': {'allow_missing': True}}"
 
 
 #: What a frame's rows hold: images (pixel columns, or one column of image arrays), or named features.
@@ -31,6 +33,7 @@ def set_from_frame(
     name: str,
     max_images: int = DEFAULT_MAX_QUERY,
     kind: str = "image",
+    allow_missing: bool = False,
 ) -> ArraySet:
     """The query set in a table and its labels.
 
@@ -49,6 +52,8 @@ def set_from_frame(
         The most rows accepted, checked before the table is converted (which copies it).
     kind : {"image", "table"}
         What the rows hold.
+    allow_missing : bool
+        A table's missing numbers are kept as NaN (for a model whose pipeline imputes them), not refused.
 
     Returns
     -------
@@ -60,7 +65,8 @@ def set_from_frame(
     InputError
         If the table has more than ``max_images`` rows, or no rows; for images, another number of
         pixel columns, cells of different shapes, non-numeric or fractional pixels, pixels outside
-        0-255; for tables, a missing value or a column of numbers and text mixed; labels that are not integers.
+        0-255; for tables, an infinite value, a missing one (without ``allow_missing``) or a column of numbers and
+        text mixed; labels that are not integers.
 
     Examples
     --------
@@ -74,7 +80,8 @@ def set_from_frame(
         raise InputError("expected at least one sample, got an empty table")
     if kind == "table":
         frame = features if isinstance(features, pd.DataFrame) else pd.DataFrame(np.asarray(features))
-        x = feature_matrix(frame, where=f"evaluation table {name}")
+        where = f"evaluation table {name}"
+        x = feature_matrix(frame, where=where, allow_missing=allow_missing, option=EVALUATOR_ALLOW_MISSING)
         y = _as_labels(labels, x.shape[0], f"evaluation table {name}")
         return ArraySet(name, x, y, np.arange(x.shape[0], dtype=np.int64), tuple(map(str, frame.columns)))
     x = _as_uint8(_images(features))

@@ -182,7 +182,11 @@ def write_table(chunks: Iterable[ArraySet], out_dir: Path, *, label_column: str 
 
 
 def read_table(
-    path: str | Path, *, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN
+    path: str | Path,
+    *,
+    max_images: int = DEFAULT_MAX_QUERY,
+    label_column: str = DEFAULT_LABEL_COLUMN,
+    allow_missing: bool = False,
 ) -> ArraySet:
     """Read a local query table (a Parquet file or folder) whole, for the in-process engine.
 
@@ -194,7 +198,8 @@ def read_table(
     InputError
         If the path is missing, not Parquet, holds more than ``max_images`` rows, lacks a
         column, holds images of several shapes or of another size than its shape columns say,
-        or (a table of features) a value that is not a finite number.
+        or (a table of features) a value that is not a finite number (a missing one, NaN or null, is kept as
+        NaN with ``allow_missing``).
     """
     path = Path(path)
     if not path.exists():
@@ -206,7 +211,8 @@ def read_table(
         raise unreadable_table(str(path), str(exc).splitlines()[0]) from exc
     types = {field.name: field.type for field in table.schema}
     if check_columns(types, where=str(path), label_column=label_column) == "table":
-        return labelled_set(table.to_pandas(), path.name, label_column=label_column, where=str(path))
+        frame = table.to_pandas()
+        return labelled_set(frame, path.name, label_column=label_column, where=str(path), allow_missing=allow_missing)
     shape_columns = [column for column in SHAPE_COLUMNS if column in types]
     empty = [column for column in (*QUERY_COLUMNS, *shape_columns) if table.column(column).null_count]
     if empty:

@@ -2,9 +2,12 @@
 
 The label column is named by ``--label-column`` (default ``label``); an ``index`` column, if
 present, gives each row's position in its source. Every other column is a feature and holds
-numbers or text (categories, which go to a model that declares them text), with no missing
-values: a model is audited on exactly the values it is given, so nothing is filled in or
-dropped silently. The row count is bounded before the rows are read.
+numbers or text (categories, which go to a model that declares them text). A model is audited on
+exactly the values it is given, so nothing is filled in or dropped silently: a missing number (an
+empty cell, a Parquet null) is refused unless the audit allows missing cells (``--allow-missing``),
+and then it goes to the model as NaN, for a model whose own pipeline imputes it; an infinite number
+is refused either way (it is a value, not a missing one), and so is a missing cell of a text
+column. The row count is bounded before the rows are read.
 """
 
 from __future__ import annotations
@@ -33,25 +36,41 @@ OTHER_SEPARATORS = {"';'": ";", "tabs": "\t", "'|'": "|"}
 SHOWN_HEADER = 60
 #: The largest label or index read: every whole number up to it is exact as a float64.
 MAX_WHOLE = 2**53
+#: The option that lets missing cells through, as a refusal names it (the evaluator names its config key instead).
+ALLOW_MISSING_OPTION = "--allow-missing"
+#: What a refusal of infinite cells says: they are not missing.
+INFINITE_ADVICE = "infinity is a value, not a missing one: it is refused with or without --allow-missing"
 
 
 def read_feature_table(
-    path: Path, *, label_column: str = DEFAULT_LABEL_COLUMN, max_images: int = DEFAULT_MAX_QUERY
+    path: Path,
+    *,
+    label_column: str = DEFAULT_LABEL_COLUMN,
+    max_images: int = DEFAULT_MAX_QUERY,
+    allow_missing: bool = False,
 ) -> ArraySet:
-    """A labelled table read from a ``.csv`` or ``.parquet`` file.
+    """A labelled table read from a ``.csv`` or ``.parquet`` file; with ``allow_missing``, its missing numbers NaN.
 
     Raises
     ------
     InputError
         If the file cannot be read as its suffix says, holds more than ``max_images`` rows or
-        none, lacks the label column, has a non-numeric or missing feature value, or labels that
-        are not whole numbers.
+        none, lacks the label column, has a non-numeric or infinite feature value, a missing one
+        (without ``allow_missing``; a missing text cell always), or labels that are not whole numbers.
     """
     path = Path(path)
-    return labelled_set(_read_frame(path, max_images), path.stem, label_column=label_column, where=str(path))
+    frame = _read_frame(path, max_images)
+    return labelled_set(frame, path.stem, label_column=label_column, where=str(path), allow_missing=allow_missing)
 
 
-def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_LABEL_COLUMN, where: str) -> ArraySet:
+def labelled_set(
+    frame: pd.DataFrame,
+    name: str,
+    *,
+    label_column: str = DEFAULT_LABEL_COLUMN,
+    where: str,
+    allow_missing: bool = False,
+) -> ArraySet:
     """A table read whole as a labelled set: labels from ``label_column``, positions from ``index`` if present
     (else 0..n-1), every other column a feature (see :func:`read_feature_table` for what is refused)."""
     check_distinct_columns(list(frame.columns), where=where)
@@ -69,7 +88,8 @@ def labelled_set(frame: pd.DataFrame, name: str, *, label_column: str = DEFAULT_
         whole_numbers(frame[INDEX_COLUMN], INDEX_COLUMN, where) if positions else np.arange(len(frame), dtype=np.int64)
     )
     features = frame.drop(columns=[label_column, *([INDEX_COLUMN] if positions else [])])
-    return ArraySet(name, feature_matrix(features, where=where), labels, index, tuple(map(str, features.columns)))
+    x = feature_matrix(features, where=where, allow_missing=allow_missing)
+    return ArraySet(name, x, labels, index, tuple(map(str, features.columns)))
 
 
 def check_comma_separated(header: list[object], *, where: str) -> None:
@@ -126,10 +146,13 @@ def check_distinct_columns(names: list[object], *, where: str) -> None:
         raise InputError(f"{where}: expected distinct column names, got {listed_names(repeated)} more than once")
 
 
-def feature_matrix(features: pd.DataFrame, *, where: str) -> np.ndarray:
+def feature_matrix(
+    features: pd.DataFrame, *, where: str, allow_missing: bool = False, option: str = ALLOW_MISSING_OPTION
+) -> np.ndarray:
     """A frame's feature columns as one array: integers if all are, else float64; with text columns (see
     :func:`text_column`), an object array of their text and the other columns' numbers. Refused unless every
-    cell is a finite number or text."""
+    cell is a finite number or text, or (with ``allow_missing``) a missing number, kept as NaN; a refusal of
+    missing numbers names ``option`` as what allows them."""
     if features.shape[1] == 0:
         raise InputError(f"{where}: expected at least one feature column beside the label, got none")
     text = [_is_text_column(features[c]) for c in features.columns]
@@ -142,7 +165,8 @@ def feature_matrix(features: pd.DataFrame, *, where: str) -> np.ndarray:
         )
     numbers = features.loc[:, [not t for t in text]]
     values = numbers.to_numpy(dtype=np.float64 if (numbers.dtypes.map(lambda t: t.kind) == "f").any() else None)
-    check_finite_cells(values, tuple(map(str, numbers.columns)), where=where)
+    names = tuple(map(str, numbers.columns))
+    check_finite_cells(values, names, where=where, allow_missing=allow_missing, option=option)
     if not any(text):
         return values
     table = np.empty(features.shape, dtype=object)
@@ -161,7 +185,7 @@ def text_column(column: pd.Series, *, where: str) -> np.ndarray:
             raise InputError(
                 f"{where}: expected text in every cell of column {str(column.name)!r}, got {int(bad.sum())} {what} "
                 f"(first at data row {int(np.argmax(bad))}, counted from 0: {column.iloc[int(np.argmax(bad))]!r}); "
-                "nothing is filled in"
+                "nothing is filled in (--allow-missing lets missing numbers through, not missing text)"
             )
     return column.to_numpy(dtype=object)
 
@@ -175,19 +199,36 @@ def _is_text_column(column: pd.Series) -> bool:
     return pd.api.types.is_string_dtype(kind) or pd.api.types.is_object_dtype(kind)
 
 
-def check_finite_cells(values: np.ndarray, columns: tuple[str, ...] | None, *, where: str) -> None:
-    """Refuse a table whose features hold a missing (NaN) or infinite value, naming the first one's column and row.
+def check_finite_cells(
+    values: np.ndarray,
+    columns: tuple[str, ...] | None,
+    *,
+    where: str,
+    allow_missing: bool = False,
+    option: str = ALLOW_MISSING_OPTION,
+) -> None:
+    """Refuse a table whose features hold an infinite value, or a missing (NaN) one unless ``allow_missing`` (the
+    message then says to give ``option``), naming the first one's column and row.
 
     ``columns`` names the features (None: they are named by position). Rows count from 0, as the data's.
+    An infinite value is refused even with ``allow_missing``: it is a number out of range, not a missing one.
     """
-    missing = ~np.isfinite(values.astype(np.float64, copy=False))
-    if missing.any():
-        rows, cols = np.nonzero(missing)
-        column = repr(columns[cols[0]]) if columns is not None else f"number {int(cols[0])}"
-        raise InputError(
-            f"{where}: expected a finite number in every feature cell, got {int(missing.sum())} missing or "
-            f"infinite (first in column {column}, data row {int(rows[0])}, counted from 0); nothing is filled in"
+    values = values.astype(np.float64, copy=False)
+    refused = [(np.isinf(values), "infinite", INFINITE_ADVICE)]
+    if not allow_missing:
+        advice = (
+            f"nothing is filled in; pass {option} to send missing cells to the model as NaN when its own pipeline "
+            "imputes them"
         )
+        refused.append((np.isnan(values), "missing", advice))
+    for bad, what, advice in refused:
+        if bad.any():
+            rows, cols = np.nonzero(bad)
+            column = repr(columns[cols[0]]) if columns is not None else f"number {int(cols[0])}"
+            raise InputError(
+                f"{where}: expected a finite number in every feature cell, got {int(bad.sum())} {what} (first in "
+                f"column {column}, data row {int(rows[0])}, counted from 0); {advice}"
+            )
 
 
 def whole_numbers(column: pd.Series, name: str, where: str, *, labels: bool = False) -> np.ndarray:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
 from ema.errors import InputError
-from ema.inputs import InputSpec, InputTransform, align_columns, prepare_inputs
+from ema.inputs import InputSpec, InputTransform, align_columns, missing_cells, prepare_inputs
 from ema.limits import check_deadline
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, looks_like_probabilities, numeric_outputs
 from ema.oracle.text_columns import text_as_declared, without_text
@@ -124,6 +124,7 @@ class Oracle:
                     f"{len(images)} images, got {batch.shape}"
                 )
             outputs[start : start + len(images)] = batch
+        self._check_outputs_of_missing(pixels, outputs)
         if self.outputs == "logits" and not self._warned_logits and looks_like_probabilities(outputs):
             self._warned_logits = True
             logging.getLogger(__name__).warning(
@@ -133,6 +134,19 @@ class Oracle:
                 extra=FOR_THE_RECORD,
             )
         return interpret_outputs(outputs, self.outputs)
+
+    def _check_outputs_of_missing(self, inputs: np.ndarray, outputs: np.ndarray) -> None:
+        """Refuse NaN or infinite outputs for a table with missing cells (sent as NaN with ``--allow-missing``): the
+        model cannot take them, and saying so names the cause that a plain non-finite-outputs error would hide."""
+        missing = missing_cells(inputs)
+        if not missing or np.isfinite(outputs).all():
+            return
+        rows = int((~np.isfinite(outputs.reshape(len(outputs), -1))).any(axis=1).sum())
+        raise InputError(
+            f"expected finite outputs from {self.source}, got NaN or infinite ones for {rows} of {len(outputs)} "
+            f"samples, whose inputs had {missing} missing cells sent as NaN (--allow-missing): this model cannot take "
+            "missing values (its pipeline imputes none); audit it on rows without gaps, or a model that imputes them"
+        )
 
     def _inputs_of(self, data: ArraySet) -> np.ndarray:
         """A set's inputs, a table's columns in the order the model's signature names them."""

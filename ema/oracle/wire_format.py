@@ -59,7 +59,9 @@ def request_body(inputs: np.ndarray | pd.DataFrame) -> str:
     bytes of their float32 pixels; floats in the shortest form that reads back as the same value
     of their own dtype (float32 or float64), so that the server's cast to the declared dtype
     restores the exact input. A DataFrame's columns keep their own dtypes: an integer column of a
-    table arrives as integers, which MLflow's schema enforcement asks of a ``long`` column.
+    table arrives as integers, which MLflow's schema enforcement asks of a ``long`` column. A missing
+    cell (NaN, sent with ``--allow-missing``) is written ``null``, as JSON has no NaN: MLflow's scoring
+    server reads ``null`` in a ``double`` column of ``dataframe_split`` back as NaN.
     """
     if isinstance(inputs, pd.DataFrame):
         columns = json.dumps([str(c) for c in inputs.columns])
@@ -80,15 +82,15 @@ def json_array(values: np.ndarray) -> str:
 
 
 def _value_texts(values: np.ndarray) -> np.ndarray:
-    """Each value as JSON text, in an array of ``values``' shape: integers as they are, floats as described above,
-    text (a table's text column) as JSON strings."""
+    """Each value as JSON text, in an array of ``values``' shape: integers as they are, floats as described above
+    (NaN as ``null``), text (a table's text column) as JSON strings."""
     if values.dtype.kind in "iu":
         return values.astype(str)
     if values.dtype == object:
         return np.array([json.dumps(str(value)) for value in values.reshape(-1)]).reshape(values.shape)
     floats = values if values.dtype in (np.float32, np.float64) else values.astype(np.float64)
     distinct, inverse = np.unique(floats, return_inverse=True)
-    table = np.array([np.format_float_positional(v, unique=True, trim="0") for v in distinct])
+    table = np.array([np.format_float_positional(v, unique=True, trim="0") if v == v else "null" for v in distinct])
     return table[inverse.reshape(values.shape)]
 
 
