@@ -30,6 +30,7 @@ from ema.workflows.options import (
     shown_run_warnings,
 )
 from ema_cli.options import (
+    allow_missing_option,
     alpha_option,
     cal_seed_option,
     certify_level_option,
@@ -118,6 +119,7 @@ PROJECT_DEFAULT_QUERY = ""
 )
 @query_file_option
 @label_column_option
+@allow_missing_option
 @click.option(
     "--query-table",
     help=(

@@ -184,6 +184,15 @@ label_column_option = click.option(
         "positions, every other column is a feature."
     ),
 )
+allow_missing_option = click.option(
+    "--allow-missing",
+    is_flag=True,
+    help=(
+        "Keep the missing numbers (empty cells, nulls) of every .csv or .parquet table this command reads and send "
+        "them to the model as NaN, for a model whose own pipeline imputes them. Default: such a table is refused. "
+        "Infinite numbers and missing text are refused either way."
+    ),
+)
 max_params_option = click.option(
     "--max-params",
     type=click.IntRange(min=1),

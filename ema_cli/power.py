@@ -6,6 +6,7 @@ import math
 import click
 
 from ema_cli.options import (
+    allow_missing_option,
     alpha_option,
     cal_seed_option,
     certify_level_option,
@@ -80,6 +81,7 @@ CERTIFY_POWER_RANGE = f"{MIN_CERTIFY_POWER}<=x<1"
 )
 @click.option("--json", "as_json", is_flag=True, help="With --certify: print the plan as one JSON object.")
 @label_column_option
+@allow_missing_option
 @max_query_option
 @progress_option
 @workflow_command

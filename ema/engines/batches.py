@@ -33,7 +33,8 @@ class AuditBatch:
     width, channels), centre-cropped and resized to ``image_size`` when given, as
     ``--image-size`` resizes them in-process) or, when ``features`` is given, the feature
     columns (those a column-based signature names, in its order; else all of them, in the
-    table's order). ``where`` names the table in errors, as the in-process engine names it.
+    table's order), their missing numbers kept as NaN when ``allow_missing`` (``--allow-missing``), else
+    refused. ``where`` names the table in errors, as the in-process engine names it.
     Each batch comes out as the rows of the in-process ``membership.csv``: index, label, each
     signal, each signal's flag, M.
     """
@@ -45,6 +46,7 @@ class AuditBatch:
     image_shape: tuple[int, int, int] = LEGACY_IMAGE_SHAPE
     image_size: int | None = None
     features: tuple[str, ...] | None = None
+    allow_missing: bool = False
 
     @property
     def input_columns(self) -> tuple[str, ...]:
@@ -54,7 +56,7 @@ class AuditBatch:
     def inputs(self, frame: pd.DataFrame) -> np.ndarray:
         """The batch's images (uint8, of the table's shape) or feature matrix, as the in-process engine reads them."""
         if self.features is not None:
-            return feature_matrix(frame[list(self.features)], where=self.where)
+            return feature_matrix(frame[list(self.features)], where=self.where, allow_missing=self.allow_missing)
         images = images_from_bytes(frame["pixels"], self.image_shape, where=self.where)
         return images if self.image_size is None else fit_square_images(images, self.image_size)
 

@@ -124,6 +124,7 @@ class AuditEvaluator(ModelEvaluator):
             name=name,
             max_images=max_images,
             kind=str(config.get("kind", "image")),
+            allow_missing=bool(config.get("allow_missing", False)),
         )
         audit_run = self.run_audit(model_uri, query, config)
         metrics = mirror_audit_run(audit_run, run_id)

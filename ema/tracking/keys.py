@@ -123,6 +123,10 @@ PARAM_PIXEL_ORDER = "pixel_order"
 PARAM_DATA = "data"
 PARAM_DATA_SEED = "data_seed"
 PARAM_LABEL_COLUMN = "label_column"
+#: Audit runs: whether tables' missing numbers went to the model as NaN (``--allow-missing``), and, with it, how many
+#: cells of each set read were missing, as ``missing_cells.<set>`` (query, calibration, members, nonmembers).
+PARAM_ALLOW_MISSING = "allow_missing"
+PARAM_MISSING_CELLS_PREFIX = "missing_cells."
 PARAM_CALIBRATION_FILE = "calibration_file"
 PARAM_INPUT_TRANSFORM = "input_transform"
 PARAM_IMAGE_SIZE = "image_size"

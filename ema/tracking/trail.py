@@ -31,6 +31,7 @@ CERTIFIED_BY = "certified_by"
 OPTIONS_WHERE_SET = (
     "level",
     "label_column",
+    "allow_missing",
     "calibration_file",
     "image_size",
     "augment",

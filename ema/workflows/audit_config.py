@@ -109,6 +109,11 @@ class AuditConfig:
         audit: report.html then says that no command reruns the audit as it is, and how to keep the file.
     label_column
         The label column of every table file the audit reads (query, references, calibration).
+    allow_missing
+        Keep the missing numbers (empty cells, nulls, NaN) of every table the audit reads (query,
+        references, calibration) and send them to the model as NaN, for a model whose own pipeline
+        imputes them; False refuses such a table. Infinite numbers are refused either way, and the
+        workbench's own recipes never train a calibration model on missing cells.
     calibration_file
         The auditor's own data from the target's domain, disjoint from its training data: it
         replaces the splits' calibration set (f_cal trains on one half, thresholds are picked
@@ -186,6 +191,7 @@ class AuditConfig:
     query_label: str | None = None
     query_file_temporary: bool = False
     label_column: str = DEFAULT_LABEL_COLUMN
+    allow_missing: bool = False
     calibration_file: str | None = None
     method: str = "ema"
     test: str = AUDIT_TEST_DEFAULT
@@ -379,6 +385,7 @@ class AuditConfig:
             keys.PARAM_STRICT: self.strict,
             keys.PARAM_ENGINE: self.engine,
             keys.PARAM_LABEL_COLUMN: self.label_column,
+            keys.PARAM_ALLOW_MISSING: self.allow_missing,
             keys.PARAM_DEVICE: describe_device(target.device),
             # only when given: under `mlflow run` the project logs its own empty default ('') first
             **({keys.PARAM_CALIBRATION_FILE: self.calibration_file} if self.calibration_file else {}),

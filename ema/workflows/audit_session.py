@@ -12,6 +12,7 @@ from functools import cached_property
 import numpy as np
 
 from ema.auditors.ks_ratio import KSRatioAuditor
+from ema.auditors.marks import MarksAuditor
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
 from ema.data.shifts import AUGMENT_NONE, AUGMENT_SHIFTS, N_SHIFT_VIEWS, shifted_set
@@ -21,6 +22,7 @@ from ema.oracle import Oracle, Predictions
 from ema.run_warnings import FOR_THE_RECORD
 from ema.tracking import keys
 from ema.tracking.runs import log_batch
+from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe
 from ema.workflows.audit_config import AuditConfig
 from ema.workflows.calibrate import (
     CalibrationHelper,
@@ -30,7 +32,7 @@ from ema.workflows.calibrate import (
     outcome_tags,
     planned_helper,
 )
-from ema.workflows.methods import method_plan, needs_calibration_model
+from ema.workflows.methods import METHODS, method_plan, needs_calibration_model
 from ema.workflows.references import Reference, check_disjoint, member_reference, nonmember_reference, scored
 from ema.workflows.target import Target, resolve_target
 
@@ -39,7 +41,9 @@ def audit_target(config: AuditConfig) -> Target:
     """The target the audit names, as both engines resolve it; refused at once when a method of the audit needs a
     calibration model and nothing can train one (no recipe, no clone and no supplied calibration model), before
     any scoring.
-    ``--calibration-file`` is read here and becomes the target's calibration set.
+    ``--calibration-file`` is read here and becomes the target's calibration set (its missing cells kept as NaN
+    with ``--allow-missing``, unless one of the workbench's own recipes would train on them:
+    :func:`refuse_recipe_on_missing`).
     """
     target = resolve_target(
         config.model_uri,
@@ -50,6 +54,7 @@ def audit_target(config: AuditConfig) -> Target:
         input_dtype=config.input_dtype,
         pixel_order=config.pixel_order,
         image_size=config.image_size,
+        allow_missing=config.allow_missing,
         device=config.device,
     )
     if config.calibration is not None:
@@ -64,7 +69,52 @@ def audit_target(config: AuditConfig) -> Target:
         max_images=config.max_query,
         label_column=config.label_column,
     )
+    refuse_recipe_on_missing(config, target, calibration)
     return dataclasses.replace(target, calibration_data=calibration)
+
+
+def refuse_recipe_on_missing(config: AuditConfig, target: Target, calibration: ArraySet) -> None:
+    """Refuse, before any scoring, a calibration file with missing cells (read with ``--allow-missing``) that one of
+    the workbench's own recipes (``--recipe``, or the one ``ema train`` recorded on the version) or a clone of a torch
+    target would train the calibration model on: they train on numbers and fill nothing in, and imputing for them
+    would change the data. A scikit-learn clone is the target's own pipeline, which takes what the target takes.
+
+    Raises
+    ------
+    InputError
+        Naming the recipe, how many cells are missing, and the methods that need no calibration model.
+    """
+    trains = (
+        needs_calibration_model(config.method, members_file=config.members_file is not None)
+        if config.calibration is None
+        else KSRatioAuditor.method in method_plan(config.method)  # the KS ratio trains on the calibration set
+    )
+    recipe = target.recipe
+    if not calibration.missing_cells or not trains or recipe is None or isinstance(recipe, SklearnCloneRecipe):
+        return
+    if isinstance(recipe, TorchCloneRecipe):
+        named = f"a clone of {target.label}'s own torch module"
+    elif config.recipe_file is not None:
+        named = f"the {recipe.framework} recipe {config.recipe_file} (--recipe)"
+    else:
+        named = f"the {recipe.framework} recipe {target.label} was trained with (ema train)"
+    raise InputError(
+        f"calibration file {config.calibration_file}: expected no missing cells for the workbench to train the "
+        f"calibration model of --method {config.method} on with {named}, got {calibration.missing_cells} missing: its "
+        "recipes fill nothing in; use a method that needs no calibration model "
+        f"({', '.join(methods_without_calibration_model())}), or your own --calibration-model with its members and "
+        "non-members, or a calibration file without missing cells"
+    )
+
+
+def methods_without_calibration_model() -> list[str]:
+    """The ``--method`` choices (with ``--members FILE`` where that is what spares it) that train no calibration
+    model, for a table: the marks method, which stamps images, is left out."""
+    return [
+        f"--method {name}" + (" --members FILE" if needs_calibration_model(name, members_file=False) else "")
+        for name in METHODS
+        if not needs_calibration_model(name, members_file=True) and MarksAuditor.method not in method_plan(name)
+    ]
 
 
 #: The options (option -> AuditConfig field) of the calibration set the workbench's calibration model trains on.
@@ -277,6 +327,18 @@ class AuditSession:
             f"--augment {AUGMENT_SHIFTS}: {N_SHIFT_VIEWS} views of each sample ({parts}): "
             f"{N_SHIFT_VIEWS * plain:,} oracle queries instead of {plain:,}"
         )
+
+    def missing_cells(self) -> dict[str, int]:
+        """How many numbers were missing (NaN, with ``--allow-missing``) in each set the audit read, by set (query,
+        calibration, members, nonmembers); a set never read here (a Spark query, a reference no method asked for) is
+        left out."""
+        read = {
+            "query": self.data,
+            "calibration": self.target.calibration_data,
+            "members": getattr(self.__dict__.get("members"), "data", None),  # cached properties already evaluated
+            "nonmembers": getattr(self.__dict__.get("nonmembers"), "data", None),
+        }
+        return {name: data.missing_cells for name, data in read.items() if data is not None}
 
     def reference_tags(self) -> dict[str, str]:
         """Which references the audit used, in words."""

@@ -122,7 +122,8 @@ def _audit_batch(table, model, auditor, target, *, where: str, name: str) -> Aud
     ``model`` loads the model on an executor. Images are resized as ``target`` resizes them
     (``--image-size``). A table's features go in the order a column-based signature names them
     (the extra columns left out and logged, a missing one refused, as in-process, by the
-    table's ``name``), else all of them in the table's order.
+    table's ``name``), else all of them in the table's order; their missing numbers go as NaN where the target
+    allows them (``--allow-missing``).
 
     Raises
     ------
@@ -137,7 +138,7 @@ def _audit_batch(table, model, auditor, target, *, where: str, name: str) -> Aud
     positions, extra = column_order(table.inputs, model.input_spec, where=name)
     log_left_out(name, extra)
     features = tuple(table.inputs[i] for i in positions)
-    return AuditBatch(model, auditor, auditor.n_classes_, where, features=features)
+    return AuditBatch(model, auditor, auditor.n_classes_, where, features=features, allow_missing=target.allow_missing)
 
 
 def _spark_engine():

@@ -52,6 +52,7 @@ def trail_options(
         CERTIFIED_BY: method,
         "strict": config.strict,
         "label_column": config.label_column if config.label_column != DEFAULT_LABEL_COLUMN else None,
+        "allow_missing": non_default(config, "allow_missing"),
         "calibration_file": config.calibration_file,
         "image_size": config.image_size,
         "augment": config.augment if config.augment != AUGMENT_NONE else None,

@@ -45,6 +45,7 @@ SAME_NAME = (
     "strict",
     "figures",
     "label_column",
+    "allow_missing",
     "pixel_order",
 )
 #: Evaluator config keys named as `ema audit`'s options -> AuditConfig fields.
@@ -95,6 +96,7 @@ KEY_KINDS = {
     "calibration_nonmembers": PATH,
     "calibration_file": PATH,
     "label_column": TEXT,
+    "allow_missing": FLAG,
     "input_scale": NUMBER,
     "normalize": TEXT,
     "pixel_order": TEXT,
@@ -242,7 +244,8 @@ class EMAEvaluator(AuditEvaluator):
     Evaluator config (``evaluator_config={"ema": {...}}``), every key optional:
     ``method``, ``test``, ``alpha``, ``k``, ``cal_seed``, ``threshold_mode``, ``outputs``,
     ``calibration_name``, ``recipe``, ``reference``, ``members``, ``margin``, ``max_query``, ``strict``,
-    ``figures``, ``calibration_file``, ``label_column`` (of the table files among them), ``input_scale``,
+    ``figures``, ``calibration_file``, ``label_column`` and ``allow_missing`` (of the evaluated table and the
+    table files among them: missing numbers go to the model as NaN), ``input_scale``,
     ``normalize``, ``pixel_order``, and ``calibration_model`` with ``calibration_members`` and
     ``calibration_nonmembers``:
     as the `ema audit` options of the same names (``recipe``, ``reference``, ``members``,

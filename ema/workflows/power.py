@@ -47,6 +47,7 @@ def query_size_for_power(
     members_file: str | None = None,
     max_query: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
+    allow_missing: bool = False,
     calibration: SuppliedCalibration | None = None,
     progress: bool = True,
 ) -> QuerySizeResult:
@@ -56,12 +57,13 @@ def query_size_for_power(
     is the member-reference auditor, whose resampled ``power_retained`` the size reaches; else the
     transfer route's calibrated auditor and its tail tests (tag ``ema.power_route``), whose calibration
     model is ``calibration`` (``--calibration-model``) when given, else the one the workbench trains.
+    ``allow_missing``: the missing numbers of the tables read go to the target as NaN (``--allow-missing``).
     """
     with start_run(f"power {model_uri}"):
         check_open_unit("power", power)
         check_open_unit("alpha", alpha)
         check_quality(k)
-        target = resolve_target(model_uri, recipe_file=recipe_file)
+        target = resolve_target(model_uri, recipe_file=recipe_file, allow_missing=allow_missing)
         oracle = target.oracle(outputs="probabilities")
         members = member_reference(
             target, None, members_file, max_images=max_query, label_column=label_column, unheld_query=""
@@ -110,6 +112,7 @@ def query_size_for_power(
                 keys.PARAM_K: k,
                 keys.PARAM_CAL_SEED: cal_seed,
                 keys.PARAM_MODEL_URI: target.model_uri,
+                keys.PARAM_ALLOW_MISSING: allow_missing,
             }
         )
         set_tags(tags)
@@ -166,6 +169,7 @@ def certification_plan(
     max_reference: int | None = None,
     max_query: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
+    allow_missing: bool = False,
 ) -> CertifyPlan:
     """The query and reference sizes that certify ``margin`` on this target with ``probability``; logged as a run.
 
@@ -174,7 +178,8 @@ def certification_plan(
     estimates the member-reference auditor's information from them, and solves, from the
     information's lower bound as an audit's certifiable margin uses it,
     :func:`ema.stats.certify.plan_certification`. ``max_reference``: the most non-member samples
-    the user could gather (default: the reference's size).
+    the user could gather (default: the reference's size). ``allow_missing``: the missing numbers of the
+    tables read go to the target as NaN (``--allow-missing``).
 
     Raises
     ------
@@ -184,7 +189,7 @@ def certification_plan(
     with start_run(f"power --certify {model_uri}"):
         check_open_unit("margin", margin)
         check_open_unit("probability", probability)
-        target = resolve_target(model_uri, recipe_file=recipe_file)
+        target = resolve_target(model_uri, recipe_file=recipe_file, allow_missing=allow_missing)
         members = member_reference(
             target, None, members_file, max_images=max_query, label_column=label_column, unheld_query=""
         )
@@ -225,6 +230,7 @@ def certification_plan(
                 keys.PARAM_CERTIFY_PROBABILITY: probability,
                 keys.PARAM_MAX_REFERENCE: max_reference or len(nonmembers.data),
                 keys.PARAM_MODEL_URI: target.model_uri,
+                keys.PARAM_ALLOW_MISSING: allow_missing,
             }
         )
         metrics = {

@@ -16,7 +16,7 @@ needed. Where the members come from, in order:
    calibration model (with that route's guard).
 
 The audited query's own samples are always left out of the member reference (auditing M1
-uses M2..M5), matched by image and label.
+uses M2..M5), matched by image (or table row, a missing cell equal to a missing cell) and label.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ema.data.arrays import ArraySet, check_within_classes, in_query_layout
+from ema.data.arrays import ArraySet, canonical_nan, check_within_classes, in_query_layout
 from ema.data.files import read_set
 from ema.data.limits import DEFAULT_MAX_QUERY
 from ema.data.tables import DEFAULT_LABEL_COLUMN
@@ -73,9 +73,14 @@ def scored(oracle: Oracle, data: ArraySet, *, role: str) -> Predictions:
 def _row_keys(data: ArraySet, dtype: np.dtype) -> np.ndarray:
     """One opaque key per sample (its input's bytes as ``dtype``, image or table row, and label), comparable with
     ``np.isin`` between sets keyed with the same ``dtype`` (text, for tables with text columns: see
-    :func:`without_query`)."""
+    :func:`without_query`).
+
+    A missing cell (NaN, read with ``--allow-missing``) equals a missing cell (:func:`canonical_nan`): a record
+    copied into two files keeps its gaps, and rows with the same values and the same gaps are the same record,
+    to leave out of a reference as any other of the query's. A gap never equals a number.
+    """
     inputs = cells_as_text(data.x) if dtype.kind == "U" else data.x
-    pixels = np.ascontiguousarray(inputs, dtype=dtype).reshape(len(data), -1).view(np.uint8)
+    pixels = canonical_nan(np.ascontiguousarray(inputs, dtype=dtype)).reshape(len(data), -1).view(np.uint8)
     rows = np.concatenate([pixels, data.y.astype("<i8").view(np.uint8).reshape(len(data), -1)], axis=1)
     return rows.view(np.dtype((np.void, rows.shape[1]))).ravel()
 

@@ -115,6 +115,8 @@ def reproduce_command(config: AuditConfig) -> str:
             words.append("--strict")
         elif field.name == "figures":
             words.append("--no-figures")
+        elif field.name == "allow_missing":
+            words.append("--allow-missing")
         elif field.name in CLI_FLAGS:
             words += [CLI_FLAGS[field.name], redact_url(str(value))]
         elif field.name == "transform":
@@ -148,9 +150,16 @@ def _corruption(config: AuditConfig, target: Target) -> str:
 
 
 def audit_lineage(
-    config: AuditConfig, target: Target, n_query: int, fingerprint: str, tags: dict[str, str], run_id: str
+    config: AuditConfig,
+    target: Target,
+    n_query: int,
+    fingerprint: str,
+    tags: dict[str, str],
+    run_id: str,
+    missing: dict[str, int] | None = None,
 ) -> dict[str, object]:
-    """Where the audit's inputs came from, as label -> value (None: not known for this target)."""
+    """Where the audit's inputs came from, as label -> value (None: not known for this target); ``missing``: the
+    missing cells of each set read (:meth:`~ema.workflows.audit_session.AuditSession.missing_cells`)."""
     version = target.version
     version_tags = version.tags if version else {}
     supplied = config.calibration is not None
@@ -170,6 +179,7 @@ def audit_lineage(
         else None,
         "Query set": f"{config.query_name} ({n_query} samples)",
         "Query fingerprint": fingerprint,
+        "Missing cells": missing_words(missing or {}) if config.allow_missing else None,
         "Engine": config.engine,
         "Membership table": tags.get(keys.TAG_MEMBERSHIP_URI),
         "Calibration version": tags.get(keys.TAG_CALIBRATION_VERSION),
@@ -183,6 +193,15 @@ def audit_lineage(
         "KS-ratio models": tags.get(keys.TAG_KS_RATIO_CACHE),
         "Audit run": run_id,
     }
+
+
+def missing_words(missing: dict[str, int]) -> str:
+    """The missing cells of each set read, with ``--allow-missing``, as the report says them."""
+    counts = ", ".join(f"{name} {n}" for name, n in missing.items()) or "no set counted here"
+    total = sum(missing.values())
+    if not total:
+        return f"none ({counts}); --allow-missing was given"
+    return f"{total} ({counts}): sent to the model as NaN (--allow-missing), nothing filled in"
 
 
 def _shown(uri: str | None) -> str | None:
@@ -239,7 +258,7 @@ def report_artifacts(
     report = render_audit_report(
         results,
         query=config.query_name,
-        lineage=audit_lineage(config, target, n_query, fingerprint, tags, run_id),
+        lineage=audit_lineage(config, target, n_query, fingerprint, tags, run_id, session.missing_cells()),
         command=reproduce_command(pinned),
         command_note=TEMPORARY_QUERY if config.query_file_temporary else None,
         references=reference_scores(session, results) if config.figures else None,

@@ -72,6 +72,10 @@ class Target:
     calibration_data : ArraySet or None
         ``--calibration-file``: the auditor's own data from the target's domain, replacing the
         splits' calibration set (f_cal's halves, and the default non-member reference).
+    allow_missing : bool
+        ``--allow-missing``: the tables given for the audit (query, references, calibration) keep
+        their missing numbers as NaN, sent so to the model, instead of being refused. The target's
+        own training data (its lineage) is read without it: the workbench's recipes fill nothing in.
     device : str
         Where torch trains the calibration and helper models and scores a model loaded in this
         process: a resolved device, ``cpu`` or ``cuda:N`` (:func:`ema.training.devices.resolve_device`).
@@ -99,15 +103,21 @@ class Target:
     label_column: str = DEFAULT_LABEL_COLUMN
     data_folds: tuple[tuple[str, str], ...] = ()
     calibration_data: ArraySet | None = None
+    allow_missing: bool = False
     device: str = CPU
     own_files: Path | None = None
 
     def read_set(
         self, path: str, *, role: str, max_images: int = DEFAULT_MAX_QUERY, label_column: str = DEFAULT_LABEL_COLUMN
     ) -> ArraySet:
-        """A set file given for this audit (query, reference, members), its images resized to ``image_size`` if set;
-        ``role`` names it where it is missing (:func:`~ema.data.files.read_set`)."""
-        return self.prepared(read_set(path, role=role, max_images=max_images, label_column=label_column))
+        """A set file given for this audit (query, reference, members), its images resized to ``image_size`` if set,
+        a table's missing numbers kept as NaN with ``allow_missing``; ``role`` names it where it is missing
+        (:func:`~ema.data.files.read_set`)."""
+        return self.prepared(
+            read_set(
+                path, role=role, max_images=max_images, label_column=label_column, allow_missing=self.allow_missing
+            )
+        )
 
     def prepared(self, data: ArraySet) -> ArraySet:
         """``data`` with its images resized to ``image_size`` (``--image-size``); as it is without one.
@@ -195,13 +205,16 @@ class Target:
         """A named query set of the target's splits, a query file, or a local query table; exactly one.
 
         A file or table is read only when it holds at most ``max_images`` images; a table
-        file's labels are in ``label_column``.
+        file's labels are in ``label_column``, its missing numbers kept as NaN with ``allow_missing``.
         """
         given = {"query": query, "query_file": query_file, "query_table": query_table}
         if sum(v is not None for v in given.values()) != 1:
             raise InputError(f"expected exactly one of a query name, a query file or a query table, got {given}")
         if query_table is not None:
-            return self.prepared(read_table(query_table, max_images=max_images, label_column=label_column))
+            table = read_table(
+                query_table, max_images=max_images, label_column=label_column, allow_missing=self.allow_missing
+            )
+            return self.prepared(table)
         if query_file is not None:
             return self.read_set(query_file, role="query file", max_images=max_images, label_column=label_column)
         return self.prepared(self.splits().query(query))
@@ -302,6 +315,7 @@ def resolve_target(
     input_dtype: str | None = None,
     pixel_order: str = DEFAULT_PIXEL_ORDER,
     image_size: int | None = None,
+    allow_missing: bool = False,
     device: str = CPU,
     own_files: Path | None = None,
 ) -> Target:
@@ -314,8 +328,8 @@ def resolve_target(
     settings. Over HTTP (``model_url``) nothing is loaded: a recipe stays the route.
     ``transform`` overrides the recipe's input representation; ``pixel_order`` is the target's (and
     so its clone's; a recipe's own architecture takes images as they come). Only ``--model`` is looked up
-    in the registry. ``device`` is a resolved device and ``own_files`` the checked files of a
-    model the auditor made itself (see :class:`Target`).
+    in the registry. ``allow_missing`` keeps the missing numbers of the tables read for it, ``device`` is a
+    resolved device and ``own_files`` the checked files of a model the auditor made itself (see :class:`Target`).
     """
     if model_uri is None and model_url is None:
         raise InputError("expected a model: a pyfunc URI (--model) or a scoring server URL (--model-url), got neither")
@@ -356,6 +370,7 @@ def resolve_target(
         data_root=data_root or tags.get(keys.TAG_DATA_ROOT),
         data_image=ImageFormat.from_tags(tags, keys.TAG_DATA_IMAGE_SIZE, keys.TAG_DATA_CHANNELS),
         image_size=image_size,
+        allow_missing=allow_missing,
         label_column=tags.get(keys.TAG_LABEL_COLUMN, DEFAULT_LABEL_COLUMN),
         data_folds=tuple(
             sorted(
