@@ -75,6 +75,20 @@ def test_json_and_parquet_bodies_give_the_same_reply(tmp_path):
     pd.testing.assert_frame_equal(*replies)
 
 
+@pytest.mark.parametrize("request_format", ["json", "parquet"])
+def test_missing_cells_reach_the_model_as_nan_in_json_and_parquet_bodies(tmp_path, request_format):
+    """JSON has no NaN: a missing cell goes as null, which MLflow's scoring server reads back as NaN in a double
+    column; Parquet carries it as it is."""
+    frame = pd.DataFrame({"a": [1.5, np.nan, 0.25], "b": [np.nan, np.nan, 2.0]})
+    body = encode_request(frame, request_format)
+    if request_format == "json":
+        assert json.loads(body)["dataframe_split"]["data"] == [[1.5, None], [None, None], [0.25, 2.0]]
+    schema = Schema([ColSpec("double", column) for column in frame.columns])
+    reply = served_reply(tmp_path, schema, body, CONTENT_TYPES[request_format])
+    assert set(reply.pop("dtype")) == {"float64"}
+    np.testing.assert_array_equal(reply.to_numpy(dtype=np.float64), frame.to_numpy())
+
+
 def test_request_format_must_be_known():
     with pytest.raises(InputError, match=r"expected request format in \('auto', 'json', 'parquet'\), got 'csv'"):
         HttpOracle("http://127.0.0.1:1/invocations", request_format="csv")

@@ -94,3 +94,21 @@ def test_corrupt_table_noise_is_on_the_standardised_scale():
     shift = noise_only(data, 0, seed=0).x - data.x
     ratio = shift.std(axis=0) / data.x.std(axis=0)
     np.testing.assert_allclose(ratio, TABLE_NOISE_STD, rtol=0.05)
+
+
+@pytest.mark.parametrize("protocol", [noise_and_rotation, noise_only])
+def test_corrupt_table_leaves_missing_cells_missing_and_scales_the_rest_by_their_present_spread(protocol):
+    """A missing cell (NaN, --allow-missing) stays NaN; the other cells get the noise they would without the gaps,
+    scaled by their column's spread over its present cells; a column with none present gets no noise."""
+    data = table_set()
+    gaps = np.zeros(data.x.shape, dtype=bool)
+    gaps[::7, 0] = True
+    gaps[:, 2] = True
+    holed = ArraySet("t", np.where(gaps, np.nan, data.x), data.y, data.index, data.features)
+    clean, corrupted = protocol(data, 40, seed=5).x, protocol(holed, 40, seed=5).x
+    np.testing.assert_array_equal(np.isnan(corrupted), gaps)
+    np.testing.assert_array_equal(corrupted[:, 1], clean[:, 1])  # a column without gaps: as before
+    present = ~gaps[:, 0]
+    scale = np.std(data.x[present, 0]) / np.std(data.x[:, 0])  # the same draws, scaled by the present cells' spread
+    np.testing.assert_allclose(corrupted[present, 0] - data.x[present, 0], (clean - data.x)[present, 0] * scale)
+    assert (corrupted[present, 0] != data.x[present, 0]).sum() == (clean[present, 0] != data.x[present, 0]).sum() > 0

@@ -81,6 +81,36 @@ def test_bad_tables_are_refused_in_one_line(tmp_path, change, match):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".npz"])
+def test_missing_cells_are_kept_as_nan_with_allow_missing_and_fingerprinted_as_one_nan(tmp_path, suffix):
+    path = tmp_path / f"q{suffix}"
+    frame = table_frame().assign(age=[np.nan, *X[1:, 0]], weight=[*X[:5, 2], np.nan])
+    columns = ["age", "dose", "weight"]
+    if suffix == ".npz":
+        write_set(ArraySet("q", frame[columns].to_numpy(), Y, np.arange(6), tuple(columns)), path)
+    else:
+        frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
+    with pytest.raises(InputError, match=r"got 2 missing .*pass --allow-missing to send missing cells to the model"):
+        read_set(path)
+    data = read_set(path, allow_missing=True)
+    assert data.missing_cells == 2
+    np.testing.assert_array_equal(np.isnan(data.x), np.isnan(frame[columns].to_numpy()))
+    other_nan = ArraySet("q", np.where(np.isnan(data.x), -np.nan, data.x), data.y, data.index, data.features)
+    assert other_nan.fingerprint == data.fingerprint
+
+
+@pytest.mark.parametrize("allow_missing", [False, True])
+def test_an_infinite_cell_is_refused_with_or_without_allow_missing(tmp_path, allow_missing):
+    table_frame().assign(dose=[1.0, np.inf, np.nan, 1.0, 1.0, 1.0]).to_parquet(tmp_path / "q.parquet")
+    with pytest.raises(InputError) as error:
+        read_set(tmp_path / "q.parquet", allow_missing=allow_missing)
+    assert str(error.value) == (
+        f"{tmp_path / 'q.parquet'}: expected a finite number in every feature cell, got 1 infinite (first in column "
+        "'dose', data row 1, counted from 0); infinity is a value, not a missing one: it is refused with or without "
+        "--allow-missing"
+    )
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_text_columns_are_kept_as_text_beside_the_numbers_and_survive_an_npz(tmp_path, suffix):
     path = tmp_path / f"q{suffix}"

@@ -111,6 +111,27 @@ def test_audit_batch_of_features_gives_the_model_the_in_process_inputs(auditor, 
     assert_in_process_columns(flagged, oracle, auditor, data, data.y)  # in-process: the set, aligned by name
 
 
+def test_audit_batch_of_features_sends_missing_cells_as_nan_only_where_allowed(auditor):
+    """On Spark as in-process: a batch's missing numbers are refused, unless ``--allow-missing`` lets them through."""
+    data = features()
+    x = data.x.copy()
+    x[1, 0] = np.nan
+    frame = pd.DataFrame(x, columns=list(data.features)).assign(index=data.index, label=data.y)
+    oracle = Imputing(input_spec=InputSpec((-1, 3), "float64"), outputs="probabilities")
+    with pytest.raises(InputError, match=r"got 1 missing .*pass --allow-missing"):
+        next(AuditBatch(lambda: oracle, auditor, 10, features=data.features)(iter([frame])))
+    (flagged,) = AuditBatch(lambda: oracle, auditor, 10, features=data.features, allow_missing=True)(iter([frame]))
+    holed = ArraySet("t", x, data.y, data.index, data.features)
+    assert_in_process_columns(flagged, oracle, auditor, holed, data.y)
+
+
+class Imputing(Linear):
+    """:class:`Linear` of its inputs with each missing cell replaced by 0, as a pipeline's imputer would."""
+
+    def _predict_batch(self, inputs):
+        return super()._predict_batch(np.nan_to_num(np.asarray(inputs, dtype=np.float64)))
+
+
 def test_audit_batch_reads_labels_one_hot_over_the_calibrations_classes(auditor):
     batch = AuditBatch(lambda: FixedLabels(outputs="labels"), auditor, 10)
     (flagged,) = batch(iter([image_rows(images(2), np.array([3, 4]))]))

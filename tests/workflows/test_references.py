@@ -34,6 +34,17 @@ def test_without_query_drops_exactly_the_shared_samples():
     assert sorted(kept.x[:, 0, 0].tolist()) == [0, 1, 2, 7, 8, 9]
 
 
+def test_without_query_matches_a_missing_cell_with_a_missing_cell_never_with_a_number():
+    """A record copied into two files keeps its gaps: rows with the same values and gaps are the same record (whatever
+    bits the NaN has), and a gap is never equal to a number."""
+    x = np.array([[1.0, np.nan], [2.0, 3.0], [np.nan, np.nan], [4.0, np.nan]])
+    pool = ArraySet("pool", x, np.zeros(4, dtype=np.int64), np.arange(4, dtype=np.int64), ("a", "b"))
+    query_x = np.array([[1.0, -np.nan], [np.nan, np.nan], [4.0, 5.0]])  # -nan: another NaN's bits
+    query = ArraySet("query", query_x, np.zeros(3, dtype=np.int64), np.arange(3, dtype=np.int64), ("a", "b"))
+    kept = without_query(pool, query)
+    assert kept.index.tolist() == [1, 3]
+
+
 def test_of_kind_takes_grey_images_with_or_without_a_channel_axis_and_refuses_colour():
     grey = images(4, 0)
     reference = Reference(grey, "default: 4 samples")

@@ -68,6 +68,7 @@ def parsed_back(command: str, monkeypatch) -> AuditConfig:
             http_format="json",
             certify_level=0.9,
             label_column="diagnosis",
+            allow_missing=True,
             calibration_file="cal.csv",
             image_size=64,
             device="cuda:1",

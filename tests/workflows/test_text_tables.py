@@ -33,6 +33,7 @@ from ema.training.recipes import DEFAULT_TABLE_RECIPE
 from ema.workflows.audit import AuditConfig, audit
 from ema_cli.cli import main
 from tests.conftest import module_store
+from tests.workflows.test_missing_cells import disjoint_sets
 from tests.workflows.test_pipeline import failed_runs
 from tests.workflows.test_serving import free_port, serve, stop
 from tests.workflows.test_tables import log_user_model
@@ -50,12 +51,7 @@ def text_sets() -> dict[str, ArraySet]:
     data = load_breast_cancer()
     order = np.random.default_rng(0).permutation(len(data.target))
     x = np.column_stack([data.data[:, 1:].astype(object), size_words(data.data[:, 0])])
-    features = (*map(str, data.feature_names[1:]), SIZE)
-    sets = {}
-    for i, name in enumerate(("members", "more_members", "held_out", "calibration")):
-        rows = order[i * ROWS : (i + 1) * ROWS]
-        sets[name] = ArraySet(name, x[rows], data.target[rows].astype(np.int64), rows.astype(np.int64), features)
-    return sets
+    return disjoint_sets(x, data.target, order, (*map(str, data.feature_names[1:]), SIZE), ROWS)
 
 
 def frame(data: ArraySet) -> pd.DataFrame:
