@@ -66,6 +66,14 @@ def text_as_declared(x: np.ndarray, spec: InputSpec, *, where: str) -> np.ndarra
     numbers = np.flatnonzero(declared & ~text)
     if numbers.size == 0:
         return x
+    gaps = np.isnan(x[:, numbers].astype(np.float64)).sum(axis=0)
+    if gaps.any():
+        first = int(np.argmax(gaps > 0))
+        raise InputError(
+            f"{where}: expected text or numbers in every cell of column {spec.columns[numbers[first]]!r} (the model's "
+            f"signature declares text), got {int(gaps[first])} missing: a missing cell goes as NaN to a column of "
+            "numbers only (--allow-missing), never as text"
+        )
     texts = np.column_stack([decimal_text(x[:, column]) for column in numbers])
     logging.getLogger(__name__).warning(
         "%s: column(s) %s hold numbers where the model's signature declares text: sent as their decimal text "

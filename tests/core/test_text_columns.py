@@ -86,6 +86,24 @@ def test_the_oracle_sends_text_where_declared_and_whole_numbers_as_their_text_on
     assert oracle.handed["site"].tolist()[0] == "1152921504606846976"
 
 
+def test_a_missing_cell_goes_as_nan_to_a_double_column_never_as_text_nor_to_an_integer_one():
+    """--allow-missing sends a missing number as NaN where the signature declares floats; a column declared text would
+    get the word 'nan', and one declared long cannot hold it: both are refused by name."""
+    numbers = NUMBERS.copy()
+    numbers[4, 1] = np.nan
+    oracle = Seen(input_spec=TEXT_SPEC, outputs="probabilities")
+    oracle.predict(table(mixed(numbers)))
+    assert np.isnan(oracle.handed["dose"][4]) and oracle.handed["dose"].dtype == np.float64
+    codes = mixed(sites=np.array([0.0, 1.0, np.nan, 2.0] * 5))  # sites as numbers, one of them missing
+    declared_text = r"column 'site' \(the model's signature declares text\), got 5 missing: a missing cell goes as NaN"
+    with pytest.raises(InputError, match=declared_text):
+        oracle.predict(table(codes))
+    whole = InputSpec(dtype="float64", columns=("age", "dose", "site"), column_dtypes=("float64", "int64", "str"))
+    with pytest.raises(InputError, match=r"every cell of column 'dose' \(the model's signature declares int64, which "
+                                         r"holds no missing value\), got missing cells"):  # fmt: skip
+        Seen(input_spec=whole, outputs="probabilities").predict(table(mixed(numbers)))
+
+
 def test_the_oracle_refuses_text_in_a_column_declared_numbers_naming_the_first_word_and_its_row():
     spec = InputSpec(dtype="float64", columns=("age", "dose", "site"))
     x = mixed()

@@ -138,6 +138,17 @@ def test_a_table_of_features_round_trips_and_reads_as_read_set_reads_it(tmp_path
     assert in_table.fingerprint == as_set.fingerprint and in_table.index.tolist() == list(range(6))
 
 
+def test_a_query_table_with_nulls_is_refused_unless_missing_cells_are_allowed_then_they_are_nan(tmp_path):
+    """A table Spark or Arrow wrote keeps its gaps as nulls: read as NaN with --allow-missing, as a file's are."""
+    columns = {"a": pa.array([1.0, None, 3.0]), "n": pa.array([4, 5, None]), "label": pa.array([0, 1, 0])}
+    pq.write_table(pa.table(columns), tmp_path / "q.parquet")
+    with pytest.raises(InputError, match=r"got 2 missing \(first in column 'a', data row 1.*--allow-missing"):
+        read_table(tmp_path / "q.parquet")
+    data = read_table(tmp_path / "q.parquet", allow_missing=True)
+    assert data.missing_cells == 2 and np.isnan(data.x[[1, 2], [0, 1]]).all()
+    assert data.fingerprint == read_set(tmp_path / "q.parquet", allow_missing=True).fingerprint
+
+
 def test_a_table_of_features_without_its_label_column_is_refused(tmp_path):
     write_table([feature_set()], tmp_path / "t")
     with pytest.raises(
