@@ -130,12 +130,14 @@ def read_set(
     max_images: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
     allow_missing: bool = False,
+    option: str | None = None,
 ) -> ArraySet:
     """Read and validate a set file (``.npz``, ``.csv``, ``.parquet``) written by :func:`write_set` or by a user.
 
     ``.csv`` and ``.parquet`` files are tables whose labels are in ``label_column``
     (:func:`ema.data.tables.read_feature_table`); any other name is read as an ``.npz``.
-    ``allow_missing``: a table's missing numbers (NaN) are kept, not refused (infinite ones always are).
+    ``allow_missing``: a table's missing numbers (NaN) are kept, not refused (infinite ones always are); ``option``:
+    what a refusal names as letting them through (None: no option of the command does).
     ``role`` names the file where it is missing, with the option that gave it
     (``"reference file (--reference)"``), so that a user with several files knows which one.
 
@@ -148,8 +150,10 @@ def read_set(
     path = Path(path)
     check_set_file(path, role)
     if path.suffix in TABLE_SUFFIXES:
-        return read_feature_table(path, label_column=label_column, max_images=max_images, allow_missing=allow_missing)
-    return _read_npz(path, max_images=max_images, allow_missing=allow_missing)
+        return read_feature_table(
+            path, label_column=label_column, max_images=max_images, allow_missing=allow_missing, option=option
+        )
+    return _read_npz(path, max_images=max_images, allow_missing=allow_missing, option=option)
 
 
 def check_set_file(path: Path, role: str) -> None:
@@ -182,7 +186,9 @@ def resolved_if_present(path: str | Path) -> str:
     return str(Path(path).resolve()) if Path(path).exists() else str(path)
 
 
-def _read_npz(path: Path, *, max_images: int = DEFAULT_MAX_QUERY, allow_missing: bool = False) -> ArraySet:
+def _read_npz(
+    path: Path, *, max_images: int = DEFAULT_MAX_QUERY, allow_missing: bool = False, option: str | None = None
+) -> ArraySet:
     """Read and validate an ``.npz`` set that exists (:func:`read_set` checked).
 
     Never unpickles: object arrays are refused. Each array's declared shape and dtype
@@ -231,7 +237,7 @@ def _read_npz(path: Path, *, max_images: int = DEFAULT_MAX_QUERY, allow_missing:
     index = arrays.get("index", np.arange(len(arrays["y"]), dtype=np.int64)).astype(np.int64)
     features = tuple(arrays["features"].tolist()) if "features" in arrays else None
     if arrays["x"].dtype.kind == "f":
-        check_finite_cells(arrays["x"], features, where=str(path), allow_missing=allow_missing)
+        check_finite_cells(arrays["x"], features, where=str(path), allow_missing=allow_missing, option=option)
     return ArraySet(path.stem, _with_text(arrays, where=str(path)), arrays["y"].astype(np.int64), index, features)
 
 

@@ -187,6 +187,7 @@ def read_table(
     max_images: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
     allow_missing: bool = False,
+    option: str | None = None,
 ) -> ArraySet:
     """Read a local query table (a Parquet file or folder) whole, for the in-process engine.
 
@@ -199,7 +200,7 @@ def read_table(
         If the path is missing, not Parquet, holds more than ``max_images`` rows, lacks a
         column, holds images of several shapes or of another size than its shape columns say,
         or (a table of features) a value that is not a finite number (a missing one, NaN or null, is kept as
-        NaN with ``allow_missing``).
+        NaN with ``allow_missing``; a refusal names ``option`` as what lets it through).
     """
     path = Path(path)
     if not path.exists():
@@ -212,7 +213,9 @@ def read_table(
     types = {field.name: field.type for field in table.schema}
     if check_columns(types, where=str(path), label_column=label_column) == "table":
         frame = table.to_pandas()
-        return labelled_set(frame, path.name, label_column=label_column, where=str(path), allow_missing=allow_missing)
+        return labelled_set(
+            frame, path.name, label_column=label_column, where=str(path), allow_missing=allow_missing, option=option
+        )
     shape_columns = [column for column in SHAPE_COLUMNS if column in types]
     empty = [column for column in (*QUERY_COLUMNS, *shape_columns) if table.column(column).null_count]
     if empty:

@@ -36,8 +36,13 @@ OTHER_SEPARATORS = {"';'": ";", "tabs": "\t", "'|'": "|"}
 SHOWN_HEADER = 60
 #: The largest label or index read: every whole number up to it is exact as a float64.
 MAX_WHOLE = 2**53
-#: The option that lets missing cells through, as a refusal names it (the evaluator names its config key instead).
+#: The option of an audit that lets missing cells through, as its refusal names it (the evaluator names its key).
 ALLOW_MISSING_OPTION = "--allow-missing"
+#: What a refusal of missing cells says where no option of the command lets them through (training, unlearning).
+NO_MISSING_HERE = (
+    "nothing is filled in, and the workbench's own recipes train on no missing cell; only an audit sends them to a "
+    "model, as NaN (ema audit --allow-missing), for a model whose own pipeline imputes them"
+)
 #: What a refusal of infinite cells says: they are not missing.
 INFINITE_ADVICE = "infinity is a value, not a missing one: it is refused with or without --allow-missing"
 
@@ -48,8 +53,10 @@ def read_feature_table(
     label_column: str = DEFAULT_LABEL_COLUMN,
     max_images: int = DEFAULT_MAX_QUERY,
     allow_missing: bool = False,
+    option: str | None = None,
 ) -> ArraySet:
     """A labelled table read from a ``.csv`` or ``.parquet`` file; with ``allow_missing``, its missing numbers NaN.
+    A refusal of missing numbers names ``option`` as what lets them through (None: no option of the command does).
 
     Raises
     ------
@@ -60,7 +67,9 @@ def read_feature_table(
     """
     path = Path(path)
     frame = _read_frame(path, max_images)
-    return labelled_set(frame, path.stem, label_column=label_column, where=str(path), allow_missing=allow_missing)
+    return labelled_set(
+        frame, path.stem, label_column=label_column, where=str(path), allow_missing=allow_missing, option=option
+    )
 
 
 def labelled_set(
@@ -70,9 +79,11 @@ def labelled_set(
     label_column: str = DEFAULT_LABEL_COLUMN,
     where: str,
     allow_missing: bool = False,
+    option: str | None = None,
 ) -> ArraySet:
     """A table read whole as a labelled set: labels from ``label_column``, positions from ``index`` if present
-    (else 0..n-1), every other column a feature (see :func:`read_feature_table` for what is refused)."""
+    (else 0..n-1), every other column a feature (see :func:`read_feature_table` for what is refused, and
+    ``option``)."""
     check_distinct_columns(list(frame.columns), where=where)
     if label_column not in frame.columns:
         raise InputError(
@@ -88,7 +99,7 @@ def labelled_set(
         whole_numbers(frame[INDEX_COLUMN], INDEX_COLUMN, where) if positions else np.arange(len(frame), dtype=np.int64)
     )
     features = frame.drop(columns=[label_column, *([INDEX_COLUMN] if positions else [])])
-    x = feature_matrix(features, where=where, allow_missing=allow_missing)
+    x = feature_matrix(features, where=where, allow_missing=allow_missing, option=option)
     return ArraySet(name, x, labels, index, tuple(map(str, features.columns)))
 
 
@@ -147,12 +158,12 @@ def check_distinct_columns(names: list[object], *, where: str) -> None:
 
 
 def feature_matrix(
-    features: pd.DataFrame, *, where: str, allow_missing: bool = False, option: str = ALLOW_MISSING_OPTION
+    features: pd.DataFrame, *, where: str, allow_missing: bool = False, option: str | None = None
 ) -> np.ndarray:
     """A frame's feature columns as one array: integers if all are, else float64; with text columns (see
     :func:`text_column`), an object array of their text and the other columns' numbers. Refused unless every
     cell is a finite number or text, or (with ``allow_missing``) a missing number, kept as NaN; a refusal of
-    missing numbers names ``option`` as what allows them."""
+    missing numbers names ``option`` as what allows them (None: :data:`NO_MISSING_HERE`)."""
     if features.shape[1] == 0:
         raise InputError(f"{where}: expected at least one feature column beside the label, got none")
     text = [_is_text_column(features[c]) for c in features.columns]
@@ -205,10 +216,11 @@ def check_finite_cells(
     *,
     where: str,
     allow_missing: bool = False,
-    option: str = ALLOW_MISSING_OPTION,
+    option: str | None = None,
 ) -> None:
     """Refuse a table whose features hold an infinite value, or a missing (NaN) one unless ``allow_missing`` (the
-    message then says to give ``option``), naming the first one's column and row.
+    message then says to give ``option``; None: that no option of the command lets them through), naming the first
+    one's column and row.
 
     ``columns`` names the features (None: they are named by position). Rows count from 0, as the data's.
     An infinite value is refused even with ``allow_missing``: it is a number out of range, not a missing one.
@@ -219,6 +231,8 @@ def check_finite_cells(
         advice = (
             f"nothing is filled in; pass {option} to send missing cells to the model as NaN when its own pipeline "
             "imputes them"
+            if option is not None
+            else NO_MISSING_HERE
         )
         refused.append((np.isnan(values), "missing", advice))
     for bad, what, advice in refused:

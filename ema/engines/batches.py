@@ -19,7 +19,7 @@ from ema.auditors.ema import EMAAuditor
 from ema.data.arrays import ArraySet
 from ema.data.parquet import LEGACY_IMAGE_SHAPE, images_from_bytes
 from ema.data.sources.images import fit_square_images
-from ema.data.tables import feature_matrix
+from ema.data.tables import ALLOW_MISSING_OPTION, feature_matrix
 from ema.oracle import Oracle
 
 
@@ -56,7 +56,8 @@ class AuditBatch:
     def inputs(self, frame: pd.DataFrame) -> np.ndarray:
         """The batch's images (uint8, of the table's shape) or feature matrix, as the in-process engine reads them."""
         if self.features is not None:
-            return feature_matrix(frame[list(self.features)], where=self.where, allow_missing=self.allow_missing)
+            missing = {"allow_missing": self.allow_missing, "option": ALLOW_MISSING_OPTION}
+            return feature_matrix(frame[list(self.features)], where=self.where, **missing)
         images = images_from_bytes(frame["pixels"], self.image_shape, where=self.where)
         return images if self.image_size is None else fit_square_images(images, self.image_size)
 

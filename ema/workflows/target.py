@@ -14,7 +14,7 @@ from ema.data.presets import DEFAULT_DATA, load_splits
 from ema.data.sources import ImageFormat
 from ema.data.sources.images import resize_set
 from ema.data.splits import Splits
-from ema.data.tables import DEFAULT_LABEL_COLUMN
+from ema.data.tables import ALLOW_MISSING_OPTION, DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.image_shapes import DEFAULT_PIXEL_ORDER, parse_input_shape
 from ema.input_transform import InputTransform, parse_normalize
@@ -114,10 +114,14 @@ class Target:
         a table's missing numbers kept as NaN with ``allow_missing``; ``role`` names it where it is missing
         (:func:`~ema.data.files.read_set`)."""
         return self.prepared(
-            read_set(
-                path, role=role, max_images=max_images, label_column=label_column, allow_missing=self.allow_missing
-            )
+            read_set(path, role=role, max_images=max_images, label_column=label_column, **self.missing_options)
         )
+
+    @property
+    def missing_options(self) -> dict[str, object]:
+        """How the audit's tables are read for missing numbers: kept as NaN with ``allow_missing``, else refused
+        naming ``--allow-missing`` as what lets them through."""
+        return {"allow_missing": self.allow_missing, "option": ALLOW_MISSING_OPTION}
 
     def prepared(self, data: ArraySet) -> ArraySet:
         """``data`` with its images resized to ``image_size`` (``--image-size``); as it is without one.
@@ -211,10 +215,9 @@ class Target:
         if sum(v is not None for v in given.values()) != 1:
             raise InputError(f"expected exactly one of a query name, a query file or a query table, got {given}")
         if query_table is not None:
-            table = read_table(
-                query_table, max_images=max_images, label_column=label_column, allow_missing=self.allow_missing
+            return self.prepared(
+                read_table(query_table, max_images=max_images, label_column=label_column, **self.missing_options)
             )
-            return self.prepared(table)
         if query_file is not None:
             return self.read_set(query_file, role="query file", max_images=max_images, label_column=label_column)
         return self.prepared(self.splits().query(query))

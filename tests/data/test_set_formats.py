@@ -91,7 +91,9 @@ def test_missing_cells_are_kept_as_nan_with_allow_missing_and_fingerprinted_as_o
     else:
         frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path)
     with pytest.raises(InputError, match=r"got 2 missing .*pass --allow-missing to send missing cells to the model"):
-        read_set(path)
+        read_set(path, option="--allow-missing")  # an audit's file
+    with pytest.raises(InputError, match=r"got 2 missing .*the workbench's own recipes train on no missing cell"):
+        read_set(path)  # where no option lets them through (ema train --data-file)
     data = read_set(path, allow_missing=True)
     assert data.missing_cells == 2
     np.testing.assert_array_equal(np.isnan(data.x), np.isnan(frame[columns].to_numpy()))

@@ -223,6 +223,20 @@ def test_a_recipe_is_refused_up_front_to_train_the_calibration_model_on_missing_
     assert keys.PARAM_QUERY_FINGERPRINT not in mlflow.get_run(failed).data.params  # refused before the query was read
 
 
+def test_ema_train_on_a_file_with_missing_cells_is_refused_without_offering_an_option_it_lacks(tables):
+    _, _, folder, _ = tables
+    result = CliRunner().invoke(main, ["train", "--data-file", str(folder / "calibration.csv"), "--no-progress"])
+    assert result.exit_code == 3, result.output
+    assert (
+        result.output.strip()
+        .splitlines()[-1]
+        .endswith(
+            "nothing is filled in, and the workbench's own recipes train on no missing cell; only an audit sends them to "
+            "a model, as NaN (ema audit --allow-missing), for a model whose own pipeline imputes them"
+        )
+    )
+
+
 def test_mlflow_evaluate_audits_a_frame_with_missing_cells_when_allowed(tables, monkeypatch):
     from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry
 
