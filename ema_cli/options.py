@@ -188,9 +188,9 @@ allow_missing_option = click.option(
     "--allow-missing",
     is_flag=True,
     help=(
-        "Keep the missing numbers (empty cells, nulls) of every .csv or .parquet table this command reads and send "
-        "them to the model as NaN, for a model whose own pipeline imputes them. Default: such a table is refused. "
-        "Infinite numbers and missing text are refused either way."
+        "Keep the missing numbers (empty cells, nulls, NaN) of every table this command reads (.csv, .parquet, "
+        ".npz, a query table) and send them to the model as NaN, for a model whose own pipeline imputes them. "
+        "Default: such a table is refused. Infinite numbers and missing text are refused either way."
     ),
 )
 max_params_option = click.option(
