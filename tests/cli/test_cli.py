@@ -194,7 +194,7 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
         "--queries": "50",
         "--pixel-order": "hwc",
     }
-    words = ["audit", *[v for pair in given.items() for v in pair], "--strict", "--no-figures"]
+    words = ["audit", *[v for pair in given.items() for v in pair], "--strict", "--no-figures", "--allow-missing"]
     result = CliRunner().invoke(main, words)
     assert "captured" in result.output
     config = seen["config"]
@@ -227,13 +227,14 @@ def test_audit_options_all_reach_the_audit_config(monkeypatch, tmp_path):
     assert config.device == "cuda:1"  # resolved by the workflow, before its run starts
     assert (config.label_column, config.calibration_file, config.augment) == ("diagnosis", "cal.csv", "shifts")
     assert (config.mark_key, config.queries, config.pixel_order) == ("key.json", 50, "hwc")
+    assert config.allow_missing is True
     unset = {f.name for f in dataclasses.fields(AuditConfig)} - {
         "model_uri", "model_url", "query", "method", "test", "alpha", "k", "cal_seed", "threshold_mode", "outputs",
         "recipe_file", "reference_file", "members_file", "margin", "request_timeout", "strict", "figures",
         "calibration_name", "input_shape", "output_name", "http_concurrency", "http_format", "engine", "spark_master",
         "membership_out", "input_dtype", "max_query", "certify_level", "image_size", "device",
         "label_column", "calibration_file", "augment",
-        "mark_key", "queries", "pixel_order",
+        "mark_key", "queries", "pixel_order", "allow_missing",
     }  # fmt: skip
     assert unset == {
         "query_file", "query_table", "transform", "calibration", "calibration_outputs", "corruption", "timeout",
