@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -13,12 +14,14 @@ from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
 from ema.errors import InputError
 from ema.inputs import InputSpec, InputTransform, align_columns, missing_cells, prepare_inputs
 from ema.limits import check_deadline
+from ema.oracle.batching import BatchPace
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, looks_like_probabilities, numeric_outputs
+from ema.oracle.progress import ScoringProgress
 from ema.oracle.text_columns import text_as_declared, without_text
 from ema.run_warnings import FOR_THE_RECORD
 from ema.validation import check_choice, check_positive_int
 
-#: Images per call to the model.
+#: Images per call to the model (the most, for an oracle that paces its batches: :mod:`ema.oracle.batching`).
 DEFAULT_BATCH_SIZE = 4096
 #: The shape our own models declare: (batch, channel, height, width).
 IMAGE_INPUT_SHAPE = MODEL_INPUT_SHAPE
@@ -32,7 +35,8 @@ class Oracle:
     outputs : {"auto", "probabilities", "logits", "labels"}
         What the model returns.
     batch_size : int
-        Images per call.
+        Images per call; the most per call where the oracle paces its batches (:attr:`paced`: in-process
+        models), each sized to take about :data:`ema.oracle.batching.BATCH_SECONDS`.
     transform : InputTransform
         The pixel scaling the model was trained on.
     input_spec : InputSpec, optional
@@ -41,6 +45,9 @@ class Oracle:
     output_name : str, optional
         Which output to read when the model returns several by name (an ONNX model's
         ``label`` and ``probabilities``); by default the probability-like one.
+    progress : bool
+        Whether each set's scoring shows its progress on stderr (:mod:`ema.oracle.progress`); see
+        :meth:`with_progress`.
     """
 
     def __init__(
@@ -51,6 +58,7 @@ class Oracle:
         transform: InputTransform = InputTransform(),
         input_spec: InputSpec | None = None,
         output_name: str | None = None,
+        progress: bool = False,
     ) -> None:
         check_choice("outputs", outputs, OUTPUT_KINDS)
         check_positive_int("batch_size", batch_size)
@@ -62,11 +70,15 @@ class Oracle:
                 'recipe\'s "input"); drop them'
             )
         self.outputs, self.batch_size, self.transform = outputs, batch_size, transform
-        self.input_spec, self.output_name = spec, output_name
+        self.input_spec, self.output_name, self.progress = spec, output_name, progress
+        self._pace = BatchPace()
         self.forget_warnings()
 
     #: How errors name the model.
     source = "the model"
+    #: Whether batches are sized to the model's pace (:mod:`ema.oracle.batching`), so that the command's deadline,
+    #: checked between them, is not overrun by more than about a batch; else every batch holds ``batch_size``.
+    paced = True
     #: Whether a table's column order is the model owner's to keep (warned about when the signature names no
     #: columns); False for the auditor's own helper models, trained on the query's layout.
     owner_column_order = True
@@ -85,6 +97,12 @@ class Oracle:
         other.transform = transform
         return other
 
+    def with_progress(self, progress: bool) -> Oracle:
+        """The same model, showing (or not) each set's scoring progress, sharing the model, connection and pace."""
+        other = copy.copy(self)
+        other.progress = progress
+        return other
+
     def with_input_spec(self, spec: InputSpec) -> Oracle:
         """The same model with other declared inputs (another pixel order), sharing the model or the connection."""
         other = copy.copy(self)
@@ -101,29 +119,31 @@ class Oracle:
         A table given as a set is matched to a column-based signature by name (extra columns
         are left out and logged). Inputs are prepared one batch at a time: uint8 images never
         exist as float32 all at once, so memory does not grow with the query set beyond the
-        images themselves and the outputs.
+        images themselves and the outputs. With :attr:`progress`, a set that takes a while says
+        how far its scoring is (named by the set's name).
         """
+        what = f"score {self.source}" + (f" on {pixels.name}" if isinstance(pixels, ArraySet) else "")
         pixels = self._inputs_of(pixels) if isinstance(pixels, ArraySet) else np.asarray(pixels)
         if pixels.ndim == 0 or len(pixels) == 0:
             raise InputError(f"expected at least one image to score, got an array of shape {pixels.shape}")
         outputs = None
-        starts = range(0, len(pixels), self.batch_size)
-        for start, batch in zip(starts, self._scored_batches(pixels, starts), strict=True):
-            images = pixels[start : start + self.batch_size]
-            if outputs is None:
-                # one array for all outputs: small per-batch arrays kept alive would pin the heap above
-                # each batch's large temporaries, and memory would grow with the number of batches
-                outputs = np.empty((len(pixels), *batch.shape[1:]), dtype=batch.dtype)
-            if not np.can_cast(batch.dtype, outputs.dtype, "safe"):
-                outputs = outputs.astype(
-                    np.result_type(outputs.dtype, batch.dtype)
-                )  # e.g. integer one-hot, then floats
-            if batch.shape != (len(images), *outputs.shape[1:]):
-                raise InputError(
-                    f"expected model outputs of shape {(len(images), *outputs.shape[1:])} for a batch of "
-                    f"{len(images)} images, got {batch.shape}"
-                )
-            outputs[start : start + len(images)] = batch
+        with ScoringProgress(what, len(pixels), enabled=self.progress) as progress:
+            for start, stop, batch in self._scored_batches(pixels):
+                if outputs is None:
+                    # one array for all outputs: small per-batch arrays kept alive would pin the heap above
+                    # each batch's large temporaries, and memory would grow with the number of batches
+                    outputs = np.empty((len(pixels), *batch.shape[1:]), dtype=batch.dtype)
+                if not np.can_cast(batch.dtype, outputs.dtype, "safe"):
+                    outputs = outputs.astype(
+                        np.result_type(outputs.dtype, batch.dtype)
+                    )  # e.g. integer one-hot, then floats
+                if batch.shape != (stop - start, *outputs.shape[1:]):
+                    raise InputError(
+                        f"expected model outputs of shape {(stop - start, *outputs.shape[1:])} for a batch of "
+                        f"{stop - start} images, got {batch.shape}"
+                    )
+                outputs[start:stop] = batch
+                progress.advance(stop - start)
         self._check_outputs_of_missing(pixels, outputs)
         if self.outputs == "logits" and not self._warned_logits and looks_like_probabilities(outputs):
             self._warned_logits = True
@@ -164,12 +184,19 @@ class Oracle:
             log_by_position(data.name, features)
         return x
 
-    def _scored_batches(self, pixels: np.ndarray, starts: range) -> Iterator[np.ndarray]:
-        """The model's numeric outputs for the batch at each start, in order; the command's ``--timeout`` is checked
-        before each batch."""
-        for start in starts:
+    def _scored_batches(self, pixels: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(start, stop, outputs)``: the model's numeric outputs for each batch ``pixels[start:stop]``, in order;
+        the command's ``--timeout`` is checked before each. Batches hold ``batch_size`` images, or where the oracle
+        is :attr:`paced`, as many as the model scores in about :data:`~ema.oracle.batching.BATCH_SECONDS`."""
+        start = 0
+        while start < len(pixels):
             check_deadline(f"score {self.source}")
-            yield self._score(pixels[start : start + self.batch_size])
+            stop = min(start + (self._pace.size(self.batch_size) if self.paced else self.batch_size), len(pixels))
+            began = time.perf_counter()
+            outputs = self._score(pixels[start:stop])
+            self._pace.record(stop - start, time.perf_counter() - began)
+            yield start, stop, outputs
+            start = stop
 
     def _score(self, images: np.ndarray) -> np.ndarray:
         return numeric_outputs(self._predict_batch(self.prepare(images)), self.source, self.output_name)

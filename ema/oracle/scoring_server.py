@@ -170,23 +170,33 @@ class HttpOracle(Oracle):
             self._connections.clear()
             self._local = threading.local()
 
-    def _scored_batches(self, pixels: np.ndarray, starts: range) -> Iterator[np.ndarray]:
+    #: Every request holds ``batch_size`` images: a server's fixed cost per request is the one its users tune
+    #: (--batch-size), and each request is bounded by ``request_timeout`` and the command's deadline already.
+    paced = False
+
+    def _scored_batches(self, pixels: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
         """Batches scored ``concurrency`` at a time, yielded in order; the first failure stops the rest."""
+        starts = range(0, len(pixels), self.batch_size)
         if self.concurrency == 1 or len(starts) == 1:
-            yield from super()._scored_batches(pixels, starts)
+            yield from super()._scored_batches(pixels)
             return
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="ema-http") as pool:
-            pending: deque[Future] = deque()  # at most one batch waits beyond those in flight: memory stays bounded
+            pending: deque[tuple[int, Future]] = deque()  # one batch waits beyond those in flight: memory bounded
             try:
                 for start in starts:
-                    pending.append(pool.submit(self._score, pixels[start : start + self.batch_size]))
+                    pending.append((start, pool.submit(self._score, pixels[start : start + self.batch_size])))
                     if len(pending) > self.concurrency:
-                        yield pending.popleft().result()
+                        yield self._done(pending.popleft(), len(pixels))
                 while pending:
-                    yield pending.popleft().result()
+                    yield self._done(pending.popleft(), len(pixels))
             finally:
-                for future in pending:
+                for _, future in pending:
                     future.cancel()
+
+    def _done(self, pending: tuple[int, Future], n_images: int) -> tuple[int, int, np.ndarray]:
+        """``(start, stop, outputs)`` of a batch sent at ``start``, once its reply is in."""
+        start, future = pending
+        return start, min(start + self.batch_size, n_images), future.result()
 
     @property
     def _connection(self) -> TimedConnection:
