@@ -51,7 +51,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         http_concurrency=config.http_concurrency,
         http_format=config.http_format,
     )
-    session = AuditSession(config, target, data, oracle, progress)
+    session = AuditSession(config, target, data, oracle.with_progress(progress), progress)
     session.check_augment()
     # refuses a query the model's signature does not take, first, then one of labels the model has no class of
     predictions = scored(session.oracle, data, role="query file" if config.query_file else "query")

@@ -357,12 +357,16 @@ class AuditSession:
     def calibration_helper(self) -> CalibrationHelper:
         """The calibration model member behaviour is read from: the one supplied (``--calibration-model``, scored on
         its own members and non-members, returning ``--calibration-outputs``), else the plan's. Made once per audit:
-        EMA's thresholds and the calibrated auditor share it (the model loaded and its files read once)."""
+        EMA's thresholds and the calibrated auditor share it (the model loaded and its files read once); it shows
+        its scoring's progress as the target's oracle does."""
         supplied, config = self.config.calibration, self.config
         if supplied is None:
-            return planned_helper(self.calibration_plan, progress=self.progress)
-        outputs = config.calibration_outputs or config.outputs
-        return supplied.helper(self.target, outputs, config.max_query, config.label_column)
+            helper = planned_helper(self.calibration_plan, progress=self.progress)
+        else:
+            helper = supplied.helper(
+                self.target, config.calibration_outputs or config.outputs, config.max_query, config.label_column
+            )
+        return dataclasses.replace(helper, model=helper.model.with_progress(self.progress))
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             table = spark_engine.read_query(spark, config.query_table, label_column=config.label_column)
             kind = "table" if table.image_shape is None else "image"
             log_batch(params={keys.PARAM_SPARK_MASTER: spark.sparkContext.master, **config.query_params(target, kind)})
-            session = AuditSession(config, target, None, oracle, progress)
+            session = AuditSession(config, target, None, oracle.with_progress(progress), progress)
             reference = session.nonmember_predictions
             auditor, tags = ema_auditor(session, reference.access)
             model = spark_engine.ship_model(spark, oracle)

@@ -42,7 +42,8 @@ def cached_model(
     The version is registered without an alias: these models are found by their cache key,
     and an audit moves no alias.
 
-    Returns the oracle and whether the registry already held the model.
+    Returns the oracle (showing its scoring's progress with ``progress``, as training shows its) and whether the
+    registry already held the model.
     """
     name = ROLE_MODEL_NAMES[role]
     cache_key = model_cache_key(target, role, data, n_classes)
@@ -67,7 +68,7 @@ def cached_model(
             return record_entry(version, cache_key)
 
     entry, built = single_flight(name, cache_key, find=lambda: usable_entry(name, cache_key, target), build=build)
-    return helper_oracle(entry, target), not built
+    return helper_oracle(entry, target).with_progress(progress), not built
 
 
 def usable_entry(name: str, cache_key: str, target: Target) -> TrustedEntry | None:
