@@ -170,8 +170,9 @@ class HttpOracle(Oracle):
             self._connections.clear()
             self._local = threading.local()
 
-    #: Every request holds ``batch_size`` images: a server's fixed cost per request is the one its users tune
-    #: (--batch-size), and each request is bounded by ``request_timeout`` and the command's deadline already.
+    #: Every request holds ``batch_size`` images: a request's fixed cost (the round trip, the server's parsing) makes
+    #: small ones dear (benchmarks/RESULTS.md, ``http``), and each is cut off by ``request_timeout`` and ``timeout``
+    #: (the audit gives the seconds left before its deadline) however slow the server.
     paced = False
 
     def _scored_batches(self, pixels: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
