@@ -3,10 +3,10 @@
 The command's ``--timeout`` is checked between batches (:func:`ema.limits.check_deadline`), so a
 batch's time is how far scoring can overrun it. A fixed 4,096 samples a call is 0.02 s for the
 paper's MLP but over a minute for ResNet-18 on 224x224 images on two cores (benchmarks/RESULTS.md,
-``image_sizes``: 43 images/s). An oracle therefore scores a small
-first batch, measures the model's time per sample, and sizes every later batch to take about
-:data:`BATCH_SECONDS`, up to its ``batch_size``. A fast model reaches ``batch_size`` within two or
-three batches (small calls cost a pyfunc model a fixed overhead each: benchmarks/RESULTS.md, ``scoring``).
+``image_sizes``: 43 images/s). An oracle therefore scores a small first batch, measures the
+model's time per sample, and sizes every later batch to take about :data:`BATCH_SECONDS`, up to
+its ``batch_size``. A fast model reaches ``batch_size`` within two or three batches (small calls
+cost a pyfunc model a fixed overhead each: benchmarks/RESULTS.md, ``scoring``).
 
 Sizes are powers of two from :data:`MIN_BATCH` up (or ``batch_size``), so that a model's pace, measured
 afresh in every run, picks the same few sizes, and none so small that a float32 network takes another
