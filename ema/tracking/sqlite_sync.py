@@ -2,9 +2,9 @@
 
 MLflow leaves sqlite at its defaults, a rollback journal with ``synchronous=FULL``: each commit
 syncs the disk four times, and a cached audit makes ten commits (its run, params, metrics, tags,
-dataset and the version's trail). On a disk whose sync takes 20 ms that is 0.8 s of waiting, a
-quarter of the imports every command pays, and the same audit took 1.50x the import line instead
-of 1.28x (README, "Speed"). So a store the workbench creates is in WAL mode, and the connections
+dataset and the version's trail). On a disk whose syncs take 20 ms longer that is 0.8 s of waiting,
+and the audit took 1.46x the import line, against 1.18x in WAL mode in the same rounds (README,
+"Performance"). So a store the workbench creates is in WAL mode, and the connections
 this process opens to it use ``synchronous=NORMAL``, sqlite's setting for WAL: a commit appends to
 the log without a sync, and the log is synced into the database at checkpoints (every 1,000 pages,
 and when the last connection closes, which :func:`close_stores` does when the process exits).
