@@ -11,9 +11,11 @@ from click.testing import CliRunner
 from ema.data.arrays import ArraySet
 from ema.data.files import write_set
 from ema.errors import InputError
+from ema.inputs import cells_as_text
 from ema.workflows.references import (
     Reference,
     check_disjoint,
+    contains_all,
     member_reference,
     nonmember_reference,
     of_kind,
@@ -43,6 +45,86 @@ def test_without_query_matches_a_missing_cell_with_a_missing_cell_never_with_a_n
     query = ArraySet("query", query_x, np.zeros(3, dtype=np.int64), np.arange(3, dtype=np.int64), ("a", "b"))
     kept = without_query(pool, query)
     assert kept.index.tolist() == [1, 3]
+
+
+def rows(cells: list[list[object]], labels: list[int] | None = None, name: str = "s") -> ArraySet:
+    """A table of ``cells`` (object: numbers and text) with columns ``c0, c1, ...``, labels 0 unless given."""
+    x = np.empty((len(cells), len(cells[0])), dtype=object)
+    x[:] = cells
+    y = np.array(labels if labels is not None else [0] * len(cells), dtype=np.int64)
+    return ArraySet(name, x, y, np.arange(len(cells), dtype=np.int64), tuple(f"c{i}" for i in range(x.shape[1])))
+
+
+def test_without_query_matches_a_table_with_text_by_value_a_gap_only_with_a_gap():
+    """3 and 3.0 are one number, a NaN of any bits (or None) is a gap equal to a gap and never to a number."""
+    pool = rows([[3, "a"], [1.5, "a"], [np.nan, "b"], [np.nan, "c"], [2.0, "d"], [-0.0, "e"]])
+    query = rows([[3.0, "a"], [np.float32(1.5), "a"], [-np.nan, "b"], [0.0, "c"], [None, "d"], [0.0, "e"]], name="q")
+    assert without_query(pool, query).index.tolist() == [3, 4, 5]
+    assert contains_all(pool, query).tolist() == [True, True, True, False, False, False]
+
+
+def test_without_query_keeps_a_same_table_row_with_another_label():
+    pool = rows([[1.0, "a"], [2.0, "b"]], labels=[0, 1])
+    assert without_query(pool, rows([[1.0, "a"], [2.0, "b"]], labels=[1, 1])).index.tolist() == [0]
+
+
+def test_without_query_compares_a_text_column_by_its_text_and_a_number_as_float64_text():
+    """Text ``"3"`` is not the number 3.0, whose text is ``"3.0"``: a column of text in one table and of numbers in
+    the other compares the text with the number's float64 text (``ema.inputs.cells_as_text``)."""
+    pool = rows([[1.0, "3"], [1.0, "3.0"], [1.0, "nan"], [1.0, "x"]])
+    numbers = ArraySet(
+        "numbers", np.array([[1.0, 3.0], [1.0, np.nan]]), np.zeros(2, np.int64), np.arange(2), pool.features
+    )
+    assert without_query(pool, numbers).index.tolist() == [0, 3]
+    assert contains_all(numbers, pool).tolist() == [False, True, True, False]
+    assert without_query(pool, rows([[1, "3.0"], [1, 3.0]], name="q")).index.tolist() == [0, 2, 3]  # text both sides
+
+
+def test_without_query_cuts_a_table_with_text_to_the_numbers_of_another():
+    """A pool whose text column the query lacks is compared in the numbers both hold, ints or floats alike."""
+    pool = rows([[1, 2, "a"], [3, 4, "b"], [5, np.nan, "c"]])
+    query = ArraySet("q", np.array([[3.0, 4.0], [5.0, np.nan]]), np.zeros(2, np.int64), np.arange(2), ("c0", "c1"))
+    assert without_query(pool, query).index.tolist() == [0]
+
+
+def kept_as_text(pool: ArraySet, query: ArraySet) -> np.ndarray:
+    """The positions of ``pool`` that :func:`without_query` keeps, found as it did before it keyed numbers by their
+    bytes: every cell as text (:func:`~ema.inputs.cells_as_text`), then the label."""
+    texts = [cells_as_text(data.x) for data in (pool, query)]
+    width = np.result_type(*texts)
+    keys = [
+        np.concatenate([t.astype(width).view(np.uint8).reshape(len(t), -1), d.y.view(np.uint8).reshape(len(t), -1)], 1)
+        for t, d in zip(texts, (pool, query), strict=True)
+    ]
+    keys = [k.view(np.dtype((np.void, k.shape[1]))).ravel() for k in keys]
+    return np.flatnonzero(~np.isin(keys[0], keys[1]))
+
+
+NUMBERS = np.array([0, 3, 3.0, -0.0, 1.5, np.nan, -np.nan, None], dtype=object)
+TEXTS = np.array(["a", "3", "3.0", "nan", "", 3.0], dtype=object)
+
+
+def random_table(rng: np.random.Generator, n: int, text: np.ndarray, name: str) -> ArraySet:
+    """``n`` rows of few distinct values (duplicates within and across tables), text in the ``text`` columns (its
+    first row text, a later cell sometimes the float 3.0), labels 0 or 1."""
+    x = np.where(text, rng.choice(TEXTS, size=(n, text.size)), rng.choice(NUMBERS, size=(n, text.size)))
+    x[0, text] = "a"
+    y = rng.integers(0, 2, size=n).astype(np.int64)
+    return ArraySet(name, x, y, np.arange(n, dtype=np.int64), tuple(f"c{i}" for i in range(text.size)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    ("pool_text", "query_text"),
+    [([0, 0, 1, 1], [0, 0, 1, 1]), ([0, 1, 1, 0], [0, 1, 0, 0]), ([0, 0, 0, 0], [1, 0, 0, 1]), ([1, 1], [1, 1])],
+)
+def test_without_query_keeps_the_rows_that_comparing_every_cell_as_text_kept(seed, pool_text, query_text):
+    rng = np.random.default_rng(seed)
+    pool = random_table(rng, 300, np.array(pool_text, dtype=bool), "pool")
+    query = random_table(rng, 200, np.array(query_text, dtype=bool), "query")
+    kept = without_query(pool, query).index
+    assert 0 < len(kept) < len(pool)
+    np.testing.assert_array_equal(kept, kept_as_text(pool, query))
 
 
 def test_of_kind_takes_grey_images_with_or_without_a_channel_axis_and_refuses_colour():
