@@ -35,6 +35,7 @@ from ema.data.arrays import ArraySet
 from ema.data.files import write_set
 from ema.data.parquet import read_table, write_table
 from ema.errors import InputError
+from ema.oracle.batching import MIN_BATCH
 from tests.conftest import module_store
 
 pytest.importorskip("pyspark", reason="the Spark engine needs pyspark (pip install '.[spark]')")
@@ -210,9 +211,11 @@ def test_spark_audit_of_images_of_another_size_says_what_the_in_process_engine_s
 
 
 def test_spark_audit_whose_model_raises_on_the_executors_is_one_line(cases):
-    # the model's own failure, as the in-process oracle words and classes it: ModelAccessError, retryable, exit 4
+    # the model's own failure, as the in-process oracle words and classes it: ModelAccessError, retryable, exit 4;
+    # the first batch is the paced oracle's smallest, the model's pace not yet known
     line = one_error_line(cases["model_raises"], code=4)
-    assert re.fullmatch(rf"model '\S+' failed on a batch of 32 inputs of shape \(28, 28\): {MODEL_ERROR}", line)
+    pattern = rf"model '\S+' failed on a batch of {MIN_BATCH} inputs of shape \(28, 28\): {MODEL_ERROR}"
+    assert re.fullmatch(pattern, line)
 
 
 def test_spark_audit_verbose_prints_the_executors_traceback_then_the_line(cases):
