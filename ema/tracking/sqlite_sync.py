@@ -81,9 +81,12 @@ def create_in_wal_mode(db: Path) -> bool:
 
 def is_wal(db: Path) -> bool:
     """Whether the sqlite database ``db`` is in WAL mode, read from its header (no connection, which would need
-    to create ``<db>-shm`` to read a WAL database)."""
-    with db.open("rb") as file:
-        header = file.read(20)
+    to create ``<db>-shm`` to read a WAL database); False for a file this process cannot read."""
+    try:
+        with db.open("rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
     return header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
 
 
@@ -103,8 +106,11 @@ def close_stores() -> None:
         _ENGINES.pop().dispose()
 
 
-def _main_file(dbapi_connection: sqlite3.Connection) -> str:
-    return next(row[2] for row in dbapi_connection.execute("PRAGMA database_list") if row[1] == "main")
+def _main_file(dbapi_connection: sqlite3.Connection) -> str | None:
+    """The resolved path of the connection's database file, as :func:`sync_at_checkpoints` records stores; None
+    for an in-memory database."""
+    path = next(row[2] for row in dbapi_connection.execute("PRAGMA database_list") if row[1] == "main")
+    return str(Path(path).resolve()) if path else None
 
 
 def _relax(dbapi_connection: object, _record: object) -> None:

@@ -91,6 +91,18 @@ def test_is_wal_reads_the_header_of_either_journal(store, tmp_path):
     assert not sqlite_sync.is_wal(tmp_path / "mlflow.db")
     sqlite3.connect(tmp_path / "mlflow.db").execute("PRAGMA journal_mode=WAL").fetchone()
     assert sqlite_sync.is_wal(tmp_path / "mlflow.db")
+    assert not sqlite_sync.is_wal(tmp_path)  # a file it cannot read (here a folder) is not said to be WAL
+
+
+def test_a_store_reached_through_a_symbolic_link_syncs_at_checkpoints(fresh_folder, monkeypatch):
+    """The store is recorded by its resolved path and sqlite's name for the file is resolved before comparing (sqlite
+    3.40 resolves links itself; older ones name the file as it was opened)."""
+    (fresh_folder / "real").mkdir()
+    (fresh_folder / "link").symlink_to(fresh_folder / "real")
+    uri = f"sqlite:///{fresh_folder / 'link' / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    configure()
+    assert pragmas(uri) == ("wal", 1)
 
 
 def test_a_store_whose_lock_file_is_not_writable_is_refused_with_what_to_do(fresh_folder, immutable):
