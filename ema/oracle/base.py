@@ -158,8 +158,10 @@ class Oracle:
     def _check_outputs_of_missing(self, inputs: np.ndarray, outputs: np.ndarray) -> None:
         """Refuse NaN or infinite outputs for a table with missing cells (sent as NaN with ``--allow-missing``): the
         model cannot take them, and saying so names the cause that a plain non-finite-outputs error would hide."""
+        if np.isfinite(outputs).all():
+            return
         missing = missing_cells(inputs)
-        if not missing or np.isfinite(outputs).all():
+        if not missing:
             return
         rows = int((~np.isfinite(outputs.reshape(len(outputs), -1))).any(axis=1).sum())
         raise InputError(
