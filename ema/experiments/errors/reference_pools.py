@@ -155,8 +155,12 @@ def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def member_reference(pools: dict[str, Pool]) -> Pool:
-    """Folds M2..M5 joined: the member reference of a query drawn from M1 (never the query's own samples)."""
-    return tuple(np.concatenate([pools[f"M{i}"][j] for i in range(2, 6)]) for j in (0, 1))
+    """Folds M2..M5 joined: the member reference of a query drawn from M1 (never the query's own samples).
+
+    Probabilities are joined along the samples' axis, so shifted pools (9 views, (9, n, C)) keep their views.
+    """
+    folds = [pools[f"M{i}"] for i in range(2, 6)]
+    return np.concatenate([p for p, _ in folds], axis=-2), np.concatenate([y for _, y in folds])
 
 
 def draw(pools: dict[str, Pool], kind: str, size: int, rng: np.random.Generator) -> Pool:
