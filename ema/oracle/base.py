@@ -83,6 +83,12 @@ class Oracle:
     #: columns); False for the auditor's own helper models, trained on the query's layout.
     owner_column_order = True
 
+    @property
+    def step(self) -> str:
+        """What scoring through this oracle is called: in its progress, and by the error of a command whose
+        ``--timeout`` passes while it scores ("score model 'models:/m/1'")."""
+        return f"score {self.source}"
+
     def forget_warnings(self) -> None:
         """Warn again, once each, about what the scoring finds: every audit through this oracle records its own."""
         self._warned_orders: set[tuple[str, ...]] = set()  # column orders already warned about (once each)
@@ -122,7 +128,7 @@ class Oracle:
         images themselves and the outputs. With :attr:`progress`, a set that takes a while says
         how far its scoring is (named by the set's name).
         """
-        what = f"score {self.source}" + (f" on {pixels.name}" if isinstance(pixels, ArraySet) else "")
+        what = self.step + (f" on {pixels.name}" if isinstance(pixels, ArraySet) else "")
         pixels = self._inputs_of(pixels) if isinstance(pixels, ArraySet) else np.asarray(pixels)
         if pixels.ndim == 0 or len(pixels) == 0:
             raise InputError(f"expected at least one image to score, got an array of shape {pixels.shape}")
@@ -192,7 +198,7 @@ class Oracle:
         is :attr:`paced`, as many as the model scores in about :data:`~ema.oracle.batching.BATCH_SECONDS`."""
         start = 0
         while start < len(pixels):
-            check_deadline(f"score {self.source}")
+            check_deadline(self.step)
             stop = min(start + (self._pace.size(self.batch_size) if self.paced else self.batch_size), len(pixels))
             began = time.perf_counter()
             outputs = self._score(pixels[start:stop])

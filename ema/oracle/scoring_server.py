@@ -19,6 +19,7 @@ import pandas as pd
 from ema.data.arrays import ArraySet
 from ema.errors import InputError, ModelAccessError
 from ema.inputs import TEXT_DTYPE, InputSpec, text_columns
+from ema.limits import check_deadline
 from ema.oracle.base import Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
@@ -176,7 +177,13 @@ class HttpOracle(Oracle):
     paced = False
 
     def _scored_batches(self, pixels: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
-        """Batches scored ``concurrency`` at a time, yielded in order; the first failure stops the rest."""
+        """Batches scored ``concurrency`` at a time, yielded in order; the first failure stops the rest.
+
+        The command's ``--timeout`` is checked before each batch is handed to a connection and before each reply is
+        waited for, as one connection checks it before each batch (:meth:`Oracle._scored_batches`): once it has
+        passed, no batch is sent, the batches not yet sent are cancelled, and the requests in flight end (each
+        within ``request_timeout``) before :class:`~ema.errors.TimeLimitExceeded` names this step.
+        """
         starts = range(0, len(pixels), self.batch_size)
         if self.concurrency == 1 or len(starts) == 1:
             yield from super()._scored_batches(pixels)
@@ -185,10 +192,12 @@ class HttpOracle(Oracle):
             pending: deque[tuple[int, Future]] = deque()  # one batch waits beyond those in flight: memory bounded
             try:
                 for start in starts:
+                    check_deadline(self.step)
                     pending.append((start, pool.submit(self._score, pixels[start : start + self.batch_size])))
                     if len(pending) > self.concurrency:
                         yield self._done(pending.popleft(), len(pixels))
                 while pending:
+                    check_deadline(self.step)
                     yield self._done(pending.popleft(), len(pixels))
             finally:
                 for _, future in pending:

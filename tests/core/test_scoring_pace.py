@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ema import limits
 from ema.data.arrays import ArraySet
 from ema.errors import TimeLimitExceeded
 from ema.limits import command_limits
 from ema.oracle import Oracle, base, progress
 from ema.oracle.batching import BATCH_SECONDS, MIN_BATCH, BatchPace
+from tests.command_clock import Clock, command_clock
 
 #: (seconds a sample, the batch size that pace gets): the largest power of two BATCH_SECONDS holds, MIN_BATCH at least.
 PACES = [(BATCH_SECONDS / 3000, 2048), (BATCH_SECONDS / 100, 64), (BATCH_SECONDS / 9, MIN_BATCH), (10.0, MIN_BATCH)]
@@ -41,21 +41,11 @@ def test_batch_pace_grows_past_a_fixed_cost_by_the_marginal_cost_of_a_larger_bat
     assert pace.size(4096) == 1024
 
 
-class Clock:
-    """The time the oracle's pace and the command's deadline read, moved only by the model's work."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
-    clock = Clock()
+    """The time the oracle's pace and the command's deadline read, moved only by the model's work."""
+    clock = command_clock(monkeypatch)
     monkeypatch.setattr(base, "time", SimpleNamespace(perf_counter=clock))
-    monkeypatch.setattr(limits, "time", SimpleNamespace(monotonic=clock))
     return clock
 
 

@@ -15,9 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ema.errors import RETRYABLE, EMAError, InputError, ModelAccessError
+from ema.errors import RETRYABLE, EMAError, InputError, ModelAccessError, TimeLimitExceeded
 from ema.inputs import InputSpec
+from ema.limits import command_limits
 from ema.oracle import HttpOracle, ScoringTimeout, numeric_outputs, parse_reply
+from tests.command_clock import command_clock
 
 IMAGES = np.zeros((3, 28, 28), np.uint8)
 PROBA = [[0.25, 0.75], [0.5, 0.5], [1.0, 0.0]]
@@ -425,6 +427,30 @@ def test_a_refused_batch_among_concurrent_ones_fails_the_scoring(server):
     oracle = HttpOracle(url, batch_size=1, concurrency=2, input_spec=InputSpec((-1, 28, 28), "uint8"))
     with pytest.raises(EMAError, match=r"refused the query \(HTTP 400\): no"):
         oracle.predict(np.zeros((8, 28, 28), np.uint8))
+
+
+#: Seconds of the command's clock one request takes in the deadline tests, and the command's --timeout.
+SECONDS_PER_REQUEST, COMMAND_TIMEOUT = 1.0, 5.0
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_the_commands_deadline_stops_http_scoring_one_request_or_several_at_a_time(server, monkeypatch, concurrency):
+    """40 batches of a second each on the command's clock, a 5 s --timeout: with several requests in flight the
+    deadline was never checked, and the scoring sent all 40. Either way it now stops with the command's error once
+    the fifth request has used its time: no batch is sent after that but those already handed to a connection."""
+    clock = command_clock(monkeypatch)
+
+    def a_second_each(handler, n):
+        clock.advance(SECONDS_PER_REQUEST)
+        handler.reply(json.dumps({"predictions": [[0.5, 0.5]] * n}))
+
+    url, httpd = server(a_second_each)
+    oracle = HttpOracle(url, batch_size=1, concurrency=concurrency, input_spec=InputSpec((-1, 28, 28), "uint8"))
+    with command_limits(timeout=COMMAND_TIMEOUT, started=0.0):
+        with pytest.raises(TimeLimitExceeded, match=f"ran past it in step 'score scoring server {url}'"):
+            oracle.predict(np.zeros((40, 28, 28), np.uint8))
+    on_time = int(COMMAND_TIMEOUT / SECONDS_PER_REQUEST)  # the requests sent before the deadline passed
+    assert on_time <= httpd.calls <= on_time + 2 * (concurrency - 1), httpd.calls
 
 
 def test_concurrency_must_be_a_positive_integer():

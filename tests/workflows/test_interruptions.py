@@ -3,21 +3,29 @@ SIGTERM. Each leaves a FAILED run that states no verdict, and nothing RUNNING.""
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import mlflow
+import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
+from scipy.special import softmax
 
 from ema.errors import TimeLimitExceeded
+from ema.inputs import InputSpec
 from ema.limits import command_limits
+from ema.oracle import HttpOracle
 from ema.tracking import keys
 from ema.workflows import audit as audit_workflow
 from ema.workflows.audit import AuditConfig, audit
+from tests.command_clock import command_clock
 from tests.workflows.conftest import ROOT
 
 TARGET = "models:/ema-target@target"
@@ -38,6 +46,51 @@ def test_the_timeout_stops_in_process_scoring(trained):
             audit(AuditConfig(model_uri=TARGET, query="M6"), progress=False)
     run = newest_run()
     assert run.info.status == "FAILED" and keys.TAG_VERDICT not in run.data.tags
+
+
+class SecondPerRequest(http.server.BaseHTTPRequestHandler):
+    """A scoring server stand-in: probabilities of 10 classes from each image's pixels, each request taking a second
+    of the command's clock (``server.clock``); ``server.calls`` counts the requests."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        inputs = np.asarray(json.loads(self.rfile.read(int(self.headers["Content-Length"])))["inputs"], np.float64)
+        self.server.calls += 1
+        self.server.clock.advance(1.0)
+        proba = softmax(np.sin(inputs.reshape(len(inputs), -1).sum(axis=1, keepdims=True) + np.arange(10)), axis=1)
+        body = json.dumps({"predictions": proba.tolist()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_timeout_stops_concurrent_http_scoring(trained, monkeypatch):
+    """--http-concurrency 3 never checked the deadline: an audit over HTTP ran past --timeout by as many batches as
+    the query had. The query's 20 batches take a second each of a 5 s --timeout: the audit stops scoring with the
+    command's error, its run FAILED with no verdict and no artifacts, and most batches never sent."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SecondPerRequest)
+    httpd.calls, httpd.clock = 0, command_clock(monkeypatch)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/invocations"
+    oracle = HttpOracle(url, batch_size=100, concurrency=3, input_spec=InputSpec((-1, 28, 28), "uint8"))
+    config = AuditConfig(model_uri=TARGET, model_url=url, query="M6", http_concurrency=3)
+    try:
+        with command_limits(timeout=5.0, started=0.0):
+            with pytest.raises(TimeLimitExceeded, match=f"in step 'score scoring server {url}'"):
+                audit(config, oracle=oracle, progress=False)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert 5 <= httpd.calls < 2000 // 100, httpd.calls
+    run = newest_run()
+    assert run.info.status == "FAILED" and keys.TAG_VERDICT not in run.data.tags
+    assert not MlflowClient().list_artifacts(run.info.run_id)
 
 
 def test_an_audit_that_fails_writing_its_artifacts_states_no_verdict(trained, monkeypatch):
