@@ -22,6 +22,7 @@ LAYER_OF_PREFIX = {
     "ema.validation": "base",
     "ema.limits": "base",
     "ema.run_warnings": "base",
+    "ema.progress": "base",
     "ema.model_package": "base",
     "ema.signals": "core",
     "ema.thresholds": "core",

@@ -16,8 +16,8 @@ from ema.inputs import InputSpec, InputTransform, align_columns, missing_cells, 
 from ema.limits import check_deadline
 from ema.oracle.batching import BatchPace
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, looks_like_probabilities, numeric_outputs
-from ema.oracle.progress import ScoringProgress
 from ema.oracle.text_columns import text_as_declared, without_text
+from ema.progress import Progress
 from ema.run_warnings import FOR_THE_RECORD
 from ema.validation import check_choice, check_positive_int
 
@@ -46,7 +46,7 @@ class Oracle:
         Which output to read when the model returns several by name (an ONNX model's
         ``label`` and ``probabilities``); by default the probability-like one.
     progress : bool
-        Whether each set's scoring shows its progress on stderr (:mod:`ema.oracle.progress`); see
+        Whether each set's scoring shows its progress on stderr (:mod:`ema.progress`); see
         :meth:`with_progress`.
     """
 
@@ -133,7 +133,7 @@ class Oracle:
         if pixels.ndim == 0 or len(pixels) == 0:
             raise InputError(f"expected at least one image to score, got an array of shape {pixels.shape}")
         outputs = None
-        with ScoringProgress(what, len(pixels), enabled=self.progress) as progress:
+        with Progress(what, len(pixels), enabled=self.progress) as progress:
             for start, stop, batch in self._scored_batches(pixels):
                 if outputs is None:
                     # one array for all outputs: small per-batch arrays kept alive would pin the heap above

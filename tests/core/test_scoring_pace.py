@@ -9,10 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from ema import progress
 from ema.data.arrays import ArraySet
 from ema.errors import TimeLimitExceeded
 from ema.limits import command_limits
-from ema.oracle import Oracle, base, progress
+from ema.oracle import Oracle, base
 from ema.oracle.batching import BATCH_SECONDS, MIN_BATCH, BatchPace
 from tests.command_clock import Clock, command_clock
 

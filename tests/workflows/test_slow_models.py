@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 from scipy.special import softmax
 
+from ema import progress
 from ema.data.files import write_set
 from ema.data.presets import load_splits
-from ema.oracle import progress
 from ema.oracle.batching import BATCH_SECONDS, MIN_BATCH
 from ema.tracking import keys
 from ema.workflows.audit import AuditConfig, audit
