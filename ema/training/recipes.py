@@ -43,6 +43,7 @@ from ema.training.allow_list import (
     describe,
     resolve_classifier,
 )
+from ema.training.forest_growth import fit_estimator
 from ema.training.sizes import check_size, sklearn_size
 from ema.training.spec import TrainSpec
 
@@ -202,7 +203,9 @@ class SklearnRecipe:
         registered with a column signature).
 
         scikit-learn trains on the CPU: ``device`` is taken, as every recipe takes it, and not used;
-        ``n_classes`` too (the estimator has a column per class it was fitted on).
+        ``n_classes`` too (the estimator has a column per class it was fitted on). With ``progress``, a
+        forest says on stderr how many of its trees are grown (:mod:`ema.training.forest_growth`); other
+        estimators say nothing.
 
         Raises
         ------
@@ -217,9 +220,9 @@ class SklearnRecipe:
         n_features = math.prod(pixels.shape[1:])
         check_size(sklearn_size(estimator, len(pixels), n_features, len(np.unique(labels))))
         try:
-            with interruptible(f"train {self.estimator}"):
+            with interruptible(what := f"train {self.estimator}"):
                 classifier = SklearnClassifier(estimator, self.transform, columns, takes_text=False)
-                estimator = estimator.fit(classifier.features(pixels), labels)
+                fit_estimator(estimator, classifier.features(pixels), labels, what=what, progress=progress)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InputError):
                 raise
