@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import pickle
 import statistics
-import time
 
 import numpy as np
 
+from benchmarks._common import spread, timed
 from ema.training.forest_growth import fit_estimator
 from ema.training.recipes import DEFAULT_TABLE_RECIPE, SklearnRecipe
 
@@ -46,9 +46,7 @@ def recipe(estimator: str) -> SklearnRecipe:
 def fitted(forest_recipe: SklearnRecipe, x: np.ndarray, y: np.ndarray, *, grown: bool) -> tuple[float, object]:
     """Seconds to fit a fresh forest of ``forest_recipe`` on ``x`` and ``y`` (in chunks when ``grown``), and it."""
     forest = forest_recipe.build()
-    started = time.perf_counter()
-    fit_estimator(forest, x, y, what=f"train {forest_recipe.estimator}", progress=grown)
-    return time.perf_counter() - started, forest
+    return timed(lambda: fit_estimator(forest, x, y, what=f"train {forest_recipe.estimator}", progress=grown))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -69,12 +67,9 @@ def main(argv: list[str] | None = None) -> None:
         same &= np.array_equal(one.predict_proba(x), grown.predict_proba(x))
     trees = forest_recipe.build().n_estimators
     print(f"{args.estimator} ({trees} trees) on {args.rows:,} rows of {N_FEATURES}, {args.repeats} interleaved repeats")
-    baseline = statistics.median(seconds[ONE_CALL])
-    for name, times in seconds.items():
-        median = statistics.median(times)
-        print(
-            f"  {name}: median {median:.3f} s ({median / baseline:.2f}x one call; {min(times):.3f}-{max(times):.3f} s)"
-        )
+    once, grown = (statistics.median(seconds[name]) for name in (ONE_CALL, GROWN))
+    print(f"  {ONE_CALL}: median {once:.3f} s ({spread(seconds[ONE_CALL])})")
+    print(f"  {GROWN}: median {grown:.3f} s ({spread(seconds[GROWN])}), {grown / once:.2f}x one call")
     print(f"  same trees and bitwise equal probabilities: {same}")
 
 
