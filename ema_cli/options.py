@@ -37,6 +37,7 @@ from ema.workflows.options import (
 )
 from ema_cli.cli import STARTED
 from ema_cli.exit_codes import exit_code
+from ema_cli.param_types import MarginType, OpenRangeType
 
 DEFAULTS = TrainSpec()
 
@@ -75,26 +76,6 @@ k_option = click.option(
 cal_seed_option = click.option(
     "--cal-seed", type=int, default=0, show_default=True, help="Seed of the calibration split and corruption."
 )
-
-
-class OpenRangeType(click.types.FloatParamType):
-    """A number strictly between ``low`` and ``high``: refused alike out of range (``2``) and where it is no number
-    in range (``nan``, which click's ``FloatRange`` lets through, as every comparison with it is false). A float
-    type, as MLproject declares it."""
-
-    name = "float"
-
-    def __init__(self, low: float, high: float) -> None:
-        self.low, self.high = low, high
-
-    def convert(self, value, param, ctx):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = float("nan")
-        if not self.low < number < self.high:
-            self.fail(f"expected a number strictly between {self.low:g} and {self.high:g}, got {value!r}", param, ctx)
-        return number
 
 
 certify_level_option = click.option(
@@ -204,23 +185,6 @@ max_params_option = click.option(
         "train (float32 weight, gradient and Adam's two moments): a third of a 24 GB machine."
     ),
 )
-
-
-class MarginType(click.ParamType):
-    """A retained share in (0, 1), or ``auto``."""
-
-    name = "margin"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, float) or value == AUTO_MARGIN:
-            return value
-        try:
-            share = float(value)
-        except ValueError:
-            share = float("nan")
-        if not 0 < share < 1:
-            self.fail(f"expected a retained share in (0, 1) or {AUTO_MARGIN!r}, got {value!r}", param, ctx)
-        return share
 
 
 def margin_option(default: float | str, use: str, *, unset: bool = False) -> Callable:
