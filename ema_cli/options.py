@@ -167,11 +167,16 @@ label_column_option = click.option(
 )
 allow_missing_option = click.option(
     "--allow-missing",
-    is_flag=True,
+    type=click.BOOL,
+    is_flag=False,
+    flag_value=True,
+    default=False,
+    metavar="[true|false]",
     help=(
         "Keep the missing numbers (empty cells, nulls, NaN) of every table this command reads (.csv, .parquet, "
         ".npz, a query table) and send them to the model as NaN, for a model whose own pipeline imputes them. "
-        "Default: such a table is refused. Infinite numbers and missing text are refused either way."
+        "Given alone it means true; it also takes a value (true, false), as MLproject's allow_missing parameter "
+        "passes it. Default: false, such a table is refused. Infinite numbers and missing text are refused either way."
     ),
 )
 max_params_option = click.option(

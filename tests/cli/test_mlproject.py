@@ -63,11 +63,15 @@ def test_mlproject_defaults_match_cli_defaults(entry_point):
         if not isinstance(param.default, (str, int, float)):
             continue  # no CLI default (e.g. --query): MLproject supplies one
         default = spec["parameters"][match[1]]["default"]
-        assert str(param.default) == str(default) or float(param.default) == float(default), (
-            flag,
-            param.default,
-            default,
-        )
+        assert same_value(param.default, default), (flag, param.default, default)
+
+
+def same_value(given: object, default: object) -> bool:
+    """Whether a CLI value and an MLproject default are alike: as text, as numbers, or as click reads a boolean's
+    text (``"false"`` for False: MLproject has no boolean type)."""
+    if isinstance(given, bool):
+        return given is click.BOOL.convert(str(default), None, None)
+    return str(given) == str(default) or float(given) == float(default)
 
 
 #: MLproject parameter types and the click types that parse them.
@@ -112,7 +116,7 @@ def test_mlproject_defaults_parse_as_the_cli_command_line(entry_point):
         if declared["default"] == "":  # an optional path: "" is not given (ema_cli.options.empty_is_none)
             assert given is None, (name, given)
             continue
-        assert str(given) == str(declared["default"]) or float(given) == float(declared["default"]), (name, given)
+        assert same_value(given, declared["default"]), (name, given)
 
 
 def test_mlproject_unlearn_entry_point_passes_every_option_of_a_removal():
@@ -121,6 +125,15 @@ def test_mlproject_unlearn_entry_point_passes_every_option_of_a_removal():
     required = {p.opts[0] for p in command.params if getattr(p, "required", False)}
     assert required == {"--forget", "--method"} and required <= flags
     assert {"--model", "--epochs", "--lr", "--seed", "--alias"} <= flags
+
+
+def test_mlproject_audit_declares_allow_missing_off_by_default():
+    """``-P allow_missing=true`` is the audit's ``--allow-missing true``; declared, so that it is off unless given."""
+    command, arguments = cli_command("audit")
+    assert ENTRY_POINTS["audit"]["parameters"]["allow_missing"] == {"type": "string", "default": "false"}
+    assert arguments[arguments.index("--allow-missing") + 1] == "{allow_missing}"
+    param = next(p for p in command.params if "--allow-missing" in p.opts)
+    assert command.make_context("audit", ["--allow-missing"]).params[param.name] is True  # alone, as before
 
 
 def test_readme_names_the_mlproject_entry_points():

@@ -5,13 +5,16 @@ then a RandomForest), fitted on a Breast Cancer table with missing cells and log
 signature of double columns, which take NaN. Without the flag the audit refuses such a table and says
 what to do; with it the cells go to the model as NaN, in-process and over HTTP (JSON and Parquet
 bodies, to a real `mlflow models serve`). A model that cannot take NaN is named in a clear error, and
-the workbench's own recipes are refused up front to train a calibration model on gaps.
+the workbench's own recipes are refused up front to train a calibration model on gaps. MLproject's ``audit``
+entry point passes the flag as ``-P allow_missing=true``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
+from pathlib import Path
 
 import mlflow
 import mlflow.pyfunc
@@ -30,13 +33,14 @@ from ema.errors import InputError
 from ema.tracking import keys
 from ema.training.recipes import DEFAULT_TABLE_RECIPE
 from ema.workflows.audit import AuditConfig, audit
-from ema_cli.cli import main
+from ema_cli.cli import main, option_spellings
 from tests.conftest import module_store
 from tests.workflows.test_serving import failed_ids, free_port, serve, stop
 from tests.workflows.test_tables import log_user_model
 
 #: Rows per set, features kept of Breast Cancer's, and the share of their cells left empty.
 ROWS, FEATURES, MISSING_SHARE = 100, 10, 0.1
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def missing_sets() -> dict[str, ArraySet]:
@@ -120,6 +124,13 @@ def run_of(output: str) -> mlflow.entities.Run:
     return mlflow.get_run(re.search(r"run ([0-9a-f]{32})", output).group(1))
 
 
+def missing_params(run_id: str) -> dict[str, str]:
+    """A run's ``missing_cells.<set>`` params, by set."""
+    params = mlflow.get_run(run_id).data.params
+    prefix = keys.PARAM_MISSING_CELLS_PREFIX
+    return {key.removeprefix(prefix): value for key, value in params.items() if key.startswith(prefix)}
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_a_table_with_missing_cells_is_refused_without_allow_missing_saying_what_to_do(tables, suffix):
     model_uri, _, folder, sets = tables
@@ -146,8 +157,7 @@ def test_an_imputing_pipeline_is_audited_with_allow_missing_and_the_run_and_repo
     run = run_of(result.output)
     counts = {name: str(int(np.isnan(data.x).sum())) for name, data in sets.items()}
     assert run.data.params[keys.PARAM_ALLOW_MISSING] == "True"
-    prefix = keys.PARAM_MISSING_CELLS_PREFIX
-    assert {k.removeprefix(prefix): v for k, v in run.data.params.items() if k.startswith(prefix)} == {
+    assert missing_params(run.info.run_id) == {
         "query": counts["members"],
         "calibration": counts["calibration"],
         "members": counts["more_members"],
@@ -202,6 +212,29 @@ def test_a_model_that_cannot_take_missing_cells_is_named_and_the_run_fails(table
     )
     (failed,) = failed_ids() - before
     assert not mlflow.MlflowClient().list_artifacts(failed)
+
+
+def mlproject_audit(**parameters: str):
+    """``mlflow run -e audit -P NAME=VALUE ...`` in this process: the command MLflow renders from MLproject, its words
+    after ``python entrypoints/audit.py`` given to the CLI as that script gives them."""
+    from mlflow.projects._project_spec import load_project
+
+    words = shlex.split(load_project(str(ROOT)).get_entry_point("audit").compute_command(parameters, None))
+    assert words[:2] == ["python", "entrypoints/audit.py"], words[:2]
+    return CliRunner().invoke(main, option_spellings(["audit", *words[2:]]))
+
+
+def test_the_mlproject_audit_entry_point_sends_missing_cells_with_allow_missing_true(tables):
+    model_uri, _, folder, sets = tables
+    given = {"model": model_uri, "query_file": str(folder / "members.csv"),
+             "calibration_file": str(folder / "calibration.csv")}  # fmt: skip
+    refused = mlproject_audit(**given)  # the parameter's default: false
+    assert refused.exit_code == 3 and "pass --allow-missing" in refused.output.splitlines()[-1], refused.output
+    audited = mlproject_audit(**given, allow_missing="true")
+    assert audited.exit_code == 0, audited.output
+    run = run_of(audited.output)
+    assert run.data.params[keys.PARAM_ALLOW_MISSING] == "True"
+    assert missing_params(run.info.run_id)["query"] == str(int(np.isnan(sets["members"].x).sum()))
 
 
 def test_a_recipe_is_refused_up_front_to_train_the_calibration_model_on_missing_cells(tables, tmp_path):
