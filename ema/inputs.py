@@ -152,10 +152,16 @@ def cells_as_text(x: np.ndarray) -> np.ndarray:
 def missing_cells(x: np.ndarray) -> int:
     """How many numbers of a table ``x`` (n, d) are missing (NaN: a cell read with ``--allow-missing``); 0 for a table
     of integers, and for images (uint8, or float pixels of more than two axes)."""
+    return int(missing_mask(x).sum())
+
+
+def missing_mask(x: np.ndarray) -> np.ndarray:
+    """Which numbers of a table ``x`` (n, d) are missing (NaN), as booleans (n, d_numbers) over its number columns;
+    (n, 0) for a table of integers and for images, which have none."""
     if x.ndim != 2 or x.dtype.kind not in "fO":
-        return 0
+        return np.zeros((*x.shape[:1], 0), dtype=bool)
     numbers = x[:, ~text_columns(x)].astype(np.float64) if x.dtype == object else x
-    return int(np.isnan(numbers).sum())
+    return np.isnan(numbers)
 
 
 def text_columns(x: np.ndarray) -> np.ndarray:

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
-from ema.errors import InputError
-from ema.inputs import InputSpec, InputTransform, align_columns, missing_cells, prepare_inputs
+from ema.errors import EMAError, InputError, ModelAccessError
+from ema.inputs import InputSpec, InputTransform, align_columns, missing_cells, missing_mask, prepare_inputs
 from ema.limits import check_deadline
 from ema.oracle.batching import BatchPace
 from ema.oracle.outputs import OUTPUT_KINDS, Predictions, interpret_outputs, looks_like_probabilities, numeric_outputs
@@ -207,7 +207,45 @@ class Oracle:
             start = stop
 
     def _score(self, images: np.ndarray) -> np.ndarray:
+        """The model's numeric outputs for one batch; its failure on a table's missing cells said as such."""
+        try:
+            return self._outputs(images)
+        except (InputError, ModelAccessError) as exc:
+            refusal = self._failure_of_missing(images, exc)
+            if refusal is None:
+                raise
+            raise refusal from exc
+
+    def _outputs(self, images: np.ndarray) -> np.ndarray:
         return numeric_outputs(self._predict_batch(self.prepare(images)), self.source, self.output_name)
+
+    #: Failures that say nothing of a batch's inputs (a scoring server's timeout): never put down to missing cells.
+    input_blind_failures: tuple[type[EMAError], ...] = ()
+
+    def _failure_of_missing(self, images: np.ndarray, failure: EMAError) -> InputError | None:
+        """The error that says the model failed on a table's missing cells (sent as NaN with ``--allow-missing``):
+        a model that raises on NaN, in-process or behind a scoring server that answers an error status.
+
+        None where ``failure`` is not theirs: the batch had no missing cell, the failure says nothing of the inputs
+        (:attr:`input_blind_failures`), or the batch's rows without one fail as well (scored once more to tell; a
+        batch whose every row has a gap cannot be told apart, and is put down to them, the model's error quoted).
+        """
+        gaps = missing_mask(images).any(axis=1)
+        if not gaps.any() or isinstance(failure, self.input_blind_failures):
+            return None
+        complete = len(images) - int(gaps.sum())
+        if complete:
+            try:
+                self._outputs(images[~gaps])
+            except EMAError:
+                return None
+        told = f"the batch's {complete} other rows scored" if complete else "every row of the batch had one"
+        return InputError(
+            f"{self.source} failed on rows with missing values: {int(gaps.sum())} of a batch of {len(images)} rows "
+            f"had {missing_cells(images)} missing cells, sent as NaN (--allow-missing), and {told}; this model does "
+            "not accept missing values: impute the table before the audit, or audit a model that accepts NaN (e.g. "
+            f"scikit-learn's HistGradientBoostingClassifier, or a pipeline that imputes them); its error: {failure}"
+        )
 
     def predict_proba(self, pixels: np.ndarray | ArraySet) -> np.ndarray:
         """Class probabilities (one-hot for a label-only model)."""

@@ -175,6 +175,8 @@ class HttpOracle(Oracle):
     #: small ones dear (benchmarks/RESULTS.md, ``http``), and each is cut off by ``request_timeout`` and ``timeout``
     #: (the audit gives the seconds left before its deadline) however slow the server.
     paced = False
+    #: A request cut off by ``request_timeout`` or ``timeout`` says nothing of the rows it sent.
+    input_blind_failures = (ScoringTimeout,)
 
     def _scored_batches(self, pixels: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
         """Batches scored ``concurrency`` at a time, yielded in order; the first failure stops the rest.

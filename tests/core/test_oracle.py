@@ -1,4 +1,4 @@
-"""Output interpretation and the HTTP payload of the oracles (no model needed)."""
+"""Output interpretation, the HTTP payload and the failures of the oracles (no model needed)."""
 
 import json
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ema.errors import InputError
+from ema.errors import InputError, ModelAccessError
 from ema.inputs import InputSpec, InputTransform, to_model_inputs
 from ema.oracle import (
     ACCESS_LABEL_ONLY,
@@ -164,3 +164,60 @@ def test_uint8_images_must_have_a_known_shape_and_lists_are_accepted():
     with pytest.raises(InputError, match=r"expected `x` as uint8 images .* got uint8 of shape \(2, 28, 28, 7\)"):
         _RecordingOracle().predict(np.zeros((2, 28, 28, 7), dtype=np.uint8))
     assert _RecordingOracle().predict_proba(np.zeros((2, 1, 28, 28)).tolist()).shape == (2, 2)
+
+
+class _NanRefusingOracle(Oracle):
+    """A table model that fails, as an oracle reports a model's own failure, on any batch holding NaN (or on every
+    batch: ``always``); it counts its calls."""
+
+    paced = False
+
+    def __init__(self, *, always: bool = False, error: type[Exception] = InputError, **options):
+        super().__init__(input_spec=InputSpec(dtype="float64", columns=("a", "b", "c")), batch_size=4, **options)
+        self.always, self.error, self.calls = always, error, 0
+
+    def _predict_batch(self, inputs):
+        self.calls += 1
+        if self.always or inputs.isna().to_numpy().any():
+            raise self.error("model 'm' failed: ValueError: Input X contains NaN.")
+        return np.full((len(inputs), 2), 0.5)
+
+
+def _table_with_gaps() -> np.ndarray:
+    """Six rows of three numbers: rows 1 and 2 of the first batch of four hold three missing cells, the rest none."""
+    x = np.arange(18, dtype=np.float64).reshape(6, 3)
+    x[[1, 1, 2], [0, 2, 1]] = np.nan
+    return x
+
+
+def test_predict_says_a_models_failure_on_missing_cells_once_the_rows_without_them_score():
+    oracle = _NanRefusingOracle()
+    with pytest.raises(InputError) as error:
+        oracle.predict(_table_with_gaps())
+    assert str(error.value) == (
+        "the model failed on rows with missing values: 2 of a batch of 4 rows had 3 missing cells, sent as NaN "
+        "(--allow-missing), and the batch's 2 other rows scored; this model does not accept missing values: impute "
+        "the table before the audit, or audit a model that accepts NaN (e.g. scikit-learn's "
+        "HistGradientBoostingClassifier, or a pipeline that imputes them); its error: model 'm' failed: ValueError: "
+        "Input X contains NaN."
+    )
+    assert isinstance(error.value.__cause__, InputError) and oracle.calls == 2
+    every_row = _table_with_gaps()
+    every_row[[0, 3], 0] = np.nan
+    with pytest.raises(InputError, match=r"4 of a batch of 4 rows had 5 missing cells, .*, and every row of the batch"):
+        _NanRefusingOracle(error=ModelAccessError).predict(every_row)
+
+
+def test_predict_keeps_a_failure_that_is_not_the_missing_cells():
+    """The rows without gaps fail as well, the batch had no missing cell, or the failure says nothing of its inputs."""
+    fails_anyway = _NanRefusingOracle(always=True)
+    with pytest.raises(InputError, match=r"^model 'm' failed: ValueError: Input X contains NaN\.$"):
+        fails_anyway.predict(_table_with_gaps())
+    assert fails_anyway.calls == 2
+    with pytest.raises(ModelAccessError, match=r"^model 'm' failed"):
+        _NanRefusingOracle(always=True, error=ModelAccessError).predict(_table_with_gaps()[3:])
+    blind = _NanRefusingOracle(error=ModelAccessError)
+    blind.input_blind_failures = (ModelAccessError,)
+    with pytest.raises(ModelAccessError, match=r"^model 'm' failed"):
+        blind.predict(_table_with_gaps())
+    assert blind.calls == 1

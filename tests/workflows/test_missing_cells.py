@@ -4,9 +4,9 @@ The target is a hospital's scikit-learn Pipeline that imputes its own gaps (a me
 then a RandomForest), fitted on a Breast Cancer table with missing cells and logged with a DataFrame
 signature of double columns, which take NaN. Without the flag the audit refuses such a table and says
 what to do; with it the cells go to the model as NaN, in-process and over HTTP (JSON and Parquet
-bodies, to a real `mlflow models serve`). A model that cannot take NaN is named in a clear error, and
-the workbench's own recipes are refused up front to train a calibration model on gaps. MLproject's ``audit``
-entry point passes the flag as ``-P allow_missing=true``.
+bodies, to a real `mlflow models serve`). A model that cannot take NaN is named in a clear error, whether it
+answers NaN or raises (in-process and behind a server), and the workbench's own recipes are refused up front
+to train a calibration model on gaps. MLproject's ``audit`` entry point passes the flag as ``-P allow_missing=true``.
 """
 
 from __future__ import annotations
@@ -26,10 +26,13 @@ from mlflow.models import infer_signature
 from sklearn.datasets import load_breast_cancer
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 
 from ema.data.arrays import ArraySet
-from ema.errors import InputError
+from ema.errors import InputError, ModelAccessError
+from ema.oracle import PyfuncOracle
+from ema.oracle.batching import MIN_BATCH
 from ema.tracking import keys
 from ema.training.recipes import DEFAULT_TABLE_RECIPE
 from ema.workflows.audit import AuditConfig, audit
@@ -113,6 +116,28 @@ def tables(tmp_path_factory, template_db):
             frame(data).to_csv(folder / f"{name}.csv", index=False)
             frame(data).to_parquet(folder / f"{name}.parquet")
         yield model_uri, blind_uri, folder, sets
+
+
+class Broken(mlflow.pyfunc.PythonModel):
+    """A model that fails on every input, with gaps or without."""
+
+    def predict(self, context, model_input, params=None):
+        raise RuntimeError("the model's store is down")
+
+
+@pytest.fixture(scope="module")
+def raising(tables):
+    """The URIs of a LogisticRegression fitted on the members' rows without gaps, which raises on NaN (as
+    scikit-learn's estimators without native NaN support do), and of :class:`Broken`."""
+    _, _, _, sets = tables
+    features = frame(sets["members"]).drop(columns="label")
+    complete = features.notna().all(axis=1).to_numpy()
+    model = LogisticRegression(max_iter=5000).fit(features[complete], sets["members"].y[complete])
+    with mlflow.start_run(run_name="train broken"):
+        signature = infer_signature(features.head(5), np.zeros((5, 2)))
+        info = mlflow.pyfunc.log_model(name="model", python_model=Broken(), signature=signature,
+                                       registered_model_name="broken", pip_requirements=["numpy"])  # fmt: skip
+    return log_user_model(model, "nan-raising", features[complete]), f"models:/broken/{info.registered_model_version}"
 
 
 def cli(*arguments: str):
@@ -212,6 +237,51 @@ def test_a_model_that_cannot_take_missing_cells_is_named_and_the_run_fails(table
     )
     (failed,) = failed_ids() - before
     assert not mlflow.MlflowClient().list_artifacts(failed)
+
+
+def test_a_model_that_raises_on_missing_cells_says_so_in_one_line(tables, raising):
+    _, _, folder, sets = tables
+    raising_uri, _ = raising
+    batch = sets["members"].x[:MIN_BATCH]  # the first batch an in-process oracle scores
+    gaps = np.isnan(batch).any(axis=1)
+    with pytest.raises(InputError) as error:
+        PyfuncOracle(raising_uri).predict(sets["members"])
+    assert str(error.value).startswith(
+        f"model {raising_uri!r} failed on rows with missing values: {gaps.sum()} of a batch of {MIN_BATCH} rows had "
+        f"{int(np.isnan(batch).sum())} missing cells, sent as NaN (--allow-missing), and the batch's "
+        f"{(~gaps).sum()} other rows scored; this model does not accept missing values: impute the table before the "
+        "audit, or audit a model that accepts NaN (e.g. scikit-learn's HistGradientBoostingClassifier, or a pipeline "
+        f"that imputes them); its error: model {raising_uri!r} failed on a batch of {MIN_BATCH} inputs"
+    )
+    assert "ValueError: Input X contains NaN" in str(error.value)
+    result = cli("--model", raising_uri, "--query-file", str(folder / "members.csv"), "--method", "calibrated",
+                 "--members", str(folder / "more_members.csv"), "--reference", str(folder / "held_out.csv"),
+                 "--allow-missing")  # fmt: skip
+    assert result.exit_code == 3, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert re.match(rf"Error: model '{raising_uri}' failed on rows with missing values: \d+ of a batch", line)
+
+
+def test_a_served_model_that_raises_on_missing_cells_says_so_and_other_failures_stay_as_they_were(tables, raising):
+    """`mlflow models serve` answers HTTP 400 for the model's error; a model that fails on rows without gaps too
+    keeps its own error."""
+    _, _, folder, _ = tables
+    raising_uri, broken_uri = raising
+    port = free_port()
+    process = serve(raising_uri, port)
+    try:
+        with pytest.raises(InputError) as error:
+            audit_calibrated(raising_uri, folder, model_url=f"http://127.0.0.1:{port}/invocations")
+    finally:
+        stop(process)
+    assert re.match(
+        rf"scoring server http://127.0.0.1:{port}/invocations failed on rows with missing values: \d+ of a batch of "
+        rf"{ROWS} rows had \d+ missing cells, sent as NaN \(--allow-missing\), and the batch's \d+ other rows scored; "
+        rf"this model does not accept missing values: .*; its error: scoring server .* refused the query \(HTTP 400\)",
+        str(error.value),
+    )
+    with pytest.raises(ModelAccessError, match=r"^model .*broken.* failed on a batch of \d+ inputs .*: RuntimeError: "):
+        audit_calibrated(broken_uri, folder)
 
 
 def mlproject_audit(**parameters: str):
