@@ -44,7 +44,7 @@ from pyspark import SparkFiles
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ByteType, DoubleType, LongType, StructField, StructType
+from pyspark.sql.types import ByteType, DoubleType, LongType, NumericType, StructField, StructType
 
 import ema.errors as error_kinds
 from ema.data.parquet import LEGACY_IMAGE_SHAPE, SHAPE_COLUMNS, check_columns, image_shape, unreadable_table
@@ -126,11 +126,15 @@ class TableCounts:
         Rows in the table.
     n_flagged : int
         Rows with M = 1 (flagged by any signal).
+    missing_cells : int
+        A table's missing numbers (null or NaN, sent as NaN with ``--allow-missing``) in the columns the model takes,
+        as the in-process audit counts its query's; 0 for images.
     """
 
     fingerprint: str
     n_query: int
     n_flagged: int
+    missing_cells: int
 
 
 @contextmanager
@@ -356,7 +360,8 @@ def audit_table(table: QueryTable, *, batch: AuditBatch, out_uri: str) -> TableC
     """
     read, counted = Observation("query"), Observation("flags")
     row_hash = F.xxhash64("label", "index", *(_column(name) for name in table.inputs)).cast("decimal(38,0)")
-    batches = table.frame.observe(read, F.sum(row_hash).alias("hash")).select(
+    missing = F.sum(_missing_numbers(table, batch.features or ())).alias("missing")
+    batches = table.frame.observe(read, F.sum(row_hash).alias("hash"), missing).select(
         "index", "label", *(_column(name) for name in batch.input_columns)
     )
     flagged = batches.mapInPandas(batch, _membership_schema(batch.auditor.signals)).observe(
@@ -371,9 +376,19 @@ def audit_table(table: QueryTable, *, batch: AuditBatch, out_uri: str) -> TableC
     counts = counted.get
     if not counts["n"]:
         raise InputError(f"{batch.where}: expected at least one row, got an empty table")
-    return TableCounts(
-        fingerprint=format(int(read.get["hash"]) % 2**64, "016x"), n_query=int(counts["n"]), n_flagged=int(counts["M"])
-    )
+    observed = read.get
+    fingerprint = format(int(observed["hash"]) % 2**64, "016x")
+    return TableCounts(fingerprint, int(counts["n"]), int(counts["M"]), missing_cells=int(observed["missing"]))
+
+
+def _missing_numbers(table: QueryTable, features: tuple[str, ...]) -> Column:
+    """How many of a row's numbers in ``features`` (those the model takes; none for images) are missing (null or NaN);
+    text columns are left out (a missing text cell is refused, never sent)."""
+    types = {field.name: field.dataType for field in table.frame.schema}
+    numbers = [_column(name).cast("double") for name in features if isinstance(types[name], NumericType)]
+    if not numbers:
+        return F.lit(0)
+    return F.size(F.filter(F.array(*numbers), lambda value: value.isNull() | F.isnan(value)))
 
 
 def _membership_schema(signals: tuple[str, ...]) -> StructType:

@@ -100,12 +100,12 @@ def audit(
                 because = f"under --strict ({tags[keys.TAG_STRICT]})"
                 results = _inconclusive(results, method_plan(config.method)[:1], because, "without --strict")
             tags[keys.TAG_WARNINGS] = json.dumps(warnings)
+            missing = scored.missing_cells()
             if config.allow_missing:
-                missing = session.missing_cells()
                 log_batch(params={f"{keys.PARAM_MISSING_CELLS_PREFIX}{name}": n for name, n in missing.items()})
             options = trail_options(config, session, tags, results)
             report = report_artifacts(
-                session, results, tags, warnings, run.info.run_id, scored.fingerprint, device=asked_device
+                session, results, tags, warnings, run.info.run_id, scored.fingerprint, missing, device=asked_device
             )
             check_deadline("write the audit's results")
             log_artifacts_atomically(

@@ -330,8 +330,8 @@ class AuditSession:
 
     def missing_cells(self) -> dict[str, int]:
         """How many numbers were missing (NaN, with ``--allow-missing``) in each set the audit read, by set (query,
-        calibration, members, nonmembers); a set never read here (a Spark query, a reference no method asked for) is
-        left out."""
+        calibration, members, nonmembers); a set never read here (a Spark query: :meth:`Scored.missing_cells` adds
+        it, a reference no method asked for) is left out."""
         read = {
             "query": self.data,
             "calibration": self.target.calibration_data,
@@ -391,6 +391,9 @@ class Scored:
         How many query samples the target classified right (the query gate,
         :func:`~ema.auditors.reference_gates.query_accuracy_warning`); None where the query's
         predictions never come to this process (Spark).
+    query_missing_cells : int, optional
+        The query's missing cells, counted where it was scored when it never comes to this process (Spark); None
+        where the session holds the query.
     """
 
     session: AuditSession
@@ -401,3 +404,10 @@ class Scored:
     fingerprint: str
     membership: dict[str, object]
     query_correct: int | None = None
+    query_missing_cells: int | None = None
+
+    def missing_cells(self) -> dict[str, int]:
+        """How many numbers were missing in each set the audit read, by set: the session's
+        (:meth:`AuditSession.missing_cells`), with the query's counted on Spark."""
+        missing = self.session.missing_cells()
+        return missing if self.query_missing_cells is None else {"query": self.query_missing_cells, **missing}

@@ -105,7 +105,14 @@ def score_on_spark(config: AuditConfig, oracle: Oracle | None, progress: bool) -
             tags[keys.TAG_MEMBERSHIP_URI] = config.membership_out
         membership = {} if config.membership_out else {keys.ARTIFACT_MEMBERSHIP_PARQUET: Path(out_uri)}
         yield Scored(
-            session, {result.method: result}, tags, reference.access, reference.detected, counts.fingerprint, membership
+            session,
+            {result.method: result},
+            tags,
+            reference.access,
+            reference.detected,
+            counts.fingerprint,
+            membership,
+            query_missing_cells=counts.missing_cells,
         )
 
 

@@ -159,7 +159,7 @@ def audit_lineage(
     missing: dict[str, int] | None = None,
 ) -> dict[str, object]:
     """Where the audit's inputs came from, as label -> value (None: not known for this target); ``missing``: the
-    missing cells of each set read (:meth:`~ema.workflows.audit_session.AuditSession.missing_cells`)."""
+    missing cells of each set read (:meth:`~ema.workflows.audit_session.Scored.missing_cells`)."""
     version = target.version
     version_tags = version.tags if version else {}
     supplied = config.calibration is not None
@@ -239,6 +239,7 @@ def report_artifacts(
     warnings: list[str],
     run_id: str,
     fingerprint: str,
+    missing: dict[str, int],
     *,
     device: str | None = None,
 ) -> dict[str, str | bytes]:
@@ -246,9 +247,11 @@ def report_artifacts(
 
     ``results`` in the audit's order: the first method's verdict is the run's. ``warnings``:
     every warning of the audit (the gates' and the auditors'). ``fingerprint``: the query's, as
-    the run records it. The command pins the model version the alias pointed to, so that it
-    audits the same model later, and says ``device`` as it was asked (``auto``; default: the
-    session's, resolved): the device resolved here would pin a rerun on a GPU machine to the CPU.
+    the run records it. ``missing``: the missing cells of each set read
+    (:meth:`~ema.workflows.audit_session.Scored.missing_cells`). The command pins the model
+    version the alias pointed to, so that it audits the same model later, and says ``device``
+    as it was asked (``auto``; default: the session's, resolved): the device resolved here would
+    pin a rerun on a GPU machine to the CPU.
     A method whose query scores stayed on Spark's executors gets no figure; with
     ``config.figures`` False none is drawn.
     """
@@ -258,7 +261,7 @@ def report_artifacts(
     report = render_audit_report(
         results,
         query=config.query_name,
-        lineage=audit_lineage(config, target, n_query, fingerprint, tags, run_id, session.missing_cells()),
+        lineage=audit_lineage(config, target, n_query, fingerprint, tags, run_id, missing),
         command=reproduce_command(pinned),
         command_note=TEMPORARY_QUERY if config.query_file_temporary else None,
         references=reference_scores(session, results) if config.figures else None,

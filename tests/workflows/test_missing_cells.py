@@ -368,9 +368,9 @@ def test_power_plans_from_references_with_missing_cells_only_when_allowed(tables
 
 
 @pytest.mark.slow
-def test_spark_sends_a_query_tables_missing_cells_as_nan_as_in_process(tables):
+def test_spark_sends_a_query_tables_missing_cells_as_nan_as_in_process_and_counts_them(tables, tmp_path):
     spark_engine = pytest.importorskip("ema.engines.spark", reason="the Spark engine needs pyspark")
-    model_uri, _, folder, _ = tables
+    model_uri, _, folder, sets = tables
     options = {"model_uri": model_uri, "query_table": str(folder / "members.parquet"), "method": "ema",
                "calibration_file": str(folder / "calibration.csv"), "figures": False}  # fmt: skip
     with spark_engine.spark_session("local[2]"):
@@ -379,3 +379,9 @@ def test_spark_sends_a_query_tables_missing_cells_as_nan_as_in_process(tables):
         local = audit(AuditConfig(allow_missing=True, **options), progress=False)
         on_spark = audit(AuditConfig(engine="spark", allow_missing=True, **options), progress=False)
     assert on_spark.primary.metrics == local.primary.metrics and on_spark.primary.verdict == local.primary.verdict
+    query, calibration = (str(int(np.isnan(sets[name].x).sum())) for name in ("members", "calibration"))
+    counts = {"query": query, "calibration": calibration, "nonmembers": calibration}  # the file is the non-members
+    assert missing_params(on_spark.run_id) == missing_params(local.run_id) == counts
+    report = mlflow.artifacts.download_artifacts(run_id=on_spark.run_id, artifact_path="report.html", dst_path=tmp_path)
+    total = sum(map(int, counts.values()))
+    assert f"{total} (query {query}, calibration {calibration}, nonmembers {calibration})" in open(report).read()
