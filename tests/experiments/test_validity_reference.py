@@ -7,6 +7,7 @@ import pytest
 from scipy import stats
 
 from ema.auditors.reference import ReferenceAuditor
+from ema.errors import InputError
 from ema.experiments.errors import reference as reference_study
 from ema.experiments.errors import reference_pools
 from ema.experiments.errors.certification import (
@@ -245,9 +246,22 @@ def test_certification_goals_leave_out_the_goals_of_cells_not_run(view_pools):
 
 def test_carried_cells_leave_out_what_a_fold_or_the_left_non_members_cannot_fill():
     small = {f"M{i}": (np.zeros((63, 2)), np.zeros(63, dtype=int)) for i in range(1, 6)}
-    small["M6"] = (np.zeros((128, 2)), np.zeros(128, dtype=int))
+    small["cal"], small["M6"] = (
+        (np.zeros((126, 2)), np.zeros(126, dtype=int)),
+        (np.zeros((128, 2)), np.zeros(128, dtype=int)),
+    )
     cells = carried_cells(small, (50, 75, 200), (0.0, 0.5, 1.0))
     assert cells == [(50, 0.0), (50, 0.5), (50, 1.0), (75, 0.0), (75, 0.5)]
+    # a non-member reference of 200 leaves 54 non-members: 50 at most, with half of 75 members
+    assert carried_cells(small, (50, 75, 200), (0.0, 0.5, 1.0), 200) == [(50, 0.0), (50, 0.5), (50, 1.0), (75, 0.5)]
+
+
+def test_certification_draws_take_the_nonmember_reference_size_asked_and_refuse_one_that_leaves_no_queries(pools):
+    draws = certification_draws(pools, sizes=(20,), shares=(0.0, 1.0), n_draws=2, seed=0, nonmember_reference=300)
+    assert (draws["n_reference"] == 300).all() and len(draws) == 2 * 2
+    assert (certification_draws(pools, sizes=(20,), shares=(0.0,), n_draws=1, seed=0)["n_reference"] == 200).all()
+    with pytest.raises(InputError, match=r"expected a non-member reference of 2 to 449 .* got 450"):
+        certification_draws(pools, sizes=(20,), shares=(0.0,), n_draws=1, seed=0, nonmember_reference=450)
 
 
 def test_main_certification_with_shifts_audits_the_views_and_skips_the_table(view_pools, monkeypatch, capsys):
@@ -285,7 +299,10 @@ def test_main_certification_with_shifts_audits_the_views_and_skips_the_table(vie
 def test_parse_args_takes_the_table_target_and_augment_with_certification_only():
     args = parse_args(["--certification", "--shares", "0,1"])
     assert "breast-cancer" in args.targets and args.shares == (0.0, 1.0) and args.augment == "none"
-    for argv in (["--targets", "breast-cancer"], ["--augment", "shifts"], ["--certification", "--augment", "flip"]):
+    assert args.nonmember_reference is None
+    assert parse_args(["--certification", "--nonmember-reference", "2000"]).nonmember_reference == 2000
+    refused = (["--targets", "breast-cancer"], ["--augment", "shifts"], ["--nonmember-reference", "2000"])
+    for argv in (*refused, ["--certification", "--augment", "flip"]):
         with pytest.raises(SystemExit):
             parse_args(argv)
 

@@ -5,8 +5,9 @@ on its cached pools. Every draw redraws the references AND the query, so each ra
 auditor's unconditional error, the one a test can control:
 
 - the query fold F is drawn from M1..M5 and the member reference is the other four folds;
-- the non-member reference (as large as the calibration set) is drawn from the calibration set
-  and M6 together, and the query's non-members from what is left;
+- the non-member reference (as large as the calibration set, or ``nonmember_reference`` images:
+  ``--nonmember-reference``) is drawn from the calibration set and M6 together, and the query's
+  non-members from what is left;
 - a query of each size and retained share holds ``round(share * size)`` members of F and
   non-members for the rest, and is audited by :class:`~ema.auditors.reference.ReferenceAuditor`
   calibrated on that draw's references (verdict at margin 0.1 and, from the same result, at the
@@ -36,6 +37,7 @@ from scipy import integrate, stats
 from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.reference_record import bound_counts, decide_reference_verdict
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
+from ema.errors import InputError
 from ema.experiments.errors.reference_pools import Pool
 from ema.stats.information import cross_fitted_information
 from ema.stats.mixture import DetectionPower
@@ -128,13 +130,15 @@ def _join(pools: list[Pool]) -> Pool:
     return np.concatenate([p for p, _ in pools], axis=-2), np.concatenate([y for _, y in pools])
 
 
-def _redrawn_references(pools: dict[str, Pool], rng: np.random.Generator) -> tuple[int, Pool, Pool, Pool]:
-    """(query fold, member reference, non-member reference, non-members left for queries) of one draw."""
+def _redrawn_references(
+    pools: dict[str, Pool], rng: np.random.Generator, n_reference: int
+) -> tuple[int, Pool, Pool, Pool]:
+    """(query fold, member reference, non-member reference of ``n_reference``, non-members left for queries) of one
+    draw."""
     fold = int(rng.integers(1, 6))
     members = _join([pools[f"M{i}"] for i in range(1, 6) if i != fold])
     nonmembers = _join([pools["cal"], pools["M6"]])
     order = rng.permutation(nonmembers[1].size)
-    n_reference = pools["cal"][1].size
     return fold, members, _take(nonmembers, order[:n_reference]), _take(nonmembers, order[n_reference:])
 
 
@@ -146,20 +150,41 @@ def _query(members: Pool, nonmembers: Pool, size: int, share: float, rng: np.ran
     return _join([_take(members, chosen_m), _take(nonmembers, chosen_n)])
 
 
-def carried_cells(pools: dict[str, Pool], sizes, shares) -> list[tuple[int, float]]:
+def carried_cells(
+    pools: dict[str, Pool], sizes, shares, nonmember_reference: int | None = None
+) -> list[tuple[int, float]]:
     """The (size, share) cells the pools can fill: at most one fold of members, and the non-members a draw leaves.
 
     A draw's members come from one fold (the smallest counts) and its non-members from the
-    calibration set and M6 less a reference as large as the calibration set, i.e. from M6's size.
+    calibration set and M6 less the non-member reference (:func:`nonmember_reference_size`).
     """
     fold = min(pools[f"M{i}"][1].size for i in range(1, 6))
-    nonmembers = pools["M6"][1].size
+    nonmembers = pools["cal"][1].size + pools["M6"][1].size - nonmember_reference_size(pools, nonmember_reference)
     return [
         (size, share)
         for size in sizes
         for share in shares
         if round(share * size) <= fold and size - round(share * size) <= nonmembers
     ]
+
+
+def nonmember_reference_size(pools: dict[str, Pool], requested: int | None) -> int:
+    """The non-member reference's size: ``requested``, or the calibration set's by default.
+
+    Raises
+    ------
+    InputError
+        If ``requested`` leaves fewer than one of the calibration set and M6 for the queries, or is below 2.
+    """
+    available = pools["cal"][1].size + pools["M6"][1].size
+    if requested is None:
+        return pools["cal"][1].size
+    if not 2 <= requested < available:
+        raise InputError(
+            f"expected a non-member reference of 2 to {available - 1} (the calibration set and M6 hold {available}, "
+            f"and queries need what it leaves), got {requested}"
+        )
+    return requested
 
 
 def certification_draws(
@@ -170,6 +195,7 @@ def certification_draws(
     n_draws: int = 200,
     alpha: float = 0.1,
     seed: int = 0,
+    nonmember_reference: int | None = None,
 ) -> pd.DataFrame:
     """One row per draw and carried cell: verdicts at margin 0.1, 0.3 and auto, the interval, the bounds.
 
@@ -177,13 +203,15 @@ def certification_draws(
     query (module docstring); the auditor is the default one with :data:`GRID_PERMUTATIONS`
     permutations, less its stated power (:class:`_UnstatedPowerAuditor`). Pools of several views
     are audited on all of them; ``information_single_view`` is then the identity view's (else NaN).
-    Cells the pools cannot fill are left out (:func:`carried_cells`).
+    Cells the pools cannot fill are left out (:func:`carried_cells`). ``nonmember_reference``: the
+    non-member reference's size (:func:`nonmember_reference_size`; the calibration set's by default).
     """
     rng = np.random.default_rng(seed)
-    cells = carried_cells(pools, sizes, shares)
+    n_reference = nonmember_reference_size(pools, nonmember_reference)
+    cells = carried_cells(pools, sizes, shares, n_reference)
     rows = []
     for index in range(n_draws):
-        fold, members, reference, rest = _redrawn_references(pools, rng)
+        fold, members, reference, rest = _redrawn_references(pools, rng, n_reference)
         auditor = _UnstatedPowerAuditor(alpha=alpha, n_permutations=GRID_PERMUTATIONS, random_state=index)
         auditor.calibrate(*members, *reference)
         level = auditor.resolved_certify_level()

@@ -235,6 +235,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"With --certification: retained shares of the queries (default: {','.join(map(str, SHARES))}).",
     )
     parser.add_argument(
+        "--nonmember-reference",
+        type=int,
+        default=None,
+        help="With --certification: images in each draw's non-member reference, drawn from the calibration set and "
+        "M6 (default: as many as the calibration set holds).",
+    )
+    parser.add_argument(
         "--threads", type=int, default=DEFAULT_THREADS, help=f"torch threads of training (default: {DEFAULT_THREADS})."
     )
     args = parser.parse_args(argv)
@@ -245,8 +252,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [t for t in args.targets if t not in known]
     if unknown:
         parser.error(f"expected targets from {list(known)}, got {unknown}")
-    if not args.certification and (args.augment != AUGMENT_NONE or args.shares):
-        parser.error("expected --augment and --shares with --certification only (the study audits one view)")
+    if not args.certification and (args.augment != AUGMENT_NONE or args.shares or args.nonmember_reference):
+        parser.error(
+            "expected --augment, --shares and --nonmember-reference with --certification only (the study audits one "
+            "view, on fixed references)"
+        )
     args.shares = tuple(float(s) for s in args.shares.split(",")) if args.shares else SHARES
     default_sizes = CERTIFICATION_SIZES if args.certification else (5, 20, 50, 200, 1000)
     args.sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else default_sizes
@@ -281,7 +291,13 @@ def run_certification(args: argparse.Namespace) -> None:
     results = {}
     for name, pools in installed_pools(args):
         draws = certification_draws(
-            pools, sizes=args.sizes, shares=args.shares, n_draws=args.draws, alpha=args.alpha, seed=args.seed
+            pools,
+            sizes=args.sizes,
+            shares=args.shares,
+            n_draws=args.draws,
+            alpha=args.alpha,
+            seed=args.seed,
+            nonmember_reference=args.nonmember_reference,
         )
         label = {**TARGETS, **TABLE_TARGETS}[name][2]
         results[label if args.augment == AUGMENT_NONE else f"{label}, --augment {args.augment}"] = (
