@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from ema.data.arrays import ArraySet
-from ema.errors import InputError, ModelAccessError
+from ema.errors import InputError, ModelAccessError, TimeLimitExceeded
 from ema.inputs import TEXT_DTYPE, InputSpec, text_columns
-from ema.limits import check_deadline
+from ema.limits import check_deadline, expired, seconds_left
 from ema.oracle.base import Oracle
 from ema.oracle.outputs import Predictions
 from ema.oracle.timed_connection import RequestExpired, TimedConnection
@@ -141,7 +141,7 @@ class HttpOracle(Oracle):
         self._secrets = _secrets(parts, self._headers)
         self._local = threading.local()
         self._connections: list[TimedConnection] = []
-        self._deadline = math.inf
+        self._deadline, self._command_bound = math.inf, False
         self.table_names, self._named_here = table_names, False  # columns named from a table, not the server
         super().__init__(**options)
 
@@ -160,8 +160,13 @@ class HttpOracle(Oracle):
         return super()._inputs_of(data)
 
     def predict(self, pixels: np.ndarray) -> Predictions:
-        """Validated predictions, as :meth:`Oracle.predict`, within ``timeout`` seconds of wall time."""
-        self._deadline = time.monotonic() + self.timeout
+        """Validated predictions, as :meth:`Oracle.predict`, within ``timeout`` seconds of wall time and not past the
+        command's ``--timeout``: each set an audit scores through this oracle gets what is left of the command's time,
+        not again the seconds that were left when the oracle was made, so a request in flight is cut off at the
+        command's deadline too, and the command's error (:func:`ema.limits.expired`) says so."""
+        left = seconds_left(self.timeout)
+        self._command_bound = left < self.timeout
+        self._deadline = time.monotonic() + min(self.timeout, left)
         try:
             return super().predict(pixels)
         finally:
@@ -259,7 +264,8 @@ class HttpOracle(Oracle):
         _RetryableFailure
             On a connection error, a request timeout or a 5xx answer.
         ScoringTimeout
-            When the overall deadline runs out (``problem``, the last attempt's, is named).
+            When the overall deadline runs out (``problem``, the last attempt's, is named);
+            :class:`~ema.errors.TimeLimitExceeded` where the command's ``--timeout`` set it.
         _UnsupportedFormat
             On HTTP 415 (the server does not read ``content_type``); not retried.
         ModelAccessError
@@ -314,7 +320,10 @@ class HttpOracle(Oracle):
             text = text.replace(secret, REDACTED)
         return redact_url(text)
 
-    def _overall_timeout(self, problem: str = "") -> ScoringTimeout:
+    def _overall_timeout(self, problem: str = "") -> ScoringTimeout | TimeLimitExceeded:
+        """The error of a scoring whose deadline ran out: the command's, where its ``--timeout`` set the deadline."""
+        if self._command_bound:
+            return expired(self.step)
         return ScoringTimeout(
             f"scoring through {self.url} did not finish within the overall limit of {self.timeout:g} s"
             + (f" (last attempt: {problem})" if problem else "")

@@ -565,3 +565,18 @@ def test_target_oracle_sends_parquet_only_where_the_signature_declares_the_input
         recipe=TorchRecipe(TrainSpec()),
     )
     assert target.oracle(http_format=given).request_format == used
+
+
+def test_a_request_in_flight_is_cut_off_at_the_commands_deadline_not_the_oracles_limit(server):
+    """An oracle made with 600 s to go, as an audit makes it, scoring a later set with 1 s of the command's time left:
+    a server that never answers is given that second, not the request timeout, and the command's error names the step.
+    """
+    url, httpd = server(hang)
+    oracle = HttpOracle(
+        url, timeout=600.0, request_timeout=20.0, retries=0, input_spec=InputSpec((-1, 28, 28), "uint8")
+    )
+    with command_limits(timeout=1.0), pytest.raises(TimeLimitExceeded, match=f"in step 'score scoring server {url}'"):
+        oracle.predict(IMAGES)
+    assert httpd.calls == 1
+    with pytest.raises(ScoringTimeout, match=r"overall limit of 0\.5 s"):  # no command deadline: the oracle's own limit
+        HttpOracle(url, timeout=0.5, request_timeout=20.0, retries=0).predict(IMAGES)
