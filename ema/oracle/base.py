@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ema.data.arrays import MODEL_INPUT_SHAPE, ArraySet
-from ema.errors import EMAError, InputError, ModelAccessError
+from ema.errors import EMAError, InputError, ModelAccessError, TimeLimitExceeded
 from ema.inputs import InputSpec, InputTransform, align_columns, missing_cells, missing_mask, prepare_inputs
 from ema.limits import check_deadline
 from ema.oracle.batching import BatchPace
@@ -237,6 +237,8 @@ class Oracle:
         if complete:
             try:
                 self._outputs(images[~gaps])
+            except TimeLimitExceeded:
+                raise  # the command's deadline passed while telling: that, not the model's error, ends it
             except EMAError:
                 return None
         told = f"the batch's {complete} other rows scored" if complete else "every row of the batch had one"

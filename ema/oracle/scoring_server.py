@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextvars
 import http.client
 import logging
 import math
@@ -200,7 +201,9 @@ class HttpOracle(Oracle):
             try:
                 for start in starts:
                     check_deadline(self.step)
-                    pending.append((start, pool.submit(self._score, pixels[start : start + self.batch_size])))
+                    # in the command's context: a worker whose request the command's deadline cuts off raises its error
+                    batch = pixels[start : start + self.batch_size]
+                    pending.append((start, pool.submit(contextvars.copy_context().run, self._score, batch)))
                     if len(pending) > self.concurrency:
                         yield self._done(pending.popleft(), len(pixels))
                 while pending:

@@ -35,7 +35,7 @@ def fit_estimator(estimator, features, labels, *, what: str, progress: bool):
     ("train ExtraTreesClassifier").
 
     Returns the fitted estimator, with the parameters it was given (``warm_start``, ``n_estimators`` and
-    ``oob_score`` as they were).
+    ``oob_score`` as they were, also when a chunk raises).
 
     Raises
     ------
@@ -49,18 +49,21 @@ def fit_estimator(estimator, features, labels, *, what: str, progress: bool):
         return estimator.fit(features, labels)
     given = estimator.get_params(deep=False)
     total, started, grown = given["n_estimators"], time.perf_counter(), 0
-    with Progress(what, total, unit="tree", enabled=True) as shown, warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=WARM_START_WEIGHTS, category=UserWarning)
-        while grown < total:
-            check_deadline(what)
-            more = chunk_size(grown, total, time.perf_counter() - started)
-            # out-of-bag scores once, with the last chunk: scoring them after each would cost a pass over the trees
-            oob_score = given["oob_score"] if grown + more == total else False
-            estimator.set_params(warm_start=True, n_estimators=grown + more, oob_score=oob_score)
-            estimator.fit(features, labels)
-            grown += more
-            shown.advance(more)
-    return estimator.set_params(warm_start=given["warm_start"], oob_score=given["oob_score"])
+    try:
+        with Progress(what, total, unit="tree", enabled=True) as shown, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=WARM_START_WEIGHTS, category=UserWarning)
+            while grown < total:
+                check_deadline(what)
+                more = chunk_size(grown, total, time.perf_counter() - started)
+                # out-of-bag scores once, with the last chunk: scoring them after each would cost a pass over the trees
+                oob_score = given["oob_score"] if grown + more == total else False
+                estimator.set_params(warm_start=True, n_estimators=grown + more, oob_score=oob_score)
+                estimator.fit(features, labels)
+                grown += more
+                shown.advance(more)
+    finally:  # the parameters it was given, whether it grew every tree or stopped (a deadline, a refusal) partway
+        estimator.set_params(warm_start=given["warm_start"], n_estimators=total, oob_score=given["oob_score"])
+    return estimator
 
 
 def chunk_size(grown: int, total: int, seconds: float) -> int:

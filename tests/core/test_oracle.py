@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ema.errors import InputError, ModelAccessError
+from ema.errors import InputError, ModelAccessError, TimeLimitExceeded
 from ema.inputs import InputSpec, InputTransform, to_model_inputs
 from ema.oracle import (
     ACCESS_LABEL_ONLY,
@@ -221,3 +221,16 @@ def test_predict_keeps_a_failure_that_is_not_the_missing_cells():
     with pytest.raises(ModelAccessError, match=r"^model 'm' failed"):
         blind.predict(_table_with_gaps())
     assert blind.calls == 1
+
+
+def test_the_commands_deadline_passing_while_telling_a_failure_on_missing_cells_stops_the_command():
+    """The re-score of the rows without gaps runs out the command's --timeout: that, not the model's error, is said."""
+
+    class _Expiring(_NanRefusingOracle):
+        def _predict_batch(self, inputs):
+            if self.calls == 1:  # the second call, the re-score of the complete rows
+                raise TimeLimitExceeded("expected the command to finish within --timeout 5 s")
+            return super()._predict_batch(inputs)
+
+    with pytest.raises(TimeLimitExceeded, match="--timeout 5 s"):
+        _Expiring().predict(_table_with_gaps())

@@ -78,3 +78,8 @@ def test_main_prints_the_contrast_and_the_learned_score_of_every_target(pools, m
     single_view, contrast, learned = (float(x) for x in cells[3].split(" (")[0].split(" / "))
     assert min(single_view, contrast, learned) > 0.05  # the pools' members are far more confident
     assert cells[6].endswith("(400 M6)")
+
+
+def test_main_refuses_no_seeds():
+    with pytest.raises(SystemExit):
+        learned_views.main(["--seeds", "0"])

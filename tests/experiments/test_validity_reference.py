@@ -301,8 +301,8 @@ def test_parse_args_takes_the_table_target_and_augment_with_certification_only()
     assert "breast-cancer" in args.targets and args.shares == (0.0, 1.0) and args.augment == "none"
     assert args.nonmember_reference is None
     assert parse_args(["--certification", "--nonmember-reference", "2000"]).nonmember_reference == 2000
-    refused = (["--targets", "breast-cancer"], ["--augment", "shifts"], ["--nonmember-reference", "2000"])
-    for argv in (*refused, ["--certification", "--augment", "flip"]):
+    refused = (["--targets", "breast-cancer"], ["--augment", "shifts"], ["--nonmember-reference", "0"])
+    for argv in (*refused, ["--certification", "--augment", "flip"], ["--certification", "--nonmember-reference", "1"]):
         with pytest.raises(SystemExit):
             parse_args(argv)
 

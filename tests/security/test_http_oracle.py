@@ -567,16 +567,19 @@ def test_target_oracle_sends_parquet_only_where_the_signature_declares_the_input
     assert target.oracle(http_format=given).request_format == used
 
 
-def test_a_request_in_flight_is_cut_off_at_the_commands_deadline_not_the_oracles_limit(server):
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_a_request_in_flight_is_cut_off_at_the_commands_deadline_not_the_oracles_limit(server, concurrency):
     """An oracle made with 600 s to go, as an audit makes it, scoring a later set with 1 s of the command's time left:
-    a server that never answers is given that second, not the request timeout, and the command's error names the step.
+    a server that never answers is given that second, not the request timeout, and the command's error names the step
+    (with several requests in flight too: the worker threads that send them raise it, in the command's context).
     """
     url, httpd = server(hang)
+    spec = InputSpec((-1, 28, 28), "uint8")
     oracle = HttpOracle(
-        url, timeout=600.0, request_timeout=20.0, retries=0, input_spec=InputSpec((-1, 28, 28), "uint8")
+        url, timeout=600.0, request_timeout=20.0, retries=0, batch_size=1, concurrency=concurrency, input_spec=spec
     )
     with command_limits(timeout=1.0), pytest.raises(TimeLimitExceeded, match=f"in step 'score scoring server {url}'"):
         oracle.predict(IMAGES)
-    assert httpd.calls == 1
+    assert httpd.calls == concurrency
     with pytest.raises(ScoringTimeout, match=r"overall limit of 0\.5 s"):  # no command deadline: the oracle's own limit
         HttpOracle(url, timeout=0.5, request_timeout=20.0, retries=0).predict(IMAGES)

@@ -91,6 +91,8 @@ def test_fit_estimator_stops_a_growing_forest_at_the_commands_deadline(digits, m
         with pytest.raises(TimeLimitExceeded, match="in step 'train forest'"):
             fit_estimator(forest, *digits, what="train forest", progress=True)
     assert len(forest.estimators_) == 5
+    # stopped partway, it keeps the parameters it was given, not those of its last chunk
+    assert (forest.warm_start, forest.n_estimators, forest.oob_score) == (False, 20, False)
 
 
 def training_to(monkeypatch, *, on_terminal: bool) -> io.StringIO:

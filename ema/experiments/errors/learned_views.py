@@ -189,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=5, help="Seeds of the folds and the learner averaged (default 5).")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="Folder of the scored pools.")
     args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error(f"expected --seeds of at least 1, got {args.seeds}")
     print(HEADER)
     print("|---|---|---|---|---|---|")
     for name in args.targets:  # three targets

@@ -252,11 +252,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [t for t in args.targets if t not in known]
     if unknown:
         parser.error(f"expected targets from {list(known)}, got {unknown}")
-    if not args.certification and (args.augment != AUGMENT_NONE or args.shares or args.nonmember_reference):
+    if not args.certification and (args.augment != AUGMENT_NONE or args.shares or args.nonmember_reference is not None):
         parser.error(
             "expected --augment, --shares and --nonmember-reference with --certification only (the study audits one "
             "view, on fixed references)"
         )
+    if args.nonmember_reference is not None and args.nonmember_reference < 2:
+        parser.error(f"expected --nonmember-reference of at least 2 images, got {args.nonmember_reference}")
     args.shares = tuple(float(s) for s in args.shares.split(",")) if args.shares else SHARES
     default_sizes = CERTIFICATION_SIZES if args.certification else (5, 20, 50, 200, 1000)
     args.sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else default_sizes
