@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ema.errors import InputError
+from ema.errors import InputError, TimeLimitExceeded
 from ema.image_shapes import DEFAULT_PIXEL_ORDER
 from ema.inputs import InputSpec, InputTransform, to_model_inputs
+from ema.limits import interruptible
 from ema.run_warnings import FOR_THE_RECORD
 from ema.training.recipes import Classifier, SklearnClassifier, transform_dict
 from ema.training.spec import TrainSpec
@@ -146,17 +147,21 @@ class SklearnCloneRecipe:
         """Train a clone of the template on flattened pixels (a DataFrame of ``columns``, when named).
 
         On the CPU, as scikit-learn trains (``device`` unused; ``n_classes`` too: the clone has a
-        column per class it was fitted on).
+        column per class it was fitted on), in one ``fit`` call that the command's ``--timeout`` interrupts
+        (:func:`ema.limits.interruptible`).
         """
         from sklearn.base import clone
 
         self.check_cloneable()
         name = class_name(type(self.template))
-        try:  # the estimator's own code runs here, whatever it raises
+        try:  # the estimator's own code runs here, whatever it raises; the command's --timeout stops it
             classifier = SklearnClassifier(
                 clone(self.template), self.transform, self.columns, self.takes_text, self.pixel_order
             )
-            classifier.estimator.fit(classifier.features(pixels), labels)
+            with interruptible(f"train a clone of {name}"):
+                classifier.estimator.fit(classifier.features(pixels), labels)
+        except TimeLimitExceeded:
+            raise
         except Exception as exc:
             raise InputError(
                 f"a clone of the target's {name} could not be made and trained on {len(labels)} rows: "

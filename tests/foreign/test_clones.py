@@ -4,6 +4,7 @@ scikit-learn class that cannot be cloned, trained or saved is one clear error.""
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import numpy as np
@@ -16,8 +17,9 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from ema.data.presets import load_splits
-from ema.errors import InputError
+from ema.errors import InputError, TimeLimitExceeded
 from ema.inputs import InputSpec, InputTransform, prepare_inputs, to_model_inputs
+from ema.limits import command_limits
 from ema.training import torch_clone
 from ema.training.clones import SklearnCloneRecipe, TorchCloneRecipe, importable_by_name
 from ema.training.spec import TrainSpec
@@ -273,3 +275,13 @@ def test_sklearn_clone_of_a_class_taking_any_keywords_warns_that_it_keeps_no_set
     caplog.clear()
     SklearnCloneRecipe(LogisticRegression(C=0.01)).fit(PIXELS, LABELS, progress=False)
     assert "kwargs" not in caplog.text
+
+
+def test_sklearn_clone_training_is_stopped_by_the_commands_timeout_with_its_error():
+    """A clone's ``fit`` is the estimator's own code: the deadline interrupts it, and it is not taken for a clone that
+    cannot be trained (an InputError naming the class)."""
+    slow = RandomForestClassifier(n_estimators=100_000, random_state=0)
+    recipe = SklearnCloneRecipe(slow)
+    step = re.escape("in step 'train a clone of sklearn.ensemble._forest.RandomForestClassifier'")
+    with command_limits(timeout=0.3), pytest.raises(TimeLimitExceeded, match=step):
+        recipe.fit(PIXELS, LABELS, progress=False)
