@@ -178,8 +178,8 @@ class HttpOracle(Oracle):
             self._local = threading.local()
 
     #: Every request holds ``batch_size`` images: a request's fixed cost (the round trip, the server's parsing) makes
-    #: small ones dear (benchmarks/RESULTS.md, ``http``), and each is cut off by ``request_timeout`` and ``timeout``
-    #: (the audit gives the seconds left before its deadline) however slow the server.
+    #: small ones dear (benchmarks/RESULTS.md, ``http``), and each is cut off by ``request_timeout``, ``timeout`` and
+    #: the command's deadline (:meth:`predict`) however slow the server.
     paced = False
     #: A request cut off by ``request_timeout`` or ``timeout`` says nothing of the rows it sent.
     input_blind_failures = (ScoringTimeout,)
@@ -190,7 +190,7 @@ class HttpOracle(Oracle):
         The command's ``--timeout`` is checked before each batch is handed to a connection and before each reply is
         waited for, as one connection checks it before each batch (:meth:`Oracle._scored_batches`): once it has
         passed, no batch is sent, the batches not yet sent are cancelled, and the requests in flight end (each
-        within ``request_timeout``) before :class:`~ema.errors.TimeLimitExceeded` names this step.
+        cut off at the deadline, :meth:`predict`) before :class:`~ema.errors.TimeLimitExceeded` names this step.
         """
         starts = range(0, len(pixels), self.batch_size)
         if self.concurrency == 1 or len(starts) == 1:
