@@ -112,7 +112,7 @@ def information_and_margin(members: np.ndarray, nonmembers: np.ndarray, seed: in
     return estimate.estimate, estimate.lower_bound(), float(min(margin, 1.0))
 
 
-def measure(name: str, seeds: tuple[int, ...], cache: Path) -> dict[str, float]:
+def measure(name: str, seeds: tuple[int, ...], cache: Path) -> dict[str, object]:
     """The identity's, the contrast's and the learned score's information and margins on target ``name`` (means over
     ``seeds``), and the Kolmogorov-Smirnov p-values (median and lowest over ``seeds``) of new members and non-members
     against the references' cross-fitted scores."""
