@@ -38,7 +38,7 @@ from ema.auditors.reference import ReferenceAuditor
 from ema.auditors.reference_record import bound_counts, decide_reference_verdict
 from ema.auditors.result import MEMORIZED, NOT_MEMORIZED
 from ema.errors import InputError
-from ema.experiments.errors.reference_pools import Pool
+from ema.experiments.errors.reference_pools import Pool, join_pools
 from ema.stats.information import cross_fitted_information
 from ema.stats.mixture import DetectionPower
 
@@ -125,19 +125,14 @@ def _take(pool: Pool, index: np.ndarray) -> Pool:
     return np.take(pool[0], index, axis=-2), pool[1][index]
 
 
-def _join(pools: list[Pool]) -> Pool:
-    """Pools of the same views, one after the other."""
-    return np.concatenate([p for p, _ in pools], axis=-2), np.concatenate([y for _, y in pools])
-
-
 def _redrawn_references(
     pools: dict[str, Pool], rng: np.random.Generator, n_reference: int
 ) -> tuple[int, Pool, Pool, Pool]:
     """(query fold, member reference, non-member reference of ``n_reference``, non-members left for queries) of one
     draw."""
     fold = int(rng.integers(1, 6))
-    members = _join([pools[f"M{i}"] for i in range(1, 6) if i != fold])
-    nonmembers = _join([pools["cal"], pools["M6"]])
+    members = join_pools([pools[f"M{i}"] for i in range(1, 6) if i != fold])
+    nonmembers = join_pools([pools["cal"], pools["M6"]])
     order = rng.permutation(nonmembers[1].size)
     return fold, members, _take(nonmembers, order[:n_reference]), _take(nonmembers, order[n_reference:])
 
@@ -147,7 +142,7 @@ def _query(members: Pool, nonmembers: Pool, size: int, share: float, rng: np.ran
     n_members = round(share * size)
     chosen_m = rng.choice(members[1].size, n_members, replace=False)
     chosen_n = rng.choice(nonmembers[1].size, size - n_members, replace=False)
-    return _join([_take(members, chosen_m), _take(nonmembers, chosen_n)])
+    return join_pools([_take(members, chosen_m), _take(nonmembers, chosen_n)])
 
 
 def carried_cells(

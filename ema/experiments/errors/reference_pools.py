@@ -155,12 +155,14 @@ def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def member_reference(pools: dict[str, Pool]) -> Pool:
-    """Folds M2..M5 joined: the member reference of a query drawn from M1 (never the query's own samples).
+    """Folds M2..M5 joined (:func:`join_pools`): the member reference of a query drawn from M1 (never the query's
+    own samples)."""
+    return join_pools([pools[f"M{i}"] for i in range(2, 6)])
 
-    Probabilities are joined along the samples' axis, so shifted pools (9 views, (9, n, C)) keep their views.
-    """
-    folds = [pools[f"M{i}"] for i in range(2, 6)]
-    return np.concatenate([p for p, _ in folds], axis=-2), np.concatenate([y for _, y in folds])
+
+def join_pools(pools: list[Pool]) -> Pool:
+    """Pools joined along the samples' axis, so that shifted pools (9 views, (9, n, C)) keep their views."""
+    return np.concatenate([p for p, _ in pools], axis=-2), np.concatenate([y for _, y in pools])
 
 
 def draw(pools: dict[str, Pool], kind: str, size: int, rng: np.random.Generator) -> Pool:
