@@ -9,6 +9,8 @@ Carlini et al. 2022). Pure numpy: the shifts are whole-array slices, never a loo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ema.data.arrays import ArraySet
@@ -27,19 +29,23 @@ SHIFT_OFFSETS: tuple[tuple[int, int], ...] = (
 N_SHIFT_VIEWS = len(SHIFT_OFFSETS)
 
 
-def shift_views(x: np.ndarray) -> np.ndarray:
-    """Every image moved by each of :data:`SHIFT_OFFSETS`, the pixels moved in being 0.
+def shift_views(x: np.ndarray, offsets: Sequence[tuple[int, int]] = SHIFT_OFFSETS) -> np.ndarray:
+    """Every image moved by each of ``offsets`` (the audit's :data:`SHIFT_OFFSETS`), the pixels moved in being 0.
 
     Parameters
     ----------
     x : ndarray of shape (n, H, W) or (n, H, W, C)
         Images (any dtype; the workbench's are uint8).
+    offsets : sequence of (rows, columns)
+        The moves, in views' order; other offsets than the audit's serve the study of which views
+        carry information (:mod:`ema.experiments.errors.view_families`).
 
     Returns
     -------
-    ndarray of shape (9, n, H, W[, C])
-        ``out[0]`` is ``x``; ``out[v][:, i, j] == x[:, i - dy, j - dx]`` for the v-th offset
-        ``(dy, dx)`` where that pixel exists, else 0 (``np.roll`` without the wrap-around).
+    ndarray of shape (len(offsets), n, H, W[, C])
+        ``out[v][:, i, j] == x[:, i - dy, j - dx]`` for the v-th offset ``(dy, dx)`` where that
+        pixel exists, else 0 (``np.roll`` without the wrap-around); with the default offsets
+        ``out[0]`` is ``x``.
 
     Raises
     ------
@@ -53,9 +59,9 @@ def shift_views(x: np.ndarray) -> np.ndarray:
     """
     if x.ndim not in (3, 4):
         raise InputError(f"expected images of shape (n, H, W) or (n, H, W, C) to shift, got shape {x.shape}")
-    out = np.zeros((N_SHIFT_VIEWS, *x.shape), dtype=x.dtype)
+    out = np.zeros((len(offsets), *x.shape), dtype=x.dtype)
     height, width = x.shape[1:3]
-    for view, (dy, dx) in enumerate(SHIFT_OFFSETS):  # nine whole-array copies
+    for view, (dy, dx) in enumerate(offsets):  # one whole-array copy a view
         out[view, :, max(dy, 0) : height + min(dy, 0), max(dx, 0) : width + min(dx, 0)] = x[
             :, max(-dy, 0) : height + min(-dy, 0), max(-dx, 0) : width + min(-dx, 0)
         ]

@@ -40,6 +40,15 @@ def test_shift_views_equal_a_roll_with_the_wrapped_pixels_zeroed():
         assert (view == 0).sum() == len(x) * wrapped.sum()
 
 
+def test_shift_views_takes_other_offsets_in_their_order():
+    x = images(height=6, width=6)
+    views = shift_views(x, ((2, -2), (0, 0)))
+    assert views.shape == (2, *x.shape)
+    np.testing.assert_array_equal(views[1], x)
+    np.testing.assert_array_equal(views[0, :, 2:, :4], x[:, :4, 2:])
+    assert not views[0, :, :2].any() and not views[0, :, :, 4:].any()
+
+
 def test_shift_views_refuses_an_array_that_is_not_images():
     with pytest.raises(InputError, match=r"expected images of shape \(n, H, W\) or \(n, H, W, C\) to shift"):
         shift_views(np.zeros((4, 30)))

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
+from ema.data.arrays import ArraySet
 from ema.experiments.errors.reference_pools import TARGETS
 
 #: torch threads of training and scoring (float sums differ with the thread count).
@@ -26,12 +29,19 @@ GOAL_SIZE = 200
 COMMAND = "python -m ema.experiments.errors.shift_information"
 
 
-def measure(name: str, seeds: tuple[int, ...]) -> dict[str, float]:
-    """Train target ``name``; the information with one view and with the shifts (mean over ``seeds`` of the
-    cross-fitting folds), and the certifiable margins at :data:`GOAL_SIZE`."""
-    from ema.auditors.reference import ReferenceAuditor
+@dataclass(frozen=True)
+class TrainedTarget:
+    """A validity target trained as the study trains it, and the calibrated auditor's two references."""
+
+    predict: Callable[[np.ndarray], np.ndarray]
+    members: ArraySet
+    nonmembers: ArraySet
+
+
+def train_with_references(name: str) -> TrainedTarget:
+    """Train target ``name`` on its preset's splits (seed 0); its references as ``ema audit --method calibrated``
+    takes them for fold M1: members M2..M5, non-members the preset's non-member reference."""
     from ema.data.presets import load_splits
-    from ema.data.shifts import N_SHIFT_VIEWS, shift_views
     from ema.inputs import to_model_inputs
     from ema.training.fit import fit, predict_proba
     from ema.training.threads import use_threads
@@ -41,14 +51,28 @@ def measure(name: str, seeds: tuple[int, ...]) -> dict[str, float]:
     data, spec, _ = TARGETS[name]
     splits = load_splits(data, 0)
     model = fit(spec, splits.train.model_inputs(), splits.train.y, progress=False, desc=f"train {name}")
-    members = without_query(splits.train, splits.query("M1"))
     nonmembers = splits.reference if splits.reference is not None else splits.calibration
+    return TrainedTarget(
+        lambda images: predict_proba(model, to_model_inputs(images)),
+        without_query(splits.train, splits.query("M1")),
+        nonmembers,
+    )
 
-    def views(part) -> np.ndarray:
-        shifted = shift_views(part.x).reshape(-1, *part.x.shape[1:])
-        return predict_proba(model, to_model_inputs(shifted)).reshape(N_SHIFT_VIEWS, len(part), -1)
 
-    member_views, nonmember_views = views(members), views(nonmembers)
+def view_information(
+    target: TrainedTarget, views: Callable[[np.ndarray], np.ndarray], seeds: tuple[int, ...]
+) -> dict[str, float]:
+    """The information with the identity alone and with every view of ``views`` (images -> (n_views, n, ...),
+    the identity first), mean over ``seeds`` of the cross-fitting folds, and the certifiable margins at
+    :data:`GOAL_SIZE`."""
+    from ema.auditors.reference import ReferenceAuditor
+
+    def scored(part: ArraySet) -> np.ndarray:
+        viewed = views(part.x)
+        return target.predict(viewed.reshape(-1, *part.x.shape[1:])).reshape(len(viewed), len(part), -1)
+
+    members, nonmembers = target.members, target.nonmembers
+    member_views, nonmember_views = scored(members), scored(nonmembers)
     rows = []
     for seed in seeds:  # a few cross-fitting seeds
         auditor = ReferenceAuditor(random_state=seed).calibrate(member_views, members.y, nonmember_views, nonmembers.y)
@@ -62,6 +86,7 @@ def measure(name: str, seeds: tuple[int, ...]) -> dict[str, float]:
         )
     single, shifted, margin_single, margin_shifted = np.mean(rows, axis=0)
     return {
+        "views": len(member_views),
         "members": len(members),
         "nonmembers": len(nonmembers),
         "single": single,
@@ -69,6 +94,14 @@ def measure(name: str, seeds: tuple[int, ...]) -> dict[str, float]:
         "margin_single": margin_single,
         "margin_shifts": margin_shifted,
     }
+
+
+def measure(name: str, seeds: tuple[int, ...]) -> dict[str, float]:
+    """Train target ``name``; the information with one view and with the shifts (mean over ``seeds`` of the
+    cross-fitting folds), and the certifiable margins at :data:`GOAL_SIZE`."""
+    from ema.data.shifts import shift_views
+
+    return view_information(train_with_references(name), shift_views, seeds)
 
 
 def main(argv: list[str] | None = None) -> None:
