@@ -68,6 +68,22 @@ def test_cross_fitted_scores_are_seeded_and_rank_members_above_non_members():
     assert stats.mannwhitneyu(first.member_scores, first.nonmember_scores, alternative="greater").pvalue < 1e-10
 
 
+def test_view_log_odds_features_take_probabilities_of_any_number_of_views(pools):
+    proba, labels = pools["M1"]
+    features = learned_views.view_log_odds_features(proba[:4], labels)
+    assert features.shape == (200, 5)  # 4 views' log-odds and their contrast
+    np.testing.assert_allclose(features[:, -1], features[:, 0] - 0.5 * features[:, 1:4].mean(axis=1))
+
+
+def test_learned_information_is_larger_for_separated_sides():
+    rng = np.random.default_rng(4)
+    nonmembers = rng.normal(0.0, 1.0, size=(300, 2))
+    apart, close = rng.normal(1.0, 1.0, size=(300, 2)), rng.normal(0.1, 1.0, size=(300, 2))
+    information, lower, margin = learned_views.learned_information(apart, nonmembers, (0,))
+    assert information > lower > 0 and 0 < margin <= 1
+    assert information > 5 * learned_views.learned_information(close, nonmembers, (0,))[0]
+
+
 def test_main_prints_the_contrast_and_the_learned_score_of_every_target(pools, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr("ema.experiments.errors.reference_pools.score_pools", lambda *_, **__: pools)
     learned_views.main(["--targets", "overfit", "--seeds", "1", "--cache", str(tmp_path)])

@@ -112,6 +112,16 @@ def test_main_prints_every_family_against_the_identity_and_the_shifts(monkeypatc
     assert information > 0 and single > 0  # the fake's members are brighter at the centre
 
 
+def test_main_with_learned_adds_the_learned_score_of_each_family(monkeypatch, capsys):
+    monkeypatch.setattr(view_families, "train_with_references", lambda name: fake_target())
+    view_families.main(["--targets", "overfit", "--families", "shifts", "--seeds", "1", "--learned"])
+    header, rule, row = capsys.readouterr().out.splitlines()
+    assert "learned: information (lower)" in header and rule.count("|---") == 10
+    cells = [cell.strip() for cell in row.split("|")]
+    information, lower = (float(x.strip("()")) for x in cells[8].split())
+    assert information > lower > 0 and cells[9].endswith("x") and 0 < float(cells[10]) <= 1
+
+
 def test_main_refuses_no_seeds():
     with pytest.raises(SystemExit):
         view_families.main(["--seeds", "0"])

@@ -49,7 +49,8 @@ COMMAND = "python -m ema.experiments.errors.learned_views"
 
 
 def view_features(log_odds: np.ndarray) -> np.ndarray:
-    """The learner's features of samples' 9 log-odds, shape (n, 9) with the identity first: the 9 and the contrast.
+    """The learner's features of samples' log-odds on their views, shape (n, n_views) with the identity first: the
+    log-odds and the auditor's contrast.
 
     >>> view_features(np.array([[4.0] + [2.0] * 8])).tolist()
     [[4.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 3.0]]
@@ -100,6 +101,23 @@ def cross_fitted_score(members: np.ndarray, nonmembers: np.ndarray, seed: int) -
     return CrossFittedScore(member_scores, nonmember_scores, tuple(classifiers))
 
 
+def view_log_odds_features(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """:func:`view_features` of samples' probabilities on their views, (n_views, n, n_classes), the identity first."""
+    from ema.signals import log_odds_score
+
+    return view_features(np.column_stack([log_odds_score(view, labels) for view in proba]))
+
+
+def learned_information(members: np.ndarray, nonmembers: np.ndarray, seeds: tuple[int, ...]) -> np.ndarray:
+    """The learned score's (information, lower bound, certifiable margin at :data:`GOAL_SIZE`) from the members' and
+    non-members' features, cross-fitted (:func:`cross_fitted_score`) and averaged over ``seeds``."""
+    rows = []
+    for seed in seeds:  # a few seeds of the folds and the learner
+        fitted = cross_fitted_score(members, nonmembers, seed)
+        rows.append(information_and_margin(fitted.member_scores, fitted.nonmember_scores, seed))
+    return np.mean(rows, axis=0)
+
+
 def information_and_margin(members: np.ndarray, nonmembers: np.ndarray, seed: int) -> tuple[float, float, float]:
     """A score's cross-fitted information, its one-standard-error lower bound, and the certifiable margin at
     :data:`GOAL_SIZE`, as the auditor computes them for its own score."""
@@ -119,16 +137,11 @@ def measure(name: str, seeds: tuple[int, ...], cache: Path) -> dict[str, object]
     from scipy.stats import ks_2samp
 
     from ema.experiments.errors.reference_pools import member_reference, score_pools
-    from ema.signals import log_odds_score
 
     pools = score_pools(name, cache, threads=1, augment="shifts")
 
-    def features(pool) -> np.ndarray:
-        proba, labels = pool
-        return view_features(np.column_stack([log_odds_score(view, labels) for view in proba]))
-
-    members, nonmembers = features(member_reference(pools)), features(pools["cal"])
-    new_members, new_nonmembers = features(pools["M1"]), features(pools["M6"])
+    members, nonmembers = view_log_odds_features(*member_reference(pools)), view_log_odds_features(*pools["cal"])
+    new_members, new_nonmembers = view_log_odds_features(*pools["M1"]), view_log_odds_features(*pools["M6"])
     single_view, contrast = (
         np.mean([information_and_margin(members[:, column], nonmembers[:, column], seed) for seed in seeds], axis=0)
         for column in (0, -1)

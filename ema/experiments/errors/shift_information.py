@@ -37,6 +37,16 @@ class TrainedTarget:
     members: ArraySet
     nonmembers: ArraySet
 
+    def scored_views(self, views: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The target's probabilities on every view of ``views`` (images -> (n_views, n, ...), the identity first)
+        of the members' and the non-members' images, (n_views, n, n_classes) each."""
+
+        def scored(part: ArraySet) -> np.ndarray:
+            viewed = views(part.x)
+            return self.predict(viewed.reshape(-1, *part.x.shape[1:])).reshape(len(viewed), len(part), -1)
+
+        return scored(self.members), scored(self.nonmembers)
+
 
 def train_with_references(name: str) -> TrainedTarget:
     """Train target ``name`` on its preset's splits (seed 0); its references as ``ema audit --method calibrated``
@@ -60,19 +70,14 @@ def train_with_references(name: str) -> TrainedTarget:
 
 
 def view_information(
-    target: TrainedTarget, views: Callable[[np.ndarray], np.ndarray], seeds: tuple[int, ...]
+    target: TrainedTarget, member_views: np.ndarray, nonmember_views: np.ndarray, seeds: tuple[int, ...]
 ) -> dict[str, float]:
-    """The information with the identity alone and with every view of ``views`` (images -> (n_views, n, ...),
-    the identity first), mean over ``seeds`` of the cross-fitting folds, and the certifiable margins at
+    """The information with the identity alone and with every view (:meth:`TrainedTarget.scored_views`) as the
+    auditor scores them, mean over ``seeds`` of the cross-fitting folds, and the certifiable margins at
     :data:`GOAL_SIZE`."""
     from ema.auditors.reference import ReferenceAuditor
 
-    def scored(part: ArraySet) -> np.ndarray:
-        viewed = views(part.x)
-        return target.predict(viewed.reshape(-1, *part.x.shape[1:])).reshape(len(viewed), len(part), -1)
-
     members, nonmembers = target.members, target.nonmembers
-    member_views, nonmember_views = scored(members), scored(nonmembers)
     rows = []
     for seed in seeds:  # a few cross-fitting seeds
         auditor = ReferenceAuditor(random_state=seed).calibrate(member_views, members.y, nonmember_views, nonmembers.y)
@@ -101,7 +106,8 @@ def measure(name: str, seeds: tuple[int, ...]) -> dict[str, float]:
     cross-fitting folds), and the certifiable margins at :data:`GOAL_SIZE`."""
     from ema.data.shifts import shift_views
 
-    return view_information(train_with_references(name), shift_views, seeds)
+    target = train_with_references(name)
+    return view_information(target, *target.scored_views(shift_views), seeds)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 from scipy import ndimage
 
 from ema.data.shifts import shift_views
+from ema.experiments.errors.learned_views import learned_information, view_log_odds_features
 from ema.experiments.errors.reference_pools import TARGETS
 from ema.experiments.errors.shift_information import GOAL_SIZE, train_with_references, view_information
 
@@ -96,33 +97,57 @@ FAMILIES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+def measure(name: str, families: tuple[str, ...], seeds: tuple[int, ...], *, learned: bool) -> dict[str, dict]:
+    """Train target ``name``; every family's information and margin through the auditor (and with ``learned``, of
+    the cross-fitted learned score over its views, :mod:`ema.experiments.errors.learned_views`), the shifts' first:
+    they are the yardstick."""
+    target = train_with_references(name)
+    rows = {}
+    for family in ("shifts", *(f for f in families if f != "shifts")):  # a handful of families
+        started = time.perf_counter()
+        member_views, nonmember_views = target.scored_views(FAMILIES[family])
+        row = view_information(target, member_views, nonmember_views, seeds)
+        if learned:
+            row["learned"] = learned_information(
+                view_log_odds_features(member_views, target.members.y),
+                view_log_odds_features(nonmember_views, target.nonmembers.y),
+                seeds,
+            )
+        rows[family] = {**row, "seconds": time.perf_counter() - started}
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print every family's information and margin on every target as a Markdown table."""
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("--targets", nargs="+", choices=tuple(TARGETS), default=tuple(TARGETS))
     parser.add_argument("--families", nargs="+", choices=tuple(FAMILIES), default=tuple(FAMILIES))
     parser.add_argument("--seeds", type=int, default=5, help="Cross-fitting seeds averaged (default 5).")
+    parser.add_argument(
+        "--learned", action="store_true", help="Also a score learned from each family's views (minutes more)."
+    )
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds: expected at least 1, got {args.seeds}")
+    learned_header = " learned: information (lower) | / 1 view | margin at 200 |" if args.learned else ""
     print(
         f"| target | views | count | information (1 view: identity) | / 1 view | / shifts | "
-        f"certifiable margin at {GOAL_SIZE} |"
+        f"certifiable margin at {GOAL_SIZE} |{learned_header}"
     )
-    print("|---|---|---|---|---|---|---|")
-    seeds = tuple(range(args.seeds))
+    print("|---" * (7 + 3 * args.learned) + "|")
     for name in args.targets:  # three targets
-        target = train_with_references(name)
-        rows = {}
-        for family in ("shifts", *(f for f in args.families if f != "shifts")):  # the shifts first: the yardstick
-            started = time.perf_counter()
-            rows[family] = view_information(target, FAMILIES[family], seeds), time.perf_counter() - started
+        rows = measure(name, tuple(args.families), tuple(range(args.seeds)), learned=args.learned)
         for family in args.families:  # a handful of families
-            row, seconds = rows[family]
+            row = rows[family]
+            learned = ""
+            if args.learned:
+                information, lower, margin = row["learned"]
+                learned = f" {information:.3f} ({lower:.3f}) | {_ratio(information, row['single'])} | {margin:.2f} |"
             print(
                 f"| {name} | {family} | {row['views']} | {row['shifts']:.3f} ({row['single']:.3f}) | "
-                f"{_ratio(row['shifts'], row['single'])} | {_ratio(row['shifts'], rows['shifts'][0]['shifts'])} | "
-                f"{row['margin_shifts']:.2f} ({row['margin_single']:.2f}) |  <!-- {seconds:.0f} s -->",
+                f"{_ratio(row['shifts'], row['single'])} | {_ratio(row['shifts'], rows['shifts']['shifts'])} | "
+                f"{row['margin_shifts']:.2f} ({row['margin_single']:.2f}) |{learned}  "
+                f"<!-- {row['seconds']:.0f} s -->",
                 flush=True,
             )
 
