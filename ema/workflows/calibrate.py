@@ -156,6 +156,12 @@ def calibration_cache_key(
     )
 
 
+def balanced_accuracy_metrics(thresholds: dict) -> dict[str, float]:
+    """The metrics ``calibration_ba_<signal>`` of a ``calibration.json`` (validated thresholds): each signal's
+    balanced accuracy on the calibration model's halves, as a run that trains or reuses the calibration logs them."""
+    return {f"{keys.METRIC_CALIBRATION_BA_PREFIX}{m}": e["balanced_accuracy"] for m, e in thresholds["signals"].items()}
+
+
 def fit_thresholds(classifier, members: ArraySet, nonmembers: ArraySet, n_classes: int | None = None) -> EMAAuditor:
     """Fit every metric's thresholds on a calibration model's members and non-members.
 
@@ -280,12 +286,7 @@ class CalibrationPlan:
             members.model_inputs(), members.y, progress=progress, device=self.target.device, n_classes=n_classes
         )
         thresholds = fit_thresholds(classifier, members, nonmembers, n_classes).to_dict()
-        log_metrics(
-            {
-                f"{keys.METRIC_CALIBRATION_BA_PREFIX}{m}": e["balanced_accuracy"]
-                for m, e in thresholds["signals"].items()
-            }
-        )
+        log_metrics(balanced_accuracy_metrics(thresholds))
         log_artifacts_atomically({keys.ARTIFACT_CALIBRATION: thresholds})
         with package_trained(classifier, members.x) as package:
             version = log_and_register(
@@ -432,6 +433,7 @@ def calibrate(
             return outcome
         log_params(plan.params())
         set_tags({keys.TAG_CACHE: CACHE_HIT, keys.TAG_CALIBRATION_VERSION: outcome.version.uri})
+        log_metrics(balanced_accuracy_metrics(outcome.thresholds))
         log_artifacts_atomically({keys.ARTIFACT_CALIBRATION: outcome.thresholds})
         set_alias(outcome.version, keys.CALIBRATION_ALIAS)
         return outcome

@@ -64,6 +64,25 @@ def test_calibrate_trains_once_then_hits_cache(trained):
     assert not other_k.cached and other_k.version.version != first.version.version
 
 
+def test_calibrate_logs_the_balanced_accuracies_on_a_cache_hit_too(trained):
+    _, outcome = trained
+    calibrate(outcome.version.uri, k=85, progress=False)
+    trained_run = mlflow.last_active_run().data.metrics
+    hit = calibrate(outcome.version.uri, k=85, progress=False)
+    hit_run = mlflow.last_active_run()
+    assert hit.cached and hit_run.data.tags[keys.TAG_CACHE] == "hit"
+    expected = {m: e["balanced_accuracy"] for m, e in hit.thresholds["signals"].items()}
+    logged = {
+        k.removeprefix(keys.METRIC_CALIBRATION_BA_PREFIX): v
+        for k, v in hit_run.data.metrics.items()
+        if k.startswith(keys.METRIC_CALIBRATION_BA_PREFIX)
+    }
+    assert logged == expected
+    assert {k: v for k, v in trained_run.items() if k.startswith(keys.METRIC_CALIBRATION_BA_PREFIX)} == {
+        keys.METRIC_CALIBRATION_BA_PREFIX + k: v for k, v in expected.items()
+    }
+
+
 def test_a_plan_made_before_its_calibration_was_trained_reuses_it(trained):
     from ema.workflows.calibrate import CalibrationPlan, ensure_plan
     from ema.workflows.target import resolve_target
