@@ -45,8 +45,8 @@ def history(model_name, query, verdict, include_all):
         finished = "" if include_all else " (finished ones; --all for every audit)"
         click.echo(f"no audits of {model_name!r}{among} found{finished}")
         return
-    with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", ERROR_CHARS):
-        click.echo(shown(table, index=False))
+    with pd.option_context("display.width", 200, "display.max_columns", None):
+        click.echo(shown(table, index=False, max_colwidth=ERROR_CHARS))
 
 
 @click.command("compare")
@@ -70,13 +70,14 @@ def compare(run_ids, model_name, query):
         click.echo(shown(trail, index=False) if len(trail) else f"no audits of {query!r} on {model_name!r} found")
 
 
-def shown(table, *, index: bool = True) -> str:
+def shown(table, *, index: bool = True, max_colwidth: int | None = None) -> str:
     """``table`` as text, every missing value written as :data:`MISSING`: a float column's NaN and a text column's None
     (which ``na_rep`` leaves as ``None``); numbers keep their own formatting, and a number among text (``compare``'s
-    metrics beside params) its significant digits (pandas writes 1.4e-14 there as 0.0)."""
+    metrics beside params) its significant digits (pandas writes 1.4e-14 there as 0.0). A cell longer than
+    ``max_colwidth`` characters is cut there, ending in ``...`` (``to_string`` ignores ``display.max_colwidth``)."""
     text = table.select_dtypes(include=["object", "str"]).columns
     filled = table.assign(**{c: table[c].map(_text_cell) for c in text})
-    return filled.to_string(na_rep=MISSING, index=index)
+    return filled.to_string(na_rep=MISSING, index=index, max_colwidth=max_colwidth)
 
 
 def _text_cell(value: object) -> object:

@@ -345,6 +345,20 @@ def test_history_and_compare_write_every_missing_value_alike_and_numbers_as_numb
     ]
 
 
+def test_history_all_cuts_a_failed_audits_error_to_error_chars(store, monkeypatch):
+    """README and --help: the error column is the run's ema.error cut to 80 characters (it was printed whole)."""
+    import ema.workflows.history
+    from ema_cli.history import ERROR_CHARS
+
+    error = "expected a non-member reference of samples the target never saw, got " + "x" * 200
+    table = pd.DataFrame({"run_id": ["abc"], "status": ["FAILED"], "error": [error]})
+    monkeypatch.setattr(ema.workflows.history, "audit_history", lambda *args, **kwargs: table)
+    shown = invoke("history", "--model", "ema-target", "--all")
+    assert shown.exit_code == 0, shown.output
+    row = shown.output.splitlines()[1]
+    assert error[: ERROR_CHARS - 3] + "..." in row and error[: ERROR_CHARS - 2] not in row
+
+
 def test_train_on_other_data_says_it_moved_the_alias_and_model_name_keeps_it(store, caplog):
     """`ema train --data breast-cancer` moved @target from the MNIST target to a table model without a word."""
     mnist = invoke("train", "--hidden", "16", "--epochs", "1", "--no-progress")
