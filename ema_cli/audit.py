@@ -4,8 +4,6 @@ import click
 
 from ema.workflows.options import (
     AUC_METRIC,
-    AUGMENT_NONE,
-    AUGMENTATIONS,
     CALIBRATION_MODEL_NAME,
     DEFAULT_MARGIN,
     DEFAULT_REQUEST_TIMEOUT,
@@ -19,7 +17,6 @@ from ema.workflows.options import (
     MAX_IMAGE_SIDE,
     METHODS,
     METRIC_N_QUERY,
-    N_SHIFT_VIEWS,
     OUTPUT_KINDS,
     PIXEL_ORDERS,
     QUERY_NAMES,
@@ -32,6 +29,7 @@ from ema.workflows.options import (
 from ema_cli.options import (
     allow_missing_option,
     alpha_option,
+    augment_option,
     cal_seed_option,
     certify_level_option,
     device_option,
@@ -227,16 +225,9 @@ PROJECT_DEFAULT_QUERY = ""
         "(default: a workbench target's other training folds; none known: transfer from the calibration model)."
     ),
 )
-@click.option(
-    "--augment",
-    type=click.Choice(AUGMENTATIONS),
-    default=AUGMENT_NONE,
-    show_default=True,
-    help=(
-        f"With --method calibrated on images: shifts scores the query and both references as {N_SHIFT_VIEWS} "
-        f"images each (itself and its 8 one-pixel shifts, {N_SHIFT_VIEWS}x the queries), which raises the "
-        "score's information and lowers the certifiable margin; needs a member reference."
-    ),
+@augment_option(
+    "with --method calibrated on images, the query and both references; it raises the score's information and "
+    "lowers the certifiable margin; needs a member reference"
 )
 @margin_option(
     DEFAULT_MARGIN,

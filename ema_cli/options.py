@@ -12,6 +12,8 @@ import click
 from ema.workflows.options import (
     ARCHITECTURES,
     AUDIT_BYTES_PER_IMAGE,
+    AUGMENT_NONE,
+    AUGMENTATIONS,
     AUTO_MARGIN,
     DATA_SOURCES,
     DEFAULT_DATA,
@@ -22,6 +24,7 @@ from ema.workflows.options import (
     DEFAULT_TARGET_URI,
     DEVICE_FORMS,
     MAX_IMAGE_SIDE,
+    N_SHIFT_VIEWS,
     OPTIMIZERS,
     QUERY_NAMES,
     TARGET_MODEL_NAME,
@@ -190,6 +193,18 @@ max_params_option = click.option(
         "train (float32 weight, gradient and Adam's two moments): a third of a 24 GB machine."
     ),
 )
+
+
+def augment_option(use: str) -> Callable:
+    """``--augment``: score each image as itself and its one-pixel shifts (``shifts``) or not; ``use``: what for."""
+    return click.option(
+        "--augment",
+        type=click.Choice(AUGMENTATIONS),
+        default=AUGMENT_NONE,
+        show_default=True,
+        help=f"shifts: score each image as {N_SHIFT_VIEWS} (itself and its 8 one-pixel shifts, {N_SHIFT_VIEWS}x the "
+        f"queries): {use}.",
+    )
 
 
 def margin_option(default: float | str, use: str, *, unset: bool = False) -> Callable:

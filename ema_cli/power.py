@@ -8,6 +8,7 @@ import click
 from ema_cli.options import (
     allow_missing_option,
     alpha_option,
+    augment_option,
     cal_seed_option,
     certify_level_option,
     k_option,
@@ -80,6 +81,10 @@ CERTIFY_POWER_RANGE = f"{MIN_CERTIFY_POWER}<=x<1"
     help="With --certify: the most non-member samples you could gather (default: the reference's size).",
 )
 @click.option("--json", "as_json", is_flag=True, help="With --certify: print the plan as one JSON object.")
+@augment_option(
+    "both references, to plan an audit with --augment shifts (images, a member reference); with --certify the "
+    "plan of the identity view alone is given too"
+)
 @label_column_option
 @allow_missing_option
 @max_query_option
@@ -153,7 +158,7 @@ def _certification(
     """`ema power --certify`: the plan in words or as JSON (k and the calibration seed play no part)."""
     from dataclasses import asdict
 
-    from ema.workflows.power import certification_plan, level_text
+    from ema.workflows.power import certification_plan
 
     plan = certification_plan(
         margin=margin,
@@ -164,27 +169,42 @@ def _certification(
         **options,
     )
     if as_json:
-        finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in asdict(plan).items()}
-        click.echo(json.dumps(finite, sort_keys=True))
-    elif plan.reachable:
-        click.echo(
+        click.echo(json.dumps(_finite(asdict(plan)), sort_keys=True))
+        return
+    click.echo(_plan_text(plan))
+    if plan.single_view is not None:
+        click.echo(f"without the shifts (the identity view alone), {_plan_text(plan.single_view)}")
+
+
+def _finite(value):
+    """``value`` (a plan as nested dicts) with every non-finite float as None: JSON has no NaN or infinity."""
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _plan_text(plan) -> str:
+    """A certification plan in one sentence: the sizes it needs, or why the margin is unreachable."""
+    from ema.workflows.power import level_text
+
+    if plan.reachable:
+        return (
             f"certifying a retained share of at most {plan.margin:g} with probability {plan.probability:g} "
             f"(one-sided {level_text(plan.certify_level)} bound) needs |D_q| >= {plan.query_size} and a non-member "
             f"reference of {plan.reference_size} ({_planned_from(plan)})"
         )
-    elif not plan.information_lower > 0:  # NaN or 0: no size reaches any margin
-        click.echo(f"margin {plan.margin:g} is unreachable on this target: {_no_margin_reachable(plan)}")
-    else:
-        smallest = (  # a retained share is at most 1: a floor of 1 certifies nothing
-            "no margin below 1 is reachable"
-            if plan.smallest_reachable_margin >= 1
-            else f"the smallest reachable margin is {plan.smallest_reachable_margin:.3g}"
-        )
-        click.echo(
-            f"margin {plan.margin:g} is unreachable on this target: {smallest} "
-            f"(with a reference of {plan.reference_size}, an unbounded query and probability {plan.probability:g}; "
-            f"{_planned_from(plan)})"
-        )
+    if not plan.information_lower > 0:  # NaN or 0: no size reaches any margin
+        return f"margin {plan.margin:g} is unreachable on this target: {_no_margin_reachable(plan)}"
+    smallest = (  # a retained share is at most 1: a floor of 1 certifies nothing
+        "no margin below 1 is reachable"
+        if plan.smallest_reachable_margin >= 1
+        else f"the smallest reachable margin is {plan.smallest_reachable_margin:.3g}"
+    )
+    return (
+        f"margin {plan.margin:g} is unreachable on this target: {smallest} "
+        f"(with a reference of {plan.reference_size}, an unbounded query and probability {plan.probability:g}; "
+        f"{_planned_from(plan)})"
+    )
 
 
 def _no_margin_reachable(plan) -> str:

@@ -60,6 +60,10 @@ class CertifyPlan:
         One-sided level of the upper bound that certifies.
     probability : float
         Probability of certifying a removed query at these sizes.
+    views : int
+        Views of each sample the information was measured on (9 under ``--augment shifts``).
+    single_view : CertifyPlan or None
+        With several views, the plan from the identity view alone: what the views buy.
     """
 
     margin: float
@@ -71,6 +75,8 @@ class CertifyPlan:
     information_lower: float
     certify_level: float
     probability: float
+    views: int = 1
+    single_view: CertifyPlan | None = None
 
 
 def level_text(level: float) -> str:

@@ -15,7 +15,6 @@ from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.marks import MarksAuditor
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
-from ema.data.shifts import AUGMENT_NONE, AUGMENT_SHIFTS, N_SHIFT_VIEWS, shifted_set
 from ema.data.tables import TABLE_SUFFIXES
 from ema.errors import InputError
 from ema.oracle import Oracle, Predictions
@@ -35,6 +34,7 @@ from ema.workflows.calibrate import (
 from ema.workflows.methods import METHODS, method_plan, needs_calibration_model
 from ema.workflows.references import Reference, check_disjoint, member_reference, nonmember_reference, scored
 from ema.workflows.target import Target, resolve_target
+from ema.workflows.views import augment_cost, check_augment, shift_view_proba
 
 
 def audit_target(config: AuditConfig) -> Target:
@@ -288,44 +288,19 @@ class AuditSession:
         return self.views(self.nonmembers.data, self.nonmember_proba)
 
     def views(self, data: ArraySet, identity: np.ndarray) -> np.ndarray:
-        """``identity`` (the target's probabilities on ``data``, scored already) and then those on its 8 one-pixel
-        shifts, shape (9, len(data), n_classes): the shifts cost 8 queries a sample.
-
-        Raises
-        ------
-        InputError
-            If ``data`` is a table (:func:`~ema.data.shifts.shifted_set`).
-        """
-        shifted = self.oracle.predict_proba(shifted_set(data))
-        return np.concatenate([identity[np.newaxis], shifted.reshape(N_SHIFT_VIEWS - 1, len(data), identity.shape[1])])
+        """``identity`` (the target's probabilities on ``data``) and those on its 8 one-pixel shifts, (9, n, C)
+        (:func:`~ema.workflows.views.shift_view_proba`)."""
+        return shift_view_proba(self.oracle, data, identity)
 
     def check_augment(self) -> None:
-        """Refuse ``--augment shifts`` where it cannot run, before anything is scored or trained.
-
-        Raises
-        ------
-        InputError
-            On a query that is not images (a table has no pixels to shift), or with no member
-            reference known (the transfer route's calibration model scores one view).
-        """
-        if self.config.augment == AUGMENT_NONE:
-            return
-        if self.data.kind != "image":
-            shifted_set(self.data)  # its one-line refusal
-        if self.members is None:
-            raise InputError(
-                f"expected a member reference with --augment {self.config.augment} (the transfer route scores one "
-                f"view of each sample), got none known for {self.target.label}; give --members FILE"
-            )
+        """Refuse ``--augment shifts`` where it cannot run (:func:`~ema.workflows.views.check_augment`), before
+        anything is scored or trained."""
+        check_augment(self.config.augment, self.data, lambda: self.members is not None, self.target.label)
 
     def augment_cost(self) -> str:
         """What ``--augment shifts`` costs the calibrated auditor in oracle queries, in words (said before scoring)."""
-        sizes = {"query": len(self.data), "members": len(self.members.data), "non-members": len(self.nonmembers.data)}
-        plain = sum(sizes.values())
-        parts = ", ".join(f"{name} {size:,}" for name, size in sizes.items())
-        return (
-            f"--augment {AUGMENT_SHIFTS}: {N_SHIFT_VIEWS} views of each sample ({parts}): "
-            f"{N_SHIFT_VIEWS * plain:,} oracle queries instead of {plain:,}"
+        return augment_cost(
+            {"query": len(self.data), "members": len(self.members.data), "non-members": len(self.nonmembers.data)}
         )
 
     def missing_cells(self) -> dict[str, int]:

@@ -12,10 +12,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import sys
+
+from tqdm import tqdm
 
 from ema.auditors.reference import ReferenceAuditor
 from ema.data.corruption import check_quality
 from ema.data.limits import DEFAULT_MAX_QUERY
+from ema.data.shifts import AUGMENT_NONE
 from ema.data.tables import DEFAULT_LABEL_COLUMN
 from ema.errors import InputError
 from ema.oracle import Oracle
@@ -28,8 +32,16 @@ from ema.tracking.runs import log_metrics, log_params, set_tags, start_run
 from ema.validation import check_open_unit
 from ema.workflows.audit import SuppliedCalibration, fit_calibrated
 from ema.workflows.calibrate import CalibrationPlan, planned_helper
-from ema.workflows.references import check_disjoint, member_reference, nonmember_reference, of_kind, scored
+from ema.workflows.references import (
+    Reference,
+    check_disjoint,
+    member_reference,
+    nonmember_reference,
+    of_kind,
+    scored,
+)
 from ema.workflows.target import Target, resolve_target
+from ema.workflows.views import augment_cost, check_augment, shift_view_proba
 
 #: The largest query size :func:`reference_query_size` searches.
 MAX_PLANNED_QUERY = 100_000
@@ -49,6 +61,7 @@ def query_size_for_power(
     label_column: str = DEFAULT_LABEL_COLUMN,
     allow_missing: bool = False,
     calibration: SuppliedCalibration | None = None,
+    augment: str = AUGMENT_NONE,
     progress: bool = True,
 ) -> QuerySizeResult:
     """Calibrate the auditor an audit of the target would run and solve for the query size; logged as a run.
@@ -58,6 +71,8 @@ def query_size_for_power(
     transfer route's calibrated auditor and its tail tests (tag ``ema.power_route``), whose calibration
     model is ``calibration`` (``--calibration-model``) when given, else the one the workbench trains.
     ``allow_missing``: the missing numbers of the tables read go to the target as NaN (``--allow-missing``).
+    ``augment``: ``shifts`` plans an audit with ``--augment shifts`` (the references' 9 views; a member
+    reference needed, :func:`~ema.workflows.views.check_augment`).
     """
     with start_run(f"power {model_uri}"):
         check_open_unit("power", power)
@@ -68,6 +83,7 @@ def query_size_for_power(
         members = member_reference(
             target, None, members_file, max_images=max_query, label_column=label_column, unheld_query=""
         )
+        check_augment(augment, None if members is None else members.data, lambda: members is not None, target.label)
         if members is not None:
             nonmembers = of_kind(
                 nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column),
@@ -75,16 +91,9 @@ def query_size_for_power(
                 "the member reference",
             )
             check_disjoint(members, nonmembers)
-            auditor = ReferenceAuditor(alpha=alpha, power=power).calibrate(
-                scored(oracle, members.data, role="member reference").proba,
-                members.data.y,
-                scored(oracle, nonmembers.data, role="non-member reference").proba,
-                nonmembers.data.y,
-            )
-            result, tags = (
-                reference_query_size(auditor),
-                {keys.TAG_POWER_ROUTE: f"member reference ({members.description})"},
-            )
+            auditor, tags = _reference_auditor(oracle, members, nonmembers, augment, alpha=alpha, power=power)
+            result = reference_query_size(auditor)
+            tags[keys.TAG_POWER_ROUTE] = f"member reference ({members.description})"
             if calibration is not None:
                 logging.getLogger(__name__).warning(
                     "--calibration-model %s changed nothing: members are known (%s), so the power is the "
@@ -113,11 +122,29 @@ def query_size_for_power(
                 keys.PARAM_CAL_SEED: cal_seed,
                 keys.PARAM_MODEL_URI: target.model_uri,
                 keys.PARAM_ALLOW_MISSING: allow_missing,
+                keys.PARAM_AUGMENT: augment,
             }
         )
         set_tags(tags)
         log_metrics({keys.METRIC_N_REQUIRED: float(result.n_required or -1), keys.METRIC_POWER_REACHED: result.power})
     return result
+
+
+def _reference_auditor(
+    oracle: Oracle, members: Reference, nonmembers: Reference, augment: str, **options
+) -> tuple[ReferenceAuditor, dict[str, str]]:
+    """The member-reference auditor (``options``) calibrated on both references through the target, on their views
+    under ``augment`` (the cost said on stderr before the shifts are scored, and returned as a tag)."""
+    member_proba = scored(oracle, members.data, role="member reference").proba
+    nonmember_proba = scored(oracle, nonmembers.data, role="non-member reference").proba
+    tags = {}
+    if augment != AUGMENT_NONE:
+        tags[keys.TAG_AUGMENT_COST] = augment_cost({"members": len(members.data), "non-members": len(nonmembers.data)})
+        tqdm.write(tags[keys.TAG_AUGMENT_COST], file=sys.stderr)
+        member_proba = shift_view_proba(oracle, members.data, member_proba)
+        nonmember_proba = shift_view_proba(oracle, nonmembers.data, nonmember_proba)
+    auditor = ReferenceAuditor(**options).calibrate(member_proba, members.data.y, nonmember_proba, nonmembers.data.y)
+    return auditor, tags
 
 
 def check_transfer_data(target: Target, oracle: Oracle) -> None:
@@ -170,6 +197,7 @@ def certification_plan(
     max_query: int = DEFAULT_MAX_QUERY,
     label_column: str = DEFAULT_LABEL_COLUMN,
     allow_missing: bool = False,
+    augment: str = AUGMENT_NONE,
 ) -> CertifyPlan:
     """The query and reference sizes that certify ``margin`` on this target with ``probability``; logged as a run.
 
@@ -179,7 +207,9 @@ def certification_plan(
     information's lower bound as an audit's certifiable margin uses it,
     :func:`ema.stats.certify.plan_certification`. ``max_reference``: the most non-member samples
     the user could gather (default: the reference's size). ``allow_missing``: the missing numbers of the
-    tables read go to the target as NaN (``--allow-missing``).
+    tables read go to the target as NaN (``--allow-missing``). ``augment``: ``shifts`` plans an audit with
+    ``--augment shifts`` from the references' 9 views; the plan then holds the identity view's own
+    (``single_view``), as an audit's report gives the margin with and without the shifts.
 
     Raises
     ------
@@ -198,6 +228,7 @@ def certification_plan(
                 f"ema power --certify needs samples the target was trained on, got none known for {target.label}; "
                 "give --members FILE"
             )
+        check_augment(augment, members.data, lambda: True, target.label)
         nonmembers = of_kind(
             nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column),
             members.data,
@@ -205,24 +236,30 @@ def certification_plan(
         )
         check_disjoint(members, nonmembers)
         oracle = target.oracle(outputs="probabilities")
-        auditor = ReferenceAuditor(alpha=alpha, certify_level=certify_level).calibrate(
-            scored(oracle, members.data, role="member reference").proba,
-            members.data.y,
-            scored(oracle, nonmembers.data, role="non-member reference").proba,
-            nonmembers.data.y,
+        auditor, tags = _reference_auditor(
+            oracle, members, nonmembers, augment, alpha=alpha, certify_level=certify_level
         )
-        plan = plan_certification(
-            margin,
-            auditor.information_,
-            n_reference=len(nonmembers.data),
-            max_reference=max_reference,
-            information_lower=auditor.information_lower_,
-            certify_level=auditor.resolved_certify_level(),
-            probability=probability,
-            binned_references=(auditor.member_counts_, auditor.nonmember_counts_),
-        )
-        if not auditor.information_estimate_.estimable:  # planned with none: no measurement to report
-            plan = dataclasses.replace(plan, information=math.nan, information_lower=math.nan)
+
+        def planned(estimate, counts) -> CertifyPlan:
+            plan = plan_certification(
+                margin,
+                estimate.estimate,
+                n_reference=len(nonmembers.data),
+                max_reference=max_reference,
+                information_lower=estimate.lower_bound(),
+                certify_level=auditor.resolved_certify_level(),
+                probability=probability,
+                binned_references=counts,
+            )
+            if not estimate.estimable:  # planned with none: no measurement to report
+                plan = dataclasses.replace(plan, information=math.nan, information_lower=math.nan)
+            return plan
+
+        plan = planned(auditor.information_estimate_, (auditor.member_counts_, auditor.nonmember_counts_))
+        if auditor.n_views_ > 1:
+            single_view = planned(auditor.single_view_estimate_, auditor.single_view_counts_)
+            plan = dataclasses.replace(plan, views=auditor.n_views_, single_view=single_view)
+        set_tags(tags)
         log_params(
             {
                 keys.PARAM_MARGIN: margin,
@@ -231,6 +268,7 @@ def certification_plan(
                 keys.PARAM_MAX_REFERENCE: max_reference or len(nonmembers.data),
                 keys.PARAM_MODEL_URI: target.model_uri,
                 keys.PARAM_ALLOW_MISSING: allow_missing,
+                keys.PARAM_AUGMENT: augment,
             }
         )
         metrics = {

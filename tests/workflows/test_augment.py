@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
@@ -61,3 +62,61 @@ def test_augment_with_a_method_without_the_calibrated_auditor_is_refused_in_one_
         audit(AuditConfig(model_uri=outcome.version.uri, query="M1", method="ema", augment="shifts"), progress=False)
     shown = CliRunner().invoke(main, ["audit", "--model", outcome.version.uri, "--query", "M1", "--augment", "rot"])
     assert shown.exit_code != 0 and "'rot' is not one of 'none', 'shifts'" in shown.output
+
+
+def latest_run(name_prefix: str):
+    """The newest run whose name starts with ``name_prefix`` (a command's own run)."""
+    runs = MlflowClient().search_runs(
+        [exp.experiment_id for exp in MlflowClient().search_experiments()], order_by=["attributes.start_time DESC"]
+    )
+    return next(run for run in runs if run.info.run_name.startswith(name_prefix))
+
+
+def test_power_certify_with_shifts_plans_from_nine_views_and_gives_the_identity_views_plan_beside(trained):
+    _, outcome = trained
+    words = ["power", "--model", outcome.version.uri, "--certify", "--margin", "0.95", "--no-progress"]
+    shown = CliRunner().invoke(main, [*words, "--augment", "shifts", "--json"])
+    assert shown.exit_code == 0, shown.output
+    plan = json.loads(shown.stdout)
+    assert plan["views"] == 9 and plan["single_view"]["views"] == 1 and plan["single_view"]["single_view"] is None
+    plain = json.loads(CliRunner().invoke(main, [*words, "--json"]).stdout)
+    # the identity view's plan is the plan without shifts, from the same references
+    assert plan["single_view"]["information"] == pytest.approx(plain["information"])
+    assert plan["single_view"]["query_size"] == plain["query_size"] and plain["views"] == 1
+    assert plan["information"] != plain["information"]
+    assert "54,000 oracle queries instead of 6,000" in shown.stderr
+    run = latest_run("power --certify").data
+    assert run.params[keys.PARAM_AUGMENT] == "none"  # the newest: the plain plan
+    text = CliRunner().invoke(main, [*words, "--augment", "shifts"])
+    assert text.exit_code == 0, text.output
+    with_shifts, without = text.stdout.strip().splitlines()
+    assert with_shifts.startswith("certifying a retained share of at most 0.95")
+    assert without.startswith("without the shifts (the identity view alone), certifying")
+    run = latest_run("power --certify").data
+    assert run.params[keys.PARAM_AUGMENT] == "shifts" and keys.TAG_AUGMENT_COST in run.tags
+
+
+def test_power_with_shifts_plans_detection_on_nine_views_and_refuses_a_table(trained, tmp_path):
+    _, outcome = trained
+    words = ["power", "--model", outcome.version.uri, "--no-progress"]
+    shown = CliRunner().invoke(main, [*words, "--augment", "shifts"])
+    assert shown.exit_code == 0, shown.output
+    assert "member-reference auditor's test" in shown.stdout and "oracle queries" in shown.stderr
+    assert latest_run("power").data.params[keys.PARAM_AUGMENT] == "shifts"
+    table = tmp_path / "rows.csv"
+    table.write_text("a,b,label\n1,2,0\n3,4,1\n")
+    refused = CliRunner().invoke(main, [*words, "--augment", "shifts", "--members", str(table)])
+    assert refused.exit_code != 0
+    assert "expected images with --augment shifts (it moves pixels), got table of 2 features" in refused.output
+
+
+def test_augment_without_a_member_reference_is_refused_naming_members():
+    from ema.data.arrays import ArraySet
+    from ema.workflows.views import check_augment
+
+    images = ArraySet("q", np.zeros((2, 4, 4), np.uint8), np.zeros(2, np.int64), np.arange(2))
+    check_augment("none", None, lambda: False, "t")  # nothing to refuse without shifts
+    check_augment("shifts", images, lambda: True, "t")
+    for data in (images, None):
+        with pytest.raises(InputError, match=r"expected a member reference with --augment shifts .* got none known "):
+            check_augment("shifts", data, lambda: False, "target t")
