@@ -191,7 +191,7 @@ def measure(config: Config, *, epochs: int | None = None, profile: bool = True) 
             met=calibrated / ema_again <= CALIBRATED_GOAL_RATIO,
             repeats=len(calibrated_times),
             note=(
-                f"calibrated {spread(calibrated_times)}, EMA {spread(ema_times)}: the member reference (4,000 "
+                f"calibrated {spread(calibrated_times)}, EMA {spread(ema_times)}: the member reference (5,000 "
                 "images) and the non-member reference scored on the target, permutation tests and power by "
                 "resampling"
             ),
