@@ -202,8 +202,8 @@ def augment_option(use: str) -> Callable:
         type=click.Choice(AUGMENTATIONS),
         default=AUGMENT_NONE,
         show_default=True,
-        help=f"shifts: score each image as {N_SHIFT_VIEWS} (itself and its 8 one-pixel shifts, {N_SHIFT_VIEWS}x the "
-        f"queries): {use}.",
+        help=f"With shifts, each image is scored as {N_SHIFT_VIEWS} (itself and its 8 one-pixel shifts, "
+        f"{N_SHIFT_VIEWS}x the queries): {use}.",
     )
 
 

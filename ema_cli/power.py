@@ -171,7 +171,7 @@ def _certification(
     if as_json:
         click.echo(json.dumps(_finite(asdict(plan)), sort_keys=True))
         return
-    click.echo(_plan_text(plan))
+    click.echo(f"with the shifts ({plan.views} views), {_plan_text(plan)}" if plan.views > 1 else _plan_text(plan))
     if plan.single_view is not None:
         click.echo(f"without the shifts (the identity view alone), {_plan_text(plan.single_view)}")
 

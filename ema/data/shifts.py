@@ -50,7 +50,7 @@ def shift_views(x: np.ndarray, offsets: Sequence[tuple[int, int]] = SHIFT_OFFSET
     Raises
     ------
     InputError
-        If ``x`` has not 3 or 4 dimensions.
+        If ``x`` has not 3 or 4 dimensions, or an offset moves the images out of their frame.
 
     Examples
     --------
@@ -59,8 +59,14 @@ def shift_views(x: np.ndarray, offsets: Sequence[tuple[int, int]] = SHIFT_OFFSET
     """
     if x.ndim not in (3, 4):
         raise InputError(f"expected images of shape (n, H, W) or (n, H, W, C) to shift, got shape {x.shape}")
-    out = np.zeros((len(offsets), *x.shape), dtype=x.dtype)
     height, width = x.shape[1:3]
+    for dy, dx in offsets:
+        if abs(dy) >= height or abs(dx) >= width:
+            raise InputError(
+                f"expected offsets within the images ({height} x {width}: at most {height - 1} rows and "
+                f"{width - 1} columns), got ({dy}, {dx})"
+            )
+    out = np.zeros((len(offsets), *x.shape), dtype=x.dtype)
     for view, (dy, dx) in enumerate(offsets):  # one whole-array copy a view
         out[view, :, max(dy, 0) : height + min(dy, 0), max(dx, 0) : width + min(dx, 0)] = x[
             :, max(-dy, 0) : height + min(-dy, 0), max(-dx, 0) : width + min(-dx, 0)

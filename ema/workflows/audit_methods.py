@@ -9,11 +9,9 @@ the runner of any auditor that calibrates on the target's member and non-member 
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ema.auditors.base import Auditor
 from ema.auditors.calibrated import CalibratedAuditor
@@ -181,10 +179,9 @@ def _reference_inputs(
     """
     if session.config.augment == AUGMENT_NONE:
         return session.member_proba, session.nonmember_proba, predictions.proba, {}
-    cost = session.augment_cost()
-    tqdm.write(cost, file=sys.stderr)
+    tags = session.announce_augment_cost()
     query_views = session.views(session.data, predictions.proba)
-    return session.member_views, session.nonmember_views, query_views, {keys.TAG_AUGMENT_COST: cost}
+    return session.member_views, session.nonmember_views, query_views, tags
 
 
 def run_marks(session: AuditSession, predictions: Predictions) -> tuple[AuditResult, dict[str, str]]:

@@ -15,6 +15,7 @@ from ema.auditors.ks_ratio import KSRatioAuditor
 from ema.auditors.marks import MarksAuditor
 from ema.auditors.result import AuditResult
 from ema.data.arrays import ArraySet
+from ema.data.shifts import AUGMENT_NONE
 from ema.data.tables import TABLE_SUFFIXES
 from ema.errors import InputError
 from ema.oracle import Oracle, Predictions
@@ -34,7 +35,7 @@ from ema.workflows.calibrate import (
 from ema.workflows.methods import METHODS, method_plan, needs_calibration_model
 from ema.workflows.references import Reference, check_disjoint, member_reference, nonmember_reference, scored
 from ema.workflows.target import Target, resolve_target
-from ema.workflows.views import augment_cost, check_augment, shift_view_proba
+from ema.workflows.views import announce_cost, check_members_known, check_shiftable, shift_view_proba
 
 
 def audit_target(config: AuditConfig) -> Target:
@@ -293,13 +294,15 @@ class AuditSession:
         return shift_view_proba(self.oracle, data, identity)
 
     def check_augment(self) -> None:
-        """Refuse ``--augment shifts`` where it cannot run (:func:`~ema.workflows.views.check_augment`), before
-        anything is scored or trained."""
-        check_augment(self.config.augment, self.data, lambda: self.members is not None, self.target.label)
+        """Refuse ``--augment shifts`` where it cannot run, before anything is scored or trained: a query that is
+        not images first, then no member reference known (:mod:`ema.workflows.views`)."""
+        check_shiftable(self.config.augment, self.data)
+        if self.config.augment != AUGMENT_NONE:
+            check_members_known(self.config.augment, self.members is not None, self.target.label)
 
-    def augment_cost(self) -> str:
-        """What ``--augment shifts`` costs the calibrated auditor in oracle queries, in words (said before scoring)."""
-        return augment_cost(
+    def announce_augment_cost(self) -> dict[str, str]:
+        """Say what ``--augment shifts`` costs the calibrated auditor in oracle queries (before scoring); its tag."""
+        return announce_cost(
             {"query": len(self.data), "members": len(self.members.data), "non-members": len(self.nonmembers.data)}
         )
 

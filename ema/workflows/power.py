@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import sys
 
-from tqdm import tqdm
+import numpy as np
 
 from ema.auditors.reference import ReferenceAuditor
 from ema.data.corruption import check_quality
@@ -41,8 +40,10 @@ from ema.workflows.references import (
     scored,
 )
 from ema.workflows.target import Target, resolve_target
-from ema.workflows.views import augment_cost, check_augment, shift_view_proba
+from ema.workflows.views import announce_cost, check_members_known, check_shiftable, shift_view_proba
 
+#: Appended to a plan's metric names for the identity view's own plan under ``--augment shifts``.
+SINGLE_VIEW_SUFFIX = "_single_view"
 #: The largest query size :func:`reference_query_size` searches.
 MAX_PLANNED_QUERY = 100_000
 
@@ -71,8 +72,8 @@ def query_size_for_power(
     transfer route's calibrated auditor and its tail tests (tag ``ema.power_route``), whose calibration
     model is ``calibration`` (``--calibration-model``) when given, else the one the workbench trains.
     ``allow_missing``: the missing numbers of the tables read go to the target as NaN (``--allow-missing``).
-    ``augment``: ``shifts`` plans an audit with ``--augment shifts`` (the references' 9 views; a member
-    reference needed, :func:`~ema.workflows.views.check_augment`).
+    ``augment``: ``shifts`` plans an audit with ``--augment shifts`` (the references' 9 views; images and a
+    member reference needed, :mod:`ema.workflows.views`).
     """
     with start_run(f"power {model_uri}"):
         check_open_unit("power", power)
@@ -83,7 +84,11 @@ def query_size_for_power(
         members = member_reference(
             target, None, members_file, max_images=max_query, label_column=label_column, unheld_query=""
         )
-        check_augment(augment, None if members is None else members.data, lambda: members is not None, target.label)
+        if members is not None:
+            check_shiftable(augment, members.data)
+        elif augment != AUGMENT_NONE:
+            check_model_shiftable(augment, target, oracle)
+            check_members_known(augment, False, target.label)
         if members is not None:
             nonmembers = of_kind(
                 nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column),
@@ -130,6 +135,32 @@ def query_size_for_power(
     return result
 
 
+def takes_table(target: Target, oracle: Oracle) -> bool:
+    """Whether the model takes table rows: its calibration set is a table, or its signature names columns that are
+    not the calibration images' pixels (a DataFrame of 784 columns takes 28x28 images)."""
+    calibration, spec = target.calibration_set(), oracle.input_spec
+    if calibration.kind == "table":
+        return True
+    return spec is not None and spec.columns is not None and len(spec.columns) != math.prod(calibration.x.shape[1:])
+
+
+def check_model_shiftable(augment: str, target: Target, oracle: Oracle) -> None:
+    """Refuse ``augment`` for a model of table inputs where no set of its own is read yet (the transfer route), so
+    that a table model is refused as one before ``--members`` is asked for.
+
+    Raises
+    ------
+    InputError
+        Naming the model's inputs.
+    """
+    if augment != AUGMENT_NONE and takes_table(target, oracle):
+        raise InputError(
+            f"expected a model of image inputs with --augment {augment} (it moves pixels), got a model of table "
+            f"inputs ({oracle.input_spec.describe() if oracle.input_spec else target.calibration_set().describe()}); "
+            f"use --augment none for tables"
+        )
+
+
 def _reference_auditor(
     oracle: Oracle, members: Reference, nonmembers: Reference, augment: str, **options
 ) -> tuple[ReferenceAuditor, dict[str, str]]:
@@ -139,8 +170,7 @@ def _reference_auditor(
     nonmember_proba = scored(oracle, nonmembers.data, role="non-member reference").proba
     tags = {}
     if augment != AUGMENT_NONE:
-        tags[keys.TAG_AUGMENT_COST] = augment_cost({"members": len(members.data), "non-members": len(nonmembers.data)})
-        tqdm.write(tags[keys.TAG_AUGMENT_COST], file=sys.stderr)
+        tags = announce_cost({"members": len(members.data), "non-members": len(nonmembers.data)})
         member_proba = shift_view_proba(oracle, members.data, member_proba)
         nonmember_proba = shift_view_proba(oracle, nonmembers.data, nonmember_proba)
     auditor = ReferenceAuditor(**options).calibrate(member_proba, members.data.y, nonmember_proba, nonmembers.data.y)
@@ -157,9 +187,8 @@ def check_transfer_data(target: Target, oracle: Oracle) -> None:
     InputError
         Naming the model's inputs, the calibration set, and ``--members`` / ``--reference``.
     """
-    calibration, spec = target.calibration_set(), oracle.input_spec
-    pixels = math.prod(calibration.x.shape[1:])
-    if spec is not None and spec.columns is not None and calibration.kind != "table" and len(spec.columns) != pixels:
+    calibration = target.calibration_set()
+    if calibration.kind != "table" and takes_table(target, oracle):
         raise InputError(
             f"expected --members FILE for ema power on a model of table inputs ({oracle.input_spec.describe()}) "
             f"without recorded training data, got none: without a member reference the power is planned on a "
@@ -228,7 +257,7 @@ def certification_plan(
                 f"ema power --certify needs samples the target was trained on, got none known for {target.label}; "
                 "give --members FILE"
             )
-        check_augment(augment, members.data, lambda: True, target.label)
+        check_shiftable(augment, members.data)
         nonmembers = of_kind(
             nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column),
             members.data,
@@ -240,25 +269,19 @@ def certification_plan(
             oracle, members, nonmembers, augment, alpha=alpha, certify_level=certify_level
         )
 
-        def planned(estimate, counts) -> CertifyPlan:
-            plan = plan_certification(
-                margin,
-                estimate.estimate,
-                n_reference=len(nonmembers.data),
-                max_reference=max_reference,
-                information_lower=estimate.lower_bound(),
-                certify_level=auditor.resolved_certify_level(),
-                probability=probability,
-                binned_references=counts,
-            )
-            if not estimate.estimable:  # planned with none: no measurement to report
-                plan = dataclasses.replace(plan, information=math.nan, information_lower=math.nan)
-            return plan
-
-        plan = planned(auditor.information_estimate_, (auditor.member_counts_, auditor.nonmember_counts_))
+        plan_options = {
+            "n_reference": len(nonmembers.data),
+            "max_reference": max_reference,
+            "certify_level": auditor.resolved_certify_level(),
+            "probability": probability,
+        }
+        counts = (auditor.member_counts_, auditor.nonmember_counts_)
+        plan = _planned(margin, auditor.information_estimate_, counts, **plan_options)
+        metrics = _plan_metrics(plan)
         if auditor.n_views_ > 1:
-            single_view = planned(auditor.single_view_estimate_, auditor.single_view_counts_)
+            single_view = _planned(margin, auditor.single_view_estimate_, auditor.single_view_counts_, **plan_options)
             plan = dataclasses.replace(plan, views=auditor.n_views_, single_view=single_view)
+            metrics |= _plan_metrics(single_view, SINGLE_VIEW_SUFFIX)
         set_tags(tags)
         log_params(
             {
@@ -271,15 +294,31 @@ def certification_plan(
                 keys.PARAM_AUGMENT: augment,
             }
         )
-        metrics = {
-            keys.METRIC_INFORMATION: plan.information,
-            keys.METRIC_INFORMATION_LOWER: plan.information_lower,
-            keys.METRIC_CERTIFY_QUERY_SIZE: float(plan.query_size or -1),
-            keys.METRIC_CERTIFY_REFERENCE_SIZE: float(plan.reference_size),
-            keys.METRIC_SMALLEST_REACHABLE_MARGIN: plan.smallest_reachable_margin,
-        }
         log_metrics({key: value for key, value in metrics.items() if not math.isnan(value)})
     return plan
+
+
+def _planned(margin: float, estimate, counts: tuple[np.ndarray, np.ndarray], **options) -> CertifyPlan:
+    """:func:`~ema.stats.certify.plan_certification` from an information ``estimate`` (its lower bound, as an
+    audit's margin uses it) and the binned references ``counts``; an inestimable one leaves no measurement."""
+    plan = plan_certification(
+        margin, estimate.estimate, information_lower=estimate.lower_bound(), binned_references=counts, **options
+    )
+    if not estimate.estimable:  # planned with none: no measurement to report
+        plan = dataclasses.replace(plan, information=math.nan, information_lower=math.nan)
+    return plan
+
+
+def _plan_metrics(plan: CertifyPlan, suffix: str = "") -> dict[str, float]:
+    """A plan's metrics; the identity view's under ``--augment shifts`` with ``suffix`` :data:`SINGLE_VIEW_SUFFIX`,
+    its information named as an audit names it (``information_single_view``, ``information_single_view_lower``)."""
+    return {
+        f"{keys.METRIC_INFORMATION}{suffix}": plan.information,
+        f"{keys.METRIC_INFORMATION}{suffix}_lower": plan.information_lower,
+        f"{keys.METRIC_CERTIFY_QUERY_SIZE}{suffix}": float(plan.query_size or -1),
+        f"{keys.METRIC_CERTIFY_REFERENCE_SIZE}{suffix}": float(plan.reference_size),
+        f"{keys.METRIC_SMALLEST_REACHABLE_MARGIN}{suffix}": plan.smallest_reachable_margin,
+    }
 
 
 __all__ = ["certification_plan", "level_text", "query_size_for_power"]

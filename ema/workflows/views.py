@@ -7,14 +7,16 @@ member-reference auditor then takes (9, n, n_classes) probabilities (:mod:`ema.a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
 
 import numpy as np
+from tqdm import tqdm
 
 from ema.data.arrays import ArraySet
 from ema.data.shifts import AUGMENT_NONE, AUGMENT_SHIFTS, N_SHIFT_VIEWS, shifted_set
 from ema.errors import InputError
 from ema.oracle import Oracle
+from ema.tracking import keys
 
 
 def shift_view_proba(oracle: Oracle, data: ArraySet, identity: np.ndarray) -> np.ndarray:
@@ -30,35 +32,41 @@ def shift_view_proba(oracle: Oracle, data: ArraySet, identity: np.ndarray) -> np
     return np.concatenate([identity[np.newaxis], shifted.reshape(N_SHIFT_VIEWS - 1, len(data), identity.shape[1])])
 
 
-def check_augment(augment: str, data: ArraySet | None, members_known: Callable[[], bool], target_label: str) -> None:
-    """Refuse ``augment`` where it cannot run, before anything is scored or trained.
-
-    ``data``: the samples to shift (None where none is read yet). ``members_known`` is asked only after
-    ``data`` passed: reading a member reference may fail on its own, and a table's refusal comes first.
+def check_shiftable(augment: str, data: ArraySet) -> None:
+    """Refuse ``augment`` on ``data`` that is not images (a table has no pixels to shift), in one line.
 
     Raises
     ------
     InputError
-        On ``data`` that is not images (a table has no pixels to shift), or with no member reference
-        known (the transfer route's calibration model scores one view).
+        From :func:`~ema.data.shifts.shifted_set`.
     """
-    if augment == AUGMENT_NONE:
-        return
-    if data is not None and data.kind != "image":
+    if augment != AUGMENT_NONE and data.kind != "image":
         shifted_set(data)  # its one-line refusal
-    if not members_known():
+
+
+def check_members_known(augment: str, known: bool, target_label: str) -> None:
+    """Refuse ``augment`` where no member reference is known: the transfer route's calibration model scores one view.
+
+    Raises
+    ------
+    InputError
+        Naming the target and ``--members``.
+    """
+    if augment != AUGMENT_NONE and not known:
         raise InputError(
             f"expected a member reference with --augment {augment} (the transfer route scores one view of each "
             f"sample), got none known for {target_label}; give --members FILE"
         )
 
 
-def augment_cost(sizes: dict[str, int]) -> str:
-    """What ``--augment shifts`` costs in oracle queries over the sets of ``sizes`` (name -> samples), in words
-    (said on stderr before the shifts are scored)."""
+def announce_cost(sizes: dict[str, int]) -> dict[str, str]:
+    """Say on stderr what ``--augment shifts`` costs in oracle queries over the sets of ``sizes`` (name -> samples),
+    before the shifts are scored; the same words as the run's tag (``ema.augment_cost``)."""
     plain = sum(sizes.values())
     parts = ", ".join(f"{name} {size:,}" for name, size in sizes.items())
-    return (
+    cost = (
         f"--augment {AUGMENT_SHIFTS}: {N_SHIFT_VIEWS} views of each sample ({parts}): "
         f"{N_SHIFT_VIEWS * plain:,} oracle queries instead of {plain:,}"
     )
+    tqdm.write(cost, file=sys.stderr)
+    return {keys.TAG_AUGMENT_COST: cost}

@@ -49,6 +49,14 @@ def test_shift_views_takes_other_offsets_in_their_order():
     assert not views[0, :, :2].any() and not views[0, :, :, 4:].any()
 
 
+def test_shift_views_refuses_an_offset_as_large_as_the_images():
+    x = images(height=4, width=6)
+    assert shift_views(x, ((3, -5),)).shape == (1, *x.shape)  # the farthest that keeps a pixel
+    for offset in ((4, 0), (0, -6)):
+        with pytest.raises(InputError, match=r"expected offsets within the images \(4 x 6: at most 3 rows and 5 "):
+            shift_views(x, (offset,))
+
+
 def test_shift_views_refuses_an_array_that_is_not_images():
     with pytest.raises(InputError, match=r"expected images of shape \(n, H, W\) or \(n, H, W, C\) to shift"):
         shift_views(np.zeros((4, 30)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -90,10 +91,14 @@ def test_power_certify_with_shifts_plans_from_nine_views_and_gives_the_identity_
     text = CliRunner().invoke(main, [*words, "--augment", "shifts"])
     assert text.exit_code == 0, text.output
     with_shifts, without = text.stdout.strip().splitlines()
-    assert with_shifts.startswith("certifying a retained share of at most 0.95")
+    assert with_shifts.startswith("with the shifts (9 views), certifying a retained share of at most 0.95")
     assert without.startswith("without the shifts (the identity view alone), certifying")
     run = latest_run("power --certify").data
     assert run.params[keys.PARAM_AUGMENT] == "shifts" and keys.TAG_AUGMENT_COST in run.tags
+    # the identity view's plan is on record too, its information named as an audit names it
+    assert run.metrics["information_single_view"] == pytest.approx(plain["information"])
+    assert run.metrics["certify_query_size_single_view"] == plain["query_size"]
+    assert run.metrics["information"] == pytest.approx(plan["information"])
 
 
 def test_power_with_shifts_plans_detection_on_nine_views_and_refuses_a_table(trained, tmp_path):
@@ -102,21 +107,53 @@ def test_power_with_shifts_plans_detection_on_nine_views_and_refuses_a_table(tra
     shown = CliRunner().invoke(main, [*words, "--augment", "shifts"])
     assert shown.exit_code == 0, shown.output
     assert "member-reference auditor's test" in shown.stdout and "oracle queries" in shown.stderr
-    assert latest_run("power").data.params[keys.PARAM_AUGMENT] == "shifts"
+    shifted = latest_run("power").data
+    assert shifted.params[keys.PARAM_AUGMENT] == "shifts"
+    plain = CliRunner().invoke(main, words)
+    assert plain.exit_code == 0, plain.output
+    # the 9 views give another score, so another power curve (the same references and seed otherwise)
+    assert shifted.metrics[keys.METRIC_POWER_REACHED] != latest_run("power").data.metrics[keys.METRIC_POWER_REACHED]
     table = tmp_path / "rows.csv"
     table.write_text("a,b,label\n1,2,0\n3,4,1\n")
-    refused = CliRunner().invoke(main, [*words, "--augment", "shifts", "--members", str(table)])
-    assert refused.exit_code != 0
-    assert "expected images with --augment shifts (it moves pixels), got table of 2 features" in refused.output
+    for plan in ([], ["--certify", "--margin", "0.5"]):  # detection and certification alike
+        refused = CliRunner().invoke(main, [*words, *plan, "--augment", "shifts", "--members", str(table)])
+        assert refused.exit_code != 0
+        assert "expected images with --augment shifts (it moves pixels), got table of 2 features" in refused.output
 
 
-def test_augment_without_a_member_reference_is_refused_naming_members():
+def test_augment_without_a_member_reference_is_refused_naming_members_and_a_table_as_a_table():
     from ema.data.arrays import ArraySet
-    from ema.workflows.views import check_augment
+    from ema.workflows.views import check_members_known, check_shiftable
 
     images = ArraySet("q", np.zeros((2, 4, 4), np.uint8), np.zeros(2, np.int64), np.arange(2))
-    check_augment("none", None, lambda: False, "t")  # nothing to refuse without shifts
-    check_augment("shifts", images, lambda: True, "t")
-    for data in (images, None):
-        with pytest.raises(InputError, match=r"expected a member reference with --augment shifts .* got none known "):
-            check_augment("shifts", data, lambda: False, "target t")
+    rows = ArraySet("rows", np.zeros((2, 3), np.float32), np.zeros(2, np.int64), np.arange(2))
+    check_members_known("none", False, "t")  # nothing to refuse without shifts
+    check_shiftable("none", rows)
+    check_shiftable("shifts", images)
+    with pytest.raises(InputError, match=r"expected a member reference with --augment shifts .* got none known "):
+        check_members_known("shifts", False, "target t")
+    with pytest.raises(InputError, match=r"expected images with --augment shifts \(it moves pixels\), got table"):
+        check_shiftable("shifts", rows)
+
+
+def test_power_certify_json_writes_no_nan_inside_the_identity_views_plan(monkeypatch):
+    from ema.stats.certify import CertifyPlan
+
+    common = {"margin": 0.3, "reference_size": 1000, "certify_level": 0.95, "probability": 0.9}
+    single = CertifyPlan(reachable=False, query_size=None, smallest_reachable_margin=math.inf, information=math.nan,
+                         information_lower=math.nan, **common)  # fmt: skip
+    plan = CertifyPlan(reachable=True, query_size=500, smallest_reachable_margin=0.2, information=0.2,
+                       information_lower=0.15, views=9, single_view=single, **common)  # fmt: skip
+    monkeypatch.setattr("ema.workflows.power.certification_plan", lambda **_: plan)
+    monkeypatch.setattr("ema_cli.options.configure", lambda experiment, **_: None)
+    words = ["power", "--model", "models:/m/1", "--certify", "--margin", "0.3", "--augment", "shifts"]
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in the JSON")
+
+    as_json = json.loads(CliRunner().invoke(main, [*words, "--json"]).stdout, parse_constant=refuse)
+    assert as_json["single_view"]["information"] is None and as_json["single_view"]["smallest_reachable_margin"] is None
+    text = CliRunner().invoke(main, words).stdout.splitlines()
+    assert text[0].startswith("with the shifts (9 views), certifying") and "|D_q| >= 500" in text[0]
+    assert text[1].startswith("without the shifts (the identity view alone), margin 0.3 is unreachable")
+    assert "not estimable" in text[1]

@@ -207,6 +207,18 @@ def test_power_of_a_users_table_model_without_members_says_to_give_them_and_plan
     assert planned.exit_code == 0 and "|D_q| >=" in planned.output, planned.output
 
 
+def test_power_with_shifts_refuses_a_users_table_model_as_a_table_before_asking_for_members(tables):
+    """No members known and a table model: refused for the table first, not asked for --members and then refused."""
+    model_uri, _, _ = tables
+    refused = CliRunner().invoke(main, ["power", "--model", model_uri, "--augment", "shifts", "--no-progress"])
+    assert refused.exit_code == 3, refused.output
+    assert (
+        "expected a model of image inputs with --augment shifts (it moves pixels), got a model of table"
+        in (refused.output)
+        and "--members" not in refused.output
+    )
+
+
 def test_a_model_naming_no_columns_is_sent_the_numbers_and_the_text_left_out_on_record(tables):
     _, folder, sets = tables
     features, labels = training(sets)
