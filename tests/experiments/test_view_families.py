@@ -122,6 +122,7 @@ def test_main_with_learned_adds_the_learned_score_of_each_family(monkeypatch, ca
     assert information > lower > 0 and cells[9].endswith("x") and 0 < float(cells[10]) <= 1
 
 
-def test_main_refuses_no_seeds():
+def test_main_refuses_no_seeds(capsys):
     with pytest.raises(SystemExit):
         view_families.main(["--seeds", "0"])
+    assert "--seeds: expected at least 1, got 0" in capsys.readouterr().err

@@ -30,11 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from ema.experiments.errors.reference_pools import DEFAULT_CACHE, TARGETS
+from ema.experiments.errors.shift_information import GOAL_SIZE
 
 #: Folds of the cross-fitted score: each reference sample is scored by a classifier fitted on the other four.
 FOLDS = 5
-#: The query size at which the certifiable margins are printed (issue 26's goals).
-GOAL_SIZE = 200
 #: The learner: shallow, shrunk trees with a fixed number of rounds (no early stopping: its validation split
 #: would be one more random choice, and its stopping point one more thing fitted to the references).
 LEARNER_PARAMS = {
