@@ -9,6 +9,8 @@ from ema_cli.options import reading_command
 MISSING = "-"
 #: The most characters of a cell ``ema history`` prints (a failed audit's error is often longer).
 ERROR_CHARS = 80
+#: The most characters of a cell ``ema compare`` prints (a members or route description is often longer).
+COMPARE_CHARS = 60
 
 
 @click.command("history")
@@ -62,12 +64,15 @@ def compare(run_ids, model_name, query):
 
     from ema.workflows.history import compare_runs, version_trail
 
-    with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 60):
+    with pd.option_context("display.width", 200, "display.max_columns", None):
         if run_ids:
-            click.echo(shown(compare_runs(list(run_ids))))
+            click.echo(shown(compare_runs(list(run_ids)), max_colwidth=COMPARE_CHARS))
             return
         trail = version_trail(model_name, query=query)
-        click.echo(shown(trail, index=False) if len(trail) else f"no audits of {query!r} on {model_name!r} found")
+        if not len(trail):
+            click.echo(f"no audits of {query!r} on {model_name!r} found")
+            return
+        click.echo(shown(trail, index=False, max_colwidth=COMPARE_CHARS))
 
 
 def shown(table, *, index: bool = True, max_colwidth: int | None = None) -> str:

@@ -359,6 +359,23 @@ def test_history_all_cuts_a_failed_audits_error_to_error_chars(store, monkeypatc
     assert error[: ERROR_CHARS - 3] + "..." in row and error[: ERROR_CHARS - 2] not in row
 
 
+@pytest.mark.parametrize("args", [["--model", "ema-target", "--query", "M6"], ["0" * 32]])
+def test_compare_cuts_a_long_cell_to_compare_chars(store, monkeypatch, args):
+    """A trail's members (a reference's description) was printed whole: to_string ignores display.max_colwidth."""
+    import ema.workflows.history
+    from ema_cli.history import COMPARE_CHARS
+
+    members = "member reference scored on the target training data of ema-target v1 (mnist-embedded): " + "x" * 100
+    trail = pd.DataFrame({"version": [1], "members": [members]})
+    runs = pd.DataFrame({"0" * 8: {"param members": members}})
+    monkeypatch.setattr(ema.workflows.history, "version_trail", lambda *args, **kwargs: trail)
+    monkeypatch.setattr(ema.workflows.history, "compare_runs", lambda *args, **kwargs: runs)
+    shown = invoke("compare", *args)
+    assert shown.exit_code == 0, shown.output
+    row = shown.output.splitlines()[1]  # pandas counts a cell's leading space among the characters
+    assert row.endswith("...") and members[: COMPARE_CHARS - 4] in row and members[: COMPARE_CHARS - 2] not in row
+
+
 def test_train_on_other_data_says_it_moved_the_alias_and_model_name_keeps_it(store, caplog):
     """`ema train --data breast-cancer` moved @target from the MNIST target to a table model without a word."""
     mnist = invoke("train", "--hidden", "16", "--epochs", "1", "--no-progress")
