@@ -102,6 +102,12 @@ class InputTransform:
             words += ["--normalize", normalize]
         return words
 
+    def acting_options(self) -> list[str]:
+        """:meth:`as_options` without ``--input-scale 1.0``, which leaves pixels as they are (and is what ``ema audit``
+        takes when ``--input-scale`` is not given): for messages, which name only the options that change pixels."""
+        words = self.as_options()
+        return words[2:] if self.scale == 1 else words
+
     def apply(self, pixels: np.ndarray) -> np.ndarray:
         """``pixels`` scaled and normalised; a per-channel normalisation takes images (n, C, H, W) of its C channels.
 

@@ -148,7 +148,7 @@ class Target:
         if not self.transform.is_identity:
             raise InputError(
                 f"{name}: expected no --input-scale or --normalize with a {description} (they scale pixels), "
-                f"got {' '.join(self.transform.as_options())}; give the features as the model was trained on them"
+                f"got {' '.join(self.transform.acting_options())}; give the features as the model was trained on them"
             )
         if self.pixel_order != DEFAULT_PIXEL_ORDER:
             raise InputError(

@@ -271,3 +271,17 @@ def test_one_channels_normalisation_is_the_number_for_every_channel_and_options_
     precise = InputTransform(mean=0.123456789, std=0.987654321)
     assert precise.as_options()[-1] == "0.123456789,0.987654321"  # the report's command reruns this transform
     assert precise.describe() == "x1 norm 0.123457,0.987654"  # short, for tags and tables
+
+
+@pytest.mark.parametrize(
+    ("transform", "options"),
+    [
+        (InputTransform(mean=0.5, std=0.5), ["--normalize", "0.5,0.5"]),
+        (InputTransform(scale=255.0), ["--input-scale", "255.0"]),
+        (InputTransform(scale=255.0, mean=0.5, std=0.5), ["--input-scale", "255.0", "--normalize", "0.5,0.5"]),
+        (InputTransform(), []),
+    ],
+)
+def test_acting_options_leave_out_a_scale_of_one(transform, options):
+    """A refusal named `--input-scale 1.0` beside --normalize where --input-scale was not given."""
+    assert transform.acting_options() == options

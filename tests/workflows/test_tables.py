@@ -210,8 +210,16 @@ def test_audit_table_refuses_augment_shifts_in_one_line_and_leaves_a_failed_run(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (("--input-scale", "255"), "expected no --input-scale or --normalize with a table of 30 features (they scale"),
-        (("--normalize", "0.5,0.2"), "expected no --input-scale or --normalize with a table of 30 features (they"),
+        (
+            ("--input-scale", "255"),
+            "expected no --input-scale or --normalize with a table of 30 features (they scale pixels), got "
+            "--input-scale 255.0; give",
+        ),
+        (  # --input-scale was not given: the message said "got --input-scale 1.0 --normalize 0.5,0.2"
+            ("--normalize", "0.5,0.2"),
+            "expected no --input-scale or --normalize with a table of 30 features (they scale pixels), got "
+            "--normalize 0.5,0.2; give",
+        ),
         (("--pixel-order", "hwc"), "expected images to order with --pixel-order hwc, got a table of 30 features"),
     ],
 )
