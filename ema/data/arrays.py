@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -69,6 +69,9 @@ class ArraySet:
         Each sample's position in the source it was drawn from.
     features : tuple of str or None
         A table's column names (``x0``, ``x1``, ... when the source names none); None for images.
+    source : str or None
+        The set file it was read from, as the user gave it (``data/patients.csv``), which messages name (:attr:`where`);
+        None for a set not read from one.
     """
 
     name: str
@@ -76,6 +79,7 @@ class ArraySet:
     y: np.ndarray
     index: np.ndarray
     features: tuple[str, ...] | None = None
+    source: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_set(self.x, self.y, self.index, where=self.name)
@@ -89,6 +93,12 @@ class ArraySet:
             object.__setattr__(self, "features", tuple(map(str, names)))
         elif self.features is not None:
             raise InputError(f"{self.name}: expected feature names only for a table, got them for images")
+
+    @property
+    def where(self) -> str:
+        """How messages name the set: its file as the user gave it (``data/patients.csv``, where :attr:`name` is
+        ``patients``), else its name."""
+        return self.name if self.source is None else self.source
 
     @property
     def kind(self) -> str:
@@ -174,7 +184,7 @@ def in_query_layout(data: ArraySet, query: ArraySet, *, role: str) -> ArraySet:
         extra = [name for name in data.features if name not in query.features]
         detail = f" (missing {listed_names(missing) or 'none'}; extra {listed_names(extra) or 'none'})"
     raise InputError(
-        f"{role} {data.name}: expected inputs like the query's ({query.describe()}), got {data.describe()}{detail}; "
+        f"{role} {data.where}: expected inputs like the query's ({query.describe()}), got {data.describe()}{detail}; "
         f"{_layout_advice(data, query, role)}"
     )
 

@@ -238,7 +238,8 @@ def _read_npz(
     features = tuple(arrays["features"].tolist()) if "features" in arrays else None
     if arrays["x"].dtype.kind == "f":
         check_finite_cells(arrays["x"], features, where=str(path), allow_missing=allow_missing, option=option)
-    return ArraySet(path.stem, _with_text(arrays, where=str(path)), arrays["y"].astype(np.int64), index, features)
+    x = _with_text(arrays, where=str(path))
+    return ArraySet(path.stem, x, arrays["y"].astype(np.int64), index, features, str(path))
 
 
 def _describe_start(head: bytes) -> str:

@@ -68,7 +68,13 @@ def read_feature_table(
     path = Path(path)
     frame = _read_frame(path, max_images)
     return labelled_set(
-        frame, path.stem, label_column=label_column, where=str(path), allow_missing=allow_missing, option=option
+        frame,
+        path.stem,
+        label_column=label_column,
+        where=str(path),
+        allow_missing=allow_missing,
+        option=option,
+        source=str(path),
     )
 
 
@@ -80,10 +86,11 @@ def labelled_set(
     where: str,
     allow_missing: bool = False,
     option: str | None = None,
+    source: str | None = None,
 ) -> ArraySet:
     """A table read whole as a labelled set: labels from ``label_column``, positions from ``index`` if present
     (else 0..n-1), every other column a feature (see :func:`read_feature_table` for what is refused, and
-    ``option``)."""
+    ``option``); ``source``: the set file it was read from, as given (:attr:`ArraySet.source`)."""
     check_distinct_columns(list(frame.columns), where=where)
     if label_column not in frame.columns:
         raise InputError(
@@ -100,7 +107,7 @@ def labelled_set(
     )
     features = frame.drop(columns=[label_column, *([INDEX_COLUMN] if positions else [])])
     x = feature_matrix(features, where=where, allow_missing=allow_missing, option=option)
-    return ArraySet(name, x, labels, index, tuple(map(str, features.columns)))
+    return ArraySet(name, x, labels, index, tuple(map(str, features.columns)), source)
 
 
 def check_comma_separated(header: list[object], *, where: str) -> None:

@@ -180,7 +180,7 @@ class Oracle:
         """A set's inputs, a table's columns in the order the model's signature names them."""
         if data.kind != "table":
             return data.x
-        x, extra = align_columns(data.x, data.features, self.input_spec, where=data.name)
+        x, extra = align_columns(data.x, data.features, self.input_spec, where=data.where)
         log_left_out(data.name, extra)
         features = self.input_spec.columns or data.features
         if self.input_spec.columns is not None:

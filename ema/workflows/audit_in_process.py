@@ -84,7 +84,7 @@ def in_model_columns(data: ArraySet, spec: InputSpec) -> ArraySet:
     if spec.columns is None:
         x, kept, left_out = numeric_columns(data.x, data.features, where=data.name, taker="the model")
         return ArraySet(data.name, x, data.y, data.index, kept) if left_out else data
-    x, _ = align_columns(data.x, data.features, spec, where=data.name)
+    x, _ = align_columns(data.x, data.features, spec, where=data.where)
     return ArraySet(data.name, x, data.y, data.index, tuple(spec.columns))
 
 

@@ -197,6 +197,26 @@ def test_images_of_any_size_and_colour_round_trip(tmp_path, shape):
     assert back.kind == "image" and back.x.shape == shape and back.fingerprint == data.fingerprint
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".npz"])
+def test_a_set_file_missing_a_column_is_named_as_given(tmp_path, monkeypatch, suffix):
+    """A missing column was refused naming `q` for `data/q.csv`: the set's name drops the suffix, messages do not."""
+    from ema.data.arrays import in_query_layout
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    given = f"data/q{suffix}"
+    frame = table_frame().drop(columns=["dose"])
+    if suffix == ".npz":
+        write_set(ArraySet("q", frame[["age", "weight"]].to_numpy(), Y, np.arange(6), ("age", "weight")), given)
+    else:
+        frame.to_csv(given, index=False) if suffix == ".csv" else frame.to_parquet(given)
+    data = read_set(given)
+    assert data.name == "q" and data.where == given
+    query = ArraySet("query", X, Y, np.arange(6), ("age", "dose", "weight"))
+    with pytest.raises(InputError, match=rf"^calibration file {given}: expected inputs like the query's"):
+        in_query_layout(data, query, role="calibration file")
+
+
 def test_labels_of_any_integer_dtype_are_read_as_int64(tmp_path):
     np.savez(tmp_path / "q.npz", x=np.zeros((2, 8, 8), np.uint8), y=np.array([1, 2], np.int32))
     assert read_set(tmp_path / "q.npz").y.dtype == np.int64

@@ -181,7 +181,8 @@ def test_audit_query_missing_a_signature_column_is_refused_in_one_line(tabular, 
     before = failed_runs()
     result = audit_cli(model_uri, tmp_path / "q.csv", folder / "calibration.csv")
     assert result.exit_code != 0
-    assert "expected the columns the model's signature names, missing 1: 'mean radius'" in result.output
+    named = f"Error: {tmp_path / 'q.csv'}: expected the columns the model's signature names, missing 1: 'mean radius'"
+    assert named in result.output  # the file as given, not `q`
     assert len(result.output.strip().splitlines()) == 1
     assert failed_runs() == before + 1
     assert last_failed_run().data.tags[keys.TAG_ERROR] == result.output.strip().removeprefix("Error: ")
@@ -456,7 +457,9 @@ def test_audit_calibration_file_unlike_the_query_is_refused(tabular, tmp_path):
     pd.read_csv(folder / "calibration.csv").drop(columns=["worst area"]).to_csv(tmp_path / "cal.csv", index=False)
     result = audit_cli(model_uri, folder / "members.csv", tmp_path / "cal.csv")
     assert result.exit_code != 0
-    assert "calibration file cal: expected inputs like the query's (table of 30 features)" in result.output
+    assert f"calibration file {tmp_path / 'cal.csv'}: expected inputs like the query's (table of 30 features)" in (
+        result.output
+    )
     assert "missing 'worst area'" in result.output
     assert len(result.output.strip().splitlines()) == 1
 
