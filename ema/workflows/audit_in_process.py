@@ -22,7 +22,7 @@ from ema.oracle import ACCESS_PROBABILITIES, Oracle, Predictions
 from ema.tracking import keys
 from ema.tracking.runs import log_batch, log_dataset
 from ema.workflows.audit_config import AuditConfig
-from ema.workflows.audit_session import AuditSession, Scored, audit_target, log_audit_params
+from ema.workflows.audit_session import AuditSession, Scored, found_target, log_audit_params, read_calibration_file
 from ema.workflows.methods import check_access, method_plan, method_spec
 from ema.workflows.references import scored
 
@@ -30,7 +30,7 @@ from ema.workflows.references import scored
 @contextmanager
 def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool) -> Iterator[Scored]:
     """Find the target, log the run's params, read and record the query data, score it here and audit it."""
-    target = audit_target(config)
+    target = found_target(config)
     log_audit_params(config, target)  # before the query is read: a refused query's run is found by its model
     data = target.query_set(
         query=config.query,
@@ -39,6 +39,7 @@ def score_in_process(config: AuditConfig, oracle: Oracle | None, progress: bool)
         max_images=config.max_query,
         label_column=config.label_column,
     )
+    target = read_calibration_file(config, target)  # after the query, which is what is audited: its refusal first
     if config.query_limit is not None:
         data = data.take(np.arange(min(config.query_limit, len(data))))
     log_batch(params={keys.PARAM_QUERY_FINGERPRINT: data.fingerprint, **config.query_params(target, data.kind)})

@@ -39,13 +39,15 @@ from ema.workflows.views import announce_cost, check_members_known, check_shifta
 
 
 def audit_target(config: AuditConfig) -> Target:
-    """The target the audit names, as both engines resolve it; refused at once when a method of the audit needs a
-    calibration model and nothing can train one (no recipe, no clone and no supplied calibration model), before
-    any scoring.
-    ``--calibration-file`` is read here and becomes the target's calibration set (its missing cells kept as NaN
-    with ``--allow-missing``, unless one of the workbench's own recipes would train on them:
-    :func:`refuse_recipe_on_missing`).
-    """
+    """The target the audit names, as both engines resolve it (:func:`found_target`), with ``--calibration-file`` read
+    as its calibration set (:func:`read_calibration_file`)."""
+    return read_calibration_file(config, found_target(config))
+
+
+def found_target(config: AuditConfig) -> Target:
+    """The target the audit names, its ``--calibration-file`` not read yet; refused at once when a method of the audit
+    needs a calibration model and nothing can train one (no recipe, no clone and no supplied calibration model),
+    before any scoring."""
     target = resolve_target(
         config.model_uri,
         model_url=config.model_url,
@@ -62,6 +64,13 @@ def audit_target(config: AuditConfig) -> Target:
         warn_unread_plan_options(config)
     elif needs_calibration_model(config.method, members_file=config.members_file is not None):
         target.require_recipe()
+    return target
+
+
+def read_calibration_file(config: AuditConfig, target: Target) -> Target:
+    """``target`` with ``--calibration-file`` read as its calibration set (its missing cells kept as NaN with
+    ``--allow-missing``, unless one of the workbench's own recipes would train on them:
+    :func:`refuse_recipe_on_missing`), before any scoring; as it is without one."""
     if config.calibration_file is None:
         return target
     calibration = target.read_set(

@@ -162,11 +162,11 @@ def test_a_table_with_missing_cells_is_refused_without_allow_missing_saying_what
     result = cli("--model", model_uri, "--query-file", str(folder / f"members{suffix}"),
                  "--calibration-file", str(folder / f"calibration{suffix}"))  # fmt: skip
     assert result.exit_code == 3, result.output
-    cells = np.isnan(sets["calibration"].x)
+    cells = np.isnan(sets["members"].x)  # the query's, which is what is audited, before the calibration file's
     row, column = np.argwhere(cells)[0]
     assert result.output.strip().splitlines()[-1] == (
-        f"Error: {folder / f'calibration{suffix}'}: expected a finite number in every feature cell, got "
-        f"{int(cells.sum())} missing (first in column {sets['calibration'].features[column]!r}, data row {row}, "
+        f"Error: {folder / f'members{suffix}'}: expected a finite number in every feature cell, got "
+        f"{int(cells.sum())} missing (first in column {sets['members'].features[column]!r}, data row {row}, "
         "counted from 0); nothing is filled in; pass --allow-missing to send missing cells to the model as NaN when "
         "its own pipeline imputes them"
     )

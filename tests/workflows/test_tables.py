@@ -464,6 +464,19 @@ def test_audit_calibration_file_unlike_the_query_is_refused(tabular, tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_audit_query_and_calibration_file_both_without_labels_is_refused_on_the_query_first(tabular, tmp_path):
+    """The query is what is audited: it was refused on the calibration file, read first, and its run left unnamed."""
+    model_uri, folder = tabular
+    for name in ("members", "calibration"):
+        pd.read_csv(folder / f"{name}.csv").drop(columns=[LABEL]).to_csv(tmp_path / f"{name}.csv", index=False)
+    before = failed_runs()
+    result = audit_cli(model_uri, tmp_path / "members.csv", tmp_path / "calibration.csv")
+    assert result.exit_code == 3, result.output
+    assert result.output.startswith(f"Error: {tmp_path / 'members.csv'}: expected a label column {LABEL!r}")
+    assert failed_runs() == before + 1
+    assert last_failed_run().data.params[keys.PARAM_CALIBRATION_FILE] == str(tmp_path / "calibration.csv")
+
+
 def test_audit_calibration_file_with_the_querys_columns_in_another_order_is_read_by_name(tabular, tmp_path):
     model_uri, folder = tabular
     calibration = pd.read_csv(folder / "calibration.csv")
