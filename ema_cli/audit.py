@@ -46,6 +46,7 @@ from ema_cli.options import (
     timeout_option,
     workflow_command,
 )
+from ema_cli.param_types import ChoiceOrEmpty
 from ema_cli.supplied_calibration import supplied_calibration, supplied_calibration_options
 
 #: MLproject's ``query`` left at its default (an empty ``--query``): M1, unless ``-P query_file`` or ``query_table``
@@ -109,7 +110,7 @@ PROJECT_DEFAULT_QUERY = ""
 )
 @click.option(
     "--query",
-    type=click.Choice((*QUERY_NAMES, PROJECT_DEFAULT_QUERY)),
+    type=ChoiceOrEmpty(QUERY_NAMES),
     help=(
         "A named query set: M1..M5 (members), M6 (held out), S (other domain). Empty (MLproject's default): M1, "
         "unless --query-file or --query-table names the query (`mlflow run -e audit -P query_file=FILE`)."

@@ -42,3 +42,11 @@ class MarginType(click.ParamType):
         if not 0 < share < 1:
             self.fail(f"expected a retained share in (0, 1) or {AUTO_MARGIN!r}, got {value!r}", param, ctx)
         return share
+
+
+class ChoiceOrEmpty(click.Choice):
+    """One of ``choices``, or ``""``, which an MLproject parameter left at its empty default passes for "not given"
+    (returned as it is, for the command to read); help and errors list the real choices alone."""
+
+    def convert(self, value, param, ctx):
+        return value if value == "" else super().convert(value, param, ctx)

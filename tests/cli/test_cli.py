@@ -318,6 +318,20 @@ def test_a_bad_alpha_is_a_usage_error_alike_out_of_range_and_nan(store, command,
     ], refused.output
 
 
+def test_audit_query_help_and_refusal_list_the_named_sets_alone_and_an_empty_query_is_mlprojects_default(store):
+    """--help showed `[M1|M2|M3|M4|M5|M6|S|]`, a refusal `'S', ''`: the empty value MLproject passes by default."""
+    from ema.workflows.options import QUERY_NAMES
+    from ema_cli.audit import PROJECT_DEFAULT_QUERY, audit
+
+    named = "|".join(QUERY_NAMES)
+    assert f"--query [{named}] " in invoke("audit", "--help").output
+    refused = CliRunner().invoke(main, ["audit", "--query", "M7"])
+    assert refused.exit_code == 2
+    assert f"'M7' is not one of {', '.join(map(repr, QUERY_NAMES))}." in refused.output
+    context = audit.make_context("audit", ["--query", ""])
+    assert context.params["query"] == PROJECT_DEFAULT_QUERY  # M1 unless --query-file or --query-table names another
+
+
 @pytest.mark.parametrize("level", ["nan", "0.5", "1", "x"])
 def test_a_bad_certify_level_is_a_usage_error_alike_out_of_range_and_nan(store, level):
     refused = CliRunner().invoke(main, ["audit", "--query", "M1", "--certify-level", level, "--no-progress"])
