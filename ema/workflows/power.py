@@ -86,10 +86,6 @@ def query_size_for_power(
         )
         if members is not None:
             check_shiftable(augment, members.data)
-        elif augment != AUGMENT_NONE:
-            check_model_shiftable(augment, target, oracle)
-            check_members_known(augment, False, target.label)
-        if members is not None:
             nonmembers = of_kind(
                 nonmember_reference(target, reference_file, max_images=max_query, label_column=label_column),
                 members.data,
@@ -108,6 +104,8 @@ def query_size_for_power(
                     extra=FOR_THE_RECORD,
                 )
         else:
+            check_model_shiftable(augment, target, oracle)  # a table model is refused as one, then shifts need members
+            check_members_known(augment, False, target.label)
             if calibration is None:
                 check_transfer_data(target, oracle)
                 plan = CalibrationPlan.for_target(

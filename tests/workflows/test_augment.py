@@ -99,6 +99,8 @@ def test_power_certify_with_shifts_plans_from_nine_views_and_gives_the_identity_
     assert run.metrics["information_single_view"] == pytest.approx(plain["information"])
     assert run.metrics["certify_query_size_single_view"] == plain["query_size"]
     assert run.metrics["information"] == pytest.approx(plan["information"])
+    assert run.metrics["information_lower"] == pytest.approx(plan["information_lower"])
+    assert run.metrics["information_single_view_lower"] == pytest.approx(plain["information_lower"])
 
 
 def test_power_with_shifts_plans_detection_on_nine_views_and_refuses_a_table(trained, tmp_path):
